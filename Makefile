@@ -1,0 +1,30 @@
+# strata's two entry points for a fresh machine:
+#   go run ./examples/prefill     the main job
+#   make test                     installs what the tests need (Debian packages, as root) and runs every test
+SHELL := /bin/bash
+DEBIAN_PACKAGES := clang-16 libopenblas0 python3-numpy python3-pytest
+PYTHON ?= /usr/bin/python3
+
+.PHONY: test deps go-test vet darwin-vet py-test
+
+test: deps vet darwin-vet go-test py-test
+
+# Installs the Debian packages the tests use when running as root and any is missing.
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "missing Debian packages:$$missing (run as root, or install them)"; exit 1; fi; \
+	fi
+
+vet:
+	go vet ./...
+
+darwin-vet:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./...
+
+go-test:
+	go test -count=1 -timeout 40m ./...
+
+py-test:
+	@if ls python/tests/*.py >/dev/null 2>&1; then $(PYTHON) -m pytest -q python/tests; else echo "no python tests yet"; fi

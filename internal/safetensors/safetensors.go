@@ -1,0 +1,153 @@
+// Package safetensors reads Hugging Face safetensors files and sharded checkpoints
+// (model.safetensors.index.json), validating every header field against the file before any
+// tensor is exposed. Files are memory-mapped read-only where the platform allows and read
+// whole otherwise; tensor data is exposed as raw little-endian bytes plus widening helpers.
+//
+// Format: https://github.com/huggingface/safetensors (8-byte little-endian header length N,
+// N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end)}, "__metadata__": {...}},
+// then the data section; offsets are relative to the start of the data section).
+package safetensors
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/x448/float16"
+)
+
+// DType is a safetensors element type name as written in the header.
+type DType string
+
+// Supported element types.
+const (
+	F32  DType = "F32"
+	F16  DType = "F16"
+	BF16 DType = "BF16"
+	I32  DType = "I32"
+	I64  DType = "I64"
+	U8   DType = "U8"
+	BOOL DType = "BOOL"
+)
+
+// Size returns the size in bytes of one element, or 0 for an unknown dtype.
+func (d DType) Size() int {
+	switch d {
+	case F32, I32:
+		return 4
+	case F16, BF16:
+		return 2
+	case I64:
+		return 8
+	case U8, BOOL:
+		return 1
+	}
+	return 0
+}
+
+// ErrFormat is wrapped by every error about a malformed or inconsistent file.
+var ErrFormat = errors.New("safetensors: invalid file")
+
+// ErrNotFound is wrapped when a tensor name is not present.
+var ErrNotFound = errors.New("safetensors: tensor not found")
+
+// ErrDType is wrapped when a conversion is asked of a tensor whose dtype does not allow it.
+var ErrDType = errors.New("safetensors: unsupported dtype for conversion")
+
+// Tensor is one tensor of a file: its name, element type, shape and raw little-endian bytes.
+// Data aliases the file mapping; it is valid until the owning File is closed and must not be written.
+type Tensor struct {
+	Name  string
+	File  string // path of the file holding the tensor
+	DType DType
+	Shape []int64
+	Data  []byte
+}
+
+// NumElements is the product of Shape (1 for a scalar).
+func (t *Tensor) NumElements() int64 {
+	n := int64(1)
+	for _, s := range t.Shape {
+		n *= s
+	}
+	return n
+}
+
+// Float32 returns the tensor widened to float32 (F32 copied; BF16 and F16 widened exactly).
+// Other dtypes return an error wrapping ErrDType.
+func (t *Tensor) Float32() ([]float32, error) {
+	n := int(t.NumElements())
+	out := make([]float32, n)
+	if err := t.Float32Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Float32Into widens the tensor into dst, which must hold exactly NumElements values.
+func (t *Tensor) Float32Into(dst []float32) error {
+	n := int(t.NumElements())
+	if len(dst) != n {
+		return fmt.Errorf("%w: tensor %q has %d elements, destination %d", ErrDType, t.Name, n, len(dst))
+	}
+	b := t.Data
+	switch t.DType {
+	case F32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case BF16:
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+		}
+	case F16:
+		for i := range dst {
+			dst[i] = float16.Frombits(binary.LittleEndian.Uint16(b[2*i:])).Float32()
+		}
+	default:
+		return fmt.Errorf("%w: tensor %q in %s is %s, not a float type", ErrDType, t.Name, t.File, t.DType)
+	}
+	return nil
+}
+
+// Uint16s returns the raw 16-bit elements of a BF16 or F16 tensor without copying
+// (little-endian hosts only; strata supports no big-endian host).
+func (t *Tensor) Uint16s() ([]uint16, error) {
+	if t.DType != BF16 && t.DType != F16 {
+		return nil, fmt.Errorf("%w: tensor %q is %s, not BF16/F16", ErrDType, t.Name, t.DType)
+	}
+	if len(t.Data) == 0 {
+		return nil, nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&t.Data[0])), len(t.Data)/2), nil
+}
+
+// Int32 returns the tensor as int32: I32 copied, I64 narrowed with a range check, U8/BOOL widened.
+func (t *Tensor) Int32() ([]int32, error) {
+	n := int(t.NumElements())
+	out := make([]int32, n)
+	b := t.Data
+	switch t.DType {
+	case I32:
+		for i := range out {
+			out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case I64:
+		for i := range out {
+			v := int64(binary.LittleEndian.Uint64(b[8*i:]))
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				return nil, fmt.Errorf("%w: tensor %q element %d = %d overflows int32", ErrDType, t.Name, i, v)
+			}
+			out[i] = int32(v)
+		}
+	case U8, BOOL:
+		for i := range out {
+			out[i] = int32(b[i])
+		}
+	default:
+		return nil, fmt.Errorf("%w: tensor %q in %s is %s, not an integer type", ErrDType, t.Name, t.File, t.DType)
+	}
+	return out, nil
+}

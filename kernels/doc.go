@@ -1,0 +1,10 @@
+// Package kernels is strata's CPU backend: every op of Qwen3.8-Flash-Next and Qwen3-Next
+// (GEMM, RMSNorm, RoPE, QSA attention and indexer, Gated DeltaNet, MoE, GatedResidual, PLE)
+// in Go, parallel and bitwise deterministic across runs and GOMAXPROCS (work is split by
+// output ownership and every reduction runs in a fixed order).
+//
+// The math follows transformers' models/qwen4_exp/modeling_qwen4_exp.py and
+// models/qwen3_next/modeling_qwen3_next.py (v5.17). All activations are float32, row-major and
+// token-major ([T, D], [T, H, d]); Gated DeltaNet state is float32 [Hv, dk, dv]. Invalid shapes
+// return errors wrapping ErrShape (or another sentinel of this package); no op panics on bad input.
+package kernels
