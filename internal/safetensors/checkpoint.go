@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // IndexFile is the name of the shard index of a sharded Hugging Face checkpoint.
@@ -25,9 +26,12 @@ type Checkpoint struct {
 }
 
 // OpenDir opens the checkpoint in dir. With an index, every shard it names is opened and
-// validated, and every index entry must point at a shard that holds that tensor; tensors
-// present in a shard but absent from the index are an error, as is a name in two shards.
-// Without an index, dir/model.safetensors is opened. Errors wrap ErrFormat or ErrNotFound.
+// validated as by Open; a shard name must be a plain file name inside dir (no separators, no
+// "." or ".."); every index entry must point at a shard that holds that tensor; a tensor present
+// in a shard but absent from the index, a name in two shards and a name listed twice in the
+// index are errors. Without an index, dir/model.safetensors is opened. Errors name the index
+// file, the shard and the tensor involved and wrap ErrFormat or, for an index entry whose shard
+// lacks the tensor, ErrNotFound; a missing shard file also wraps fs.ErrNotExist.
 func OpenDir(dir string) (*Checkpoint, error) {
 	idxPath := filepath.Join(dir, IndexFile)
 	raw, err := os.ReadFile(idxPath)
@@ -45,40 +49,65 @@ func OpenDir(dir string) (*Checkpoint, error) {
 		return c, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, idxPath, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, idxPath, err)
 	}
 	var idx struct {
-		WeightMap map[string]string `json:"weight_map"`
+		WeightMap json.RawMessage `json:"weight_map"`
 	}
 	if err := json.Unmarshal(raw, &idx); err != nil {
 		return nil, fmt.Errorf("%w: %s: malformed JSON: %v", ErrFormat, idxPath, err)
 	}
-	if len(idx.WeightMap) == 0 {
-		return nil, fmt.Errorf("%w: %s: weight_map is missing or empty", ErrFormat, idxPath)
+	if len(idx.WeightMap) == 0 || string(idx.WeightMap) == "null" {
+		return nil, fmt.Errorf("%w: %s: weight_map is missing", ErrFormat, idxPath)
 	}
+	dup, err := duplicateKey(idx.WeightMap)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: weight_map: %v", ErrFormat, idxPath, err)
+	}
+	if dup != "" {
+		return nil, fmt.Errorf("%w: %s: tensor %q is listed twice in weight_map", ErrFormat, idxPath, dup)
+	}
+	var weightMap map[string]string
+	if err := json.Unmarshal(idx.WeightMap, &weightMap); err != nil {
+		return nil, fmt.Errorf("%w: %s: weight_map must map tensor names to shard file names: %v", ErrFormat, idxPath, err)
+	}
+	if len(weightMap) == 0 {
+		return nil, fmt.Errorf("%w: %s: weight_map is empty", ErrFormat, idxPath)
+	}
+	// Names are visited in sorted order so that the first error reported is the same on every run.
+	names := make([]string, 0, len(weightMap))
+	for n := range weightMap {
+		names = append(names, n)
+	}
+	sort.Strings(names)
 	shards := map[string]*File{}
 	c := &Checkpoint{Dir: dir, byName: map[string]*Tensor{}}
 	fail := func(err error) (*Checkpoint, error) { c.Close(); return nil, err }
 	var shardNames []string
-	for _, s := range idx.WeightMap {
-		if _, ok := shards[s]; !ok {
-			shards[s] = nil
-			shardNames = append(shardNames, s)
+	firstTensor := map[string]string{} // shard -> first tensor (sorted) mapped to it, for messages
+	for _, n := range names {
+		s := weightMap[n]
+		if _, ok := shards[s]; ok {
+			continue
 		}
+		firstTensor[s] = n
+		if s == "" || s == "." || s == ".." || s != filepath.Base(s) || strings.ContainsAny(s, `/\`) {
+			return fail(fmt.Errorf("%w: %s: tensor %q: shard name %q must be a plain file name inside %s", ErrFormat, idxPath, n, s, dir))
+		}
+		shards[s] = nil
+		shardNames = append(shardNames, s)
 	}
 	sort.Strings(shardNames)
 	for _, s := range shardNames {
-		if s != filepath.Base(s) || s == "" || s == "." || s == ".." {
-			return fail(fmt.Errorf("%w: %s: shard name %q must be a plain file name", ErrFormat, idxPath, s))
-		}
 		f, err := Open(filepath.Join(dir, s))
 		if err != nil {
-			return fail(fmt.Errorf("index %s names shard %s: %w", idxPath, s, err))
+			return fail(fmt.Errorf("index %s maps tensor %q to shard %s: %w", idxPath, firstTensor[s], s, err))
 		}
 		shards[s] = f
 		c.files = append(c.files, f)
 	}
-	for name, s := range idx.WeightMap {
+	for _, name := range names {
+		s := weightMap[name]
 		t, ok := shards[s].tensors[name]
 		if !ok {
 			return fail(fmt.Errorf("%w: %s: index maps tensor %q to %s, which does not hold it", ErrNotFound, idxPath, name, s))
@@ -87,18 +116,15 @@ func OpenDir(dir string) (*Checkpoint, error) {
 	}
 	for _, f := range c.files {
 		for _, n := range f.names {
-			if idx.WeightMap[n] != filepath.Base(f.Path) {
-				if _, ok := idx.WeightMap[n]; ok {
-					return fail(fmt.Errorf("%w: %s: tensor %q is in %s and in %s", ErrFormat, idxPath, n, f.Path, idx.WeightMap[n]))
+			if weightMap[n] != filepath.Base(f.Path) {
+				if _, ok := weightMap[n]; ok {
+					return fail(fmt.Errorf("%w: %s: tensor %q is in %s and in %s", ErrFormat, idxPath, n, f.Path, weightMap[n]))
 				}
 				return fail(fmt.Errorf("%w: %s: tensor %q of %s is not listed in the index", ErrFormat, idxPath, n, f.Path))
 			}
 		}
 	}
-	for n := range c.byName {
-		c.names = append(c.names, n)
-	}
-	sort.Strings(c.names)
+	c.names = names
 	return c, nil
 }
 

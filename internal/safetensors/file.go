@@ -25,14 +25,16 @@ type File struct {
 	unmap    func() error
 }
 
-// Open opens and validates one safetensors file: header length against the file size, JSON
-// syntax, dtypes, shapes, offsets (in range, contiguous cover of the data section without
-// overlap) and byte sizes (product(shape) * dtype size). Every error names the file and, where
-// one is involved, the tensor, and wraps ErrFormat.
+// Open opens and validates one safetensors file: header length against the file size and
+// MaxHeaderSize, JSON syntax, duplicate names, dtypes, shapes, offsets (in range; sorted by offset
+// the tensors must tile the data section exactly, without overlap, gap or trailing bytes, as the
+// reference implementation requires) and byte sizes (product(shape) * dtype size). Every error
+// names the file and, where one is involved, the tensor, and wraps ErrFormat; an error of the
+// file system is wrapped as well (errors.Is(err, fs.ErrNotExist) holds for a missing file).
 func Open(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -66,8 +68,12 @@ func Open(path string) (*File, error) {
 	return file, nil
 }
 
-// ParseHeader validates a whole safetensors image held in memory (header and data section)
-// and returns its tensors. It is Open without the file system; used by the fuzz target.
+// ParseHeader validates a whole safetensors image held in memory (8-byte length, JSON header
+// and data section) exactly as Open does and returns its tensors, which alias image. path only
+// names the image in errors. Errors wrap ErrFormat. Memory use is bounded by a small multiple of
+// len(image): the header length is checked against len(image) and MaxHeaderSize before the JSON
+// is read, and no allocation depends on a shape before the shape is checked against the bytes
+// that back it.
 func ParseHeader(path string, image []byte) (*File, error) {
 	if len(image) < 8 {
 		return nil, fmt.Errorf("%w: %s: file is %d bytes, shorter than the 8-byte header length", ErrFormat, path, len(image))
@@ -85,28 +91,43 @@ type rawEntry struct {
 	Offsets *[]int64 `json:"data_offsets"`
 }
 
+// span is the byte range [begin, end) of one tensor inside the data section.
+type span struct {
+	name       string
+	begin, end int64
+}
+
 func parse(path string, data []byte, hlen uint64) (*File, error) {
 	header := data[8 : 8+hlen]
 	body := data[8+hlen:]
+	// The header is scanned for duplicate keys first: encoding/json would silently keep the
+	// last of two equal keys, hiding a second tensor of the same name.
+	dup, err := duplicateKey(header)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: malformed JSON header: %v", ErrFormat, path, err)
+	}
+	if dup != "" {
+		return nil, fmt.Errorf("%w: %s: duplicate tensor %q in header", ErrFormat, path, dup)
+	}
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(header))
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("%w: %s: malformed JSON header: %v", ErrFormat, path, err)
 	}
-	if raw == nil {
-		return nil, fmt.Errorf("%w: %s: JSON header is not an object", ErrFormat, path)
-	}
-	// Only whitespace (safetensors pads with spaces) may follow the object.
+	// safetensors pads the header with spaces; other whitespace and NULs are tolerated too.
 	if rest, _ := io.ReadAll(dec.Buffered()); len(bytes.TrimRight(rest, " \t\r\n\x00")) != 0 {
 		return nil, fmt.Errorf("%w: %s: trailing bytes after the JSON header", ErrFormat, path)
 	}
 	file := &File{Path: path, tensors: make(map[string]*Tensor, len(raw)), data: data}
-	type span struct {
-		name       string
-		begin, end int64
-	}
 	spans := make([]span, 0, len(raw))
-	for name, msg := range raw {
+	// Keys are visited in sorted order so that the first error reported is the same on every run.
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, name := range keys {
+		msg := raw[name]
 		if name == "__metadata__" {
 			var md map[string]string
 			if err := json.Unmarshal(msg, &md); err != nil {
@@ -115,63 +136,15 @@ func parse(path string, data []byte, hlen uint64) (*File, error) {
 			file.Metadata = md
 			continue
 		}
-		var e rawEntry
-		d := json.NewDecoder(bytes.NewReader(msg))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&e); err != nil {
-			return nil, fmt.Errorf("%w: %s: tensor %q: malformed entry: %v", ErrFormat, path, name, err)
+		t, sp, err := parseEntry(path, name, msg, body)
+		if err != nil {
+			return nil, err
 		}
-		if e.DType == nil || e.Shape == nil || e.Offsets == nil {
-			return nil, fmt.Errorf("%w: %s: tensor %q: entry needs dtype, shape and data_offsets", ErrFormat, path, name)
-		}
-		dt := DType(*e.DType)
-		if dt.Size() == 0 {
-			return nil, fmt.Errorf("%w: %s: tensor %q: unknown dtype %q", ErrFormat, path, name, *e.DType)
-		}
-		if len(*e.Offsets) != 2 {
-			return nil, fmt.Errorf("%w: %s: tensor %q: data_offsets must have 2 entries, has %d", ErrFormat, path, name, len(*e.Offsets))
-		}
-		begin, end := (*e.Offsets)[0], (*e.Offsets)[1]
-		if begin < 0 || end < begin || end > int64(len(body)) {
-			return nil, fmt.Errorf("%w: %s: tensor %q: data_offsets [%d, %d) out of range of the %d-byte data section", ErrFormat, path, name, begin, end, len(body))
-		}
-		// Element count with overflow checks: a lying shape must not overflow into a small size.
-		n := int64(1)
-		for _, s := range *e.Shape {
-			if s < 0 {
-				return nil, fmt.Errorf("%w: %s: tensor %q: negative dimension in shape %v", ErrFormat, path, name, *e.Shape)
-			}
-			if s != 0 && n > math.MaxInt64/int64(dt.Size())/s {
-				return nil, fmt.Errorf("%w: %s: tensor %q: shape %v overflows", ErrFormat, path, name, *e.Shape)
-			}
-			n *= s
-		}
-		if n*int64(dt.Size()) != end-begin {
-			return nil, fmt.Errorf("%w: %s: tensor %q: %s shape %v needs %d bytes, data_offsets give %d", ErrFormat, path, name, dt, *e.Shape, n*int64(dt.Size()), end-begin)
-		}
-		if _, dup := file.tensors[name]; dup {
-			// encoding/json keeps the last duplicate key silently; this cannot trigger through
-			// the map, so duplicates are found by scanning keys below.
-			return nil, fmt.Errorf("%w: %s: duplicate tensor %q", ErrFormat, path, name)
-		}
-		shape := append([]int64(nil), (*e.Shape)...)
-		file.tensors[name] = &Tensor{Name: name, File: path, DType: dt, Shape: shape, Data: body[begin:end:end]}
-		spans = append(spans, span{name, begin, end})
+		file.tensors[name] = t
+		spans = append(spans, sp)
 	}
-	if dup := duplicateKey(header); dup != "" {
-		return nil, fmt.Errorf("%w: %s: duplicate tensor %q in header", ErrFormat, path, dup)
-	}
-	sort.Slice(spans, func(i, j int) bool {
-		if spans[i].begin != spans[j].begin {
-			return spans[i].begin < spans[j].begin
-		}
-		return spans[i].name < spans[j].name
-	})
-	for i := 1; i < len(spans); i++ {
-		if spans[i].begin < spans[i-1].end {
-			return nil, fmt.Errorf("%w: %s: tensors %q and %q overlap ([%d, %d) and [%d, %d))", ErrFormat, path,
-				spans[i-1].name, spans[i].name, spans[i-1].begin, spans[i-1].end, spans[i].begin, spans[i].end)
-		}
+	if err := checkCover(path, spans, int64(len(body))); err != nil {
+		return nil, err
 	}
 	file.names = make([]string, 0, len(file.tensors))
 	for n := range file.tensors {
@@ -181,32 +154,121 @@ func parse(path string, data []byte, hlen uint64) (*File, error) {
 	return file, nil
 }
 
-// duplicateKey returns the first top-level key that occurs twice in a JSON object, or "".
-func duplicateKey(header []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(header))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
+// parseEntry validates one header entry against the data section body.
+func parseEntry(path, name string, msg json.RawMessage, body []byte) (*Tensor, span, error) {
+	fail := func(format string, args ...any) (*Tensor, span, error) {
+		return nil, span{}, fmt.Errorf("%w: %s: tensor %q: %s", ErrFormat, path, name, fmt.Sprintf(format, args...))
+	}
+	var e rawEntry
+	d := json.NewDecoder(bytes.NewReader(msg))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&e); err != nil {
+		return fail("malformed entry: %v", err)
+	}
+	if e.DType == nil || e.Shape == nil || e.Offsets == nil {
+		return fail("entry needs dtype, shape and data_offsets")
+	}
+	dt := DType(*e.DType)
+	if dt.Size() == 0 {
+		return fail("unknown dtype %q", *e.DType)
+	}
+	if len(*e.Offsets) != 2 {
+		return fail("data_offsets must have 2 entries, has %d", len(*e.Offsets))
+	}
+	begin, end := (*e.Offsets)[0], (*e.Offsets)[1]
+	if begin < 0 || end < begin || end > int64(len(body)) {
+		return fail("data_offsets [%d, %d) out of range of the %d-byte data section", begin, end, len(body))
+	}
+	// Element count with overflow checks: a lying shape must not wrap around to a small size.
+	n := int64(1)
+	for _, s := range *e.Shape {
+		if s < 0 {
+			return fail("negative dimension in shape %v", *e.Shape)
+		}
+		if s != 0 && n > math.MaxInt64/int64(dt.Size())/s {
+			return fail("shape %v overflows", *e.Shape)
+		}
+		n *= s
+	}
+	if n*int64(dt.Size()) != end-begin {
+		return fail("%s shape %v needs %d bytes, data_offsets [%d, %d) give %d", dt, *e.Shape, n*int64(dt.Size()), begin, end, end-begin)
+	}
+	shape := append([]int64(nil), (*e.Shape)...)
+	t := &Tensor{Name: name, File: path, DType: dt, Shape: shape, Data: body[begin:end:end]}
+	return t, span{name, begin, end}, nil
+}
+
+// checkCover enforces what the reference safetensors implementation enforces: sorted by
+// offset, the tensors tile the data section exactly, from byte 0 to its end, with neither
+// overlap nor gap. Unreferenced bytes would be data no tensor owns; strata treats them as a
+// damaged or hand-made file rather than guessing.
+func checkCover(path string, spans []span, bodyLen int64) error {
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].begin != spans[j].begin {
+			return spans[i].begin < spans[j].begin
+		}
+		if spans[i].end != spans[j].end {
+			return spans[i].end < spans[j].end
+		}
+		return spans[i].name < spans[j].name
+	})
+	pos := int64(0)
+	prev := ""
+	for _, s := range spans {
+		switch {
+		case s.begin < pos:
+			return fmt.Errorf("%w: %s: tensors %q and %q overlap: [%d, %d) starts before %d", ErrFormat, path, prev, s.name, s.begin, s.end, pos)
+		case s.begin > pos && prev == "":
+			return fmt.Errorf("%w: %s: gap [%d, %d) in the data section before tensor %q", ErrFormat, path, pos, s.begin, s.name)
+		case s.begin > pos:
+			return fmt.Errorf("%w: %s: gap [%d, %d) in the data section between tensors %q and %q", ErrFormat, path, pos, s.begin, prev, s.name)
+		}
+		pos = s.end
+		prev = s.name
+	}
+	if pos != bodyLen {
+		if prev == "" {
+			return fmt.Errorf("%w: %s: %d-byte data section but no tensors", ErrFormat, path, bodyLen)
+		}
+		return fmt.Errorf("%w: %s: %d unreferenced bytes after the last tensor %q at the end of the data section", ErrFormat, path, bodyLen-pos, prev)
+	}
+	return nil
+}
+
+// duplicateKey returns the first top-level key that occurs twice in the JSON object obj, or "".
+// It reports an error when obj is not one well-formed JSON object.
+func duplicateKey(obj []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	t, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	if t != json.Delim('{') {
+		return "", fmt.Errorf("expected a JSON object, found %v", t)
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return ""
+			return "", err
 		}
 		k, ok := t.(string)
 		if !ok {
-			return ""
+			return "", fmt.Errorf("object key is %v, not a string", t)
 		}
 		if seen[k] {
-			return k
+			return k, nil
 		}
 		seen[k] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return ""
+			return "", err
 		}
 	}
-	return ""
+	if _, err := dec.Token(); err != nil {
+		return "", err
+	}
+	return "", nil
 }
 
 // Names returns the tensor names of the file, sorted.

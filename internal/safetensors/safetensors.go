@@ -21,27 +21,39 @@ import (
 // DType is a safetensors element type name as written in the header.
 type DType string
 
-// Supported element types.
+// Element types of the safetensors format with a whole-byte element size. Every one is accepted
+// by Open (its byte size is checked); Float32 converts F32, F16 and BF16, Int32 converts I32,
+// I64, U8 and BOOL. Sub-byte types (F4, F6_*) are rejected as unknown.
 const (
-	F32  DType = "F32"
-	F16  DType = "F16"
-	BF16 DType = "BF16"
-	I32  DType = "I32"
-	I64  DType = "I64"
-	U8   DType = "U8"
-	BOOL DType = "BOOL"
+	F64    DType = "F64"
+	F32    DType = "F32"
+	F16    DType = "F16"
+	BF16   DType = "BF16"
+	F8E4M3 DType = "F8_E4M3"
+	F8E5M2 DType = "F8_E5M2"
+	F8E8M0 DType = "F8_E8M0"
+	I64    DType = "I64"
+	I32    DType = "I32"
+	I16    DType = "I16"
+	I8     DType = "I8"
+	U64    DType = "U64"
+	U32    DType = "U32"
+	U16    DType = "U16"
+	U8     DType = "U8"
+	BOOL   DType = "BOOL"
+	C64    DType = "C64"
 )
 
 // Size returns the size in bytes of one element, or 0 for an unknown dtype.
 func (d DType) Size() int {
 	switch d {
-	case F32, I32:
-		return 4
-	case F16, BF16:
-		return 2
-	case I64:
+	case F64, I64, U64, C64:
 		return 8
-	case U8, BOOL:
+	case F32, I32, U32:
+		return 4
+	case F16, BF16, I16, U16:
+		return 2
+	case F8E4M3, F8E5M2, F8E8M0, I8, U8, BOOL:
 		return 1
 	}
 	return 0
@@ -75,9 +87,13 @@ func (t *Tensor) NumElements() int64 {
 	return n
 }
 
-// Float32 returns the tensor widened to float32 (F32 copied; BF16 and F16 widened exactly).
+// Float32 returns the tensor widened to float32 (F32 copied; BF16 and F16 widened exactly:
+// every BF16 and F16 value, subnormals, infinities and NaN included, is a float32 value).
 // Other dtypes return an error wrapping ErrDType.
 func (t *Tensor) Float32() ([]float32, error) {
+	if err := t.checkData(); err != nil {
+		return nil, err
+	}
 	n := int(t.NumElements())
 	out := make([]float32, n)
 	if err := t.Float32Into(out); err != nil {
@@ -86,8 +102,23 @@ func (t *Tensor) Float32() ([]float32, error) {
 	return out, nil
 }
 
+// checkData guards tensors built by hand (the fields are exported): Data must hold exactly
+// NumElements elements of DType. Tensors from Open always pass.
+func (t *Tensor) checkData() error {
+	n := t.NumElements()
+	if sz := int64(t.DType.Size()); sz == 0 || int64(len(t.Data)) != n*sz {
+		return fmt.Errorf("%w: tensor %q in %s: %d data bytes for %s shape %v", ErrFormat, t.Name, t.File, len(t.Data), t.DType, t.Shape)
+	}
+	return nil
+}
+
 // Float32Into widens the tensor into dst, which must hold exactly NumElements values.
+// Errors wrap ErrDType (wrong dtype or destination length) or ErrFormat (Data inconsistent
+// with Shape, possible only for a hand-built Tensor).
 func (t *Tensor) Float32Into(dst []float32) error {
+	if err := t.checkData(); err != nil {
+		return err
+	}
 	n := int(t.NumElements())
 	if len(dst) != n {
 		return fmt.Errorf("%w: tensor %q has %d elements, destination %d", ErrDType, t.Name, n, len(dst))
@@ -112,20 +143,36 @@ func (t *Tensor) Float32Into(dst []float32) error {
 	return nil
 }
 
-// Uint16s returns the raw 16-bit elements of a BF16 or F16 tensor without copying
-// (little-endian hosts only; strata supports no big-endian host).
+// Uint16s returns the raw 16-bit elements of a BF16 or F16 tensor (little-endian hosts only;
+// strata supports no big-endian host). The result aliases the file mapping when the tensor's
+// bytes are 2-byte aligned (always the case for files written by safetensors, whose header is
+// padded to 8 bytes) and is a copy otherwise; it must not be written either way.
 func (t *Tensor) Uint16s() ([]uint16, error) {
 	if t.DType != BF16 && t.DType != F16 {
 		return nil, fmt.Errorf("%w: tensor %q is %s, not BF16/F16", ErrDType, t.Name, t.DType)
 	}
+	if err := t.checkData(); err != nil {
+		return nil, err
+	}
 	if len(t.Data) == 0 {
 		return nil, nil
+	}
+	if uintptr(unsafe.Pointer(&t.Data[0]))%2 != 0 {
+		out := make([]uint16, len(t.Data)/2)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint16(t.Data[2*i:])
+		}
+		return out, nil
 	}
 	return unsafe.Slice((*uint16)(unsafe.Pointer(&t.Data[0])), len(t.Data)/2), nil
 }
 
 // Int32 returns the tensor as int32: I32 copied, I64 narrowed with a range check, U8/BOOL widened.
+// Other dtypes and out-of-range I64 values return an error wrapping ErrDType.
 func (t *Tensor) Int32() ([]int32, error) {
+	if err := t.checkData(); err != nil {
+		return nil, err
+	}
 	n := int(t.NumElements())
 	out := make([]int32, n)
 	b := t.Data
