@@ -33,6 +33,9 @@ func WriteFile(path string, tensors []WriteTensor, metadata map[string]string) e
 		}
 		n := int64(1)
 		for _, s := range t.Shape {
+			if s < 0 {
+				return fmt.Errorf("safetensors: write %s: tensor %q: negative dimension in shape %v", path, t.Name, t.Shape)
+			}
 			n *= s
 		}
 		if t.DType.Size() == 0 || n*int64(t.DType.Size()) != int64(len(t.Data)) {
