@@ -1,0 +1,290 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Gated DeltaNet (Yang, Kautz, Hatamizadeh, "Gated Delta Networks: Improving Mamba2 with Delta
+// Rule", 2024), as used by the linear-attention layers of Qwen3-Next and Qwen3.8-Flash-Next.
+// The math follows transformers' Qwen3NextGatedDeltaNet / Qwen4Exp gated delta net (v5.17):
+// gdn_pre (short conv, silu, l2norm of q and k, gates), gdn_scan (the delta-rule recurrence,
+// token by token or in chunks of GDNChunk), gdn_post (gated RMSNorm). The projections around
+// them are plain GEMMs.
+
+// HeadMap says which qk head a value head reads when Hv > Hk (r = Hv/Hk value heads per qk head).
+type HeadMap int
+
+const (
+	// Grouped: value head h reads qk head h / r (transformers' repeat_interleave order).
+	Grouped HeadMap = iota
+	// Tiled: value head h reads qk head h % Hk (the order of GGUF conversions).
+	Tiled
+)
+
+// ScanMode selects the algorithm of GDNScan. Both compute the same recurrence; they differ only
+// in float32 rounding (agreement about 1e-6 relative to max |o|).
+type ScanMode int
+
+const (
+	// Chunked is the WY / UT-transform form over chunks of GDNChunk tokens: small dense
+	// matrix products on [C, dk], [dk, dv] and [C, C] blocks. The fast path.
+	Chunked ScanMode = iota
+	// Recurrent applies the recurrence token by token (two passes over the state per token).
+	Recurrent
+)
+
+// GateAct is the activation of the output gate in GDNPost.
+type GateAct int
+
+const (
+	// ActSilu: act(z) = z * sigmoid(z) (Qwen3-Next).
+	ActSilu GateAct = iota
+	// ActSigmoid: act(z) = sigmoid(z) (Qwen3.8-Flash-Next, output_gate_type "sigmoid").
+	ActSigmoid
+)
+
+// GDNChunk is the chunk length C of the Chunked scan.
+const GDNChunk = 64
+
+// GDNParams are the sizes of one Gated DeltaNet call.
+//
+// T new tokens; Hk qk heads of size Dk; Hv value heads of size Dv (Hv a multiple of Hk);
+// ConvK the short-conv kernel length (4 in both models; only GDNPre reads it); Map the
+// value-head to qk-head mapping (only GDNScan reads it).
+type GDNParams struct {
+	T, Hk, Hv, Dk, Dv, ConvK int
+	Map                      HeadMap
+}
+
+// gdnConvChannels is the channel count of the conv input: [q Hk*Dk | k Hk*Dk | v Hv*Dv].
+func (p GDNParams) gdnConvChannels() int { return 2*p.Hk*p.Dk + p.Hv*p.Dv }
+
+func (p GDNParams) gdnCheck(op string) error {
+	if p.T <= 0 || p.Hk <= 0 || p.Hv <= 0 || p.Dk <= 0 || p.Dv <= 0 {
+		return fmt.Errorf("%s: T=%d Hk=%d Hv=%d Dk=%d Dv=%d must be positive: %w",
+			op, p.T, p.Hk, p.Hv, p.Dk, p.Dv, ErrShape)
+	}
+	if p.Hv%p.Hk != 0 {
+		return fmt.Errorf("%s: Hv=%d is not a multiple of Hk=%d: %w", op, p.Hv, p.Hk, ErrArg)
+	}
+	if p.Map != Grouped && p.Map != Tiled {
+		return fmt.Errorf("%s: unknown head map %d: %w", op, int(p.Map), ErrArg)
+	}
+	return nil
+}
+
+// gdnLen checks len(x) == want, naming the operand in the error.
+func gdnLen(op, name string, x []float32, want int) error {
+	if len(x) != want {
+		return fmt.Errorf("%s: len(%s)=%d, want %d: %w", op, name, len(x), want, ErrShape)
+	}
+	return nil
+}
+
+// gdnValueHead returns the m-th value head (m < Hv/Hk) that reads qk head j.
+func gdnValueHead(p GDNParams, j, m int) int {
+	if p.Map == Tiled {
+		return m*p.Hk + j
+	}
+	return j*(p.Hv/p.Hk) + m
+}
+
+func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// GDNPre is gdn_pre: the depthwise causal short conv over the in_proj channels, silu, the split
+// into q, k, v, the l2 norm and scale of q and k, and the gates.
+//
+// Inputs: qkv [T, C] float32, C = 2*Hk*Dk + Hv*Dv, the in_proj_qkv output (channels q | k | v,
+// before the conv); a, b [T, Hv] the in_proj_a / in_proj_b outputs; convW [C, ConvK] the conv
+// weight (convW[c][ConvK-1] multiplies the current token; no bias); ALog, dtBias [Hv].
+// convState [ConvK-1, C] holds the previous ConvK-1 inputs, token-major, oldest first (zeros
+// before the first token); it is read and then replaced by the last ConvK-1 inputs of the
+// history (old state followed by qkv), so consecutive calls equal one call over the
+// concatenated tokens.
+//
+// Outputs (must not alias the inputs): q, k [T, Hk, Dk] = l2norm(silu(conv)) per head, with
+// l2norm(x) = x / sqrt(sum x^2 + 1e-6), and q further scaled by Dk^-0.5; v [T, Hv, Dv] =
+// silu(conv); beta [T, Hv] = sigmoid(b); g [T, Hv] = -exp(ALog) * softplus(a + dtBias), the log
+// decay (softplus(x) = x for x > 20, as torch). Exponentials and the norm sums are evaluated in
+// float64 and rounded once.
+//
+// Errors wrap ErrShape (non-positive sizes, ConvK < 1, a length that does not match) or ErrArg
+// (Hv not a multiple of Hk, unknown Map).
+func GDNPre(q, k, v, g, beta []float32, qkv, a, b []float32, convState, convW, ALog, dtBias []float32, p GDNParams) error {
+	const op = "gdn_pre"
+	if err := p.gdnCheck(op); err != nil {
+		return err
+	}
+	if p.ConvK < 1 {
+		return fmt.Errorf("%s: ConvK=%d must be >= 1: %w", op, p.ConvK, ErrShape)
+	}
+	C := p.gdnConvChannels()
+	T, K := p.T, p.ConvK
+	for _, c := range []struct {
+		name string
+		x    []float32
+		n    int
+	}{
+		{"q", q, T * p.Hk * p.Dk}, {"k", k, T * p.Hk * p.Dk}, {"v", v, T * p.Hv * p.Dv},
+		{"g", g, T * p.Hv}, {"beta", beta, T * p.Hv},
+		{"qkv", qkv, T * C}, {"a", a, T * p.Hv}, {"b", b, T * p.Hv},
+		{"convState", convState, (K - 1) * C}, {"convW", convW, C * K},
+		{"ALog", ALog, p.Hv}, {"dtBias", dtBias, p.Hv},
+	} {
+		if err := gdnLen(op, c.name, c.x, c.n); err != nil {
+			return err
+		}
+	}
+
+	qkC := p.Hk * p.Dk
+	const blk = 64
+	nblk := (C + blk - 1) / blk
+	parallelFor(nblk, 4, func(lo, hi int) {
+		var acc [blk]float32
+		for bi := lo; bi < hi; bi++ {
+			c0 := bi * blk
+			c1 := min(c0+blk, C)
+			n := c1 - c0
+			for t := 0; t < T; t++ {
+				clear(acc[:n])
+				for j := 0; j < K; j++ {
+					r := t - (K - 1) + j
+					var row []float32
+					if r < 0 {
+						row = convState[(r+K-1)*C+c0 : (r+K-1)*C+c1]
+					} else {
+						row = qkv[r*C+c0 : r*C+c1]
+					}
+					for i, x := range row {
+						acc[i] += convW[(c0+i)*K+j] * x
+					}
+				}
+				for i := 0; i < n; i++ {
+					c := c0 + i
+					x := float64(acc[i])
+					y := float32(x * gdnSigmoid(x))
+					switch {
+					case c < qkC:
+						q[t*qkC+c] = y
+					case c < 2*qkC:
+						k[t*qkC+c-qkC] = y
+					default:
+						v[t*p.Hv*p.Dv+c-2*qkC] = y
+					}
+				}
+			}
+		}
+	})
+
+	// The last ConvK-1 inputs become the state; copy handles the overlapping shift.
+	if K > 1 {
+		keep := K - 1
+		if T >= keep {
+			copy(convState, qkv[(T-keep)*C:T*C])
+		} else {
+			copy(convState, convState[T*C:])
+			copy(convState[(keep-T)*C:], qkv)
+		}
+	}
+
+	if err := GDNNormQK(q, k, T, p.Hk, p.Dk); err != nil {
+		return err
+	}
+	parallelFor(T*p.Hv, 256, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			h := i % p.Hv
+			beta[i] = float32(gdnSigmoid(float64(b[i])))
+			x := float64(a[i]) + float64(dtBias[h])
+			sp := x
+			if x <= 20 {
+				sp = math.Log1p(math.Exp(x))
+			}
+			g[i] = float32(-math.Exp(float64(ALog[h])) * sp)
+		}
+	})
+	return nil
+}
+
+// GDNNormQK normalises q and k [T, Hk, Dk] in place per head: x / sqrt(sum x^2 + 1e-6), and
+// scales q by Dk^-0.5 (transformers' l2norm with use_qk_l2norm_in_kernel and the 1/sqrt(dk)
+// query scale). The sum is taken in float64. It is the normalisation part of GDNPre alone.
+// Errors wrap ErrShape when a size is not positive or a length is not T*Hk*Dk.
+func GDNNormQK(q, k []float32, T, Hk, Dk int) error {
+	const op = "gdn_norm_qk"
+	if T <= 0 || Hk <= 0 || Dk <= 0 {
+		return fmt.Errorf("%s: T=%d Hk=%d Dk=%d must be positive: %w", op, T, Hk, Dk, ErrShape)
+	}
+	if err := gdnLen(op, "q", q, T*Hk*Dk); err != nil {
+		return err
+	}
+	if err := gdnLen(op, "k", k, T*Hk*Dk); err != nil {
+		return err
+	}
+	scale := 1 / math.Sqrt(float64(Dk))
+	parallelFor(T*Hk, 64, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			gdnL2Norm(q[i*Dk:(i+1)*Dk], scale)
+			gdnL2Norm(k[i*Dk:(i+1)*Dk], 1)
+		}
+	})
+	return nil
+}
+
+func gdnL2Norm(x []float32, scale float64) {
+	var s float64
+	for _, e := range x {
+		s += float64(e) * float64(e)
+	}
+	f := scale / math.Sqrt(s+1e-6)
+	for i, e := range x {
+		x[i] = float32(float64(e) * f)
+	}
+}
+
+// GDNPost is gdn_post, the gated RMSNorm of the scan output per value head over Dv:
+// y = w * (o / sqrt(mean(o^2) + eps)) * act(z), act sigmoid or silu (transformers'
+// RMSNormGated; the weight is plain, not 1+w). y, o, z [T, Hv, Dv] float32, w [Dv]; y may alias
+// o or z. The mean and the activation are evaluated in float64 and rounded once.
+// Errors wrap ErrShape (sizes, lengths) or ErrArg (unknown act, eps < 0 or NaN).
+func GDNPost(y, o, z []float32, T, Hv, Dv int, w []float32, eps float32, act GateAct) error {
+	const op = "gdn_post"
+	if T <= 0 || Hv <= 0 || Dv <= 0 {
+		return fmt.Errorf("%s: T=%d Hv=%d Dv=%d must be positive: %w", op, T, Hv, Dv, ErrShape)
+	}
+	if act != ActSilu && act != ActSigmoid {
+		return fmt.Errorf("%s: unknown gate activation %d: %w", op, int(act), ErrArg)
+	}
+	if !(eps >= 0) {
+		return fmt.Errorf("%s: eps=%v: %w", op, eps, ErrArg)
+	}
+	n := T * Hv * Dv
+	for _, c := range []struct {
+		name string
+		x    []float32
+		n    int
+	}{{"y", y, n}, {"o", o, n}, {"z", z, n}, {"w", w, Dv}} {
+		if err := gdnLen(op, c.name, c.x, c.n); err != nil {
+			return err
+		}
+	}
+	parallelFor(T*Hv, 64, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			or, zr, yr := o[i*Dv:(i+1)*Dv], z[i*Dv:(i+1)*Dv], y[i*Dv:(i+1)*Dv]
+			var s float64
+			for _, e := range or {
+				s += float64(e) * float64(e)
+			}
+			r := 1 / math.Sqrt(s/float64(Dv)+float64(eps))
+			for d := range yr {
+				zd := float64(zr[d])
+				gate := gdnSigmoid(zd)
+				if act == ActSilu {
+					gate *= zd
+				}
+				yr[d] = w[d] * float32(float64(or[d])*r) * float32(gate)
+			}
+		}
+	})
+	return nil
+}

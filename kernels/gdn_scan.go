@@ -1,0 +1,330 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+)
+
+// GDNScan is gdn_scan, the gated delta rule over T tokens for every value head h, with qk head
+// j = h / (Hv/Hk) (Grouped) or h % Hk (Tiled):
+//
+//	S = exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S = S + k_t delta^T;  o_t = S^T q_t
+//
+// (transformers' torch_recurrent_gated_delta_rule). q, k [T, Hk, Dk] must already be
+// normalised and q scaled (GDNPre or GDNNormQK); v [T, Hv, Dv]; g (log decay) and beta [T, Hv];
+// state [Hv, Dk, Dv] float32 holds the initial state and receives the final one; o [T, Hv, Dv].
+//
+// Chunked computes, per chunk of C = GDNChunk tokens with G the in-chunk inclusive cumsum of g,
+// Gamma_ij = exp(G_i - G_j) and L = strict_lower(diag(beta) K K^T .* Gamma):
+//
+//	Vn = (I + L)^-1 diag(beta) (V - diag(exp(G)) K S)     (forward substitution)
+//	O  = diag(exp(G)) Q S + lower_incl(Q K^T .* Gamma) Vn
+//	S' = exp(G_last) S + (K .* exp(G_last - G))^T Vn
+//
+// which is the WY form of the chunked kernel of flash-linear-attention / transformers'
+// torch_chunk_gated_delta_rule, with W S folded into the right-hand side of the solve.
+// K K^T and Q K^T depend only on the qk head, so they are computed once per chunk for the value
+// heads that share it. Recurrent applies the recurrence token by token.
+//
+// Work is split over (qk head, value heads of that qk head); every head's arithmetic is the same
+// whatever the split, so results are bitwise identical across runs and GOMAXPROCS. Decay factors
+// below 1e-30 are flushed to zero (they are below float32 resolution of any term they multiply,
+// and subnormal arithmetic is slow). o must not alias the inputs or the state.
+//
+// Errors wrap ErrShape (sizes, lengths) or ErrArg (Hv not a multiple of Hk, unknown Map or mode).
+func GDNScan(o, state []float32, q, k, v, g, beta []float32, p GDNParams, mode ScanMode) error {
+	const op = "gdn_scan"
+	if err := p.gdnCheck(op); err != nil {
+		return err
+	}
+	if mode != Chunked && mode != Recurrent {
+		return fmt.Errorf("%s: unknown scan mode %d: %w", op, int(mode), ErrArg)
+	}
+	T := p.T
+	for _, c := range []struct {
+		name string
+		x    []float32
+		n    int
+	}{
+		{"o", o, T * p.Hv * p.Dv}, {"state", state, p.Hv * p.Dk * p.Dv},
+		{"q", q, T * p.Hk * p.Dk}, {"k", k, T * p.Hk * p.Dk}, {"v", v, T * p.Hv * p.Dv},
+		{"g", g, T * p.Hv}, {"beta", beta, T * p.Hv},
+	} {
+		if err := gdnLen(op, c.name, c.x, c.n); err != nil {
+			return err
+		}
+	}
+
+	r := p.Hv / p.Hk
+	// Units are (qk head, slice of its value heads). Slicing a group only when there are fewer
+	// qk heads than workers keeps the shared K K^T / Q K^T products shared where it pays.
+	nsplit := 1
+	if w := runtime.GOMAXPROCS(0); p.Hk < w {
+		nsplit = min(r, (w+p.Hk-1)/p.Hk)
+	}
+	parallelFor(p.Hk*nsplit, 1, func(lo, hi int) {
+		var ws *gdnScratch
+		if mode == Chunked {
+			ws = newGDNScratch(p)
+		}
+		for u := lo; u < hi; u++ {
+			j, part := u/nsplit, u%nsplit
+			m0, m1 := part*r/nsplit, (part+1)*r/nsplit
+			if mode == Recurrent {
+				for m := m0; m < m1; m++ {
+					gdnRecurrentHead(o, state, q, k, v, g, beta, p, j, gdnValueHead(p, j, m))
+				}
+				continue
+			}
+			for t0 := 0; t0 < T; t0 += GDNChunk {
+				c := min(GDNChunk, T-t0)
+				ws.loadQK(q, k, p, j, t0, c)
+				for m := m0; m < m1; m++ {
+					ws.chunk(o, state, v, g, beta, p, gdnValueHead(p, j, m), t0, c)
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// gdnExp is exp rounded to float32, flushed to zero below 1e-30.
+func gdnExp(x float64) float32 {
+	e := math.Exp(x)
+	if e < 1e-30 {
+		return 0
+	}
+	return float32(e)
+}
+
+// gdnRecurrentHead runs the token-by-token recurrence of value head h (qk head j).
+func gdnRecurrentHead(o, state, q, k, v, g, beta []float32, p GDNParams, j, h int) {
+	Dk, Dv, Hk, Hv := p.Dk, p.Dv, p.Hk, p.Hv
+	S := state[h*Dk*Dv : (h+1)*Dk*Dv]
+	delta := make([]float32, Dv)
+	for t := 0; t < p.T; t++ {
+		kt := k[(t*Hk+j)*Dk : (t*Hk+j+1)*Dk]
+		qt := q[(t*Hk+j)*Dk : (t*Hk+j+1)*Dk]
+		vt := v[(t*Hv+h)*Dv : (t*Hv+h+1)*Dv]
+		ot := o[(t*Hv+h)*Dv : (t*Hv+h+1)*Dv]
+		decay := gdnExp(float64(g[t*Hv+h]))
+		bt := beta[t*Hv+h]
+		// Pass 1: decay S and accumulate kv = S^T k into delta.
+		clear(delta)
+		for i, ki := range kt {
+			row := S[i*Dv : (i+1)*Dv]
+			for d := range row {
+				x := row[d] * decay
+				row[d] = x
+				delta[d] += ki * x
+			}
+		}
+		for d := range delta {
+			delta[d] = bt * (vt[d] - delta[d])
+		}
+		// Pass 2: rank-1 update and o = S^T q.
+		clear(ot)
+		for i, ki := range kt {
+			row := S[i*Dv : (i+1)*Dv]
+			qi := qt[i]
+			for d := range row {
+				x := row[d] + ki*delta[d]
+				row[d] = x
+				ot[d] += qi * x
+			}
+		}
+	}
+}
+
+// gdnScratch is one worker's chunk buffers, allocated once per GDNScan call.
+type gdnScratch struct {
+	Dk, Dv int
+	qk     []float32 // [2C, Dk]: rows 0..c-1 Q of the chunk, rows c..2c-1 K
+	kk, qq []float32 // [C, C] lower incl.: K K^T and Q K^T
+	xs     []float32 // [2C, Dv]: [Q; K] S
+	vn     []float32 // [C, Dv]
+	kdT    []float32 // [Dk, C]: (K .* exp(G_last - G))^T
+	coef   []float32 // [C]: one row of L or of Q K^T .* Gamma
+	gam    []float32 // [C, C] lower incl.: Gamma
+	eG     []float32 // [C]: exp(G)
+	G      []float64 // [C]: inclusive cumsum of g
+}
+
+func newGDNScratch(p GDNParams) *gdnScratch {
+	const C = GDNChunk
+	return &gdnScratch{
+		Dk: p.Dk, Dv: p.Dv,
+		qk: make([]float32, 2*C*p.Dk), kk: make([]float32, C*C), qq: make([]float32, C*C),
+		xs: make([]float32, 2*C*p.Dv), vn: make([]float32, C*p.Dv), kdT: make([]float32, p.Dk*C),
+		coef: make([]float32, C), gam: make([]float32, C*C), eG: make([]float32, C),
+		G: make([]float64, C),
+	}
+}
+
+// loadQK gathers the chunk's rows of qk head j and forms K K^T and Q K^T (lower incl.).
+func (ws *gdnScratch) loadQK(q, k []float32, p GDNParams, j, t0, c int) {
+	Dk, Hk := p.Dk, p.Hk
+	for i := 0; i < c; i++ {
+		src := ((t0+i)*Hk + j) * Dk
+		copy(ws.qk[i*Dk:(i+1)*Dk], q[src:src+Dk])
+		copy(ws.qk[(c+i)*Dk:(c+i+1)*Dk], k[src:src+Dk])
+	}
+	const C = GDNChunk
+	for i := 0; i < c; i++ {
+		qi := ws.qk[i*Dk : (i+1)*Dk]
+		ki := ws.qk[(c+i)*Dk : (c+i+1)*Dk]
+		for jj := 0; jj <= i; jj++ {
+			kj := ws.qk[(c+jj)*Dk : (c+jj+1)*Dk]
+			ws.kk[i*C+jj], ws.qq[i*C+jj] = gdnDot2(ki, qi, kj)
+		}
+	}
+}
+
+// chunk advances value head h over tokens t0..t0+c-1 (loadQK done for its qk head).
+func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, c int) {
+	const C = GDNChunk
+	Dk, Dv, Hv := p.Dk, p.Dv, p.Hv
+	S := state[h*Dk*Dv : (h+1)*Dk*Dv]
+
+	var acc float64
+	for i := 0; i < c; i++ {
+		acc += float64(g[(t0+i)*Hv+h])
+		ws.G[i] = acc
+		ws.eG[i] = gdnExp(acc)
+	}
+	Gl := ws.G[c-1]
+	for i := 0; i < c; i++ {
+		gi := ws.G[i]
+		row := ws.gam[i*C : i*C+i+1]
+		for jj := range row {
+			row[jj] = gdnExp(gi - ws.G[jj])
+		}
+	}
+
+	// [Q; K] S.
+	gdnGemmNN(ws.xs, ws.qk, S, 2*c, Dv, Dk, 0)
+
+	// Right-hand side beta_i (v_i - exp(G_i) (K S)_i), then forward substitution with L.
+	for i := 0; i < c; i++ {
+		bi := beta[(t0+i)*Hv+h]
+		ei := ws.eG[i]
+		vi := v[((t0+i)*Hv+h)*Dv : ((t0+i)*Hv+h+1)*Dv]
+		ks := ws.xs[(c+i)*Dv : (c+i+1)*Dv]
+		dst := ws.vn[i*Dv : (i+1)*Dv]
+		for d := range dst {
+			dst[d] = bi * (vi[d] - ei*ks[d])
+		}
+		coef := ws.coef[:i]
+		kk, gam := ws.kk[i*C:i*C+i], ws.gam[i*C:i*C+i]
+		for jj := range coef {
+			coef[jj] = -bi * kk[jj] * gam[jj]
+		}
+		gdnRowMulAdd(dst, coef, ws.vn, Dv)
+	}
+
+	// O = diag(exp(G)) Q S + lower_incl(Q K^T .* Gamma) Vn.
+	for i := 0; i < c; i++ {
+		ei := ws.eG[i]
+		qs := ws.xs[i*Dv : (i+1)*Dv]
+		dst := o[((t0+i)*Hv+h)*Dv : ((t0+i)*Hv+h+1)*Dv]
+		for d := range dst {
+			dst[d] = ei * qs[d]
+		}
+		coef := ws.coef[:i+1]
+		qq, gam := ws.qq[i*C:i*C+i+1], ws.gam[i*C:i*C+i+1]
+		for jj := range coef {
+			coef[jj] = qq[jj] * gam[jj]
+		}
+		gdnRowMulAdd(dst, coef, ws.vn, Dv)
+	}
+
+	// S' = exp(G_last) S + (K .* exp(G_last - G))^T Vn.
+	for i := 0; i < c; i++ {
+		f := gdnExp(Gl - ws.G[i])
+		ki := ws.qk[(c+i)*Dk : (c+i+1)*Dk]
+		for d, x := range ki {
+			ws.kdT[d*c+i] = f * x
+		}
+	}
+	gdnGemmNN(S, ws.kdT, ws.vn, Dk, Dv, c, gdnExp(Gl))
+}
+
+// gdnDot2 returns (a.b, c.b), each summed in four interleaved partial sums combined in a fixed
+// order.
+func gdnDot2(a, c, b []float32) (float32, float32) {
+	n := len(b)
+	a, c = a[:n], c[:n]
+	var a0, a1, a2, a3, c0, c1, c2, c3 float32
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		bb := b[i : i+4 : i+4]
+		aa := a[i : i+4 : i+4]
+		cc := c[i : i+4 : i+4]
+		a0 += aa[0] * bb[0]
+		a1 += aa[1] * bb[1]
+		a2 += aa[2] * bb[2]
+		a3 += aa[3] * bb[3]
+		c0 += cc[0] * bb[0]
+		c1 += cc[1] * bb[1]
+		c2 += cc[2] * bb[2]
+		c3 += cc[3] * bb[3]
+	}
+	for ; i < n; i++ {
+		a0 += a[i] * b[i]
+		c0 += c[i] * b[i]
+	}
+	return (a0 + a1) + (a2 + a3), (c0 + c1) + (c2 + c3)
+}
+
+// gdnGemmNN computes C = s*C + A B for row-major A [m, kd], B [kd, n], C [m, n]; with s == 0
+// C is overwritten without being read.
+func gdnGemmNN(C, A, B []float32, m, n, kd int, s float32) {
+	for i := 0; i < m; i++ {
+		dst := C[i*n : (i+1)*n]
+		if s == 0 {
+			clear(dst)
+		} else if s != 1 {
+			for d := range dst {
+				dst[d] *= s
+			}
+		}
+		gdnRowMulAdd(dst, A[i*kd:(i+1)*kd], B, n)
+	}
+}
+
+// gdnRowMulAdd adds sum_j coef[j] * X[j, :] to dst, X row-major with row length len(dst) = n.
+// Columns go in register blocks of 8, j ascending inside each block: the order of the sum of
+// every element is fixed.
+func gdnRowMulAdd(dst, coef, X []float32, n int) {
+	kd := len(coef)
+	if kd == 0 {
+		return
+	}
+	dst = dst[:n]
+	X = X[:kd*n]
+	d := 0
+	for ; d+8 <= n; d += 8 {
+		dd := dst[d : d+8 : d+8]
+		s0, s1, s2, s3, s4, s5, s6, s7 := dd[0], dd[1], dd[2], dd[3], dd[4], dd[5], dd[6], dd[7]
+		for j, a := range coef {
+			x := X[j*n+d : j*n+d+8 : j*n+d+8]
+			s0 += a * x[0]
+			s1 += a * x[1]
+			s2 += a * x[2]
+			s3 += a * x[3]
+			s4 += a * x[4]
+			s5 += a * x[5]
+			s6 += a * x[6]
+			s7 += a * x[7]
+		}
+		dd[0], dd[1], dd[2], dd[3], dd[4], dd[5], dd[6], dd[7] = s0, s1, s2, s3, s4, s5, s6, s7
+	}
+	for ; d < n; d++ {
+		s := dst[d]
+		for j, a := range coef {
+			s += a * X[j*n+d]
+		}
+		dst[d] = s
+	}
+}

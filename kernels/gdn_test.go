@@ -1,0 +1,545 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/internal/safetensors"
+)
+
+// Naive float64 references, written from the equations of the op docs (transformers'
+// Qwen3NextGatedDeltaNet / torch_recurrent_gated_delta_rule / RMSNormGated).
+
+func gdnRefQKHead(c opcases.GDNCase, h int) int {
+	if c.Tiled {
+		return h % c.Hk
+	}
+	return h / (c.Hv / c.Hk)
+}
+
+func gdnRefSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// gdnRefNorm l2-normalises each length-d row of x (float64 copy) and multiplies it by scale.
+func gdnRefNorm(x []float32, d int, scale float64) []float64 {
+	y := make([]float64, len(x))
+	for r := 0; r < len(x)/d; r++ {
+		var s float64
+		for i := 0; i < d; i++ {
+			s += float64(x[r*d+i]) * float64(x[r*d+i])
+		}
+		for i := 0; i < d; i++ {
+			y[r*d+i] = float64(x[r*d+i]) / math.Sqrt(s+1e-6) * scale
+		}
+	}
+	return y
+}
+
+type gdnRefPreOut struct{ q, k, v, g, beta, state []float64 }
+
+func gdnRefPre(c opcases.GDNCase, in opcases.GDNInputs) gdnRefPreOut {
+	C, K, T := c.Channels(), c.ConvK, c.T
+	// history = conv state rows followed by the new rows.
+	hist := make([]float64, 0, (K-1+T)*C)
+	for _, x := range in.ConvState {
+		hist = append(hist, float64(x))
+	}
+	for _, x := range in.QKV {
+		hist = append(hist, float64(x))
+	}
+	act := make([]float32, T*C) // silu(conv), rounded to float32 only to feed gdnRefNorm
+	actF := make([]float64, T*C)
+	for t := 0; t < T; t++ {
+		for ch := 0; ch < C; ch++ {
+			var s float64
+			for j := 0; j < K; j++ {
+				s += float64(in.ConvW[ch*K+j]) * hist[(t+j)*C+ch]
+			}
+			y := s * gdnRefSigmoid(s)
+			actF[t*C+ch] = y
+			act[t*C+ch] = float32(y)
+		}
+	}
+	qk := c.Hk * c.Dk
+	out := gdnRefPreOut{}
+	var qs, ks []float64
+	for t := 0; t < T; t++ {
+		qs = append(qs, actF[t*C:t*C+qk]...)
+		ks = append(ks, actF[t*C+qk:t*C+2*qk]...)
+		out.v = append(out.v, actF[t*C+2*qk:(t+1)*C]...)
+	}
+	norm := func(x []float64, scale float64) []float64 {
+		for r := 0; r < len(x)/c.Dk; r++ {
+			var s float64
+			for _, e := range x[r*c.Dk : (r+1)*c.Dk] {
+				s += e * e
+			}
+			for i := r * c.Dk; i < (r+1)*c.Dk; i++ {
+				x[i] = x[i] / math.Sqrt(s+1e-6) * scale
+			}
+		}
+		return x
+	}
+	out.q = norm(qs, 1/math.Sqrt(float64(c.Dk)))
+	out.k = norm(ks, 1)
+	for i := 0; i < T*c.Hv; i++ {
+		h := i % c.Hv
+		out.beta = append(out.beta, gdnRefSigmoid(float64(in.B[i])))
+		x := float64(in.A[i]) + float64(in.DtBias[h])
+		sp := math.Log(1 + math.Exp(x))
+		if x > 20 {
+			sp = x
+		}
+		out.g = append(out.g, -math.Exp(float64(in.ALog[h]))*sp)
+	}
+	out.state = hist[T*C:]
+	return out
+}
+
+// gdnRefScan runs the recurrence in float64; q, k already normalised.
+func gdnRefScan(c opcases.GDNCase, q, k, v, g, beta, state []float64) (o, st []float64) {
+	Dk, Dv := c.Dk, c.Dv
+	st = slices.Clone(state)
+	o = make([]float64, c.T*c.Hv*Dv)
+	kv := make([]float64, Dv)
+	for h := 0; h < c.Hv; h++ {
+		j := gdnRefQKHead(c, h)
+		S := st[h*Dk*Dv : (h+1)*Dk*Dv]
+		for t := 0; t < c.T; t++ {
+			decay := math.Exp(g[t*c.Hv+h])
+			for i := range S {
+				S[i] *= decay
+			}
+			kt := k[(t*c.Hk+j)*Dk:]
+			qt := q[(t*c.Hk+j)*Dk:]
+			for d := 0; d < Dv; d++ {
+				kv[d] = 0
+				for i := 0; i < Dk; i++ {
+					kv[d] += S[i*Dv+d] * kt[i]
+				}
+			}
+			for d := 0; d < Dv; d++ {
+				delta := beta[t*c.Hv+h] * (v[(t*c.Hv+h)*Dv+d] - kv[d])
+				for i := 0; i < Dk; i++ {
+					S[i*Dv+d] += kt[i] * delta
+				}
+			}
+			for d := 0; d < Dv; d++ {
+				var s float64
+				for i := 0; i < Dk; i++ {
+					s += S[i*Dv+d] * qt[i]
+				}
+				o[(t*c.Hv+h)*Dv+d] = s
+			}
+		}
+	}
+	return o, st
+}
+
+func gdnRefPost(o, z []float32, Dv int, w []float32, eps float64, act GateAct) []float64 {
+	y := make([]float64, len(o))
+	for r := 0; r < len(o)/Dv; r++ {
+		var s float64
+		for d := 0; d < Dv; d++ {
+			s += float64(o[r*Dv+d]) * float64(o[r*Dv+d])
+		}
+		inv := 1 / math.Sqrt(s/float64(Dv)+eps)
+		for d := 0; d < Dv; d++ {
+			zd := float64(z[r*Dv+d])
+			a := gdnRefSigmoid(zd)
+			if act == ActSilu {
+				a *= zd
+			}
+			y[r*Dv+d] = float64(w[d]) * float64(o[r*Dv+d]) * inv * a
+		}
+	}
+	return y
+}
+
+func gdnF64(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, e := range x {
+		y[i] = float64(e)
+	}
+	return y
+}
+
+// gdnRelDiff returns max |got - want| / max |want|.
+func gdnRelDiff(got []float32, want []float64) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
+	var d, m float64
+	for i, w := range want {
+		d = max(d, math.Abs(float64(got[i])-w))
+		m = max(m, math.Abs(w))
+	}
+	if m == 0 {
+		return d
+	}
+	return d / m
+}
+
+func gdnParams(c opcases.GDNCase) GDNParams {
+	p := GDNParams{T: c.T, Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, ConvK: c.ConvK, Map: Grouped}
+	if c.Tiled {
+		p.Map = Tiled
+	}
+	return p
+}
+
+// gdnRunScan normalises in.Q/in.K with GDNNormQK and scans with the given mode.
+func gdnRunScan(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, mode ScanMode) (o, state, q, k []float32) {
+	q, k = slices.Clone(in.Q), slices.Clone(in.K)
+	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
+		t.Fatal(err)
+	}
+	o = make([]float32, c.T*c.Hv*c.Dv)
+	state = slices.Clone(in.State)
+	if err := GDNScan(o, state, q, k, in.V, in.G, in.Beta, gdnParams(c), mode); err != nil {
+		t.Fatal(err)
+	}
+	return o, state, q, k
+}
+
+func TestGDNGolden(t *testing.T) {
+	f, err := safetensors.Open("../testdata/goldens/op_gdn.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	get := func(name string) []float32 {
+		tn, err := f.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := tn.Float32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	q, k, v, g, beta := get("q"), get("k"), get("v"), get("g"), get("beta")
+	stIn, oWant, stWant := get("state_in"), get("o"), get("state_out")
+	p := GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, Map: Grouped}
+	if err := GDNNormQK(q, k, p.T, p.Hk, p.Dk); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []ScanMode{Chunked, Recurrent} {
+		o := make([]float32, len(oWant))
+		st := slices.Clone(stIn)
+		if err := GDNScan(o, st, q, k, v, g, beta, p, mode); err != nil {
+			t.Fatal(err)
+		}
+		do, ds := gdnRelDiff(o, gdnF64(oWant)), gdnRelDiff(st, gdnF64(stWant))
+		t.Logf("mode %d: o max|diff|/max|o| = %.3g, state %.3g", mode, do, ds)
+		if do > 1e-4 || ds > 1e-4 {
+			t.Errorf("mode %d: o rel diff %.3g, state rel diff %.3g > 1e-4", mode, do, ds)
+		}
+	}
+}
+
+func TestGDNScanCases(t *testing.T) {
+	var worst [2]float64
+	for _, c := range opcases.GDNCases() {
+		t.Run(fmt.Sprintf("%s_T%d", c.Name, c.T), func(t *testing.T) {
+			in := c.Inputs()
+			qn := gdnRefNorm(in.Q, c.Dk, 1/math.Sqrt(float64(c.Dk)))
+			kn := gdnRefNorm(in.K, c.Dk, 1)
+			oRef, stRef := gdnRefScan(c, qn, kn, gdnF64(in.V), gdnF64(in.G), gdnF64(in.Beta), gdnF64(in.State))
+			var outs [2][]float32
+			for mi, mode := range []ScanMode{Chunked, Recurrent} {
+				o, st, q, k := gdnRunScan(t, c, in, mode)
+				if d := max(gdnRelDiff(q, qn), gdnRelDiff(k, kn)); d > 1e-6 {
+					t.Fatalf("GDNNormQK rel diff %.3g", d)
+				}
+				do, ds := gdnRelDiff(o, oRef), gdnRelDiff(st, stRef)
+				worst[mi] = max(worst[mi], do, ds)
+				if do > 1e-5 || ds > 1e-5 {
+					t.Errorf("mode %d: o rel diff %.3g, state rel diff %.3g > 1e-5", mode, do, ds)
+				}
+				outs[mi] = o
+			}
+			if d := gdnRelDiff(outs[0], gdnF64(outs[1])); d > 1e-5 {
+				t.Errorf("chunked vs recurrent: rel diff %.3g > 1e-5", d)
+			}
+		})
+	}
+	t.Logf("worst rel diff vs float64 reference: chunked %.3g, recurrent %.3g", worst[0], worst[1])
+}
+
+func TestGDNHeadMaps(t *testing.T) {
+	base := opcases.GDNCase{T: 70, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 99}
+	in := base.Inputs()
+	var outs [2][]float32
+	for i, tiled := range []bool{false, true} {
+		c := base
+		c.Tiled = tiled
+		oRef, _ := gdnRefScan(c, gdnRefNorm(in.Q, c.Dk, 1/math.Sqrt(float64(c.Dk))), gdnRefNorm(in.K, c.Dk, 1),
+			gdnF64(in.V), gdnF64(in.G), gdnF64(in.Beta), gdnF64(in.State))
+		for _, mode := range []ScanMode{Chunked, Recurrent} {
+			o, _, _, _ := gdnRunScan(t, c, in, mode)
+			if d := gdnRelDiff(o, oRef); d > 1e-5 {
+				t.Errorf("tiled=%v mode %d: rel diff %.3g", tiled, mode, d)
+			}
+			outs[i] = o
+		}
+	}
+	if d := gdnRelDiff(outs[0], gdnF64(outs[1])); d < 1e-2 {
+		t.Errorf("grouped and tiled outputs agree (rel diff %.3g): the case does not tell the maps apart", d)
+	}
+}
+
+func TestGDNScanSplit(t *testing.T) {
+	c := opcases.GDNCase{T: 200, Hk: 1, Hv: 3, Dk: 128, Dv: 128, ConvK: 4, Seed: 7}
+	in := c.Inputs()
+	p := gdnParams(c)
+	q, k := slices.Clone(in.Q), slices.Clone(in.K)
+	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []ScanMode{Chunked, Recurrent} {
+		oOne := make([]float32, c.T*c.Hv*c.Dv)
+		stOne := slices.Clone(in.State)
+		if err := GDNScan(oOne, stOne, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
+			t.Fatal(err)
+		}
+		for _, t1 := range []int{64, 77} {
+			o := make([]float32, len(oOne))
+			st := slices.Clone(in.State)
+			for _, r := range [][2]int{{0, t1}, {t1, c.T}} {
+				pp := p
+				pp.T = r[1] - r[0]
+				qk := func(x []float32) []float32 { return x[r[0]*c.Hk*c.Dk : r[1]*c.Hk*c.Dk] }
+				hv := func(x []float32, d int) []float32 { return x[r[0]*c.Hv*d : r[1]*c.Hv*d] }
+				if err := GDNScan(hv(o, c.Dv), st, qk(q), qk(k), hv(in.V, c.Dv), hv(in.G, 1), hv(in.Beta, 1), pp, mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			do, ds := gdnRelDiff(o, gdnF64(oOne)), gdnRelDiff(st, gdnF64(stOne))
+			if do > 1e-6 || ds > 1e-6 {
+				t.Errorf("mode %d split at %d: o rel diff %.3g, state %.3g > 1e-6", mode, t1, do, ds)
+			}
+		}
+	}
+}
+
+func gdnCallPre(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, convState []float32) (q, k, v, g, beta []float32) {
+	q, k = make([]float32, c.T*c.Hk*c.Dk), make([]float32, c.T*c.Hk*c.Dk)
+	v, g, beta = make([]float32, c.T*c.Hv*c.Dv), make([]float32, c.T*c.Hv), make([]float32, c.T*c.Hv)
+	if err := GDNPre(q, k, v, g, beta, in.QKV, in.A, in.B, convState, in.ConvW, in.ALog, in.DtBias, gdnParams(c)); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+func TestGDNPre(t *testing.T) {
+	for _, c := range opcases.GDNCases() {
+		t.Run(fmt.Sprintf("%s_T%d", c.Name, c.T), func(t *testing.T) {
+			in := c.Inputs()
+			ref := gdnRefPre(c, in)
+			st := slices.Clone(in.ConvState)
+			q, k, v, g, beta := gdnCallPre(t, c, in, st)
+			for _, x := range []struct {
+				name string
+				got  []float32
+				want []float64
+			}{{"q", q, ref.q}, {"k", k, ref.k}, {"v", v, ref.v}, {"g", g, ref.g}, {"beta", beta, ref.beta}, {"convState", st, ref.state}} {
+				if d := gdnRelDiff(x.got, x.want); d > 2e-6 {
+					t.Errorf("%s: rel diff %.3g > 2e-6", x.name, d)
+				}
+			}
+		})
+	}
+}
+
+// TestGDNPreSplit: two calls carrying the conv state equal one call, including a first call
+// shorter than the conv history (T = 2 < ConvK-1 = 3).
+func TestGDNPreSplit(t *testing.T) {
+	c := opcases.GDNCase{T: 70, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 5}
+	in := c.Inputs()
+	st := slices.Clone(in.ConvState)
+	one := [][]float32{}
+	q, k, v, g, beta := gdnCallPre(t, c, in, st)
+	one = append(one, q, k, v, g, beta)
+	for _, t1 := range []int{2, 1, 33} {
+		stS := slices.Clone(in.ConvState)
+		parts := make([][]float32, 5)
+		for _, r := range [][2]int{{0, t1}, {t1, c.T}} {
+			cc := c
+			cc.T = r[1] - r[0]
+			C := c.Channels()
+			ii := in
+			ii.QKV = in.QKV[r[0]*C : r[1]*C]
+			ii.A, ii.B = in.A[r[0]*c.Hv:r[1]*c.Hv], in.B[r[0]*c.Hv:r[1]*c.Hv]
+			q, k, v, g, beta := gdnCallPre(t, cc, ii, stS)
+			for i, x := range [][]float32{q, k, v, g, beta} {
+				parts[i] = append(parts[i], x...)
+			}
+		}
+		for i := range parts {
+			if d := gdnRelDiff(parts[i], gdnF64(one[i])); d > 1e-6 {
+				t.Errorf("split at %d: output %d rel diff %.3g > 1e-6", t1, i, d)
+			}
+		}
+		if !slices.Equal(stS, st) {
+			t.Errorf("split at %d: conv state differs from one call", t1)
+		}
+	}
+}
+
+func TestGDNPost(t *testing.T) {
+	for _, c := range opcases.GDNCases() {
+		if c.Dk != 16 {
+			continue
+		}
+		in := c.Inputs()
+		o := in.V // any [T, Hv, Dv] tensor
+		for _, act := range []GateAct{ActSilu, ActSigmoid} {
+			y := make([]float32, len(o))
+			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
+				t.Fatal(err)
+			}
+			if d := gdnRelDiff(y, gdnRefPost(o, in.Z, c.Dv, in.NormW, 1e-6, act)); d > 1e-6 {
+				t.Errorf("%s T%d act %d: rel diff %.3g", c.Name, c.T, act, d)
+			}
+			// In place over o gives the same result.
+			y2 := slices.Clone(o)
+			if err := GDNPost(y2, y2, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(y, y2) {
+				t.Errorf("%s T%d act %d: in-place result differs", c.Name, c.T, act)
+			}
+		}
+	}
+}
+
+// TestGDNDeterminism: bitwise identical outputs across runs and GOMAXPROCS 1 / 2 (the unit split
+// of the scan changes with GOMAXPROCS when Hk is small).
+func TestGDNDeterminism(t *testing.T) {
+	cases := []opcases.GDNCase{
+		{T: 150, Hk: 1, Hv: 3, Dk: 128, Dv: 128, ConvK: 4, Seed: 11},
+		{T: 150, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 12, Tiled: true},
+	}
+	run := func(c opcases.GDNCase) [][]float32 {
+		in := c.Inputs()
+		st := slices.Clone(in.ConvState)
+		q, k, v, g, beta := gdnCallPre(t, c, in, st)
+		res := [][]float32{q, k, v, g, beta, st}
+		p := gdnParams(c)
+		for _, mode := range []ScanMode{Chunked, Recurrent} {
+			o := make([]float32, len(v))
+			state := slices.Clone(in.State)
+			if err := GDNScan(o, state, q, k, v, g, beta, p, mode); err != nil {
+				t.Fatal(err)
+			}
+			y := make([]float32, len(o))
+			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, ActSigmoid); err != nil {
+				t.Fatal(err)
+			}
+			res = append(res, o, state, y)
+		}
+		return res
+	}
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	for _, c := range cases {
+		var ref [][]float32
+		for i, procs := range []int{2, 2, 1} {
+			runtime.GOMAXPROCS(procs)
+			got := run(c)
+			if i == 0 {
+				ref = got
+				continue
+			}
+			for j := range got {
+				if !slices.Equal(got[j], ref[j]) {
+					t.Errorf("case Hk%d Hv%d run %d (GOMAXPROCS %d): output %d not bitwise identical", c.Hk, c.Hv, i, procs, j)
+				}
+			}
+		}
+	}
+}
+
+func TestGDNBadInput(t *testing.T) {
+	c := opcases.GDNCase{T: 5, Hk: 2, Hv: 6, Dk: 4, Dv: 4, ConvK: 4, Seed: 3}
+	in := c.Inputs()
+	good := gdnParams(c)
+	n := func(x int) []float32 { return make([]float32, x) }
+	T, HkDk, HvDv, C := c.T, c.Hk*c.Dk, c.Hv*c.Dv, c.Channels()
+	pre := func(p GDNParams, qkv, st []float32) error {
+		return GDNPre(n(T*HkDk), n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), qkv, in.A, in.B, st, in.ConvW, in.ALog, in.DtBias, p)
+	}
+	scan := func(p GDNParams, mode ScanMode, o, q []float32) error {
+		return GDNScan(o, n(c.Hv*c.Dk*c.Dv), q, n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), p, mode)
+	}
+	with := func(f func(p *GDNParams)) GDNParams { p := good; f(&p); return p }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"pre qkv length", pre(good, n(T*C-1), n(3*C)), ErrShape},
+		{"pre state length", pre(good, n(T*C), n(2*C)), ErrShape},
+		{"pre Hv%Hk", pre(with(func(p *GDNParams) { p.Hk = 4 }), n(T*C), n(3*C)), ErrArg},
+		{"pre T=0", pre(with(func(p *GDNParams) { p.T = 0 }), n(0), n(3*C)), ErrShape},
+		{"pre ConvK=0", pre(with(func(p *GDNParams) { p.ConvK = 0 }), n(T*C), n(3*C)), ErrShape},
+		{"scan o length", scan(good, Chunked, n(T*HvDv+1), n(T*HkDk)), ErrShape},
+		{"scan q length", scan(good, Recurrent, n(T*HvDv), n(T*HkDk-1)), ErrShape},
+		{"scan Hv%Hk", scan(with(func(p *GDNParams) { p.Hv = 5 }), Chunked, n(T*HvDv), n(T*HkDk)), ErrArg},
+		{"scan T=0", scan(with(func(p *GDNParams) { p.T = 0 }), Chunked, n(0), n(0)), ErrShape},
+		{"scan negative Dk", scan(with(func(p *GDNParams) { p.Dk = -4 }), Chunked, n(T*HvDv), n(T*HkDk)), ErrShape},
+		{"scan unknown mode", scan(good, ScanMode(7), n(T*HvDv), n(T*HkDk)), ErrArg},
+		{"scan unknown map", scan(with(func(p *GDNParams) { p.Map = HeadMap(-1) }), Chunked, n(T*HvDv), n(T*HkDk)), ErrArg},
+		{"norm length", GDNNormQK(n(T*HkDk), n(T*HkDk+1), T, c.Hk, c.Dk), ErrShape},
+		{"norm T=0", GDNNormQK(nil, nil, 0, c.Hk, c.Dk), ErrShape},
+		{"post z length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv-1), T, c.Hv, c.Dv, n(c.Dv), 1e-6, ActSilu), ErrShape},
+		{"post w length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv+1), 1e-6, ActSilu), ErrShape},
+		{"post T=0", GDNPost(nil, nil, nil, 0, c.Hv, c.Dv, n(c.Dv), 1e-6, ActSilu), ErrShape},
+		{"post unknown act", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), 1e-6, GateAct(9)), ErrArg},
+		{"post NaN eps", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), float32(math.NaN()), ActSilu), ErrArg},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: got %v, want an error wrapping %v", tc.name, tc.err, tc.want)
+		}
+	}
+	// The good parameters are accepted (the table above tests the checks, not a broken op).
+	if err := pre(good, n(T*C), n(3*C)); err != nil {
+		t.Errorf("good pre: %v", err)
+	}
+	if err := scan(good, Chunked, n(T*HvDv), n(T*HkDk)); err != nil {
+		t.Errorf("good scan: %v", err)
+	}
+}
+
+// BenchmarkGDNScan runs the scan at Qwen3.8-Flash-Next's shape (Hk 16, Hv 48, dk = dv = 128,
+// T = 512). GFLOP/s counts the nominal chunked FLOPs (opcases.GDNScanFLOPs, about 182K per token
+// per value head) for both modes, so the two are comparable as time.
+func BenchmarkGDNScan(b *testing.B) {
+	c := opcases.GDNCase{T: 512, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, Seed: 1}
+	in := c.Inputs()
+	q, k := slices.Clone(in.Q), slices.Clone(in.K)
+	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
+		b.Fatal(err)
+	}
+	p := gdnParams(c)
+	o := make([]float32, c.T*c.Hv*c.Dv)
+	flops := opcases.GDNScanFLOPs(c.T, c.Dk, c.Dv, GDNChunk) * float64(c.Hv)
+	for _, mode := range []ScanMode{Chunked, Recurrent} {
+		b.Run(map[ScanMode]string{Chunked: "chunked", Recurrent: "recurrent"}[mode], func(b *testing.B) {
+			state := slices.Clone(in.State)
+			for b.Loop() {
+				if err := GDNScan(o, state, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(float64(c.T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
