@@ -1,0 +1,328 @@
+package kernels
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/internal/safetensors"
+)
+
+// attnNaive is the float64 reference: for each row, the full softmax over the visible keys
+// (0..pos0+t, or the row's listed tokens), then the weighted sum of values.
+func attnNaive(q, k, v []float32, p AttnParams, sel *Selection) (o, lse []float64) {
+	hpg := p.Hq / p.Hkv
+	d := p.D
+	o = make([]float64, p.T*p.Hq*d)
+	lse = make([]float64, p.T*p.Hq)
+	for t := 0; t < p.T; t++ {
+		var keys []int
+		if sel == nil || sel.Dense[t] {
+			for s := 0; s <= p.Pos0+t; s++ {
+				keys = append(keys, s)
+			}
+		} else {
+			for _, s := range sel.Tokens[sel.Offsets[t]:sel.Offsets[t+1]] {
+				keys = append(keys, int(s))
+			}
+		}
+		for h := 0; h < p.Hq; h++ {
+			g := h / hpg
+			qr := q[(t*p.Hq+h)*d : (t*p.Hq+h+1)*d]
+			sc := make([]float64, len(keys))
+			mx := math.Inf(-1)
+			for i, s := range keys {
+				kr := k[(s*p.Hkv+g)*d : (s*p.Hkv+g+1)*d]
+				var acc float64
+				for j := range qr {
+					acc += float64(qr[j]) * float64(kr[j])
+				}
+				sc[i] = acc * float64(p.Scale)
+				mx = math.Max(mx, sc[i])
+			}
+			var sum float64
+			for i := range sc {
+				sc[i] = math.Exp(sc[i] - mx)
+				sum += sc[i]
+			}
+			out := o[(t*p.Hq+h)*d : (t*p.Hq+h+1)*d]
+			for i, s := range keys {
+				vr := v[(s*p.Hkv+g)*d : (s*p.Hkv+g+1)*d]
+				w := sc[i] / sum
+				for j := range out {
+					out[j] += w * float64(vr[j])
+				}
+			}
+			lse[t*p.Hq+h] = mx + math.Log(sum)
+		}
+	}
+	return o, lse
+}
+
+// attnRelDiff returns max |got - want| / max |want|.
+func attnRelDiff(got []float32, want []float64) float64 {
+	var md, mw float64
+	for i := range want {
+		md = math.Max(md, math.Abs(float64(got[i])-want[i]))
+		mw = math.Max(mw, math.Abs(want[i]))
+	}
+	if mw == 0 {
+		return md
+	}
+	return md / mw
+}
+
+func attnParams(c opcases.AttentionCase) AttnParams {
+	return AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
+}
+
+func TestAttentionGolden(t *testing.T) {
+	f, err := safetensors.Open("../testdata/goldens/op_attn_moe.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	get := func(name string) []float32 {
+		tn, err := f.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := tn.Float32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	q, k, v := get("attn.q"), get("attn.k"), get("attn.v")
+	wantO, wantLSE := get("attn.o"), get("attn.lse")
+	p := AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
+	o := make([]float32, len(wantO))
+	lse := make([]float32, len(wantLSE))
+	if err := Attention(o, lse, q, k, v, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	toF64 := func(x []float32) []float64 {
+		y := make([]float64, len(x))
+		for i := range x {
+			y[i] = float64(x[i])
+		}
+		return y
+	}
+	dO, dL := attnRelDiff(o, toF64(wantO)), attnRelDiff(lse, toF64(wantLSE))
+	t.Logf("op_attn_moe golden: o max|diff|/max|o| = %.3g, lse max|diff|/max|lse| = %.3g", dO, dL)
+	if dO > 1e-4 || dL > 1e-4 {
+		t.Fatalf("golden mismatch: o %.3g, lse %.3g (limit 1e-4)", dO, dL)
+	}
+}
+
+func TestAttentionCases(t *testing.T) {
+	worst := 0.0
+	for _, c := range opcases.AttentionCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			q, k, v := c.Inputs()
+			p := attnParams(c)
+			o := make([]float32, len(q))
+			lse := make([]float32, c.T*c.Hq)
+			if err := Attention(o, lse, q, k, v, p, nil); err != nil {
+				t.Fatal(err)
+			}
+			wo, wl := attnNaive(q, k, v, p, nil)
+			dO, dL := attnRelDiff(o, wo), attnRelDiff(lse, wl)
+			worst = math.Max(worst, math.Max(dO, dL))
+			if dO > 1e-5 || dL > 1e-5 {
+				t.Fatalf("o rel diff %.3g, lse rel diff %.3g", dO, dL)
+			}
+		})
+	}
+	t.Logf("worst relative diff against the float64 reference: %.3g", worst)
+}
+
+// attnRandomSelection lists, for each row, a random ascending subset of 0..pos0+t (always
+// non-empty; every fifth row dense).
+func attnRandomSelection(rng *rand.Rand, T, pos0 int) *Selection {
+	s := &Selection{T: T, Dense: make([]bool, T), Offsets: make([]int32, T+1)}
+	for t := 0; t < T; t++ {
+		s.Offsets[t] = int32(len(s.Tokens))
+		if t%5 == 4 {
+			s.Dense[t] = true
+			continue
+		}
+		n0 := len(s.Tokens)
+		for pos := 0; pos <= pos0+t; pos++ {
+			if rng.IntN(3) == 0 {
+				s.Tokens = append(s.Tokens, int32(pos))
+			}
+		}
+		if len(s.Tokens) == n0 {
+			s.Tokens = append(s.Tokens, int32(rng.IntN(pos0+t+1)))
+		}
+	}
+	s.Offsets[T] = int32(len(s.Tokens))
+	return s
+}
+
+func TestAttentionSelectionLists(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, c := range opcases.AttentionCases() {
+		if c.D != 13 && c.T != 65 {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			q, k, v := c.Inputs()
+			p := attnParams(c)
+			sel := attnRandomSelection(rng, c.T, c.Pos0)
+			o := make([]float32, len(q))
+			lse := make([]float32, c.T*c.Hq)
+			if err := Attention(o, lse, q, k, v, p, sel); err != nil {
+				t.Fatal(err)
+			}
+			wo, wl := attnNaive(q, k, v, p, sel)
+			if dO, dL := attnRelDiff(o, wo), attnRelDiff(lse, wl); dO > 1e-5 || dL > 1e-5 {
+				t.Fatalf("listed selection: o rel diff %.3g, lse rel diff %.3g", dO, dL)
+			}
+			// Listing every position explicitly must give bitwise the dense result.
+			full := &Selection{T: c.T, Dense: make([]bool, c.T), Offsets: make([]int32, c.T+1)}
+			for tt := 0; tt < c.T; tt++ {
+				full.Offsets[tt] = int32(len(full.Tokens))
+				for pos := 0; pos <= c.Pos0+tt; pos++ {
+					full.Tokens = append(full.Tokens, int32(pos))
+				}
+			}
+			full.Offsets[c.T] = int32(len(full.Tokens))
+			o2, lse2 := make([]float32, len(q)), make([]float32, len(lse))
+			if err := Attention(o2, lse2, q, k, v, p, full); err != nil {
+				t.Fatal(err)
+			}
+			o3, lse3 := make([]float32, len(q)), make([]float32, len(lse))
+			if err := Attention(o3, lse3, q, k, v, p, nil); err != nil {
+				t.Fatal(err)
+			}
+			if i := attnFirstBitDiff(o2, o3); i >= 0 {
+				t.Fatalf("full list vs dense: o[%d] = %v vs %v", i, o2[i], o3[i])
+			}
+			if i := attnFirstBitDiff(lse2, lse3); i >= 0 {
+				t.Fatalf("full list vs dense: lse[%d] = %v vs %v", i, lse2[i], lse3[i])
+			}
+		})
+	}
+}
+
+func attnFirstBitDiff(a, b []float32) int {
+	if len(a) != len(b) {
+		return 0
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestAttentionDeterministic(t *testing.T) {
+	c := opcases.AttentionCase{T: 300, Pos0: 200, Hq: 24, Hkv: 2, D: 64, Seed: 99}
+	q, k, v := c.Inputs()
+	p := attnParams(c)
+	sel := attnRandomSelection(rand.New(rand.NewPCG(3, 4)), c.T, c.Pos0)
+	for _, s := range []*Selection{nil, sel} {
+		run := func(procs int) ([]float32, []float32) {
+			prev := runtime.GOMAXPROCS(procs)
+			defer runtime.GOMAXPROCS(prev)
+			o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
+			if err := Attention(o, lse, q, k, v, p, s); err != nil {
+				t.Fatal(err)
+			}
+			return o, lse
+		}
+		o1, l1 := run(2)
+		o2, l2 := run(2)
+		o3, l3 := run(1)
+		o4, l4 := run(4)
+		for i, pair := range [][2][]float32{{o1, o2}, {l1, l2}, {o1, o3}, {l1, l3}, {o1, o4}, {l1, l4}} {
+			if j := attnFirstBitDiff(pair[0], pair[1]); j >= 0 {
+				t.Fatalf("selection %v, comparison %d: element %d differs: %v vs %v", s != nil, i, j, pair[0][j], pair[1][j])
+			}
+		}
+	}
+}
+
+func TestAttentionErrors(t *testing.T) {
+	good := AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: 0.25}
+	nq, nkv := 3*4*8, 5*2*8
+	mk := func(n int) []float32 { return make([]float32, n) }
+	goodSel := func() *Selection {
+		return &Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{0, 3, 1, 4}}
+	}
+	if err := Attention(mk(nq), mk(12), mk(nq), mk(nkv), mk(nkv), good, goodSel()); err != nil {
+		t.Fatalf("valid call failed: %v", err)
+	}
+	cases := []struct {
+		name    string
+		o, lse  []float32
+		q, k, v []float32
+		p       AttnParams
+		sel     *Selection
+		want    error
+	}{
+		{"T=0", mk(0), nil, mk(0), mk(nkv), mk(nkv), AttnParams{T: 0, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: 1}, nil, ErrShape},
+		{"D=0", mk(0), nil, mk(0), mk(0), mk(0), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 0, Scale: 1}, nil, ErrShape},
+		{"HPG not dividing", mk(3 * 3 * 8), nil, mk(3 * 3 * 8), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 3, Hkv: 2, D: 8, Pos0: 2, Scale: 1}, nil, ErrArg},
+		{"negative pos0", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: -1, Scale: 1}, nil, ErrArg},
+		{"zero scale", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2}, nil, ErrArg},
+		{"NaN scale", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: float32(math.NaN())}, nil, ErrArg},
+		{"short q", mk(nq), nil, mk(nq - 1), mk(nkv), mk(nkv), good, nil, ErrShape},
+		{"short o", mk(nq - 8), nil, mk(nq), mk(nkv), mk(nkv), good, nil, ErrShape},
+		{"bad lse", mk(nq), mk(11), mk(nq), mk(nkv), mk(nkv), good, nil, ErrShape},
+		{"short k", mk(nq), nil, mk(nq), mk(nkv - 16), mk(nkv), good, nil, ErrShape},
+		{"ragged v", mk(nq), nil, mk(nq), mk(nkv), mk(nkv + 3), good, nil, ErrShape},
+		{"selection T", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good, &Selection{T: 2, Dense: []bool{true, true}, Offsets: []int32{0, 0, 0}}, ErrArg},
+		{"token beyond causal limit", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{0, 4, 1, 4}}, ErrArg},
+		{"token out of range", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{-1, 3, 1, 4}}, ErrArg},
+		{"tokens not ascending", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{3, 0, 1, 4}}, ErrArg},
+		{"duplicate token", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{3, 3, 1, 4}}, ErrArg},
+		{"empty sparse row", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 0, 2}, Tokens: []int32{1, 4}}, ErrArg},
+		{"dense row with tokens", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true, true, true}, Offsets: []int32{0, 1, 1, 1}, Tokens: []int32{0}}, ErrArg},
+		{"offsets past tokens", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 5}, Tokens: []int32{0, 3, 1, 4}}, ErrArg},
+		{"decreasing offsets", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{false, false, false}, Offsets: []int32{0, 3, 2, 4}, Tokens: []int32{0, 3, 1, 4}}, ErrArg},
+		{"short Dense", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
+			&Selection{T: 3, Dense: []bool{true}, Offsets: []int32{0, 0, 0, 0}}, ErrArg},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Attention(tc.o, tc.lse, tc.q, tc.k, tc.v, tc.p, tc.sel)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkAttention runs the full model's attention shape (24 q / 2 kv heads x 256, causal,
+// T = 512 from an empty cache) and reports GFLOP/s with causal FLOPs
+// 4 * D * Hq * sum over rows of visible keys.
+func BenchmarkAttention(b *testing.B) {
+	c := opcases.AttentionCase{T: 512, Hq: 24, Hkv: 2, D: 256, Seed: 5}
+	q, k, v := c.Inputs()
+	p := attnParams(c)
+	o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
+	visible := float64(c.T) * float64(c.T+1) / 2
+	flops := 4 * float64(c.D*c.Hq) * visible
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := Attention(o, lse, q, k, v, p, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
