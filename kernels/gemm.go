@@ -1,0 +1,220 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/stratakernels/strata/internal/blas"
+)
+
+// DType is the element type of a weight Matrix.
+type DType int
+
+const (
+	// F32 is IEEE float32, stored in Matrix.F32.
+	F32 DType = iota
+	// BF16 is bfloat16 (the upper 16 bits of a float32), stored as bits in Matrix.U16.
+	BF16
+	// F16 is IEEE half precision, stored as bits in Matrix.U16.
+	F16
+)
+
+// String names the dtype as safetensors does.
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Matrix is a weight W [N, K], row-major, as transformers' nn.Linear stores it (out_features N,
+// in_features K). F32 weights live in F32; BF16 and F16 weights keep their 16-bit patterns in
+// U16 and are widened to float32 (exactly) when used.
+type Matrix struct {
+	N, K  int
+	DType DType
+	F32   []float32
+	U16   []uint16
+}
+
+// NewMatrixF32 wraps data (length n*k, not copied) as an F32 Matrix [n, k].
+// Errors wrap ErrShape.
+func NewMatrixF32(n, k int, data []float32) (*Matrix, error) {
+	m := &Matrix{N: n, K: k, DType: F32, F32: data}
+	return m, m.validate("NewMatrixF32")
+}
+
+// NewMatrixU16 wraps bits (length n*k, not copied) as a BF16 or F16 Matrix [n, k].
+// Errors wrap ErrShape, or ErrDType when dt is not BF16/F16.
+func NewMatrixU16(n, k int, dt DType, bits []uint16) (*Matrix, error) {
+	m := &Matrix{N: n, K: k, DType: dt, U16: bits}
+	return m, m.validate("NewMatrixU16")
+}
+
+// validate checks the Matrix's sizes against its storage.
+func (m *Matrix) validate(op string) error {
+	if m == nil {
+		return fmt.Errorf("%s: %w: nil weight matrix", op, ErrArg)
+	}
+	if m.N <= 0 || m.K <= 0 || m.N > math.MaxInt32 || m.K > math.MaxInt32 {
+		return fmt.Errorf("%s: %w: weight [%d, %d]", op, ErrShape, m.N, m.K)
+	}
+	switch m.DType {
+	case F32:
+		if len(m.F32) != m.N*m.K {
+			return fmt.Errorf("%s: %w: F32 weight [%d, %d] has %d elements", op, ErrShape, m.N, m.K, len(m.F32))
+		}
+	case BF16, F16:
+		if len(m.U16) != m.N*m.K {
+			return fmt.Errorf("%s: %w: %v weight [%d, %d] has %d elements", op, ErrShape, m.DType, m.N, m.K, len(m.U16))
+		}
+	default:
+		return fmt.Errorf("%s: %w: %v", op, ErrDType, m.DType)
+	}
+	return nil
+}
+
+// WidenF32 returns an F32 copy of m (m itself when it is already F32): widening 16-bit weights
+// once at load trades twice the memory for skipping the per-call widening in MatMul.
+// Errors wrap ErrShape or ErrDType.
+func (m *Matrix) WidenF32() (*Matrix, error) {
+	if err := m.validate("WidenF32"); err != nil {
+		return nil, err
+	}
+	if m.DType == F32 {
+		return m, nil
+	}
+	out := make([]float32, m.N*m.K)
+	parallelFor(m.N, 64, func(lo, hi int) {
+		widenU16(out[lo*m.K:hi*m.K], m.U16[lo*m.K:hi*m.K], m.DType)
+	})
+	return &Matrix{N: m.N, K: m.K, DType: F32, F32: out}, nil
+}
+
+// RowF32 widens row n of m into dst (length K). Errors wrap ErrShape, ErrArg or ErrDType.
+func (m *Matrix) RowF32(dst []float32, n int) error {
+	if err := m.validate("RowF32"); err != nil {
+		return err
+	}
+	if n < 0 || n >= m.N || len(dst) != m.K {
+		return fmt.Errorf("RowF32: %w: row %d of [%d, %d] into %d", ErrShape, n, m.N, m.K, len(dst))
+	}
+	if m.DType == F32 {
+		copy(dst, m.F32[n*m.K:(n+1)*m.K])
+	} else {
+		widenU16(dst, m.U16[n*m.K:(n+1)*m.K], m.DType)
+	}
+	return nil
+}
+
+// BF16ToF32 widens bfloat16 bits exactly.
+func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+
+var (
+	f16TableOnce sync.Once
+	f16Table     []float32 // all 65536 half-precision values, widened
+)
+
+// F16ToF32 widens IEEE half-precision bits exactly (subnormals, infinities and NaNs included).
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // inf or NaN
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+	case man == 0:
+		return math.Float32frombits(sign)
+	}
+	// subnormal half: man * 2^-24, exact in float32
+	v := float32(man) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}
+
+// widenU16 converts len(dst) 16-bit values of dtype dt to float32.
+func widenU16(dst []float32, src []uint16, dt DType) {
+	src = src[:len(dst)]
+	if dt == BF16 {
+		for i, b := range src {
+			dst[i] = math.Float32frombits(uint32(b) << 16)
+		}
+		return
+	}
+	f16TableOnce.Do(func() {
+		f16Table = make([]float32, 1<<16)
+		for i := range f16Table {
+			f16Table[i] = F16ToF32(uint16(i))
+		}
+	})
+	tab := f16Table[:1<<16]
+	for i, b := range src {
+		dst[i] = tab[b]
+	}
+}
+
+// gemmPanelElems is the size of the float32 scratch a 16-bit weight is widened into per
+// BLAS call (4 MiB): big enough that the GEMM per panel stays efficient at T = 512, small enough
+// to stay in cache while the GEMM reads it.
+const gemmPanelElems = 1 << 20
+
+var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s }}
+
+// MatMul computes y [T, N] = x [T, K] * W^T for a weight W [N, K] (transformers' nn.Linear
+// without bias), with float32 activations and accumulation.
+//
+// F32 weights go to one SGEMM (package internal/blas: OpenBLAS, Accelerate or gonum). BF16 and
+// F16 weights are widened exactly, panel by panel of whole rows of W (at most 4 MiB of float32
+// scratch per panel, panel widening parallel over rows), and each panel is one SGEMM writing its
+// column block of y. Results are bitwise identical across runs and GOMAXPROCS (see
+// internal/blas for the thread pinning); the panel split depends only on N and K.
+// T may be 0 (nothing to do). len(x) must be T*K and len(y) T*N.
+// Errors wrap ErrShape, ErrArg (nil weight) or ErrDType.
+func MatMul(y, x []float32, T int, w *Matrix) error {
+	if err := w.validate("MatMul"); err != nil {
+		return err
+	}
+	if T < 0 || len(x) != T*w.K || len(y) != T*w.N {
+		return fmt.Errorf("MatMul: %w: T=%d, weight [%d, %d], len(x)=%d (want %d), len(y)=%d (want %d)",
+			ErrShape, T, w.N, w.K, len(x), T*w.K, len(y), T*w.N)
+	}
+	if T == 0 {
+		return nil
+	}
+	N, K := w.N, w.K
+	if w.DType == F32 {
+		return blas.Sgemm(false, true, T, N, K, 1, x, K, w.F32, K, 0, y, N)
+	}
+	nb := max(16, gemmPanelElems/K/16*16)
+	nb = min(nb, N)
+	sp := gemmScratch.Get().(*[]float32)
+	defer gemmScratch.Put(sp)
+	if cap(*sp) < nb*K {
+		*sp = make([]float32, nb*K)
+	}
+	panel := (*sp)[:nb*K]
+	for n0 := 0; n0 < N; n0 += nb {
+		rows := min(nb, N-n0)
+		src := w.U16[n0*K : (n0+rows)*K]
+		parallelFor(rows, 32, func(lo, hi int) {
+			widenU16(panel[lo*K:hi*K], src[lo*K:hi*K], w.DType)
+		})
+		if err := blas.Sgemm(false, true, T, rows, K, 1, x, K, panel[:rows*K], K, 0, y[n0:], N); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BLASImpl names the SGEMM implementation MatMul runs on (internal/blas.Impl).
+func BLASImpl() string { return blas.Impl() }

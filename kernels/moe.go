@@ -1,0 +1,316 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// TopKRoute is the MoE router after the logits GEMM: p = softmax(logits) over all E experts
+// (max-subtracted, exp and sum in float64, p rounded to float32), then the K largest p per
+// token in descending order, ties going to the lower expert index (torch.topk leaves tie order
+// unspecified; this is the rule strata fixes). With norm (norm_topk_prob), w = p / sum of the
+// K selected p; else w = p. logits: [T, E]; w, idx: [T, K] (slot order = rank).
+// Source: Qwen3NextTopKRouter / Qwen4ExpTextTopKRouter. Parallel over tokens.
+// Errors wrap ErrShape, or ErrArg for K outside [1, E] or a NaN/Inf logit.
+func TopKRoute(w []float32, idx []int32, logits []float32, T, E, K int, norm bool) error {
+	if T < 0 || E <= 0 || E > math.MaxInt32 || len(logits) != T*E || len(w) != T*K || len(idx) != T*K {
+		return fmt.Errorf("TopKRoute: %w: T=%d E=%d K=%d len(logits)=%d len(w)=%d len(idx)=%d",
+			ErrShape, T, E, K, len(logits), len(w), len(idx))
+	}
+	if K < 1 || K > E {
+		return fmt.Errorf("TopKRoute: %w: top-k %d of %d experts", ErrArg, K, E)
+	}
+	for i, v := range logits {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("TopKRoute: %w: logit %d (token %d) is %g", ErrArg, i, i/E, v)
+		}
+	}
+	parallelFor(T, 16, func(lo, hi int) {
+		p := make([]float32, E)
+		for t := lo; t < hi; t++ {
+			moeSoftmaxRow(p, logits[t*E:(t+1)*E])
+			wt, it := w[t*K:(t+1)*K], idx[t*K:(t+1)*K]
+			n := 0 // filled slots, kept sorted: larger p first, equal p by lower index
+			for e, v := range p {
+				if n == K && !(v > wt[K-1]) {
+					continue
+				}
+				pos := min(n, K-1)
+				for pos > 0 && v > wt[pos-1] {
+					pos--
+				}
+				end := min(n, K-1)
+				copy(wt[pos+1:end+1], wt[pos:end])
+				copy(it[pos+1:end+1], it[pos:end])
+				wt[pos], it[pos] = v, int32(e)
+				n = min(n+1, K)
+			}
+			if norm {
+				var s float64
+				for _, v := range wt {
+					s += float64(v)
+				}
+				for j, v := range wt {
+					wt[j] = float32(float64(v) / s)
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// moeSoftmaxRow writes p = softmax(x) for one row.
+func moeSoftmaxRow(p, x []float32) {
+	m := x[0]
+	for _, v := range x {
+		m = max(m, v)
+	}
+	var s float64
+	e := make([]float64, len(x))
+	for i, v := range x {
+		e[i] = math.Exp(float64(v) - float64(m))
+		s += e[i]
+	}
+	for i := range p {
+		p[i] = float32(e[i] / s)
+	}
+}
+
+// Experts holds one MoE layer's routed experts: E experts of hidden size D and intermediate
+// size I. GateUp[e] is [2I, D] with the gate rows first (transformers' fused
+// experts.gate_up_proj[e]; published per-expert files concatenate gate_proj then up_proj),
+// Down[e] is [D, I] (experts.down_proj[e]). Weights may be F32, BF16 or F16, mixed freely.
+type Experts struct {
+	E, D, I int
+	GateUp  []*Matrix
+	Down    []*Matrix
+}
+
+func (ex *Experts) validate(op string) error {
+	if ex == nil {
+		return fmt.Errorf("%s: %w: nil experts", op, ErrArg)
+	}
+	if ex.E <= 0 || ex.D <= 0 || ex.I <= 0 || len(ex.GateUp) != ex.E || len(ex.Down) != ex.E {
+		return fmt.Errorf("%s: %w: E=%d D=%d I=%d with %d gate_up and %d down matrices",
+			op, ErrShape, ex.E, ex.D, ex.I, len(ex.GateUp), len(ex.Down))
+	}
+	for e := 0; e < ex.E; e++ {
+		if err := ex.GateUp[e].validate(op); err != nil {
+			return fmt.Errorf("expert %d gate_up: %w", e, err)
+		}
+		if err := ex.Down[e].validate(op); err != nil {
+			return fmt.Errorf("expert %d down: %w", e, err)
+		}
+		if gu, dn := ex.GateUp[e], ex.Down[e]; gu.N != 2*ex.I || gu.K != ex.D || dn.N != ex.D || dn.K != ex.I {
+			return fmt.Errorf("%s: %w: expert %d gate_up [%d, %d] (want [%d, %d]), down [%d, %d] (want [%d, %d])",
+				op, ErrShape, e, gu.N, gu.K, 2*ex.I, ex.D, dn.N, dn.K, ex.D, ex.I)
+		}
+	}
+	return nil
+}
+
+// MoEExperts runs the routed experts without their routing weights. Slots (t, j) are grouped
+// by expert (expert order, then token order), each expert runs as two GEMMs over its rows:
+// h = silu(x Wg^T) * (x Wu^T), out = h Wd^T (SwiGLU). The unweighted output of slot (t, j)
+// lands in row rk[t*K+j] of ye; rows are contiguous per expert. idx[t*K+j] = -1 marks an
+// empty slot: it gets rk = -1 and no row; the unused tail rows of ye are zeroed.
+// x: [T, D]; idx, rk: [T, K]; ye: [T*K, D]. MoECombine (or GRApplyMoEC) applies the weights.
+// Source: Qwen3NextExperts / Qwen4ExpTextExperts (the combine is moe_comb).
+// Errors wrap ErrShape, ErrArg (expert index outside [-1, E)) or ErrDType.
+func MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *Experts) error {
+	if err := ex.validate("MoEExperts"); err != nil {
+		return err
+	}
+	D, I := ex.D, ex.I
+	if T < 0 || K <= 0 || len(x) != T*D || len(idx) != T*K || len(rk) != T*K || len(ye) != T*K*D {
+		return fmt.Errorf("MoEExperts: %w: T=%d K=%d D=%d len(x)=%d len(idx)=%d len(rk)=%d len(ye)=%d",
+			ErrShape, T, K, D, len(x), len(idx), len(rk), len(ye))
+	}
+	count := make([]int, ex.E+1)
+	for i, e := range idx {
+		if e < -1 || int(e) >= ex.E {
+			return fmt.Errorf("MoEExperts: %w: idx[%d] = %d outside [-1, %d)", ErrArg, i, e, ex.E)
+		}
+		if e >= 0 {
+			count[e+1]++
+		}
+	}
+	maxRows := 0
+	for e := 1; e <= ex.E; e++ {
+		maxRows = max(maxRows, count[e])
+		count[e] += count[e-1] // count[e] is now expert e's first row
+	}
+	used := count[ex.E]
+	next := append([]int(nil), count[:ex.E]...)
+	slots := make([]int32, used) // row -> slot, to gather x
+	for i, e := range idx {
+		if e < 0 {
+			rk[i] = -1
+			continue
+		}
+		r := next[e]
+		next[e]++
+		rk[i] = int32(r)
+		slots[r] = int32(i)
+	}
+	clear(ye[used*D:])
+	xg := make([]float32, maxRows*D)
+	gu := make([]float32, maxRows*2*I)
+	h := make([]float32, maxRows*I)
+	for e := 0; e < ex.E; e++ {
+		r0, n := count[e], count[e+1]-count[e]
+		if n == 0 {
+			continue
+		}
+		parallelFor(n, max(1, 8192/D), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				t := int(slots[r0+r]) / K
+				copy(xg[r*D:(r+1)*D], x[t*D:(t+1)*D])
+			}
+		})
+		if err := MatMul(gu[:n*2*I], xg[:n*D], n, ex.GateUp[e]); err != nil {
+			return fmt.Errorf("expert %d: %w", e, err)
+		}
+		swigluRows(h[:n*I], gu[:n*2*I], n, I)
+		if err := MatMul(ye[r0*D:(r0+n)*D], h[:n*I], n, ex.Down[e]); err != nil {
+			return fmt.Errorf("expert %d: %w", e, err)
+		}
+	}
+	return nil
+}
+
+// swigluRows writes h[r, i] = silu(gu[r, i]) * gu[r, I+i] for rows r of gu [rows, 2I].
+func swigluRows(h, gu []float32, rows, I int) {
+	parallelFor(rows, max(1, 8192/I), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			g, u, o := gu[r*2*I:r*2*I+I], gu[r*2*I+I:(r+1)*2*I], h[r*I:(r+1)*I]
+			for i := range o {
+				o[i] = silu32(g[i]) * u[i]
+			}
+		}
+	})
+}
+
+// SwiGLU writes h = silu(gu[:, :I]) * gu[:, I:] for gu [rows, 2I] (gate columns first, as the
+// fused gate_up projection produces them) into h [rows, I]. Errors wrap ErrShape.
+func SwiGLU(h, gu []float32, rows, I int) error {
+	if rows < 0 || I <= 0 || len(h) != rows*I || len(gu) != rows*2*I {
+		return fmt.Errorf("SwiGLU: %w: rows=%d I=%d len(h)=%d len(gu)=%d", ErrShape, rows, I, len(h), len(gu))
+	}
+	swigluRows(h, gu, rows, I)
+	return nil
+}
+
+// moeCheckCombine validates the slot table of a combine: ye [rows, D], rk and w [T, K], every
+// rk in [-1, rows).
+func moeCheckCombine(op string, ye []float32, rows int, rk []int32, w []float32, T, K, D int) error {
+	if rows < 0 || T < 0 || K <= 0 || D <= 0 || len(ye) != rows*D || len(rk) != T*K || len(w) != T*K {
+		return fmt.Errorf("%s: %w: rows=%d T=%d K=%d D=%d len(ye)=%d len(rk)=%d len(w)=%d",
+			op, ErrShape, rows, T, K, D, len(ye), len(rk), len(w))
+	}
+	for i, r := range rk {
+		if r < -1 || int(r) >= rows {
+			return fmt.Errorf("%s: %w: rk[%d] = %d outside [-1, %d)", op, ErrArg, i, r, rows)
+		}
+	}
+	return nil
+}
+
+// moeCombineRow writes dst = sum over slots j in order of w[j] * ye[rk[j]] (float32
+// accumulation from zero; empty slots skipped). Every combine goes through here, so fused and
+// unfused variants agree bitwise.
+func moeCombineRow(dst, ye []float32, rk []int32, w []float32) {
+	D := len(dst)
+	clear(dst)
+	for j, r := range rk {
+		if r < 0 {
+			continue
+		}
+		wj, src := w[j], ye[int(r)*D:int(r+1)*D]
+		for d, v := range src {
+			dst[d] += wj * v
+		}
+	}
+}
+
+// MoECombine is moe_comb: out[t] = sum over slots j (in slot order) of w[t*K+j] * ye[rk[t*K+j]],
+// skipping slots with rk = -1. ye: [rows, D]; rk, w: [T, K]; out: [T, D]. float32 accumulation.
+// Parallel over tokens. Errors wrap ErrShape, or ErrArg for rk outside [-1, rows).
+func MoECombine(out, ye []float32, rows int, rk []int32, w []float32, T, K, D int) error {
+	if err := moeCheckCombine("MoECombine", ye, rows, rk, w, T, K, D); err != nil {
+		return err
+	}
+	if len(out) != T*D {
+		return fmt.Errorf("MoECombine: %w: len(out)=%d, want %d", ErrShape, len(out), T*D)
+	}
+	parallelFor(T, max(1, 4096/D), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			moeCombineRow(out[t*D:(t+1)*D], ye, rk[t*K:(t+1)*K], w[t*K:(t+1)*K])
+		}
+	})
+	return nil
+}
+
+// SharedExpert is the always-on expert of a MoE block: Gate, Up [I, D] (shared_expert.gate_proj,
+// up_proj), Down [D, I] (down_proj) and the scalar gate vector GateW [D]
+// (shared_expert_gate.weight, one row); GateW nil means ungated.
+type SharedExpert struct {
+	D, I           int
+	Gate, Up, Down *Matrix
+	GateW          []float32
+}
+
+// SharedExpertMLP computes y = sigmoid(x . GateW) * Down(silu(Gate x) * Up x) for x, y [T, D]
+// (the shared expert and its gate in Qwen3NextSparseMoeBlock / Qwen4ExpTextSparseMoeBlock; the
+// gate dot runs in float64). y must not alias x. Errors wrap ErrShape, ErrArg or ErrDType.
+func SharedExpertMLP(y, x []float32, T int, se *SharedExpert) error {
+	if se == nil {
+		return fmt.Errorf("SharedExpertMLP: %w: nil shared expert", ErrArg)
+	}
+	D, I := se.D, se.I
+	for _, m := range []*Matrix{se.Gate, se.Up, se.Down} {
+		if err := m.validate("SharedExpertMLP"); err != nil {
+			return err
+		}
+	}
+	if D <= 0 || I <= 0 || se.Gate.N != I || se.Gate.K != D || se.Up.N != I || se.Up.K != D ||
+		se.Down.N != D || se.Down.K != I || (se.GateW != nil && len(se.GateW) != D) {
+		return fmt.Errorf("SharedExpertMLP: %w: D=%d I=%d gate [%d, %d] up [%d, %d] down [%d, %d] len(GateW)=%d",
+			ErrShape, D, I, se.Gate.N, se.Gate.K, se.Up.N, se.Up.K, se.Down.N, se.Down.K, len(se.GateW))
+	}
+	if T < 0 || len(x) != T*D || len(y) != T*D {
+		return fmt.Errorf("SharedExpertMLP: %w: T=%d D=%d len(x)=%d len(y)=%d", ErrShape, T, D, len(x), len(y))
+	}
+	g := make([]float32, T*I)
+	u := make([]float32, T*I)
+	if err := MatMul(g, x, T, se.Gate); err != nil {
+		return err
+	}
+	if err := MatMul(u, x, T, se.Up); err != nil {
+		return err
+	}
+	parallelFor(T*I, 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g[i] = silu32(g[i]) * u[i]
+		}
+	})
+	if err := MatMul(y, g, T, se.Down); err != nil {
+		return err
+	}
+	if se.GateW == nil {
+		return nil
+	}
+	parallelFor(T, max(1, 4096/D), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			var s float64
+			for d, v := range x[t*D : (t+1)*D] {
+				s += float64(v) * float64(se.GateW[d])
+			}
+			sg := sigmoid32(float32(s))
+			for d := range y[t*D : (t+1)*D] {
+				y[t*D+d] *= sg
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,61 @@
+package kernels
+
+import "fmt"
+
+// rmsScale1p writes y = x * rsqrt(mean(x^2) + eps) * (1 + w) for one vector. The sum of squares
+// runs in float64 in index order and each output is rounded once, so every op that normalises
+// a row through here (RMSNorm1p, the grouped norms of GatedResidual and PLE, their fused
+// variants) produces the same bits for the same row. y may alias x.
+func rmsScale1p(y, x, w []float32, eps float32) {
+	x = x[:len(y)]
+	w = w[:len(y)]
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	r := rsqrt64(ss/float64(len(x)) + float64(eps))
+	for i, v := range x {
+		y[i] = float32(float64(v) * r * (1 + float64(w[i])))
+	}
+}
+
+// RMSNorm1p normalises each of rows vectors of D: y = x * rsqrt(mean(x^2) + eps) * (1 + w),
+// with the sum of squares in float64 and one rounding per output (the zero-centred RMSNorm of
+// qwen3_next and qwen4_exp: Qwen3NextRMSNorm, Qwen4ExpTextRMSNorm). x, y: [rows, D]; w: [D]. y may alias x.
+// Parallel over rows. Errors wrap ErrShape (or ErrArg for a negative eps).
+func RMSNorm1p(y, x []float32, rows, D int, w []float32, eps float32) error {
+	if rows < 0 || D <= 0 || len(x) != rows*D || len(y) != rows*D || len(w) != D {
+		return fmt.Errorf("RMSNorm1p: %w: rows=%d D=%d len(x)=%d len(y)=%d len(w)=%d",
+			ErrShape, rows, D, len(x), len(y), len(w))
+	}
+	if !(eps >= 0) {
+		return fmt.Errorf("RMSNorm1p: %w: eps=%g", ErrArg, eps)
+	}
+	parallelFor(rows, max(1, 4096/D), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			rmsScale1p(y[r*D:(r+1)*D], x[r*D:(r+1)*D], w, eps)
+		}
+	})
+	return nil
+}
+
+// RMSNorm1pGrouped is the grouped form (group_size = D) used by GatedResidual's hc_norm and
+// PLE's norms: x, y [T, S*D]; each of the S streams of D of a token is normalised separately
+// with its own weights w[s*D:(s+1)*D] (w has S*D entries). y may alias x.
+// Errors wrap ErrShape (or ErrArg for a negative eps).
+func RMSNorm1pGrouped(y, x []float32, T, S, D int, w []float32, eps float32) error {
+	if T < 0 || S <= 0 || D <= 0 || len(x) != T*S*D || len(y) != T*S*D || len(w) != S*D {
+		return fmt.Errorf("RMSNorm1pGrouped: %w: T=%d S=%d D=%d len(x)=%d len(y)=%d len(w)=%d",
+			ErrShape, T, S, D, len(x), len(y), len(w))
+	}
+	if !(eps >= 0) {
+		return fmt.Errorf("RMSNorm1pGrouped: %w: eps=%g", ErrArg, eps)
+	}
+	parallelFor(T*S, max(1, 4096/D), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			s := r % S
+			rmsScale1p(y[r*D:(r+1)*D], x[r*D:(r+1)*D], w[s*D:(s+1)*D], eps)
+		}
+	})
+	return nil
+}
