@@ -1,0 +1,290 @@
+package hfconfig
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Spec is one checkpoint tensor the config implies: its full name and shape (PyTorch order,
+// e.g. a Linear weight is [out, in]).
+type Spec struct {
+	Name  string
+	Shape []int64
+}
+
+// Layout is how a checkpoint names its tensors.
+type Layout struct {
+	// Prefix of the text model: "model." (causal-LM checkpoints) or "model.language_model."
+	// (the multimodal qwen4_exp checkpoint). lm_head.weight never carries it.
+	Prefix string
+	// FusedExperts: experts stored as mlp.experts.gate_up_proj [E, 2I, D] (gate rows first) and
+	// mlp.experts.down_proj [E, D, I]; otherwise per expert as
+	// mlp.experts.{e}.{gate,up,down}_proj.weight ([I, D], [I, D], [D, I]).
+	FusedExperts bool
+	// NGramParts > 1: each PLE n-gram table is stored as NGramParts row blocks
+	// ple.ple_embedding.ngram_embedding.shard_{k}.weight of equal size, to be concatenated in k
+	// order; 0 or 1: one ple.ple_embedding.ngram_embedding.weight.
+	NGramParts int
+}
+
+// Layer returns the name of a tensor of decoder layer i, e.g. Layer(3, "self_attn.q_proj.weight")
+// = "model.layers.3.self_attn.q_proj.weight".
+func (l Layout) Layer(i int, suffix string) string {
+	return l.Prefix + "layers." + strconv.Itoa(i) + "." + suffix
+}
+
+// Model returns the name of a model-level tensor, e.g. Model("embed_tokens.weight").
+func (l Layout) Model(suffix string) string { return l.Prefix + suffix }
+
+// LMHead returns the name of the output projection, "lm_head.weight" in every layout (absent
+// from checkpoints with tie_word_embeddings).
+func (l Layout) LMHead() string { return "lm_head.weight" }
+
+// skipped reports names that belong to parts of a published checkpoint prefill does not run:
+// the multi-token-prediction head and the vision tower.
+func skipped(name string) bool {
+	return strings.HasPrefix(name, "mtp.") || strings.HasPrefix(name, "model.visual.")
+}
+
+var (
+	perExpertRe = regexp.MustCompile(`layers\.\d+\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$`)
+	fusedRe     = regexp.MustCompile(`layers\.\d+\.mlp\.experts\.(gate_up|down)_proj$`)
+	ngramPartRe = regexp.MustCompile(`ple\.ple_embedding\.ngram_embedding\.shard_\d+\.weight$`)
+)
+
+// DetectLayout infers the Layout from a checkpoint's tensor names (mtp.* and model.visual.*
+// ignored): the prefix from where embed_tokens / layers live, the expert storage from the
+// expert tensor names, and split n-gram tables from shard_{k} names (then NGramParts =
+// split_ngram_parts). Errors wrap ErrTensors: no text model found, both prefixes, or both
+// expert layouts present.
+func (c *Config) DetectLayout(names []string) (Layout, error) {
+	var l Layout
+	var lm, plain, fused, perExpert, split bool
+	for _, n := range names {
+		if skipped(n) {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(n, "model.language_model."):
+			lm = true
+		case strings.HasPrefix(n, "model.layers.") || strings.HasPrefix(n, "model.embed_tokens."):
+			plain = true
+		}
+		fused = fused || fusedRe.MatchString(n)
+		perExpert = perExpert || perExpertRe.MatchString(n)
+		split = split || ngramPartRe.MatchString(n)
+	}
+	switch {
+	case lm && plain:
+		return l, fmt.Errorf("%w: names under both model.language_model. and model.", ErrTensors)
+	case lm:
+		l.Prefix = "model.language_model."
+	case plain:
+		l.Prefix = "model."
+	default:
+		return l, fmt.Errorf("%w: no model.layers.* or model.language_model.layers.* tensors among %d names", ErrTensors, len(names))
+	}
+	if fused && perExpert {
+		return l, fmt.Errorf("%w: both fused (mlp.experts.gate_up_proj) and per-expert (mlp.experts.{e}.*) expert tensors", ErrTensors)
+	}
+	l.FusedExperts = fused
+	if split {
+		l.NGramParts = c.NGramParts
+	}
+	return l, nil
+}
+
+// ExpectedTensors lists every tensor the config implies under layout l, with its shape, in a
+// fixed order (model-level tensors, then layer by layer). Shapes (D hidden, S streams, R
+// hc_lowrank, E experts, I moe_intermediate_size, SI shared_expert_intermediate_size):
+//
+//	embed_tokens [V, D]; lm_head [V, D] unless tied; qwen3_next: norm [D];
+//	qwen4_exp: hyper_connection_mixer.{hc_norm [S*D], input_mix_weight_down [R, S*D], input_mix_weight_up [S*D, R]}
+//	per layer, qwen3_next: input_layernorm, post_attention_layernorm [D];
+//	qwen4_exp: {attn,mlp}_hyper_connection.{hc_norm, input_mix_weight_down, input_mix_weight_up, block_inject_weight [S, S*D]}
+//	linear_attn (C = 2*Hk*dk + Hv*dv): qwen3_next in_proj_qkvz [C + Hv*dv, D], in_proj_ba [2*Hv, D];
+//	qwen4_exp in_proj_qkv [C, D], in_proj_z [Hv*dv, D], in_proj_b, in_proj_a [Hv, D];
+//	both conv1d [C, 1, K], dt_bias, A_log [Hv], norm [dv], out_proj [D, Hv*dv]
+//	self_attn: q_proj [2*Hq*hd, D] (query and gate per head), k_proj, v_proj [Hkv*hd, D], o_proj [D, Hq*hd], q_norm, k_norm [hd];
+//	QSA: indexer.index_qk_proj [(nH+kvH)*ihd, D], indexer.{q,k}_layernorm [ihd]
+//	MoE: gate [E, D], experts (see Layout), shared_expert.{gate,up}_proj [SI, D], down_proj [D, SI], shared_expert_gate [1, D];
+//	dense MLP: {gate,up}_proj [DenseI, D], down_proj [D, DenseI]
+//	PLE: ple.{key_proj [S*D, P], value_proj [D, P], norm_key, norm_query, norm_conv [S*D], conv1d [S*D, 1, K_ple],
+//	ple_embedding.ngram_embedding [PLEVocabRows, P/NGramHeads]}
+//
+// The config must be valid (Parse and Load validate it).
+func (c *Config) ExpectedTensors(l Layout) []Spec {
+	D, S, R := int64(c.D), int64(c.Streams), int64(c.HCRank)
+	SD := S * D
+	var out []Spec
+	add := func(name string, shape ...int64) { out = append(out, Spec{name, shape}) }
+	add(l.Model("embed_tokens.weight"), int64(c.Vocab), D)
+	if !c.TieWordEmbeddings {
+		add(l.LMHead(), int64(c.Vocab), D)
+	}
+	hyper := func(name func(string) string, inject bool) {
+		add(name("hc_norm.weight"), SD)
+		add(name("input_mix_weight_down.weight"), R, SD)
+		add(name("input_mix_weight_up.weight"), SD, R)
+		if inject {
+			add(name("block_inject_weight.weight"), S, SD)
+		}
+	}
+	if c.Arch == Qwen4Exp {
+		hyper(func(s string) string { return l.Model("hyper_connection_mixer." + s) }, false)
+	} else {
+		add(l.Model("norm.weight"), D)
+	}
+	Hk, Hv, dk, dv := int64(c.Hk), int64(c.Hv), int64(c.Dk), int64(c.Dv)
+	convC := 2*Hk*dk + Hv*dv
+	Hq, Hkv, hd := int64(c.Hq), int64(c.Hkv), int64(c.HeadDim)
+	for i := 0; i < c.Layers; i++ {
+		L := func(s string) string { return l.Layer(i, s) }
+		if c.Arch == Qwen4Exp {
+			hyper(func(s string) string { return L("attn_hyper_connection." + s) }, true)
+			hyper(func(s string) string { return L("mlp_hyper_connection." + s) }, true)
+		} else {
+			add(L("input_layernorm.weight"), D)
+			add(L("post_attention_layernorm.weight"), D)
+		}
+		switch c.LayerTypes[i] {
+		case LinearAttention:
+			if c.Arch == Qwen4Exp {
+				add(L("linear_attn.in_proj_qkv.weight"), convC, D)
+				add(L("linear_attn.in_proj_z.weight"), Hv*dv, D)
+				add(L("linear_attn.in_proj_b.weight"), Hv, D)
+				add(L("linear_attn.in_proj_a.weight"), Hv, D)
+			} else {
+				add(L("linear_attn.in_proj_qkvz.weight"), convC+Hv*dv, D)
+				add(L("linear_attn.in_proj_ba.weight"), 2*Hv, D)
+			}
+			add(L("linear_attn.conv1d.weight"), convC, 1, int64(c.ConvK))
+			add(L("linear_attn.dt_bias"), Hv)
+			add(L("linear_attn.A_log"), Hv)
+			add(L("linear_attn.norm.weight"), dv)
+			add(L("linear_attn.out_proj.weight"), D, Hv*dv)
+		case FullAttention, SparseAttention:
+			add(L("self_attn.q_proj.weight"), 2*Hq*hd, D)
+			add(L("self_attn.k_proj.weight"), Hkv*hd, D)
+			add(L("self_attn.v_proj.weight"), Hkv*hd, D)
+			add(L("self_attn.o_proj.weight"), D, Hq*hd)
+			add(L("self_attn.q_norm.weight"), hd)
+			add(L("self_attn.k_norm.weight"), hd)
+			if c.LayerTypes[i] == SparseAttention {
+				ihd := int64(c.IdxDim)
+				add(L("self_attn.indexer.index_qk_proj.weight"), int64(c.IdxHeads+c.IdxKVHeads)*ihd, D)
+				add(L("self_attn.indexer.q_layernorm.weight"), ihd)
+				add(L("self_attn.indexer.k_layernorm.weight"), ihd)
+			}
+		}
+		if c.IsMoELayer(i) {
+			E, I, SI := int64(c.Experts), int64(c.MoEI), int64(c.SharedI)
+			add(L("mlp.gate.weight"), E, D)
+			if l.FusedExperts {
+				add(L("mlp.experts.gate_up_proj"), E, 2*I, D)
+				add(L("mlp.experts.down_proj"), E, D, I)
+			} else {
+				for e := 0; e < c.Experts; e++ {
+					p := "mlp.experts." + strconv.Itoa(e) + "."
+					add(L(p+"gate_proj.weight"), I, D)
+					add(L(p+"up_proj.weight"), I, D)
+					add(L(p+"down_proj.weight"), D, I)
+				}
+			}
+			add(L("mlp.shared_expert.gate_proj.weight"), SI, D)
+			add(L("mlp.shared_expert.up_proj.weight"), SI, D)
+			add(L("mlp.shared_expert.down_proj.weight"), D, SI)
+			add(L("mlp.shared_expert_gate.weight"), 1, D)
+		} else {
+			I := int64(c.DenseI)
+			add(L("mlp.gate_proj.weight"), I, D)
+			add(L("mlp.up_proj.weight"), I, D)
+			add(L("mlp.down_proj.weight"), D, I)
+		}
+		if j := c.PLEIndex(i); j >= 0 {
+			P := int64(c.PLEEmbedDim)
+			add(L("ple.key_proj.weight"), SD, P)
+			add(L("ple.value_proj.weight"), D, P)
+			add(L("ple.norm_key.weight"), SD)
+			add(L("ple.norm_query.weight"), SD)
+			add(L("ple.norm_conv.weight"), SD)
+			add(L("ple.conv1d.weight"), SD, 1, int64(c.PLEConvK))
+			rows, width := int64(c.PLEVocabRows(j)), P/int64(c.NGramHeads())
+			if l.NGramParts > 1 {
+				parts := int64(l.NGramParts)
+				// An uneven split cannot be described per part; the whole-table name then
+				// appears as missing and every shard_{k} as unexpected.
+				if rows%parts == 0 {
+					for k := int64(0); k < parts; k++ {
+						add(L(fmt.Sprintf("ple.ple_embedding.ngram_embedding.shard_%d.weight", k)), rows/parts, width)
+					}
+					continue
+				}
+			}
+			add(L("ple.ple_embedding.ngram_embedding.weight"), rows, width)
+		}
+	}
+	return out
+}
+
+// CheckTensors compares a checkpoint's tensor shapes (name -> shape) with ExpectedTensors(l).
+// Names under mtp.* and model.visual.* are skipped. It returns nil or one error wrapping
+// ErrTensors that lists every missing, unexpected and wrongly shaped tensor (sorted; long
+// lists are cut after 20 names per kind, with the count).
+func (c *Config) CheckTensors(l Layout, shapes map[string][]int64) error {
+	want := c.ExpectedTensors(l)
+	seen := make(map[string]bool, len(want))
+	var missing, wrong, extra []string
+	for _, s := range want {
+		seen[s.Name] = true
+		got, ok := shapes[s.Name]
+		if !ok {
+			missing = append(missing, s.Name)
+			continue
+		}
+		if !equalShape(got, s.Shape) {
+			wrong = append(wrong, fmt.Sprintf("%s %v (want %v)", s.Name, got, s.Shape))
+		}
+	}
+	for n := range shapes {
+		if !seen[n] && !skipped(n) {
+			extra = append(extra, n)
+		}
+	}
+	if len(missing)+len(wrong)+len(extra) == 0 {
+		return nil
+	}
+	var parts []string
+	for _, k := range []struct {
+		what  string
+		names []string
+	}{{"missing", missing}, {"wrong shape", wrong}, {"unexpected", extra}} {
+		if len(k.names) == 0 {
+			continue
+		}
+		sort.Strings(k.names)
+		list := k.names
+		more := ""
+		if len(list) > 20 {
+			more = fmt.Sprintf(" and %d more", len(list)-20)
+			list = list[:20]
+		}
+		parts = append(parts, fmt.Sprintf("%d %s: %s%s", len(k.names), k.what, strings.Join(list, ", "), more))
+	}
+	return fmt.Errorf("%w (%s, layout prefix %q, fused experts %v): %s", ErrTensors, c.ModelType, l.Prefix, l.FusedExperts, strings.Join(parts, "; "))
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
