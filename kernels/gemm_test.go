@@ -1,0 +1,238 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/x448/float16"
+)
+
+// denseDType maps an opcases dtype name to a DType.
+func denseDType(t testing.TB, s string) DType {
+	switch s {
+	case "F32":
+		return F32
+	case "BF16":
+		return BF16
+	case "F16":
+		return F16
+	}
+	t.Fatalf("unknown dtype %q", s)
+	return 0
+}
+
+// denseMatrix builds a weight [n, k] of dtype from deterministic values and returns it with the
+// widened float32 values a reference must use.
+func denseMatrix(t testing.TB, seed uint64, n, k int, dtype string, scale float32) (*Matrix, []float32) {
+	t.Helper()
+	bits, wide := opcases.Round16(opcases.Floats(seed, n*k, scale), dtype)
+	var m *Matrix
+	var err error
+	if bits == nil {
+		m, err = NewMatrixF32(n, k, wide)
+	} else {
+		m, err = NewMatrixU16(n, k, denseDType(t, dtype), bits)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, wide
+}
+
+// denseLinear64 is y = x W^T in float64, x [T, K], W [N, K].
+func denseLinear64(x []float64, T int, w []float32, N, K int) []float64 {
+	y := make([]float64, T*N)
+	for t := 0; t < T; t++ {
+		for n := 0; n < N; n++ {
+			var s float64
+			for k := 0; k < K; k++ {
+				s += x[t*K+k] * float64(w[n*K+k])
+			}
+			y[t*N+n] = s
+		}
+	}
+	return y
+}
+
+func denseTo64(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// denseMaxRel is max |got - want| / max |want| (NaN in got counts as infinite error).
+func denseMaxRel(got []float32, want []float64) float64 {
+	var md, mw float64
+	for i, w := range want {
+		d := math.Abs(float64(got[i]) - w)
+		if math.IsNaN(d) {
+			return math.Inf(1)
+		}
+		md = max(md, d)
+		mw = max(mw, math.Abs(w))
+	}
+	if mw == 0 {
+		return md
+	}
+	return md / mw
+}
+
+func denseCheck(t *testing.T, name string, got []float32, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+	}
+	if r := denseMaxRel(got, want); r > tol {
+		t.Errorf("%s: max |diff| / max |want| = %.3g > %.1g", name, r, tol)
+	}
+}
+
+// denseSameAcrossProcs runs fn twice at GOMAXPROCS 1, 2 and 4 and requires bitwise equal results.
+func denseSameAcrossProcs(t *testing.T, name string, fn func() []float32) {
+	t.Helper()
+	old := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(old)
+	var ref []float32
+	for _, p := range []int{1, 2, 4, 2} {
+		runtime.GOMAXPROCS(p)
+		got := fn()
+		if ref == nil {
+			ref = got
+			continue
+		}
+		for i := range ref {
+			if math.Float32bits(ref[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("%s: GOMAXPROCS=%d changes element %d: %g vs %g", name, p, i, got[i], ref[i])
+			}
+		}
+	}
+}
+
+func TestMatMulCases(t *testing.T) {
+	t.Logf("blas: %s", BLASImpl())
+	for i, c := range opcases.GEMMCases() {
+		name := fmt.Sprintf("T%d_N%d_K%d_%s", c.T, c.N, c.K, c.DType)
+		w, wide := denseMatrix(t, uint64(100+i), c.N, c.K, c.DType, 0.1)
+		x := opcases.Floats(uint64(200+i), c.T*c.K, 1)
+		y := make([]float32, c.T*c.N)
+		if err := MatMul(y, x, c.T, w); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		denseCheck(t, name, y, denseLinear64(denseTo64(x), c.T, wide, c.N, c.K), 2e-6)
+	}
+}
+
+func TestMatMulPanels(t *testing.T) {
+	// K = 4096 makes a panel of 256 rows, so N = 600 spans three panels (the last partial).
+	const T, N, K = 5, 600, 4096
+	for _, dt := range []string{"BF16", "F16"} {
+		w, wide := denseMatrix(t, 7, N, K, dt, 0.05)
+		x := opcases.Floats(8, T*K, 1)
+		y := make([]float32, T*N)
+		if err := MatMul(y, x, T, w); err != nil {
+			t.Fatal(err)
+		}
+		denseCheck(t, "panels "+dt, y, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
+		wf, err := w.WidenF32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		y2 := make([]float32, T*N)
+		if err := MatMul(y2, x, T, wf); err != nil {
+			t.Fatal(err)
+		}
+		denseCheck(t, "widened "+dt, y2, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
+	}
+}
+
+func TestMatMulDeterministic(t *testing.T) {
+	w, _ := denseMatrix(t, 9, 300, 520, "BF16", 0.1)
+	x := opcases.Floats(10, 65*520, 1)
+	denseSameAcrossProcs(t, "MatMul", func() []float32 {
+		y := make([]float32, 65*300)
+		if err := MatMul(y, x, 65, w); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	})
+}
+
+func TestWidenExact(t *testing.T) {
+	for b := 0; b < 1<<16; b++ {
+		h := float16.Frombits(uint16(b)).Float32()
+		got := F16ToF32(uint16(b))
+		if math.Float32bits(got) != math.Float32bits(h) && !(h != h && got != got) {
+			t.Fatalf("F16ToF32(%#04x) = %g, want %g", b, got, h)
+		}
+		dst := []float32{0}
+		widenU16(dst, []uint16{uint16(b)}, F16)
+		if math.Float32bits(dst[0]) != math.Float32bits(got) {
+			t.Fatalf("table widening of %#04x differs", b)
+		}
+	}
+	if BF16ToF32(0x3f80) != 1 || BF16ToF32(0xc040) != -3 {
+		t.Fatal("BF16ToF32 wrong")
+	}
+}
+
+func TestMatMulErrors(t *testing.T) {
+	w, _ := denseMatrix(t, 1, 4, 3, "F32", 1)
+	bad16 := &Matrix{N: 4, K: 3, DType: BF16, U16: make([]uint16, 11)}
+	cases := []struct {
+		name string
+		err  error
+		call func() error
+	}{
+		{"nil weight", ErrArg, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, nil) }},
+		{"short x", ErrShape, func() error { return MatMul(make([]float32, 8), make([]float32, 5), 2, w) }},
+		{"short y", ErrShape, func() error { return MatMul(make([]float32, 7), make([]float32, 6), 2, w) }},
+		{"negative T", ErrShape, func() error { return MatMul(nil, nil, -1, w) }},
+		{"short bf16", ErrShape, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, bad16) }},
+		{"bad dtype", ErrDType, func() error {
+			return MatMul(make([]float32, 4), make([]float32, 3), 1, &Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
+		}},
+		{"NewMatrixU16 F32", ErrShape, func() error { _, err := NewMatrixU16(2, 2, F32, make([]uint16, 4)); return err }},
+		{"NewMatrixF32 size", ErrShape, func() error { _, err := NewMatrixF32(2, 2, make([]float32, 3)); return err }},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.err) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.err)
+		}
+	}
+}
+
+// BenchmarkMatMul runs y = x W^T at the real model's shapes: the attention/GDN projection width
+// (T 512, K = N = 2560) and one expert's gate_up (2I = 1280 rows) and down (K = I = 640) for the
+// ~10 rows an expert gets at T = 512, top-10 of 512. Short by default (-benchtime to extend).
+func BenchmarkMatMul(b *testing.B) {
+	shapes := []struct {
+		name    string
+		T, N, K int
+	}{
+		{"proj_T512_N2560_K2560", 512, 2560, 2560},
+		{"expert_gateup_T10_N1280_K2560", 10, 1280, 2560},
+		{"expert_down_T10_N2560_K640", 10, 2560, 640},
+		{"expert_gateup_T512_N1280_K2560", 512, 1280, 2560},
+	}
+	for _, s := range shapes {
+		for _, dt := range []string{"F32", "BF16"} {
+			w, _ := denseMatrix(b, 1, s.N, s.K, dt, 0.05)
+			x := opcases.Floats(2, s.T*s.K, 1)
+			y := make([]float32, s.T*s.N)
+			b.Run(s.name+"_"+dt, func(b *testing.B) {
+				for b.Loop() {
+					if err := MatMul(y, x, s.T, w); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(s.T)*float64(s.N)*float64(s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
