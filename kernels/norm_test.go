@@ -1,0 +1,94 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/opcases"
+)
+
+// denseNormRef64 is the zero-centred RMSNorm of every group of D in float64: x * (1+w) / sqrt(mean(x^2)+eps),
+// w cycling over S*D entries.
+func denseNormRef64(x []float32, S, D int, w []float32, eps float64) []float64 {
+	y := make([]float64, len(x))
+	for g := 0; g*D < len(x); g++ {
+		var ss float64
+		for _, v := range x[g*D : (g+1)*D] {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(D)+eps)
+		s := g % S
+		for d := 0; d < D; d++ {
+			y[g*D+d] = float64(x[g*D+d]) * inv * (1 + float64(w[s*D+d]))
+		}
+	}
+	return y
+}
+
+func TestRMSNorm1pCases(t *testing.T) {
+	const eps = 1e-6
+	for i, c := range opcases.NormCases() {
+		name := fmt.Sprintf("T%d_S%d_D%d", c.T, c.S, c.D)
+		x := opcases.Floats(uint64(300+i), c.T*c.S*c.D, 3)
+		w := opcases.Floats(uint64(400+i), c.S*c.D, 0.5)
+		want := denseNormRef64(x, c.S, c.D, w, eps)
+		y := make([]float32, len(x))
+		var err error
+		if c.S == 1 {
+			err = RMSNorm1p(y, x, c.T, c.D, w, eps)
+		} else {
+			err = RMSNorm1pGrouped(y, x, c.T, c.S, c.D, w, eps)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		denseCheck(t, name, y, want, 1e-6)
+		// in place (y aliases x) gives the same bits
+		xc := append([]float32(nil), x...)
+		if c.S == 1 {
+			err = RMSNorm1p(xc, xc, c.T, c.D, w, eps)
+		} else {
+			err = RMSNorm1pGrouped(xc, xc, c.T, c.S, c.D, w, eps)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range y {
+			if math.Float32bits(y[j]) != math.Float32bits(xc[j]) {
+				t.Fatalf("%s: in-place result differs at %d", name, j)
+			}
+		}
+	}
+	x := opcases.Floats(1, 300*4*256, 1)
+	w := opcases.Floats(2, 4*256, 0.5)
+	denseSameAcrossProcs(t, "RMSNorm1pGrouped", func() []float32 {
+		y := make([]float32, len(x))
+		if err := RMSNorm1pGrouped(y, x, 300, 4, 256, w, 1e-6); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	})
+}
+
+func TestRMSNorm1pErrors(t *testing.T) {
+	x := make([]float32, 8)
+	cases := []struct {
+		name string
+		err  error
+		call func() error
+	}{
+		{"short x", ErrShape, func() error { return RMSNorm1p(x, x[:7], 2, 4, x[:4], 1e-6) }},
+		{"short w", ErrShape, func() error { return RMSNorm1p(x, x, 2, 4, x[:3], 1e-6) }},
+		{"D zero", ErrShape, func() error { return RMSNorm1p(nil, nil, 2, 0, nil, 1e-6) }},
+		{"eps NaN", ErrArg, func() error { return RMSNorm1p(x, x, 2, 4, x[:4], float32(math.NaN())) }},
+		{"grouped w", ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 2, 4, x[:4], 1e-6) }},
+		{"grouped S", ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 0, 4, x[:4], 1e-6) }},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.err) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.err)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/opcases"
+)
+
+// denseRoPERef64 rotates x [T, H, Dh] in float64 with cos/sin duplicated over the two halves of the
+// rotary dims, written as x*cos + rotate_half(x)*sin, rotate_half(v) = (-v2, v1).
+func denseRoPERef64(x []float32, T, H, Dh, rot int, pos []float64, theta float64) []float64 {
+	y := denseTo64(x)
+	half := rot / 2
+	cosv, sinv := make([]float64, rot), make([]float64, rot)
+	rh := make([]float64, rot)
+	for t := 0; t < T; t++ {
+		for i := 0; i < rot; i++ {
+			f := pos[t] / math.Pow(theta, float64(2*(i%half))/float64(rot))
+			cosv[i], sinv[i] = math.Cos(f), math.Sin(f)
+		}
+		for h := 0; h < H; h++ {
+			v := y[(t*H+h)*Dh : (t*H+h)*Dh+rot]
+			for i := 0; i < half; i++ {
+				rh[i], rh[i+half] = -v[i+half], v[i]
+			}
+			for i := 0; i < rot; i++ {
+				v[i] = v[i]*cosv[i] + rh[i]*sinv[i]
+			}
+		}
+	}
+	return y
+}
+
+func TestRoPECases(t *testing.T) {
+	for i, c := range opcases.RoPECases() {
+		name := fmt.Sprintf("T%d_H%d_d%d_rot%d_pos%d_row%v", c.T, c.H, c.Dh, c.Rot, c.Pos0, c.PerRow)
+		x := opcases.Floats(uint64(500+i), c.T*c.H*c.Dh, 1)
+		pos := make([]float64, c.T)
+		pos32 := make([]int32, c.T)
+		for j := range pos {
+			pos32[j] = int32(c.Pos0 + j)
+			if c.PerRow {
+				pos32[j] = int32((j * 7919) % 5000)
+			}
+			pos[j] = float64(pos32[j])
+		}
+		want := denseRoPERef64(x, c.T, c.H, c.Dh, c.Rot, pos, c.Theta)
+		var err error
+		if c.PerRow {
+			err = RoPEAt(x, c.T, c.H, c.Dh, c.Rot, pos32, c.Theta)
+		} else {
+			err = RoPE(x, c.T, c.H, c.Dh, c.Rot, c.Pos0, c.Theta)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		denseCheck(t, name, x, want, 1e-6)
+	}
+	x0 := opcases.Floats(3, 300*3*256, 1)
+	denseSameAcrossProcs(t, "RoPE", func() []float32 {
+		x := append([]float32(nil), x0...)
+		if err := RoPE(x, 300, 3, 256, 64, 17, 1e7); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	})
+}
+
+func TestRoPEErrors(t *testing.T) {
+	x := make([]float32, 2*2*8)
+	cases := []struct {
+		name string
+		err  error
+		call func() error
+	}{
+		{"odd rot", ErrArg, func() error { return RoPE(x, 2, 2, 8, 3, 0, 1e4) }},
+		{"rot > d", ErrArg, func() error { return RoPE(x, 2, 2, 8, 10, 0, 1e4) }},
+		{"rot 0", ErrArg, func() error { return RoPE(x, 2, 2, 8, 0, 0, 1e4) }},
+		{"negative pos0", ErrArg, func() error { return RoPE(x, 2, 2, 8, 8, -1, 1e4) }},
+		{"theta 0", ErrArg, func() error { return RoPE(x, 2, 2, 8, 8, 0, 0) }},
+		{"short x", ErrShape, func() error { return RoPE(x[:31], 2, 2, 8, 8, 0, 1e4) }},
+		{"pos count", ErrShape, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1}, 1e4) }},
+		{"negative pos", ErrArg, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1, -2}, 1e4) }},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.err) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.err)
+		}
+	}
+}
