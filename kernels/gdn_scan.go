@@ -16,7 +16,7 @@ import (
 // state [Hv, Dk, Dv] float32 holds the initial state and receives the final one; o [T, Hv, Dv].
 //
 // Chunked computes, per chunk of C = GDNChunk tokens with G the in-chunk inclusive cumsum of g,
-// Gamma_ij = exp(G_i - G_j) and L = strict_lower(diag(beta) K K^T .* Gamma):
+// Gamma_ij = exp(G_i - G_j) (formed as running products of exp(g_t) in float64) and L = strict_lower(diag(beta) K K^T .* Gamma):
 //
 //	Vn = (I + L)^-1 diag(beta) (V - diag(exp(G)) K S)     (forward substitution)
 //	O  = diag(exp(G)) Q S + lower_incl(Q K^T .* Gamma) Vn
@@ -90,8 +90,10 @@ func GDNScan(o, state []float32, q, k, v, g, beta []float32, p GDNParams, mode S
 }
 
 // gdnExp is exp rounded to float32, flushed to zero below 1e-30.
-func gdnExp(x float64) float32 {
-	e := math.Exp(x)
+func gdnExp(x float64) float32 { return gdnFlush(math.Exp(x)) }
+
+// gdnFlush rounds a decay factor to float32, flushing it to zero below 1e-30.
+func gdnFlush(e float64) float32 {
 	if e < 1e-30 {
 		return 0
 	}
@@ -148,7 +150,7 @@ type gdnScratch struct {
 	coef   []float32 // [C]: one row of L or of Q K^T .* Gamma
 	gam    []float32 // [C, C] lower incl.: Gamma
 	eG     []float32 // [C]: exp(G)
-	G      []float64 // [C]: inclusive cumsum of g
+	g64    []float64 // [C]: running row of Gamma in float64
 }
 
 func newGDNScratch(p GDNParams) *gdnScratch {
@@ -158,7 +160,7 @@ func newGDNScratch(p GDNParams) *gdnScratch {
 		qk: make([]float32, 2*C*p.Dk), kk: make([]float32, C*C), qq: make([]float32, C*C),
 		xs: make([]float32, 2*C*p.Dv), vn: make([]float32, C*p.Dv), kdT: make([]float32, p.Dk*C),
 		coef: make([]float32, C), gam: make([]float32, C*C), eG: make([]float32, C),
-		G: make([]float64, C),
+		g64: make([]float64, C),
 	}
 }
 
@@ -187,19 +189,21 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 	Dk, Dv, Hv := p.Dk, p.Dv, p.Hv
 	S := state[h*Dk*Dv : (h+1)*Dk*Dv]
 
-	var acc float64
+	// Decays as running products of exp(g) in float64 (c exponentials per chunk instead of c^2/2):
+	// after row i, g64[jj] = exp(G_i - G_jj) = Gamma_i,jj and eg = exp(G_i).
+	eg := 1.0
 	for i := 0; i < c; i++ {
-		acc += float64(g[(t0+i)*Hv+h])
-		ws.G[i] = acc
-		ws.eG[i] = gdnExp(acc)
-	}
-	Gl := ws.G[c-1]
-	for i := 0; i < c; i++ {
-		gi := ws.G[i]
+		e := math.Exp(float64(g[(t0+i)*Hv+h]))
+		eg *= e
+		ws.eG[i] = gdnFlush(eg)
+		g64 := ws.g64[:i+1]
+		g64[i] = 1
 		row := ws.gam[i*C : i*C+i+1]
-		for jj := range row {
-			row[jj] = gdnExp(gi - ws.G[jj])
+		for jj := 0; jj < i; jj++ {
+			g64[jj] *= e
+			row[jj] = gdnFlush(g64[jj])
 		}
+		row[i] = 1
 	}
 
 	// [Q; K] S.
@@ -241,13 +245,13 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 
 	// S' = exp(G_last) S + (K .* exp(G_last - G))^T Vn.
 	for i := 0; i < c; i++ {
-		f := gdnExp(Gl - ws.G[i])
+		f := ws.gam[(c-1)*C+i] // exp(G_last - G_i)
 		ki := ws.qk[(c+i)*Dk : (c+i+1)*Dk]
 		for d, x := range ki {
 			ws.kdT[d*c+i] = f * x
 		}
 	}
-	gdnGemmNN(S, ws.kdT, ws.vn, Dk, Dv, c, gdnExp(Gl))
+	gdnGemmNN(S, ws.kdT, ws.vn, Dk, Dv, c, ws.eG[c-1])
 }
 
 // gdnDot2 returns (a.b, c.b), each summed in four interleaved partial sums combined in a fixed
@@ -293,10 +297,10 @@ func gdnGemmNN(C, A, B []float32, m, n, kd int, s float32) {
 	}
 }
 
-// gdnRowMulAdd adds sum_j coef[j] * X[j, :] to dst, X row-major with row length len(dst) = n.
-// Columns go in register blocks of 8, j ascending inside each block: the order of the sum of
-// every element is fixed.
-func gdnRowMulAdd(dst, coef, X []float32, n int) {
+// gdnRowMulAddGo is the portable gdnRowMulAdd: it adds sum_j coef[j] * X[j, :] to dst, X
+// row-major with row length len(dst) = n. Columns go in register blocks of 8, j ascending inside
+// each block: the order of the sum of every element is fixed.
+func gdnRowMulAddGo(dst, coef, X []float32, n int) {
 	kd := len(coef)
 	if kd == 0 {
 		return
