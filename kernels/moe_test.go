@@ -1,0 +1,281 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/internal/safetensors"
+)
+
+// denseRouteRef64 is softmax over E in float64 then a full sort by (p desc, index asc).
+func denseRouteRef64(logits []float32, T, E, K int, norm bool) ([]float64, []int32) {
+	w := make([]float64, T*K)
+	idx := make([]int32, T*K)
+	for t := 0; t < T; t++ {
+		row := logits[t*E : (t+1)*E]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, float64(v))
+		}
+		p := make([]float64, E)
+		var s float64
+		for e, v := range row {
+			p[e] = math.Exp(float64(v) - m)
+			s += p[e]
+		}
+		order := make([]int, E)
+		for e := range order {
+			p[e] /= s
+			order[e] = e
+		}
+		sort.SliceStable(order, func(a, b int) bool { return p[order[a]] > p[order[b]] })
+		var sel float64
+		for j := 0; j < K; j++ {
+			sel += p[order[j]]
+		}
+		for j := 0; j < K; j++ {
+			idx[t*K+j] = int32(order[j])
+			w[t*K+j] = p[order[j]]
+			if norm {
+				w[t*K+j] /= sel
+			}
+		}
+	}
+	return w, idx
+}
+
+// denseExpert64 is down(silu(gate x) * up x) in float64 for one token row x [D], with gu [2I, D]
+// (gate rows first) and down [D, I].
+func denseExpert64(x []float64, gu, down []float32, D, I int) []float64 {
+	a := denseLinear64(x, 1, gu, 2*I, D)
+	h := make([]float64, I)
+	for i := range h {
+		g := a[i]
+		h[i] = g / (1 + math.Exp(-g)) * a[I+i]
+	}
+	return denseLinear64(h, 1, down, D, I)
+}
+
+func TestTopKRouteCases(t *testing.T) {
+	for i, c := range opcases.MoECases() {
+		name := fmt.Sprintf("T%d_E%d_K%d_norm%v", c.T, c.E, c.K, c.Norm)
+		logits := opcases.Floats(uint64(600+i), c.T*c.E, 2)
+		w := make([]float32, c.T*c.K)
+		idx := make([]int32, c.T*c.K)
+		if err := TopKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ww, wi := denseRouteRef64(logits, c.T, c.E, c.K, c.Norm)
+		for j := range wi {
+			if idx[j] != wi[j] {
+				t.Fatalf("%s: slot %d picks expert %d, want %d", name, j, idx[j], wi[j])
+			}
+		}
+		denseCheck(t, name, w, ww, 1e-6)
+	}
+	// ties: equal logits go to the lower expert index, in slot order
+	logits := []float32{1, 3, 3, 0, 3, 1}
+	w := make([]float32, 4)
+	idx := make([]int32, 4)
+	if err := TopKRoute(w, idx, logits, 1, 6, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(idx) != "[1 2 4 0]" {
+		t.Fatalf("tie order %v, want [1 2 4 0]", idx)
+	}
+}
+
+func TestMoEExpertsCases(t *testing.T) {
+	for i, c := range opcases.MoECases() {
+		name := fmt.Sprintf("T%d_E%d_K%d_D%d_I%d_%s", c.T, c.E, c.K, c.D, c.I, c.DType)
+		ex := &Experts{E: c.E, D: c.D, I: c.I}
+		gw, dw := make([][]float32, c.E), make([][]float32, c.E)
+		for e := 0; e < c.E; e++ {
+			var gu, dn *Matrix
+			gu, gw[e] = denseMatrix(t, uint64(1000*i+2*e), 2*c.I, c.D, c.DType, 0.1)
+			dn, dw[e] = denseMatrix(t, uint64(1000*i+2*e+1), c.D, c.I, c.DType, 0.1)
+			ex.GateUp = append(ex.GateUp, gu)
+			ex.Down = append(ex.Down, dn)
+		}
+		x := opcases.Floats(uint64(700+i), c.T*c.D, 1)
+		logits := opcases.Floats(uint64(800+i), c.T*c.E, 2)
+		w := make([]float32, c.T*c.K)
+		idx := make([]int32, c.T*c.K)
+		if err := TopKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
+			t.Fatal(err)
+		}
+		if c.T > 2 {
+			idx[c.K+1] = -1 // an empty slot
+		}
+		run := func() ([]float32, []float32, []int32) {
+			ye := make([]float32, c.T*c.K*c.D)
+			rk := make([]int32, c.T*c.K)
+			if err := MoEExperts(ye, rk, x, c.T, idx, c.K, ex); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			out := make([]float32, c.T*c.D)
+			if err := MoECombine(out, ye, c.T*c.K, rk, w, c.T, c.K, c.D); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return out, ye, rk
+		}
+		out, ye, rk := run()
+		want := make([]float64, c.T*c.D)
+		for tk := 0; tk < c.T; tk++ {
+			xt := denseTo64(x[tk*c.D : (tk+1)*c.D])
+			for j := 0; j < c.K; j++ {
+				e := idx[tk*c.K+j]
+				if e < 0 {
+					if rk[tk*c.K+j] != -1 {
+						t.Fatalf("%s: empty slot got row %d", name, rk[tk*c.K+j])
+					}
+					continue
+				}
+				y := denseExpert64(xt, gw[e], dw[e], c.D, c.I)
+				// the unweighted row in ye
+				denseCheck(t, name+" ye row", ye[int(rk[tk*c.K+j])*c.D:int(rk[tk*c.K+j]+1)*c.D], y, 2e-6)
+				for d := range y {
+					want[tk*c.D+d] += float64(w[tk*c.K+j]) * y[d]
+				}
+			}
+		}
+		denseCheck(t, name, out, want, 2e-6)
+		if c.T == 65 {
+			denseSameAcrossProcs(t, name, func() []float32 { o, _, _ := run(); return o })
+		}
+	}
+}
+
+func TestMoECombineGolden(t *testing.T) {
+	f, err := safetensors.Open("../testdata/goldens/op_attn_moe.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	get := func(name string) *safetensors.Tensor {
+		tt, err := f.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tt
+	}
+	ye, err := get("moe.ye").Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := get("moe.rk").Int32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := get("moe.w").Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := get("moe.out").Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, D := int(get("moe.ye").Shape[0]), int(get("moe.ye").Shape[1])
+	T, K := int(get("moe.rk").Shape[0]), int(get("moe.rk").Shape[1])
+	out := make([]float32, T*D)
+	if err := MoECombine(out, ye, rows, rk, w, T, K, D); err != nil {
+		t.Fatal(err)
+	}
+	empty := 0
+	for _, r := range rk {
+		if r < 0 {
+			empty++
+		}
+	}
+	r := denseMaxRel(out, denseTo64(want))
+	t.Logf("moe_comb golden: T=%d K=%d D=%d rows=%d, %d empty slots: max |diff| / max |expected| = %.3g", T, K, D, rows, empty, r)
+	if r > 1e-4 {
+		t.Fatalf("max relative diff %.3g > 1e-4", r)
+	}
+}
+
+func TestSharedExpertMLP(t *testing.T) {
+	for _, dt := range opcases.WeightDTypes {
+		for _, T := range []int{1, 17, 65} {
+			const D, I = 96, 40
+			g, gw := denseMatrix(t, 1, I, D, dt, 0.1)
+			u, uw := denseMatrix(t, 2, I, D, dt, 0.1)
+			dn, dw := denseMatrix(t, 3, D, I, dt, 0.1)
+			sg := opcases.Floats(4, D, 0.1)
+			se := &SharedExpert{D: D, I: I, Gate: g, Up: u, Down: dn, GateW: sg}
+			x := opcases.Floats(5, T*D, 1)
+			y := make([]float32, T*D)
+			if err := SharedExpertMLP(y, x, T, se); err != nil {
+				t.Fatal(err)
+			}
+			gu := append(append([]float32(nil), gw...), uw...)
+			want := make([]float64, T*D)
+			for tk := 0; tk < T; tk++ {
+				xt := denseTo64(x[tk*D : (tk+1)*D])
+				var s float64
+				for d := range xt {
+					s += xt[d] * float64(sg[d])
+				}
+				gate := 1 / (1 + math.Exp(-s))
+				for d, v := range denseExpert64(xt, gu, dw, D, I) {
+					want[tk*D+d] = gate * v
+				}
+			}
+			denseCheck(t, fmt.Sprintf("shared %s T%d", dt, T), y, want, 2e-6)
+		}
+	}
+}
+
+func TestMoEErrors(t *testing.T) {
+	gu, _ := denseMatrix(t, 1, 8, 6, "F32", 1)
+	dn, _ := denseMatrix(t, 2, 6, 4, "F32", 1)
+	ex := &Experts{E: 2, D: 6, I: 4, GateUp: []*Matrix{gu, gu}, Down: []*Matrix{dn, dn}}
+	badEx := &Experts{E: 2, D: 6, I: 4, GateUp: []*Matrix{gu, dn}, Down: []*Matrix{dn, dn}}
+	x := make([]float32, 2*6)
+	ye := make([]float32, 4*6)
+	rk := make([]int32, 4)
+	nan := float32(math.NaN())
+	cases := []struct {
+		name string
+		err  error
+		call func() error
+	}{
+		{"K > E", ErrArg, func() error { return TopKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true) }},
+		{"K 0", ErrArg, func() error { return TopKRoute(nil, nil, make([]float32, 2), 1, 2, 0, true) }},
+		{"NaN logit", ErrArg, func() error {
+			return TopKRoute(make([]float32, 1), make([]int32, 1), []float32{0, nan}, 1, 2, 1, true)
+		}},
+		{"route lengths", ErrShape, func() error { return TopKRoute(make([]float32, 1), make([]int32, 2), make([]float32, 2), 1, 2, 2, true) }},
+		{"expert idx", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 2, 0}, 2, ex) }},
+		{"expert idx -2", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, -2, 0}, 2, ex) }},
+		{"expert shapes", ErrShape, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, badEx) }},
+		{"nil experts", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, nil) }},
+		{"ye length", ErrShape, func() error { return MoEExperts(ye[:20], rk, x, 2, []int32{0, 1, 1, 0}, 2, ex) }},
+		{"rk range", ErrArg, func() error {
+			return MoECombine(make([]float32, 6), ye, 4, []int32{0, 4}, []float32{1, 1}, 1, 2, 6)
+		}},
+		{"rk -2", ErrArg, func() error {
+			return MoECombine(make([]float32, 6), ye, 4, []int32{0, -2}, []float32{1, 1}, 1, 2, 6)
+		}},
+		{"rows vs ye", ErrShape, func() error {
+			return MoECombine(make([]float32, 6), ye, 5, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
+		}},
+		{"out length", ErrShape, func() error {
+			return MoECombine(make([]float32, 5), ye, 4, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
+		}},
+		{"shared nil", ErrArg, func() error { return SharedExpertMLP(x, x, 2, nil) }},
+		{"shared shapes", ErrShape, func() error {
+			return SharedExpertMLP(make([]float32, 12), x, 2, &SharedExpert{D: 6, I: 4, Gate: gu, Up: gu, Down: dn})
+		}},
+		{"swiglu", ErrShape, func() error { return SwiGLU(make([]float32, 4), make([]float32, 7), 1, 4) }},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.err) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.err)
+		}
+	}
+}
