@@ -81,9 +81,9 @@ func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
 	if err := MatMul(z, Hn, T, g.Down); err != nil {
 		return err
 	}
-	invS := 1 / float32(S)
+	fS := float32(S)
 	for i, v := range z {
-		z[i] = silu32(v * invS)
+		z[i] = silu32(v / fS)
 	}
 	a := make([]float32, T*S*D)
 	if err := MatMul(a, z, T, g.Up); err != nil {
@@ -108,7 +108,7 @@ func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
 		return err
 	}
 	for i, v := range beta {
-		beta[i] = 2 * sigmoid32(v*invS)
+		beta[i] = 2 * sigmoid32(v/fS)
 	}
 	return nil
 }

@@ -1,0 +1,198 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/opcases"
+)
+
+type denseGR struct {
+	g                    *GRWeights
+	down, up, inj, normW []float32
+}
+
+func denseGRWeights(t *testing.T, c opcases.GRCase, seed uint64) denseGR {
+	S, D, R := c.S, c.D, c.R
+	var r denseGR
+	r.normW = opcases.Floats(seed, S*D, 0.3)
+	g := &GRWeights{S: S, D: D, R: R, Norm: r.normW}
+	g.Down, r.down = denseMatrix(t, seed+1, R, S*D, c.DType, 0.05)
+	g.Up, r.up = denseMatrix(t, seed+2, S*D, R, c.DType, 0.2)
+	if c.Inject {
+		g.Inj, r.inj = denseMatrix(t, seed+3, S, S*D, c.DType, 0.05)
+	}
+	r.g = g
+	return r
+}
+
+func denseSigmoid64(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+func TestGRReadCases(t *testing.T) {
+	const eps = 1e-6
+	for i, c := range opcases.GRCases() {
+		name := fmt.Sprintf("T%d_S%d_D%d_R%d_inj%v_%s", c.T, c.S, c.D, c.R, c.Inject, c.DType)
+		S, D, R, T := c.S, c.D, c.R, c.T
+		gw := denseGRWeights(t, c, uint64(900+10*i))
+		H := opcases.Floats(uint64(950+i), T*S*D, 2)
+		x := make([]float32, T*D)
+		var beta []float32
+		if c.Inject {
+			beta = make([]float32, T*S)
+		}
+		if err := GRRead(x, beta, H, T, gw.g, eps); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		hn := denseNormRef64(H, S, D, gw.normW, eps)
+		z := denseLinear64(hn, T, gw.down, R, S*D)
+		for j, v := range z {
+			v /= float64(S)
+			z[j] = v * denseSigmoid64(v)
+		}
+		a := denseLinear64(z, T, gw.up, S*D, R)
+		wantX := make([]float64, T*D)
+		for tk := 0; tk < T; tk++ {
+			for d := 0; d < D; d++ {
+				for s := 0; s < S; s++ {
+					k := tk*S*D + s*D + d
+					wantX[tk*D+d] += denseSigmoid64(a[k]) * hn[k] / float64(S)
+				}
+			}
+		}
+		denseCheck(t, name+" x", x, wantX, 1e-5)
+		if c.Inject {
+			b := denseLinear64(hn, T, gw.inj, S, S*D)
+			for j := range b {
+				b[j] = 2 * denseSigmoid64(b[j]/float64(S))
+			}
+			denseCheck(t, name+" beta", beta, b, 1e-5)
+		}
+		if T == 65 {
+			denseSameAcrossProcs(t, name, func() []float32 {
+				xx := make([]float32, T*D)
+				bb := make([]float32, T*S)
+				if err := GRRead(xx, bb, H, T, gw.g, eps); err != nil {
+					t.Fatal(err)
+				}
+				return append(xx, bb...)
+			})
+		}
+	}
+}
+
+// TestGRFusedEqualUnfused checks the fused writes against their unfused compositions, bitwise,
+// and GRWrite against a float64 reference.
+func TestGRFusedEqualUnfused(t *testing.T) {
+	const eps = 1e-6
+	for _, T := range opcases.DenseT {
+		const S, D, K = 4, 256, 10
+		rows := T*K + 5
+		H0 := opcases.Floats(uint64(T), T*S*D, 2)
+		beta := opcases.Uniform(uint64(T+1), T*S, 0, 2)
+		ye := opcases.Floats(uint64(T+2), rows*D, 1)
+		rk := opcases.Slots(uint64(T+3), T, K, rows, 7)
+		w := opcases.Uniform(uint64(T+4), T*K, 0, 0.3)
+		shared := opcases.Floats(uint64(T+5), T*D, 0.5)
+		norm := opcases.Floats(uint64(T+6), S*D, 0.3)
+		for _, sh := range [][]float32{shared, nil} {
+			name := fmt.Sprintf("T%d shared=%v", T, sh != nil)
+			// unfused
+			Hu := append([]float32(nil), H0...)
+			u := make([]float32, T*D)
+			if err := MoECombine(u, ye, rows, rk, w, T, K, D); err != nil {
+				t.Fatal(err)
+			}
+			for j := range sh {
+				u[j] += sh[j]
+			}
+			if err := GRWrite(Hu, beta, u, T, S, D); err != nil {
+				t.Fatal(err)
+			}
+			Hnu := make([]float32, T*S*D)
+			if err := RMSNorm1pGrouped(Hnu, Hu, T, S, D, norm, eps); err != nil {
+				t.Fatal(err)
+			}
+			// GRWrite against float64
+			want := denseTo64(H0)
+			for tk := 0; tk < T; tk++ {
+				for s := 0; s < S; s++ {
+					for d := 0; d < D; d++ {
+						want[tk*S*D+s*D+d] += float64(beta[tk*S+s]) * float64(u[tk*D+d])
+					}
+				}
+			}
+			denseCheck(t, name+" GRWrite", Hu, want, 1e-6)
+			// fused
+			Ha := append([]float32(nil), H0...)
+			if err := GRApplyMoEC(Ha, beta, ye, rows, rk, w, sh, T, S, K, D); err != nil {
+				t.Fatal(err)
+			}
+			denseBitwise(t, name+" GRApplyMoEC", Ha, Hu)
+			Hb := append([]float32(nil), H0...)
+			Hnb := make([]float32, T*S*D)
+			if err := GRNormHMoEC(Hb, Hnb, beta, ye, rows, rk, w, sh, T, S, K, D, norm, eps); err != nil {
+				t.Fatal(err)
+			}
+			denseBitwise(t, name+" GRNormHMoEC H", Hb, Hu)
+			denseBitwise(t, name+" GRNormHMoEC Hn", Hnb, Hnu)
+			Hc := append([]float32(nil), H0...)
+			Hnc := make([]float32, T*S*D)
+			if err := GRWriteNormH(Hc, Hnc, beta, u, T, S, D, norm, eps); err != nil {
+				t.Fatal(err)
+			}
+			denseBitwise(t, name+" GRWriteNormH H", Hc, Hu)
+			denseBitwise(t, name+" GRWriteNormH Hn", Hnc, Hnu)
+		}
+	}
+}
+
+func denseBitwise(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: element %d = %g, want %g (bitwise)", name, i, got[i], want[i])
+		}
+	}
+}
+
+func TestGRErrors(t *testing.T) {
+	c := opcases.GRCase{T: 2, S: 2, D: 8, R: 3, Inject: true, DType: "F32"}
+	gw := denseGRWeights(t, c, 1)
+	H := make([]float32, 2*16)
+	x := make([]float32, 16)
+	beta := make([]float32, 4)
+	ye := make([]float32, 3*8)
+	bad := *gw.g
+	bad.Up = gw.g.Down
+	cases := []struct {
+		name string
+		err  error
+		call func() error
+	}{
+		{"nil weights", ErrArg, func() error { return GRRead(x, beta, H, 2, nil, 1e-6) }},
+		{"bad up", ErrShape, func() error { return GRRead(x, beta, H, 2, &bad, 1e-6) }},
+		{"short H", ErrShape, func() error { return GRRead(x, beta, H[:31], 2, gw.g, 1e-6) }},
+		{"beta missing", ErrShape, func() error { return GRRead(x, nil, H, 2, gw.g, 1e-6) }},
+		{"write u", ErrShape, func() error { return GRWrite(H, beta, x[:15], 2, 2, 8) }},
+		{"write beta", ErrShape, func() error { return GRWrite(H, beta[:3], x, 2, 2, 8) }},
+		{"moec rk", ErrArg, func() error {
+			return GRApplyMoEC(H, beta, ye, 3, []int32{0, 3, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8)
+		}},
+		{"moec shared", ErrShape, func() error {
+			return GRApplyMoEC(H, beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), x[:3], 2, 2, 2, 8)
+		}},
+		{"normh Hn", ErrShape, func() error {
+			return GRNormHMoEC(H, H[:8], beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8, gw.normW, 1e-6)
+		}},
+		{"writenorm norm", ErrShape, func() error {
+			return GRWriteNormH(H, make([]float32, 32), beta, x, 2, 2, 8, gw.normW[:8], 1e-6)
+		}},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.err) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.err)
+		}
+	}
+}
