@@ -65,15 +65,18 @@ func GDNScan(o, state []float32, q, k, v, g, beta []float32, p GDNParams, mode S
 	}
 	parallelFor(p.Hk*nsplit, 1, func(lo, hi int) {
 		var ws *gdnScratch
+		var delta []float32
 		if mode == Chunked {
 			ws = newGDNScratch(p)
+		} else {
+			delta = make([]float32, p.Dv)
 		}
 		for u := lo; u < hi; u++ {
 			j, part := u/nsplit, u%nsplit
 			m0, m1 := part*r/nsplit, (part+1)*r/nsplit
 			if mode == Recurrent {
 				for m := m0; m < m1; m++ {
-					gdnRecurrentHead(o, state, q, k, v, g, beta, p, j, gdnValueHead(p, j, m))
+					gdnRecurrentHead(o, state, q, k, v, g, beta, delta, p, j, gdnValueHead(p, j, m))
 				}
 				continue
 			}
@@ -100,11 +103,11 @@ func gdnFlush(e float64) float32 {
 	return float32(e)
 }
 
-// gdnRecurrentHead runs the token-by-token recurrence of value head h (qk head j).
-func gdnRecurrentHead(o, state, q, k, v, g, beta []float32, p GDNParams, j, h int) {
+// gdnRecurrentHead runs the token-by-token recurrence of value head h (qk head j); delta is
+// [Dv] scratch.
+func gdnRecurrentHead(o, state, q, k, v, g, beta, delta []float32, p GDNParams, j, h int) {
 	Dk, Dv, Hk, Hv := p.Dk, p.Dv, p.Hk, p.Hv
 	S := state[h*Dk*Dv : (h+1)*Dk*Dv]
-	delta := make([]float32, Dv)
 	for t := 0; t < p.T; t++ {
 		kt := k[(t*Hk+j)*Dk : (t*Hk+j+1)*Dk]
 		qt := q[(t*Hk+j)*Dk : (t*Hk+j+1)*Dk]
