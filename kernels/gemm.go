@@ -177,7 +177,11 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // F16 weights are widened exactly, panel by panel of whole rows of W (at most 4 MiB of float32
 // scratch per panel, panel widening parallel over rows), and each panel is one SGEMM writing its
 // column block of y. Results are bitwise identical across runs and GOMAXPROCS (see
-// internal/blas for the thread pinning); the panel split depends only on N and K.
+// internal/blas for the thread pinning); the panel split depends only on N and K. A row's bits
+// may depend on T (the BLAS blocks small and large products differently), so a stream run in
+// chunks agrees with one run to rounding, not bitwise.
+// Widening per call costs about 30% at T = 10 on the expert shapes (BenchmarkMatMul); callers
+// with memory to spare can widen once with WidenF32.
 // T may be 0 (nothing to do). len(x) must be T*K and len(y) T*N.
 // Errors wrap ErrShape, ErrArg (nil weight) or ErrDType.
 func MatMul(y, x []float32, T int, w *Matrix) error {
