@@ -244,12 +244,16 @@ func TestMoEErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"K > E", ErrArg, func() error { return TopKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true) }},
+		{"K > E", ErrArg, func() error {
+			return TopKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true)
+		}},
 		{"K 0", ErrArg, func() error { return TopKRoute(nil, nil, make([]float32, 2), 1, 2, 0, true) }},
 		{"NaN logit", ErrArg, func() error {
 			return TopKRoute(make([]float32, 1), make([]int32, 1), []float32{0, nan}, 1, 2, 1, true)
 		}},
-		{"route lengths", ErrShape, func() error { return TopKRoute(make([]float32, 1), make([]int32, 2), make([]float32, 2), 1, 2, 2, true) }},
+		{"route lengths", ErrShape, func() error {
+			return TopKRoute(make([]float32, 1), make([]int32, 2), make([]float32, 2), 1, 2, 2, true)
+		}},
 		{"expert idx", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 2, 0}, 2, ex) }},
 		{"expert idx -2", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, -2, 0}, 2, ex) }},
 		{"expert shapes", ErrShape, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, badEx) }},
