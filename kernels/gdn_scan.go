@@ -146,7 +146,8 @@ func gdnRecurrentHead(o, state, q, k, v, g, beta, delta []float32, p GDNParams, 
 type gdnScratch struct {
 	Dk, Dv int
 	qk     []float32 // [2C, Dk]: rows 0..c-1 Q of the chunk, rows c..2c-1 K
-	kk, qq []float32 // [C, C] lower incl.: K K^T and Q K^T
+	kT     []float32 // [Dk, c]: K^T of the chunk
+	qkk    []float32 // [2c, c]: Q K^T then K K^T
 	xs     []float32 // [2C, Dv]: [Q; K] S
 	vn     []float32 // [C, Dv]
 	kdT    []float32 // [Dk, C]: (K .* exp(G_last - G))^T
@@ -160,30 +161,28 @@ func newGDNScratch(p GDNParams) *gdnScratch {
 	const C = GDNChunk
 	return &gdnScratch{
 		Dk: p.Dk, Dv: p.Dv,
-		qk: make([]float32, 2*C*p.Dk), kk: make([]float32, C*C), qq: make([]float32, C*C),
+		qk: make([]float32, 2*C*p.Dk), kT: make([]float32, p.Dk*C), qkk: make([]float32, 2*C*C),
 		xs: make([]float32, 2*C*p.Dv), vn: make([]float32, C*p.Dv), kdT: make([]float32, p.Dk*C),
 		coef: make([]float32, C), gam: make([]float32, C*C), eG: make([]float32, C),
 		g64: make([]float64, C),
 	}
 }
 
-// loadQK gathers the chunk's rows of qk head j and forms K K^T and Q K^T (lower incl.).
+// loadQK gathers the chunk's rows of qk head j and forms [Q; K] K^T (rows of stride c) with
+// the row kernel: Q K^T in rows 0..c-1, K K^T in rows c..2c-1 (only their lower triangles are
+// read).
 func (ws *gdnScratch) loadQK(q, k []float32, p GDNParams, j, t0, c int) {
 	Dk, Hk := p.Dk, p.Hk
 	for i := 0; i < c; i++ {
 		src := ((t0+i)*Hk + j) * Dk
 		copy(ws.qk[i*Dk:(i+1)*Dk], q[src:src+Dk])
-		copy(ws.qk[(c+i)*Dk:(c+i+1)*Dk], k[src:src+Dk])
-	}
-	const C = GDNChunk
-	for i := 0; i < c; i++ {
-		qi := ws.qk[i*Dk : (i+1)*Dk]
-		ki := ws.qk[(c+i)*Dk : (c+i+1)*Dk]
-		for jj := 0; jj <= i; jj++ {
-			kj := ws.qk[(c+jj)*Dk : (c+jj+1)*Dk]
-			ws.kk[i*C+jj], ws.qq[i*C+jj] = gdnDot2(ki, qi, kj)
+		ki := k[src : src+Dk]
+		copy(ws.qk[(c+i)*Dk:(c+i+1)*Dk], ki)
+		for d, x := range ki {
+			ws.kT[d*c+i] = x
 		}
 	}
+	gdnGemmNN(ws.qkk, ws.qk, ws.kT, 2*c, c, Dk, 0)
 }
 
 // chunk advances value head h over tokens t0..t0+c-1 (loadQK done for its qk head).
@@ -223,7 +222,7 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 			dst[d] = bi * (vi[d] - ei*ks[d])
 		}
 		coef := ws.coef[:i]
-		kk, gam := ws.kk[i*C:i*C+i], ws.gam[i*C:i*C+i]
+		kk, gam := ws.qkk[(c+i)*c:(c+i)*c+i], ws.gam[i*C:i*C+i]
 		for jj := range coef {
 			coef[jj] = -bi * kk[jj] * gam[jj]
 		}
@@ -239,7 +238,7 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 			dst[d] = ei * qs[d]
 		}
 		coef := ws.coef[:i+1]
-		qq, gam := ws.qq[i*C:i*C+i+1], ws.gam[i*C:i*C+i+1]
+		qq, gam := ws.qkk[i*c:i*c+i+1], ws.gam[i*C:i*C+i+1]
 		for jj := range coef {
 			coef[jj] = qq[jj] * gam[jj]
 		}
@@ -255,33 +254,6 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 		}
 	}
 	gdnGemmNN(S, ws.kdT, ws.vn, Dk, Dv, c, ws.eG[c-1])
-}
-
-// gdnDot2 returns (a.b, c.b), each summed in four interleaved partial sums combined in a fixed
-// order.
-func gdnDot2(a, c, b []float32) (float32, float32) {
-	n := len(b)
-	a, c = a[:n], c[:n]
-	var a0, a1, a2, a3, c0, c1, c2, c3 float32
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		bb := b[i : i+4 : i+4]
-		aa := a[i : i+4 : i+4]
-		cc := c[i : i+4 : i+4]
-		a0 += aa[0] * bb[0]
-		a1 += aa[1] * bb[1]
-		a2 += aa[2] * bb[2]
-		a3 += aa[3] * bb[3]
-		c0 += cc[0] * bb[0]
-		c1 += cc[1] * bb[1]
-		c2 += cc[2] * bb[2]
-		c3 += cc[3] * bb[3]
-	}
-	for ; i < n; i++ {
-		a0 += a[i] * b[i]
-		c0 += c[i] * b[i]
-	}
-	return (a0 + a1) + (a2 + a3), (c0 + c1) + (c2 + c3)
 }
 
 // gdnGemmNN computes C = s*C + A B for row-major A [m, kd], B [kd, n], C [m, n]; with s == 0
