@@ -1,0 +1,281 @@
+// Command prefill is strata's main job: it prefills a prompt through a Qwen3.8-Flash-Next or
+// Qwen3-Next checkpoint and reports the backend, the kernels, per-stage times, tokens/s and the
+// top-5 next tokens.
+//
+// With no arguments it generates (once, into the user cache directory) a reduced-size
+// Qwen3.8-Flash-Next-architecture model with random weights and prefills a 300-token prompt.
+//
+//	go run ./examples/prefill
+//	go run ./examples/prefill --model DIR --tokens 1,2,3
+//	go run ./examples/prefill --model DIR --tokens-file ids.txt --chunk 512 --all-logits --save-logits out.npy
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"codeberg.org/sbinet/npyio/npy"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/stratakernels/strata/internal/modelgen"
+	"github.com/stratakernels/strata/strata"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "prefill:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		modelDir   = flag.String("model", "", "Hugging Face checkpoint directory (default: a generated reduced-size Qwen3.8-Flash-Next model)")
+		preset     = flag.String("preset", "qwen4exp-small", "generated model to use when --model is not given: "+strings.Join(presetNames(), ", "))
+		tokensArg  = flag.String("tokens", "", "comma-separated token ids")
+		tokensFile = flag.String("tokens-file", "", "file of token ids separated by commas or white space")
+		randomN    = flag.Int("random-tokens", 0, "prefill N random token ids (seeded by --seed)")
+		seed       = flag.Uint64("seed", 1, "seed for --random-tokens and the default prompt")
+		chunk      = flag.Int("chunk", 0, "prefill in chunks of N tokens (0: one shot)")
+		backend    = flag.String("backend", "auto", "backend: auto, cpu or metal")
+		allLogits  = flag.Bool("all-logits", false, "compute logits for every token, not only the last")
+		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
+		maxCtx     = flag.Int("max-context", 0, "session capacity in tokens (default: prompt length, at least 4096)")
+		verbose    = flag.Bool("v", false, "log library messages to stderr")
+	)
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	opts := strata.Options{Backend: *backend}
+	if *verbose {
+		opts.Log = func(l strata.LogLevel, msg string) { fmt.Fprintf(os.Stderr, "[%s] %s\n", l, msg) }
+	}
+	dev, err := strata.Open(opts)
+	if err != nil {
+		return err
+	}
+	dir := *modelDir
+	if dir == "" {
+		if dir, err = defaultModel(*preset); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	var bar *progressbar.ProgressBar
+	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{Progress: func(done, total int64, name string) {
+		if total < 256<<20 { // small checkpoints load in a blink
+			return
+		}
+		if bar == nil {
+			bar = progressbar.DefaultBytes(total, "loading")
+		}
+		bar.Set64(done)
+	}})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if bar != nil {
+		bar.Finish()
+	}
+	loadTime := time.Since(t0)
+
+	tokens, err := promptTokens(*tokensArg, *tokensFile, *randomN, *seed, *modelDir == "", m.Vocab())
+	if err != nil {
+		return err
+	}
+	capacity := *maxCtx
+	if capacity == 0 {
+		capacity = max(len(tokens), 4096)
+	}
+	sess, err := m.NewSession(strata.SessionOptions{MaxContext: capacity})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+
+	fmt.Printf("backend   %s\n", dev.Backend())
+	fmt.Printf("kernels   %s\n", dev.Kernels())
+	fmt.Printf("model     %s\n", m.Describe())
+	fmt.Printf("          %s (loaded in %v)\n", dir, loadTime.Round(time.Millisecond))
+	fmt.Printf("prompt    %d tokens", len(tokens))
+	if *chunk > 0 {
+		fmt.Printf(" in chunks of %d", *chunk)
+	}
+	fmt.Println()
+
+	step := len(tokens)
+	if *chunk > 0 {
+		step = *chunk
+	}
+	var pbar *progressbar.ProgressBar
+	if len(tokens) >= 1024 {
+		pbar = progressbar.NewOptions(len(tokens), progressbar.OptionSetDescription("prefill"),
+			progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	}
+	var total strata.Stats
+	var all []float32
+	var last *strata.Logits
+	for at := 0; at < len(tokens); at += step {
+		end := min(at+step, len(tokens))
+		lg, err := sess.Prefill(ctx, tokens[at:end], strata.PrefillOptions{AllLogits: *allLogits})
+		if err != nil {
+			return fmt.Errorf("prefill of tokens %d..%d: %w", at, end-1, err)
+		}
+		total.Tokens += lg.Stats.Tokens
+		total.Total += lg.Stats.Total
+		for i := range total.Stage {
+			total.Stage[i] += lg.Stats.Stage[i]
+		}
+		if *allLogits {
+			all = append(all, lg.Data...)
+		}
+		last = lg
+		if pbar != nil {
+			pbar.Add(end - at)
+		}
+	}
+	if pbar != nil {
+		pbar.Finish()
+	}
+	fmt.Printf("prefill   %d tokens in %v: %.1f tokens/s\n", total.Tokens, total.Total.Round(time.Millisecond),
+		float64(total.Tokens)/total.Total.Seconds())
+	var staged time.Duration
+	for st := strata.Stage(0); st < strata.Stage(len(total.Stage)); st++ {
+		d := total.Stage[st]
+		staged += d
+		fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", st, float64(d.Microseconds())/1000, 100*d.Seconds()/total.Total.Seconds())
+	}
+	other := total.Total - staged
+	fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", "other", float64(other.Microseconds())/1000, 100*other.Seconds()/total.Total.Seconds())
+	row := last.Row(last.Rows - 1)
+	fmt.Printf("top-5     next token after position %d:", sess.Position()-1)
+	for _, id := range topK(row, 5) {
+		fmt.Printf("  %d (%.4f)", id, row[id])
+	}
+	fmt.Println()
+	if *saveLogits != "" {
+		if err := writeNPY(*saveLogits, all, row, len(tokens), m.Vocab(), *allLogits); err != nil {
+			return err
+		}
+		fmt.Printf("saved     %s\n", *saveLogits)
+	}
+	return nil
+}
+
+func presetNames() []string {
+	var n []string
+	for k := range modelgen.Presets {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// defaultModel returns the directory of the generated preset, generating it on first use.
+func defaultModel(preset string) (string, error) {
+	spec, ok := modelgen.Presets[preset]
+	if !ok {
+		return "", fmt.Errorf("unknown preset %q (have %s)", preset, strings.Join(presetNames(), ", "))
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "strata", "models", preset+"-v1")
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+		return dir, nil
+	}
+	fmt.Fprintf(os.Stderr, "generating %s (random weights, seed %d) into %s\n", preset, spec.Seed, dir)
+	if err := modelgen.Generate(dir, spec); err != nil {
+		return "", fmt.Errorf("generating %s: %w", preset, err)
+	}
+	return dir, nil
+}
+
+func promptTokens(list, file string, randomN int, seed uint64, generated bool, vocab int) ([]int32, error) {
+	n := 0
+	for _, set := range []bool{list != "", file != "", randomN > 0} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, fmt.Errorf("give only one of --tokens, --tokens-file, --random-tokens")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		list = string(b)
+	}
+	if list != "" {
+		var out []int32
+		for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
+			v, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("token %q: %w", f, err)
+			}
+			out = append(out, int32(v))
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("no token ids given")
+		}
+		return out, nil
+	}
+	if randomN <= 0 {
+		if !generated {
+			return nil, fmt.Errorf("--model needs a prompt: --tokens, --tokens-file or --random-tokens")
+		}
+		randomN = 300
+	}
+	r := rand.New(rand.NewPCG(seed, 0x70c))
+	out := make([]int32, randomN)
+	for i := range out {
+		out[i] = int32(r.IntN(vocab))
+	}
+	return out, nil
+}
+
+func topK(row []float32, k int) []int {
+	idx := make([]int, len(row))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return row[idx[a]] > row[idx[b]] })
+	return idx[:min(k, len(idx))]
+}
+
+func writeNPY(path string, all, last []float32, T, vocab int, allRows bool) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var v any = last
+	if allRows {
+		rows := make([][]float32, T)
+		for t := range rows {
+			rows[t] = all[t*vocab : (t+1)*vocab]
+		}
+		v = rows
+	}
+	if err := npy.Write(f, v); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

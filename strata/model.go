@@ -1,0 +1,488 @@
+package strata
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/internal/safetensors"
+	"github.com/stratakernels/strata/kernels"
+)
+
+// LoadOptions configure LoadModel.
+type LoadOptions struct {
+	// Progress, when set, is called after each tensor is read with the bytes done so far, the
+	// checkpoint's total tensor bytes and the tensor's name.
+	Progress func(done, total int64, name string)
+}
+
+// Model is a loaded checkpoint: its config and weights (bf16/f16 weights stay in their file
+// format, memory-mapped; norms and small vectors are widened to float32). A Model is safe for
+// concurrent use by many sessions. Close releases the mapping once no session runs.
+type Model struct {
+	dev    *Device
+	cfg    *hfconfig.Config
+	dir    string
+	ck     *safetensors.Checkpoint
+	embed  []float32 // [vocab, D] widened
+	lmHead *kernels.Matrix
+	norm   []float32        // qwen3_next final norm
+	mixer  *kernels.GRWeights // qwen4_exp final read-only mixer
+	layers []*layer
+	closed bool
+}
+
+type layer struct {
+	kind hfconfig.LayerType
+	// qwen3_next pre-norms
+	inNorm, postNorm []float32
+	// qwen4_exp gated residuals
+	attnGR, mlpGR *kernels.GRWeights
+	gdn           *gdnWeights
+	attn          *attnWeights
+	moe           *moeWeights
+	mlp           *mlpWeights // dense MLP layers (qwen3_next mlp_only_layers)
+	ple           *pleWeights
+}
+
+type gdnWeights struct {
+	qkv, z, b, a, out *kernels.Matrix
+	convW, aLog, dt   []float32
+	norm              []float32
+}
+
+type attnWeights struct {
+	q, k, v, o     *kernels.Matrix
+	qNorm, kNorm   []float32
+	idx            *kernels.Matrix // indexer index_qk_proj (qwen4_exp), nil otherwise
+	idxQN, idxKN   []float32
+}
+
+type mlpWeights struct {
+	gateUp *kernels.Matrix // [2I, D], gate rows first
+	down   *kernels.Matrix // [D, I]
+	I      int
+}
+
+type moeWeights struct {
+	router   *kernels.Matrix // [E, D]
+	experts  *kernels.Experts
+	shared   *mlpWeights
+	sharedGate *kernels.Matrix // [1, D]
+}
+
+type pleWeights struct {
+	hash *kernels.PLEHash
+	w    *kernels.PLEWeights
+}
+
+// Config returns a copy of the model's parsed config.
+func (m *Model) Config() hfconfig.Config { return *m.cfg }
+
+// Arch names the architecture: "qwen3_next" or "qwen4_exp".
+func (m *Model) Arch() string {
+	if m.cfg.Arch == hfconfig.Qwen4Exp {
+		return "qwen4_exp"
+	}
+	return "qwen3_next"
+}
+
+// Vocab is the vocabulary size (logits per token).
+func (m *Model) Vocab() int { return m.cfg.Vocab }
+
+// Layers is the number of decoder layers.
+func (m *Model) Layers() int { return m.cfg.Layers }
+
+// Describe is a one-line summary of the model.
+func (m *Model) Describe() string {
+	c := m.cfg
+	nGDN, nAttn := 0, 0
+	for _, t := range c.LayerTypes {
+		if t == hfconfig.LinearAttention {
+			nGDN++
+		} else {
+			nAttn++
+		}
+	}
+	return fmt.Sprintf("%s (%s): D %d, %d layers (%d GDN + %d attention), Hq %d / Hkv %d x %d, GDN Hk %d / Hv %d x %d, %d experts top-%d, vocab %d, streams %d",
+		m.Arch(), c.ModelType, c.D, c.Layers, nGDN, nAttn, c.Hq, c.Hkv, c.HeadDim, c.Hk, c.Hv, c.Dk, c.Experts, c.TopK, c.Vocab, max(c.Streams, 1))
+}
+
+// Close releases the checkpoint mapping. Sessions of the model must not be used afterwards.
+func (m *Model) Close() error {
+	if m == nil || m.closed {
+		return nil
+	}
+	m.closed = true
+	return m.ck.Close()
+}
+
+// LoadModel loads a Hugging Face checkpoint directory (config.json plus model.safetensors or
+// sharded safetensors with model.safetensors.index.json) of model_type qwen3_next,
+// qwen4_exp_text or qwen4_exp. Every tensor the config implies must be present with the
+// implied shape (extra mtp.* and model.visual.* tensors are skipped). Errors wrap ErrCheckpoint
+// (missing, corrupt or unsupported files; the message names the file and tensor) or
+// ErrInvalidArgument.
+func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
+	if dev == nil {
+		return nil, wrapf(ErrInvalidArgument, nil, "nil device")
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, wrapf(ErrCheckpoint, err, "checkpoint directory %q", dir)
+	}
+	cfg, err := hfconfig.Load(dir)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "%s", filepath.Join(dir, "config.json"))
+	}
+	ck, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+	}
+	m, err := build(dev, cfg, ck, dir, opts)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	dev.logf(LogInfo, "loaded %s from %s", m.Describe(), dir)
+	return m, nil
+}
+
+func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir string, opts LoadOptions) (*Model, error) {
+	names := ck.Names()
+	layout, err := cfg.DetectLayout(names)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+	}
+	shapes := make(map[string][]int64, len(names))
+	var total int64
+	for _, n := range names {
+		t, _ := ck.Tensor(n)
+		shapes[n] = t.Shape
+		total += int64(len(t.Data))
+	}
+	if err := cfg.CheckTensors(layout, shapes); err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+	}
+	l := &loader{ck: ck, layout: layout, total: total, progress: opts.Progress}
+	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck}
+	c := cfg
+	D := c.D
+	if m.embed, err = l.vec(layout.Model("embed_tokens.weight"), int64(c.Vocab), int64(D)); err != nil {
+		return nil, err
+	}
+	if c.TieWordEmbeddings {
+		if m.lmHead, err = l.matrix(layout.Model("embed_tokens.weight"), c.Vocab, D); err != nil {
+			return nil, err
+		}
+	} else if m.lmHead, err = l.matrix("lm_head.weight", c.Vocab, D); err != nil {
+		return nil, err
+	}
+	S := max(c.Streams, 1)
+	if c.Arch == hfconfig.Qwen4Exp {
+		if m.mixer, err = loadGR(l, layout.Model("hyper_connection_mixer."), c, false); err != nil {
+			return nil, err
+		}
+	} else if m.norm, err = l.vec(layout.Model("norm.weight"), int64(D)); err != nil {
+		return nil, err
+	}
+	for i := 0; i < c.Layers; i++ {
+		ly := &layer{kind: c.LayerTypes[i]}
+		p := func(s string) string { return layout.Layer(i, s) }
+		if c.Arch == hfconfig.Qwen4Exp {
+			if ly.attnGR, err = loadGR(l, p("attn_hyper_connection."), c, true); err != nil {
+				return nil, err
+			}
+			if ly.mlpGR, err = loadGR(l, p("mlp_hyper_connection."), c, true); err != nil {
+				return nil, err
+			}
+		} else {
+			if ly.inNorm, err = l.vec(p("input_layernorm.weight"), int64(D)); err != nil {
+				return nil, err
+			}
+			if ly.postNorm, err = l.vec(p("post_attention_layernorm.weight"), int64(D)); err != nil {
+				return nil, err
+			}
+		}
+		if ly.kind == hfconfig.LinearAttention {
+			if ly.gdn, err = loadGDN(l, p, c); err != nil {
+				return nil, err
+			}
+		} else if ly.attn, err = loadAttn(l, p, c); err != nil {
+			return nil, err
+		}
+		if c.IsMoELayer(i) {
+			if ly.moe, err = loadMoE(l, p, c, layout.FusedExperts); err != nil {
+				return nil, err
+			}
+		} else if ly.mlp, err = loadMLP(l, p("mlp."), D, c.DenseI); err != nil {
+			return nil, err
+		}
+		if pi := c.PLEIndex(i); pi >= 0 {
+			if ly.ple, err = loadPLE(l, p("ple."), c, pi, S); err != nil {
+				return nil, err
+			}
+		}
+		m.layers = append(m.layers, ly)
+	}
+	return m, nil
+}
+
+func loadGR(l *loader, pre string, c *hfconfig.Config, inject bool) (*kernels.GRWeights, error) {
+	S, D, R := c.Streams, c.D, c.HCRank
+	g := &kernels.GRWeights{S: S, D: D, R: R}
+	var err error
+	if g.Norm, err = l.vec(pre+"hc_norm.weight", int64(S*D)); err != nil {
+		return nil, err
+	}
+	if g.Down, err = l.matrix(pre+"input_mix_weight_down.weight", R, S*D); err != nil {
+		return nil, err
+	}
+	if g.Up, err = l.matrix(pre+"input_mix_weight_up.weight", S*D, R); err != nil {
+		return nil, err
+	}
+	if inject {
+		if g.Inj, err = l.matrix(pre+"block_inject_weight.weight", S, S*D); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func loadGDN(l *loader, p func(string) string, c *hfconfig.Config) (*gdnWeights, error) {
+	D, Hk, Hv, dk, dv := c.D, c.Hk, c.Hv, c.Dk, c.Dv
+	C := 2*Hk*dk + Hv*dv
+	g := &gdnWeights{}
+	var err error
+	if c.Arch == hfconfig.Qwen4Exp {
+		if g.qkv, err = l.matrix(p("linear_attn.in_proj_qkv.weight"), C, D); err != nil {
+			return nil, err
+		}
+		if g.z, err = l.matrix(p("linear_attn.in_proj_z.weight"), Hv*dv, D); err != nil {
+			return nil, err
+		}
+		if g.b, err = l.matrix(p("linear_attn.in_proj_b.weight"), Hv, D); err != nil {
+			return nil, err
+		}
+		if g.a, err = l.matrix(p("linear_attn.in_proj_a.weight"), Hv, D); err != nil {
+			return nil, err
+		}
+	} else {
+		// Qwen3-Next groups the fused projections per qk head g (r = Hv/Hk value heads each):
+		// qkvz rows [q_g | k_g | v of the r heads | z of the r heads], ba rows [b of r | a of r].
+		// Regroup once at load into the qwen4_exp order [q | k | v], z, b, a.
+		r := Hv / Hk
+		grp := 2*dk + 2*r*dv
+		qkvz, err := l.matrix(p("linear_attn.in_proj_qkvz.weight"), Hk*grp, D)
+		if err != nil {
+			return nil, err
+		}
+		var qkv, z []rowPart
+		for part := 0; part < 3; part++ { // q, k, v
+			for h := 0; h < Hk; h++ {
+				switch part {
+				case 0:
+					qkv = append(qkv, rowPart{qkvz, h * grp, dk})
+				case 1:
+					qkv = append(qkv, rowPart{qkvz, h*grp + dk, dk})
+				case 2:
+					qkv = append(qkv, rowPart{qkvz, h*grp + 2*dk, r * dv})
+				}
+			}
+		}
+		for h := 0; h < Hk; h++ {
+			z = append(z, rowPart{qkvz, h*grp + 2*dk + r*dv, r * dv})
+		}
+		if g.qkv, err = concatRows(qkv); err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "regrouping in_proj_qkvz")
+		}
+		if g.z, err = concatRows(z); err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "regrouping in_proj_qkvz")
+		}
+		ba, err := l.matrix(p("linear_attn.in_proj_ba.weight"), 2*Hv, D)
+		if err != nil {
+			return nil, err
+		}
+		var bs, as []rowPart
+		for h := 0; h < Hk; h++ {
+			bs = append(bs, rowPart{ba, h * 2 * r, r})
+			as = append(as, rowPart{ba, h*2*r + r, r})
+		}
+		if g.b, err = concatRows(bs); err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "regrouping in_proj_ba")
+		}
+		if g.a, err = concatRows(as); err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "regrouping in_proj_ba")
+		}
+	}
+	if g.convW, err = l.vec(p("linear_attn.conv1d.weight"), int64(C), 1, int64(c.ConvK)); err != nil {
+		return nil, err
+	}
+	if g.aLog, err = l.vec(p("linear_attn.A_log"), int64(Hv)); err != nil {
+		return nil, err
+	}
+	if g.dt, err = l.vec(p("linear_attn.dt_bias"), int64(Hv)); err != nil {
+		return nil, err
+	}
+	if g.norm, err = l.vec(p("linear_attn.norm.weight"), int64(dv)); err != nil {
+		return nil, err
+	}
+	if g.out, err = l.matrix(p("linear_attn.out_proj.weight"), D, Hv*dv); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func loadAttn(l *loader, p func(string) string, c *hfconfig.Config) (*attnWeights, error) {
+	D, Hq, Hkv, hd := c.D, c.Hq, c.Hkv, c.HeadDim
+	a := &attnWeights{}
+	var err error
+	if a.q, err = l.matrix(p("self_attn.q_proj.weight"), Hq*hd*2, D); err != nil {
+		return nil, err
+	}
+	if a.k, err = l.matrix(p("self_attn.k_proj.weight"), Hkv*hd, D); err != nil {
+		return nil, err
+	}
+	if a.v, err = l.matrix(p("self_attn.v_proj.weight"), Hkv*hd, D); err != nil {
+		return nil, err
+	}
+	if a.o, err = l.matrix(p("self_attn.o_proj.weight"), D, Hq*hd); err != nil {
+		return nil, err
+	}
+	if a.qNorm, err = l.vec(p("self_attn.q_norm.weight"), int64(hd)); err != nil {
+		return nil, err
+	}
+	if a.kNorm, err = l.vec(p("self_attn.k_norm.weight"), int64(hd)); err != nil {
+		return nil, err
+	}
+	if c.Arch == hfconfig.Qwen4Exp {
+		// Every qwen4_exp attention layer carries the QSA indexer (transformers builds it
+		// unconditionally); with budget >= context it selects every token.
+		nh, dh := c.IdxHeads+c.IdxKVHeads, c.IdxDim
+		if a.idx, err = l.matrix(p("self_attn.indexer.index_qk_proj.weight"), nh*dh, D); err != nil {
+			return nil, err
+		}
+		if a.idxQN, err = l.vec(p("self_attn.indexer.q_layernorm.weight"), int64(dh)); err != nil {
+			return nil, err
+		}
+		if a.idxKN, err = l.vec(p("self_attn.indexer.k_layernorm.weight"), int64(dh)); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func loadMLP(l *loader, pre string, D, I int) (*mlpWeights, error) {
+	gate, err := l.matrix(pre+"gate_proj.weight", I, D)
+	if err != nil {
+		return nil, err
+	}
+	up, err := l.matrix(pre+"up_proj.weight", I, D)
+	if err != nil {
+		return nil, err
+	}
+	gu, err := concatRows([]rowPart{{gate, 0, I}, {up, 0, I}})
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "%sgate_proj/up_proj", pre)
+	}
+	down, err := l.matrix(pre+"down_proj.weight", D, I)
+	if err != nil {
+		return nil, err
+	}
+	return &mlpWeights{gateUp: gu, down: down, I: I}, nil
+}
+
+func loadMoE(l *loader, p func(string) string, c *hfconfig.Config, fused bool) (*moeWeights, error) {
+	D, E, I := c.D, c.Experts, c.MoEI
+	mw := &moeWeights{}
+	var err error
+	if mw.router, err = l.matrix(p("mlp.gate.weight"), E, D); err != nil {
+		return nil, err
+	}
+	ex := &kernels.Experts{E: E, D: D, I: I, GateUp: make([]*kernels.Matrix, E), Down: make([]*kernels.Matrix, E)}
+	if fused {
+		gu, err := l.tensor(p("mlp.experts.gate_up_proj"), int64(E), int64(2*I), int64(D))
+		if err != nil {
+			return nil, err
+		}
+		dn, err := l.tensor(p("mlp.experts.down_proj"), int64(E), int64(D), int64(I))
+		if err != nil {
+			return nil, err
+		}
+		for e := 0; e < E; e++ {
+			if ex.GateUp[e], err = stacked(gu, e, 2*I, D); err != nil {
+				return nil, err
+			}
+			if ex.Down[e], err = stacked(dn, e, D, I); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for e := 0; e < E; e++ {
+			w, err := loadMLP(l, p(fmt.Sprintf("mlp.experts.%d.", e)), D, I)
+			if err != nil {
+				return nil, err
+			}
+			ex.GateUp[e], ex.Down[e] = w.gateUp, w.down
+		}
+	}
+	mw.experts = ex
+	if mw.shared, err = loadMLP(l, p("mlp.shared_expert."), D, c.SharedI); err != nil {
+		return nil, err
+	}
+	if mw.sharedGate, err = l.matrix(p("mlp.shared_expert_gate.weight"), 1, D); err != nil {
+		return nil, err
+	}
+	return mw, nil
+}
+
+func loadPLE(l *loader, pre string, c *hfconfig.Config, pleIndex, S int) (*pleWeights, error) {
+	eos := int32(-1)
+	if len(c.EOS) > 0 {
+		eos = int32(c.EOS[0])
+	}
+	h, err := kernels.NewPLEHash(c.Vocab, c.NGramSize, c.HeadsPerNGram, c.NGramVocabBase, c.NGramVocabDivisor, pleIndex, c.Seed, eos)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "PLE layer %d", pleIndex)
+	}
+	D := c.D
+	heads := (c.NGramSize - 1) * c.HeadsPerNGram
+	hd := c.PLEEmbedDim / heads
+	w := &kernels.PLEWeights{S: S, D: D, EmbedDim: c.PLEEmbedDim, HeadDim: hd, Dilation: c.NGramSize}
+	rows := h.TableRows()
+	if parts := l.layout.NGramParts; parts > 1 {
+		// Published checkpoints may split the n-gram table into equal row blocks shard_{k}.
+		var ps []rowPart
+		for k := 0; k < parts; k++ {
+			m, err := l.matrix(fmt.Sprintf("%sple_embedding.ngram_embedding.shard_%d.weight", pre, k), rows/parts, hd)
+			if err != nil {
+				return nil, err
+			}
+			ps = append(ps, rowPart{m, 0, rows / parts})
+		}
+		if w.Table, err = concatRows(ps); err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "%sple_embedding.ngram_embedding shards", pre)
+		}
+	} else if w.Table, err = l.matrix(pre+"ple_embedding.ngram_embedding.weight", rows, hd); err != nil {
+		return nil, err
+	}
+	if w.Key, err = l.matrix(pre+"key_proj.weight", S*D, c.PLEEmbedDim); err != nil {
+		return nil, err
+	}
+	if w.Value, err = l.matrix(pre+"value_proj.weight", D, c.PLEEmbedDim); err != nil {
+		return nil, err
+	}
+	if w.NormKey, err = l.vec(pre+"norm_key.weight", int64(S*D)); err != nil {
+		return nil, err
+	}
+	if w.NormQuery, err = l.vec(pre+"norm_query.weight", int64(S*D)); err != nil {
+		return nil, err
+	}
+	if w.NormConv, err = l.vec(pre+"norm_conv.weight", int64(S*D)); err != nil {
+		return nil, err
+	}
+	if w.ConvW, err = l.vec(pre+"conv1d.weight", int64(S*D), 1, int64(c.PLEConvK)); err != nil {
+		return nil, err
+	}
+	return &pleWeights{hash: h, w: w}, nil
+}

@@ -1,0 +1,396 @@
+package strata
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratakernels/strata/internal/hfconfig"
+)
+
+// SessionOptions configure NewSession.
+type SessionOptions struct {
+	// MaxContext is the most tokens the session can hold (cache capacity). 0 means 4096 or the
+	// model's max_position_embeddings, whichever is smaller.
+	MaxContext int
+}
+
+// PrefillOptions configure one Prefill call.
+type PrefillOptions struct {
+	// AllLogits returns logits for every new token instead of only the last one.
+	AllLogits bool
+	// Progress, when set, is called after each layer with (layers done, total layers).
+	Progress func(done, total int)
+}
+
+// Logits are the output of a prefill: float32 [Rows, Vocab] row-major. Row r is the
+// next-token distribution (unnormalised) after the token at absolute position Pos0+r (AllLogits)
+// or after the last token (Rows == 1, Pos0 = position of the last token).
+type Logits struct {
+	Rows, Vocab int
+	Pos0        int
+	Data        []float32
+	// Stats of the call that produced them.
+	Stats Stats
+}
+
+// Row returns row r ([Vocab]).
+func (l *Logits) Row(r int) []float32 { return l.Data[r*l.Vocab : (r+1)*l.Vocab] }
+
+// Stage names the parts of a prefill timed in Stats.
+type Stage int
+
+// Stages of a prefill.
+const (
+	StageGEMM Stage = iota // dense projections, router, lm_head
+	StageAttention         // attention incl. QSA indexer, q/k norm and RoPE
+	StageGDN               // gdn_pre (conv, l2norm, gates), scan, post
+	StageMoE               // routing, expert GEMMs, combine
+	StageGatedResidual     // reads, writes, norms
+	StagePLE               // n-gram hashing, gating, conv
+	numStages
+)
+
+func (s Stage) String() string {
+	return [...]string{"GEMM", "attention", "GDN", "MoE", "GatedResidual", "PLE"}[s]
+}
+
+// Stats report one prefill's work.
+type Stats struct {
+	Tokens int
+	Total  time.Duration
+	Stage  [numStages]time.Duration
+}
+
+// Session holds one sequence's cache (ARCHITECTURE.md "Session state") and runs prefills
+// that extend it. A Session is used by one goroutine at a time: a concurrent call returns an
+// error wrapping ErrBusy and changes nothing.
+type Session struct {
+	m      *Model
+	maxCtx int
+	pos    int
+	state  *cache
+	busy   atomic.Bool
+	closed bool
+	mu     sync.Mutex // guards closed against Close racing a call
+	// trace, when set (tests), receives intermediate tensors.
+	trace func(layer int, name string, data []float32)
+	// traceSel, when set (tests), receives the QSA selection mask rows.
+	traceSel func(layer int, t int, keys []int32, dense bool)
+}
+
+// cache is the whole session state.
+type cache struct {
+	// attention layers: K (after k_norm and RoPE) and V [maxCtx, Hkv, HeadDim]; index keys [maxCtx, IdxDim]
+	k, v, idxK map[int][]float32
+	// GDN layers: conv state [ConvK-1, C] and recurrent state [Hv, dk, dv]
+	conv, rec map[int][]float32
+	// PLE layers: conv state [9, S*D] and the last 2 token ids
+	pleConv map[int][]float32
+	pleCtx  map[int]*[2]int32
+}
+
+// NewSession allocates a session with an empty cache. Errors wrap ErrInvalidArgument.
+func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
+	if m == nil || m.closed {
+		return nil, wrapf(ErrClosed, nil, "model is closed")
+	}
+	c := m.cfg
+	maxCtx := opts.MaxContext
+	if maxCtx == 0 {
+		maxCtx = 4096
+		if c.MaxPositions > 0 && c.MaxPositions < maxCtx {
+			maxCtx = c.MaxPositions
+		}
+	}
+	if maxCtx < 1 || maxCtx > 1<<24 {
+		return nil, wrapf(ErrInvalidArgument, nil, "MaxContext %d out of range [1, %d]", maxCtx, 1<<24)
+	}
+	// 32-bit offsets: K/V rows * Hkv * HeadDim must stay below 2^31 so every backend's offsets fit.
+	if int64(maxCtx)*int64(max(c.Hkv, 1))*int64(c.HeadDim) >= 1<<31 {
+		return nil, wrapf(ErrInvalidArgument, nil, "MaxContext %d: KV cache of %d x %d x %d elements overflows 32-bit offsets", maxCtx, maxCtx, c.Hkv, c.HeadDim)
+	}
+	s := &Session{m: m, maxCtx: maxCtx}
+	s.state = newCache(m, maxCtx)
+	return s, nil
+}
+
+func newCache(m *Model, maxCtx int) *cache {
+	c := m.cfg
+	st := &cache{k: map[int][]float32{}, v: map[int][]float32{}, idxK: map[int][]float32{},
+		conv: map[int][]float32{}, rec: map[int][]float32{}, pleConv: map[int][]float32{}, pleCtx: map[int]*[2]int32{}}
+	C := 2*c.Hk*c.Dk + c.Hv*c.Dv
+	for i, ly := range m.layers {
+		if ly.kind == hfconfig.LinearAttention {
+			st.conv[i] = make([]float32, (c.ConvK-1)*C)
+			st.rec[i] = make([]float32, c.Hv*c.Dk*c.Dv)
+		} else {
+			st.k[i] = make([]float32, maxCtx*c.Hkv*c.HeadDim)
+			st.v[i] = make([]float32, maxCtx*c.Hkv*c.HeadDim)
+			if ly.attn.idx != nil {
+				st.idxK[i] = make([]float32, maxCtx*c.IdxDim)
+			}
+		}
+		if ly.ple != nil {
+			st.pleConv[i] = make([]float32, ly.ple.w.ConvStateLen())
+			ctx := ly.ple.hash.InitialContext()
+			st.pleCtx[i] = &ctx
+		}
+	}
+	return st
+}
+
+// Position is the number of tokens in the cache (pos0 of the next prefill).
+func (s *Session) Position() int { return s.pos }
+
+// MaxContext is the session's capacity in tokens.
+func (s *Session) MaxContext() int { return s.maxCtx }
+
+// Model returns the session's model.
+func (s *Session) Model() *Model { return s.m }
+
+func (s *Session) acquire() error {
+	if s == nil {
+		return wrapf(ErrInvalidArgument, nil, "nil session")
+	}
+	if !s.busy.CompareAndSwap(false, true) {
+		return wrapf(ErrBusy, nil, "session is in use by another call")
+	}
+	if s.closed || s.m.closed {
+		s.busy.Store(false)
+		return wrapf(ErrClosed, nil, "session or model is closed")
+	}
+	return nil
+}
+
+func (s *Session) release() { s.busy.Store(false) }
+
+// Close releases the session's cache. Further calls return ErrClosed.
+func (s *Session) Close() error {
+	if s == nil {
+		return nil
+	}
+	if err := s.acquire(); err != nil {
+		if s.closed {
+			return nil
+		}
+		return err
+	}
+	s.closed = true
+	s.state = nil
+	s.busy.Store(false)
+	return nil
+}
+
+// Reset empties the cache (position 0).
+func (s *Session) Reset() error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	s.state = newCache(s.m, s.maxCtx)
+	s.pos = 0
+	return nil
+}
+
+// Snapshot is a copy of a session's whole state (hybrid models cannot rewind a recurrent state
+// by truncating a cache, so a branch point is a full copy). It can be restored into any session
+// of the same model with enough capacity.
+type Snapshot struct {
+	m   *Model
+	pos int
+	st  *cache
+}
+
+// Position of the snapshot.
+func (sn *Snapshot) Position() int { return sn.pos }
+
+// Snapshot copies the session's state.
+func (s *Session) Snapshot() (*Snapshot, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	return &Snapshot{m: s.m, pos: s.pos, st: s.state.clone(s.m, s.pos, s.pos)}, nil
+}
+
+// Restore replaces the session's state with a copy of the snapshot's. Errors wrap
+// ErrInvalidArgument (snapshot of another model) or ErrCapacity (snapshot longer than the
+// session's MaxContext); on error the session is unchanged.
+func (s *Session) Restore(sn *Snapshot) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	if sn == nil || sn.st == nil {
+		return wrapf(ErrInvalidArgument, nil, "nil snapshot")
+	}
+	if sn.m != s.m {
+		return wrapf(ErrInvalidArgument, nil, "snapshot belongs to another model")
+	}
+	if sn.pos > s.maxCtx {
+		return wrapf(ErrCapacity, nil, "snapshot holds %d tokens, session capacity is %d", sn.pos, s.maxCtx)
+	}
+	s.state = sn.st.clone(s.m, sn.pos, s.maxCtx)
+	s.pos = sn.pos
+	return nil
+}
+
+// clone copies the first rows tokens of per-token caches into buffers of capacity rows cap.
+func (c *cache) clone(m *Model, rows, capRows int) *cache {
+	cf := m.cfg
+	out := &cache{k: map[int][]float32{}, v: map[int][]float32{}, idxK: map[int][]float32{},
+		conv: map[int][]float32{}, rec: map[int][]float32{}, pleConv: map[int][]float32{}, pleCtx: map[int]*[2]int32{}}
+	kv := cf.Hkv * cf.HeadDim
+	cp := func(src []float32, per int) []float32 {
+		dst := make([]float32, capRows*per)
+		copy(dst, src[:rows*per])
+		return dst
+	}
+	for i, b := range c.k {
+		out.k[i] = cp(b, kv)
+		out.v[i] = cp(c.v[i], kv)
+	}
+	for i, b := range c.idxK {
+		out.idxK[i] = cp(b, cf.IdxDim)
+	}
+	for i, b := range c.conv {
+		out.conv[i] = append([]float32(nil), b...)
+	}
+	for i, b := range c.rec {
+		out.rec[i] = append([]float32(nil), b...)
+	}
+	for i, b := range c.pleConv {
+		out.pleConv[i] = append([]float32(nil), b...)
+	}
+	for i, b := range c.pleCtx {
+		v := *b
+		out.pleCtx[i] = &v
+	}
+	return out
+}
+
+// Equal reports whether two snapshots hold bitwise identical state (tests, debugging).
+func (sn *Snapshot) Equal(o *Snapshot) bool {
+	if sn == nil || o == nil || sn.m != o.m || sn.pos != o.pos {
+		return false
+	}
+	cf := sn.m.cfg
+	eq := func(a, b []float32, n int) bool {
+		for i := 0; i < n; i++ {
+			if a[i] != b[i] && !(a[i] != a[i] && b[i] != b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	kv := cf.Hkv * cf.HeadDim
+	for i := range sn.st.k {
+		if !eq(sn.st.k[i], o.st.k[i], sn.pos*kv) || !eq(sn.st.v[i], o.st.v[i], sn.pos*kv) {
+			return false
+		}
+	}
+	for i := range sn.st.idxK {
+		if !eq(sn.st.idxK[i], o.st.idxK[i], sn.pos*cf.IdxDim) {
+			return false
+		}
+	}
+	for _, mp := range []struct{ a, b map[int][]float32 }{{sn.st.conv, o.st.conv}, {sn.st.rec, o.st.rec}, {sn.st.pleConv, o.st.pleConv}} {
+		for i := range mp.a {
+			if len(mp.a[i]) != len(mp.b[i]) || !eq(mp.a[i], mp.b[i], len(mp.a[i])) {
+				return false
+			}
+		}
+	}
+	for i := range sn.st.pleCtx {
+		if *sn.st.pleCtx[i] != *o.st.pleCtx[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Prefill runs tokens through the model at positions Position()..Position()+len(tokens)-1,
+// extending the cache, and returns the last token's logits (all tokens' with
+// opts.AllLogits). Validation happens before any work: an empty prompt or a token id outside
+// [0, vocab) wraps ErrInvalidArgument, a prompt that would exceed MaxContext wraps ErrCapacity.
+// Cancellation of ctx is checked between layers and wraps ErrCancelled. A failed or cancelled
+// prefill leaves the session exactly as it was (position and every cache byte).
+func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptions) (*Logits, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	T := len(tokens)
+	if T == 0 {
+		return nil, wrapf(ErrInvalidArgument, nil, "empty prompt")
+	}
+	V := s.m.cfg.Vocab
+	for i, t := range tokens {
+		if t < 0 || int(t) >= V {
+			return nil, wrapf(ErrInvalidArgument, nil, "token %d at index %d is outside [0, %d)", t, i, V)
+		}
+	}
+	if s.pos+T > s.maxCtx {
+		return nil, wrapf(ErrCapacity, nil, "prefill of %d tokens at position %d exceeds the session's %d-token context", T, s.pos, s.maxCtx)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, wrapf(ErrCancelled, err, "before prefill")
+	}
+	// Per-token caches (K/V/index keys) are only written at rows >= pos, which a failed call
+	// leaves unused; the fixed-size states are backed up and restored on failure.
+	backup := s.state.backupFixed()
+	logits, err := s.run(ctx, tokens, opts)
+	if err != nil {
+		s.state.restoreFixed(backup)
+		return nil, err
+	}
+	s.pos += T
+	return logits, nil
+}
+
+type fixedBackup struct {
+	conv, rec, pleConv map[int][]float32
+	pleCtx             map[int][2]int32
+}
+
+func (c *cache) backupFixed() *fixedBackup {
+	b := &fixedBackup{conv: map[int][]float32{}, rec: map[int][]float32{}, pleConv: map[int][]float32{}, pleCtx: map[int][2]int32{}}
+	for i, x := range c.conv {
+		b.conv[i] = append([]float32(nil), x...)
+	}
+	for i, x := range c.rec {
+		b.rec[i] = append([]float32(nil), x...)
+	}
+	for i, x := range c.pleConv {
+		b.pleConv[i] = append([]float32(nil), x...)
+	}
+	for i, x := range c.pleCtx {
+		b.pleCtx[i] = *x
+	}
+	return b
+}
+
+func (c *cache) restoreFixed(b *fixedBackup) {
+	for i, x := range b.conv {
+		copy(c.conv[i], x)
+	}
+	for i, x := range b.rec {
+		copy(c.rec[i], x)
+	}
+	for i, x := range b.pleConv {
+		copy(c.pleConv[i], x)
+	}
+	for i, x := range b.pleCtx {
+		*c.pleCtx[i] = x
+	}
+}
+
+func (s *Session) String() string {
+	return fmt.Sprintf("session(%s, position %d of %d)", s.m.Arch(), s.pos, s.maxCtx)
+}
