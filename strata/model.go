@@ -27,7 +27,7 @@ type Model struct {
 	ck     *safetensors.Checkpoint
 	embed  []float32 // [vocab, D] widened
 	lmHead *kernels.Matrix
-	norm   []float32        // qwen3_next final norm
+	norm   []float32          // qwen3_next final norm
 	mixer  *kernels.GRWeights // qwen4_exp final read-only mixer
 	layers []*layer
 	closed bool
@@ -53,10 +53,10 @@ type gdnWeights struct {
 }
 
 type attnWeights struct {
-	q, k, v, o     *kernels.Matrix
-	qNorm, kNorm   []float32
-	idx            *kernels.Matrix // indexer index_qk_proj (qwen4_exp), nil otherwise
-	idxQN, idxKN   []float32
+	q, k, v, o   *kernels.Matrix
+	qNorm, kNorm []float32
+	idx          *kernels.Matrix // indexer index_qk_proj (qwen4_exp), nil otherwise
+	idxQN, idxKN []float32
 }
 
 type mlpWeights struct {
@@ -66,9 +66,9 @@ type mlpWeights struct {
 }
 
 type moeWeights struct {
-	router   *kernels.Matrix // [E, D]
-	experts  *kernels.Experts
-	shared   *mlpWeights
+	router     *kernels.Matrix // [E, D]
+	experts    *kernels.Experts
+	shared     *mlpWeights
 	sharedGate *kernels.Matrix // [1, D]
 }
 

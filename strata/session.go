@@ -44,12 +44,12 @@ type Stage int
 
 // Stages of a prefill.
 const (
-	StageGEMM Stage = iota // dense projections, router, lm_head
-	StageAttention         // attention incl. QSA indexer, q/k norm and RoPE
-	StageGDN               // gdn_pre (conv, l2norm, gates), scan, post
-	StageMoE               // routing, expert GEMMs, combine
-	StageGatedResidual     // reads, writes, norms
-	StagePLE               // n-gram hashing, gating, conv
+	StageGEMM          Stage = iota // dense projections, router, lm_head
+	StageAttention                  // attention incl. QSA indexer, q/k norm and RoPE
+	StageGDN                        // gdn_pre (conv, l2norm, gates), scan, post
+	StageMoE                        // routing, expert GEMMs, combine
+	StageGatedResidual              // reads, writes, norms
+	StagePLE                        // n-gram hashing, gating, conv
 	numStages
 )
 

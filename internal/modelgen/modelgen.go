@@ -20,20 +20,20 @@ import (
 
 // Spec is the size of a generated model. Zero fields are not defaults: use a preset.
 type Spec struct {
-	Arch                 string // "qwen4_exp_text" or "qwen3_next"
-	D, Layers, Vocab     int
-	AttnEvery            int // every AttnEvery-th layer (1-based) is attention, the rest GDN
-	Hq, Hkv, HeadDim     int
-	Hk, Hv, Dk, Dv       int
-	Experts, TopK        int
-	MoEI, SharedI        int
-	Streams, HCRank      int // qwen4_exp
-	IdxHeads, IdxBudget  int // qwen4_exp (index head dim 128, ratio 4)
-	PLELayers            []int // 1-based, as ple_layer_ids
-	PLEEmbedDim          int
-	RopeTheta            float64
-	Seed                 uint64
-	PerExpertLayout      bool // write mlp.experts.{e}.* instead of fused tensors
+	Arch                string // "qwen4_exp_text" or "qwen3_next"
+	D, Layers, Vocab    int
+	AttnEvery           int // every AttnEvery-th layer (1-based) is attention, the rest GDN
+	Hq, Hkv, HeadDim    int
+	Hk, Hv, Dk, Dv      int
+	Experts, TopK       int
+	MoEI, SharedI       int
+	Streams, HCRank     int   // qwen4_exp
+	IdxHeads, IdxBudget int   // qwen4_exp (index head dim 128, ratio 4)
+	PLELayers           []int // 1-based, as ple_layer_ids
+	PLEEmbedDim         int
+	RopeTheta           float64
+	Seed                uint64
+	PerExpertLayout     bool // write mlp.experts.{e}.* instead of fused tensors
 }
 
 // Presets by name.
@@ -117,7 +117,7 @@ func (s Spec) config() map[string]any {
 		"output_router_logits": false, "pad_token_id": nil, "rms_norm_eps": 1e-6,
 		"router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": s.SharedI,
 		"tie_word_embeddings": false, "use_cache": true, "vocab_size": s.Vocab,
-		"rope_parameters": map[string]any{"partial_rotary_factor": 0.25, "rope_theta": s.RopeTheta, "rope_type": "default"},
+		"rope_parameters":       map[string]any{"partial_rotary_factor": 0.25, "rope_theta": s.RopeTheta, "rope_type": "default"},
 		"partial_rotary_factor": 0.25,
 	}
 	if s.Arch == "qwen3_next" {
