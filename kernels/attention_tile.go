@@ -145,9 +145,9 @@ func attnBlock(ws *attnScratch, rp, d, nc int, scale float32, mask bool) {
 	attnPV(ws.ot[:rp*d], st, rp, d, ws.vr[:nc])
 }
 
-// attnScores writes st[c*rp + r] = qt[r] . kr[c] for rp (even) rows and len(kr) keys with the
+// attnScoresGo writes st[c*rp + r] = qt[r] . kr[c] for rp (even) rows and len(kr) keys with the
 // 2x4 register tile (the fastest scalar tile measured on amd64: 8 accumulators, no spills).
-func attnScores(st, qt []float32, rp, d int, kr [][]float32) {
+func attnScoresGo(st, qt []float32, rp, d int, kr [][]float32) {
 	nc := len(kr)
 	for r := 0; r+1 < rp; r += 2 {
 		q0 := qt[r*d : (r+1)*d]
@@ -203,8 +203,8 @@ func attnDot2x1(q0, q1, k0 []float32) (a0, a1 float32) {
 	return
 }
 
-// attnPV adds ot[r] += sum_c st[c*rp + r] * vr[c] for rp (even) rows, keys in index order.
-func attnPV(ot, st []float32, rp, d int, vr [][]float32) {
+// attnPVGo adds ot[r] += sum_c st[c*rp + r] * vr[c] for rp (even) rows, keys in index order.
+func attnPVGo(ot, st []float32, rp, d int, vr [][]float32) {
 	for r := 0; r+1 < rp; r += 2 {
 		attnPV2(ot[r*d:(r+1)*d], ot[(r+1)*d:(r+2)*d], st, rp, r, vr)
 	}
