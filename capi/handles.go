@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// errInvalidHandle is the sentinel of STRATA_ERR_INVALID_HANDLE: a NULL, unknown, freed or
+// wrong-kind handle.
+var errInvalidHandle = errors.New("strata: invalid handle")
+
+// kind tags a handle with the type of object it names.
+type kind uint8
+
+const (
+	kindDevice kind = 1 + iota
+	kindModel
+	kindSession
+	kindSnapshot
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindDevice:
+		return "strata_device"
+	case kindModel:
+		return "strata_model"
+	case kindSession:
+		return "strata_session"
+	case kindSnapshot:
+		return "strata_snapshot"
+	}
+	return "unknown"
+}
+
+const kindBits = 3
+
+// handleTable maps the opaque handle values given to C to Go objects, so that no Go pointer
+// crosses the boundary. A handle is seq<<kindBits | kind with seq increasing from 1 and never
+// reused, so a stale handle cannot name a newer object and a handle of one kind is never
+// accepted as another.
+type handleTable struct {
+	mu   sync.RWMutex
+	next uint64
+	objs map[uintptr]any
+}
+
+func newHandleTable() *handleTable { return &handleTable{objs: map[uintptr]any{}} }
+
+// add stores obj and returns its new handle.
+func (t *handleTable) add(k kind, obj any) uintptr {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	h := uintptr(t.next<<kindBits) | uintptr(k)
+	t.objs[h] = obj
+	return h
+}
+
+func (t *handleTable) check(h uintptr, k kind) error {
+	if h == 0 {
+		return fmt.Errorf("%w: NULL %s", errInvalidHandle, k)
+	}
+	if got := kind(h & (1<<kindBits - 1)); got != k {
+		if got >= kindDevice && got <= kindSnapshot {
+			return fmt.Errorf("%w: %#x is a %s handle, not a %s", errInvalidHandle, h, got, k)
+		}
+		return fmt.Errorf("%w: %#x is not a %s handle", errInvalidHandle, h, k)
+	}
+	return nil
+}
+
+// get returns the live object of handle h of kind k.
+func (t *handleTable) get(h uintptr, k kind) (any, error) {
+	if err := t.check(h, k); err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	obj, ok := t.objs[h]
+	t.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %#x is freed or unknown", errInvalidHandle, k, h)
+	}
+	return obj, nil
+}
+
+// remove deletes handle h of kind k and returns its object; exactly one of several concurrent
+// removals of the same handle succeeds.
+func (t *handleTable) remove(h uintptr, k kind) (any, error) {
+	if err := t.check(h, k); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	obj, ok := t.objs[h]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %#x is freed or unknown (double free?)", errInvalidHandle, k, h)
+	}
+	delete(t.objs, h)
+	return obj, nil
+}
+
+// live counts the objects of kind k in the table (tests: leak checks).
+func (t *handleTable) live(k kind) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := 0
+	for h := range t.objs {
+		if kind(h&(1<<kindBits-1)) == k {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stratakernels/strata/strata"
+)
+
+// The Go side of the C ABI: each function here is what one exported strata_* function does once
+// its C arguments are read. They take and return Go values only, so tests can drive them from
+// many goroutines under the race detector.
+
+// handles is the process-wide handle table.
+var handles = newHandleTable()
+
+type deviceObj struct{ d *strata.Device }
+
+// modelObj counts its references: the model handle and every session made from it. The model
+// is closed when the last reference goes, so freeing a model handle before its sessions is safe.
+type modelObj struct {
+	m    *strata.Model
+	mu   sync.Mutex
+	refs int
+}
+
+func (mo *modelObj) acquire() error {
+	mo.mu.Lock()
+	defer mo.mu.Unlock()
+	if mo.refs == 0 {
+		return fmt.Errorf("%w: strata_model was freed", errInvalidHandle)
+	}
+	mo.refs++
+	return nil
+}
+
+func (mo *modelObj) release() {
+	mo.mu.Lock()
+	mo.refs--
+	last := mo.refs == 0
+	mo.mu.Unlock()
+	if last {
+		mo.m.Close()
+	}
+}
+
+// sessionObj guards a session against use from two threads at once (strata.Session does too,
+// but Position has no guard, and cancellation needs to know which call is running).
+type sessionObj struct {
+	s      *strata.Session
+	model  *modelObj
+	busy   atomic.Bool
+	freed  atomic.Bool
+	mu     sync.Mutex // guards cancel
+	cancel context.CancelFunc
+}
+
+// enter marks the session in use by the calling thread until leave.
+func (so *sessionObj) enter() error {
+	if !so.busy.CompareAndSwap(false, true) {
+		if so.freed.Load() {
+			return fmt.Errorf("%w: strata_session was freed", errInvalidHandle)
+		}
+		return fmt.Errorf("%w: another thread is using this strata_session", strata.ErrBusy)
+	}
+	if so.freed.Load() {
+		so.busy.Store(false)
+		return fmt.Errorf("%w: strata_session was freed", errInvalidHandle)
+	}
+	return nil
+}
+
+func (so *sessionObj) leave() { so.busy.Store(false) }
+
+type snapshotObj struct{ sn *strata.Snapshot }
+
+func getObj[T any](h uintptr, k kind) (T, error) {
+	var zero T
+	obj, err := handles.get(h, k)
+	if err != nil {
+		return zero, err
+	}
+	return obj.(T), nil
+}
+
+func deviceOpen(backend int32) (uintptr, error) {
+	names := map[int32]string{0: "auto", 1: "cpu", 2: "metal"}
+	name, ok := names[backend]
+	if !ok {
+		return 0, fmt.Errorf("%w: backend %d (want STRATA_BACKEND_AUTO, _CPU or _METAL)", strata.ErrInvalidArgument, backend)
+	}
+	d, err := strata.Open(strata.Options{Backend: name, Log: hostLog})
+	if err != nil {
+		return 0, err
+	}
+	return handles.add(kindDevice, &deviceObj{d: d}), nil
+}
+
+func deviceFree(h uintptr) error {
+	if h == 0 {
+		return nil
+	}
+	_, err := handles.remove(h, kindDevice)
+	return err
+}
+
+func deviceInfo(h uintptr) (backend, kernels string, err error) {
+	do, err := getObj[*deviceObj](h, kindDevice)
+	if err != nil {
+		return "", "", err
+	}
+	return do.d.Backend(), do.d.Kernels(), nil
+}
+
+func modelLoad(dev uintptr, dir string, progress func(done, total int64, name string)) (uintptr, error) {
+	do, err := getObj[*deviceObj](dev, kindDevice)
+	if err != nil {
+		return 0, err
+	}
+	m, err := strata.LoadModel(do.d, dir, strata.LoadOptions{Progress: progress})
+	if err != nil {
+		return 0, err
+	}
+	return handles.add(kindModel, &modelObj{m: m, refs: 1}), nil
+}
+
+func modelFree(h uintptr) error {
+	if h == 0 {
+		return nil
+	}
+	obj, err := handles.remove(h, kindModel)
+	if err != nil {
+		return err
+	}
+	obj.(*modelObj).release()
+	return nil
+}
+
+// withModel runs fn on the model of handle h, holding a reference so that a concurrent
+// strata_model_free cannot close it meanwhile.
+func withModel(h uintptr, fn func(m *strata.Model) error) error {
+	mo, err := getObj[*modelObj](h, kindModel)
+	if err != nil {
+		return err
+	}
+	if err := mo.acquire(); err != nil {
+		return err
+	}
+	defer mo.release()
+	return fn(mo.m)
+}
+
+func sessionNew(model uintptr, maxContext int64) (uintptr, error) {
+	mo, err := getObj[*modelObj](model, kindModel)
+	if err != nil {
+		return 0, err
+	}
+	if maxContext < 0 || maxContext > 1<<24 {
+		return 0, fmt.Errorf("%w: max_context %d out of range [0, %d]", strata.ErrInvalidArgument, maxContext, 1<<24)
+	}
+	if err := mo.acquire(); err != nil {
+		return 0, err
+	}
+	s, err := mo.m.NewSession(strata.SessionOptions{MaxContext: int(maxContext)})
+	if err != nil {
+		mo.release()
+		return 0, err
+	}
+	return handles.add(kindSession, &sessionObj{s: s, model: mo}), nil
+}
+
+func sessionFree(h uintptr) error {
+	if h == 0 {
+		return nil
+	}
+	so, err := getObj[*sessionObj](h, kindSession)
+	if err != nil {
+		return err
+	}
+	if err := so.enter(); err != nil {
+		return err
+	}
+	if _, err := handles.remove(h, kindSession); err != nil {
+		so.leave()
+		return err
+	}
+	so.freed.Store(true)
+	err = so.s.Close()
+	so.leave()
+	so.model.release()
+	return err
+}
+
+// withSession runs fn with the session of handle h entered (exclusive to the calling thread).
+func withSession(h uintptr, fn func(so *sessionObj) error) error {
+	so, err := getObj[*sessionObj](h, kindSession)
+	if err != nil {
+		return err
+	}
+	if err := so.enter(); err != nil {
+		return err
+	}
+	defer so.leave()
+	return fn(so)
+}
+
+// prefillOut describes where a prefill's logits go: have is false when the caller passed no
+// buffer; capacity is its length in floats; buf returns the buffer, sized to need, once the
+// capacity has been checked.
+type prefillOut struct {
+	have     bool
+	capacity uint64
+	buf      func(need int) []float32
+}
+
+// sessionPrefill prefills tokens and writes the logits to out; it returns the number of floats
+// written. The buffer size is checked before any work.
+func sessionPrefill(h uintptr, tokens []int32, allLogits bool, out prefillOut) (int, error) {
+	written := 0
+	err := withSession(h, func(so *sessionObj) error {
+		rows := 1
+		if allLogits {
+			rows = len(tokens)
+		}
+		need := rows * so.s.Model().Vocab()
+		if out.have && out.capacity < uint64(need) {
+			return fmt.Errorf("%w: logits_cap %d floats is too small: %d rows x %d vocab = %d needed", strata.ErrShape, out.capacity, rows, so.s.Model().Vocab(), need)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		so.mu.Lock()
+		so.cancel = cancel
+		so.mu.Unlock()
+		defer func() {
+			so.mu.Lock()
+			so.cancel = nil
+			so.mu.Unlock()
+			cancel()
+		}()
+		lg, err := so.s.Prefill(ctx, tokens, strata.PrefillOptions{AllLogits: allLogits})
+		if err != nil {
+			return err
+		}
+		if len(lg.Data) != need {
+			return fmt.Errorf("internal: prefill returned %d logits, want %d", len(lg.Data), need)
+		}
+		if out.have {
+			written = copy(out.buf(need), lg.Data)
+		}
+		return nil
+	})
+	return written, err
+}
+
+// sessionCancel cancels the prefill running on the session, if any. It does not enter the
+// session: it is the one call made while another thread uses it.
+func sessionCancel(h uintptr) error {
+	so, err := getObj[*sessionObj](h, kindSession)
+	if err != nil {
+		return err
+	}
+	so.mu.Lock()
+	if so.cancel != nil {
+		so.cancel()
+	}
+	so.mu.Unlock()
+	return nil
+}
+
+func sessionPosition(h uintptr) (int64, error) {
+	var pos int64
+	err := withSession(h, func(so *sessionObj) error {
+		pos = int64(so.s.Position())
+		return nil
+	})
+	return pos, err
+}
+
+func sessionReset(h uintptr) error {
+	return withSession(h, func(so *sessionObj) error { return so.s.Reset() })
+}
+
+func sessionSnapshot(h uintptr) (uintptr, error) {
+	var sn *strata.Snapshot
+	err := withSession(h, func(so *sessionObj) error {
+		var err error
+		sn, err = so.s.Snapshot()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return handles.add(kindSnapshot, &snapshotObj{sn: sn}), nil
+}
+
+func sessionRestore(h, snap uintptr) error {
+	so, err := getObj[*snapshotObj](snap, kindSnapshot)
+	if err != nil {
+		return err
+	}
+	return withSession(h, func(s *sessionObj) error { return s.s.Restore(so.sn) })
+}
+
+func snapshotPosition(h uintptr) (int64, error) {
+	so, err := getObj[*snapshotObj](h, kindSnapshot)
+	if err != nil {
+		return 0, err
+	}
+	return int64(so.sn.Position()), nil
+}
+
+func snapshotFree(h uintptr) error {
+	if h == 0 {
+		return nil
+	}
+	_, err := handles.remove(h, kindSnapshot)
+	return err
+}
+
+// prefillOnce is strata_prefill: a device, a model and a session made and released around one
+// prefill.
+func prefillOnce(dir string, tokens []int32, allLogits bool, out prefillOut) (int, error) {
+	if len(tokens) == 0 {
+		return 0, fmt.Errorf("%w: empty prompt", strata.ErrInvalidArgument)
+	}
+	dev, err := deviceOpen(0)
+	if err != nil {
+		return 0, err
+	}
+	defer deviceFree(dev)
+	m, err := modelLoad(dev, dir, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer modelFree(m)
+	s, err := sessionNew(m, int64(len(tokens)))
+	if err != nil {
+		return 0, err
+	}
+	defer sessionFree(s)
+	return sessionPrefill(s, tokens, allLogits, out)
+}

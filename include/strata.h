@@ -1,0 +1,373 @@
+/*
+ * strata.h: the C interface of libstrata, a prefill engine for hybrid Gated DeltaNet /
+ * attention mixture-of-experts language models (Qwen3.8-Flash-Next, Qwen3-Next).
+ *
+ * Build the library with
+ *     go build -buildmode=c-shared -o libstrata.so ./capi        (Linux)
+ *     go build -buildmode=c-shared -o libstrata.dylib ./capi     (macOS)
+ * and compile hosts with  cc -std=c11 -I include host.c -L. -lstrata.
+ *
+ * Conventions (every function follows them):
+ *  - Every function except the version, default-params and last-error functions returns a
+ *    strata_status; STRATA_OK (0) is success. On failure nothing the caller passed is
+ *    modified unless the function says otherwise, and strata_last_error() returns a message.
+ *  - Handles (strata_device*, strata_model*, strata_session*, strata_snapshot*) are opaque
+ *    values; they do not point to memory the caller may read. A handle of the wrong kind, an
+ *    unknown or an already freed handle gives STRATA_ERR_INVALID_HANDLE, never a crash. Handle
+ *    values are never reused within a process.
+ *  - Every *_open/_load/_new/_snapshot has exactly one *_free; passing NULL to *_free is a
+ *    no-op that returns STRATA_OK; freeing twice returns STRATA_ERR_INVALID_HANDLE.
+ *  - Callers own every buffer they pass. Outputs are written into caller buffers whose sizes are
+ *    passed in and checked before any work. Pointers are used only during the call: the
+ *    library keeps none of them after it returns.
+ *  - Params structs start with struct_size; fill them with the matching *_default_params()
+ *    and change the fields you need, so that fields appended in later versions keep their
+ *    defaults. A NULL params pointer means the defaults.
+ *  - Thread safety: devices, models and snapshots may be used from many threads at once. A
+ *    session is used by one thread at a time: a call on a session that another thread is
+ *    using returns STRATA_ERR_BUSY and changes nothing (strata_session_cancel is the
+ *    exception: it may be called from any thread).
+ *  - The library never exits the process and never prints; errors are statuses and messages,
+ *    and log messages go to the callback set with strata_set_log_callback (none by default).
+ */
+#ifndef STRATA_H
+#define STRATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of this interface. Increases when functions or struct fields are added; existing
+ * declarations, status codes and struct layouts never change within a major version. */
+#define STRATA_ABI_VERSION 1
+
+/* Status codes. Stable; new codes are only appended. */
+typedef int32_t strata_status;
+#define STRATA_OK                     0
+#define STRATA_ERR_INVALID_ARGUMENT   1  /* NULL pointer, value out of range, bad option */
+#define STRATA_ERR_INVALID_HANDLE     2  /* NULL, unknown, freed or wrong-kind handle */
+#define STRATA_ERR_SHAPE              3  /* tensor shapes or buffer lengths do not match */
+#define STRATA_ERR_DTYPE              4  /* unsupported element type */
+#define STRATA_ERR_CAPACITY           5  /* the session's context would be exceeded */
+#define STRATA_ERR_CHECKPOINT         6  /* missing, corrupt or unsupported checkpoint */
+#define STRATA_ERR_BACKEND            7  /* backend unavailable or a kernel failed */
+#define STRATA_ERR_OUT_OF_MEMORY      8  /* an allocation the library could not make */
+#define STRATA_ERR_CANCELLED          9  /* cancelled (strata_session_cancel); state unchanged */
+#define STRATA_ERR_INTERNAL          10  /* a bug in strata, recovered; the message says where */
+#define STRATA_ERR_BUSY              11  /* the session is in use by another thread */
+
+/* Element types of strata_tensor. */
+#define STRATA_F32   0
+#define STRATA_F16   1
+#define STRATA_BF16  2
+#define STRATA_I32   3
+#define STRATA_U8    4
+
+/* Log levels passed to the log callback. */
+#define STRATA_LOG_DEBUG 0
+#define STRATA_LOG_INFO  1
+#define STRATA_LOG_WARN  2
+#define STRATA_LOG_ERROR 3
+
+/* Backends for strata_device_params.backend. */
+#define STRATA_BACKEND_AUTO  0  /* metal where available, else cpu; the choice is logged */
+#define STRATA_BACKEND_CPU   1
+#define STRATA_BACKEND_METAL 2
+
+/* Value-head to qk-head mapping of strata_gdn_scan (r = Hv/Hk value heads per qk head). */
+#define STRATA_GDN_GROUPED 0  /* value head h reads qk head h / r (transformers' order) */
+#define STRATA_GDN_TILED   1  /* value head h reads qk head h % Hk (GGUF conversions' order) */
+
+/* Scan algorithm of strata_gdn_scan; both compute the same recurrence (they differ in float32
+ * rounding only, about 1e-6 relative). */
+#define STRATA_GDN_CHUNKED   0
+#define STRATA_GDN_RECURRENT 1
+
+typedef struct strata_device strata_device;
+typedef struct strata_model strata_model;
+typedef struct strata_session strata_session;
+typedef struct strata_snapshot strata_snapshot;
+
+/* A tensor in host memory for the op-level entry points: row-major, dims shape[0..ndim-1].
+ * Only C-contiguous layouts are accepted in this version: strides must be NULL or equal to the
+ * contiguous strides (in elements). data must be aligned to the element size and non-NULL; the
+ * element count must be below 2^31 (kernels index with 32-bit offsets). */
+typedef struct strata_tensor {
+  void*          data;
+  int32_t        dtype;    /* STRATA_F32, ... */
+  int32_t        ndim;     /* 1..8 */
+  const int64_t* shape;    /* ndim entries, each >= 1 */
+  const int64_t* strides;  /* in elements; NULL = C-contiguous */
+} strata_tensor;
+
+/* ---- types of the functions below ------------------------------------------------------ */
+
+/* Receives log messages: level is STRATA_LOG_*, msg a NUL-terminated string valid only during
+ * the call. It may be called from any thread, and from several at once; it must not call back
+ * into strata. */
+typedef void (*strata_log_fn)(int32_t level, const char* msg, void* user_data);
+
+typedef struct strata_device_params {
+  size_t  struct_size;  /* sizeof(strata_device_params) */
+  int32_t backend;      /* STRATA_BACKEND_*; default AUTO */
+} strata_device_params;
+
+typedef struct strata_device_props {
+  size_t struct_size;    /* set by the caller: sizeof(strata_device_props) */
+  char   backend[16];    /* "cpu" or "metal", NUL-terminated */
+  char   kernels[256];   /* the kernels in use (e.g. which BLAS serves GEMM), truncated, NUL-terminated */
+} strata_device_props;
+
+/* Load progress: bytes of tensor data read so far, the checkpoint's total, and the tensor just
+ * read (valid only during the call). Called on the loading thread. */
+typedef void (*strata_progress_fn)(int64_t done, int64_t total, const char* tensor, void* user_data);
+
+typedef struct strata_model_params {
+  size_t             struct_size;  /* sizeof(strata_model_params) */
+  strata_progress_fn progress;     /* optional; default NULL */
+  void*              progress_user_data;
+} strata_model_params;
+
+typedef struct strata_model_props {
+  size_t  struct_size;   /* set by the caller: sizeof(strata_model_props) */
+  char    arch[32];      /* "qwen4_exp" or "qwen3_next", NUL-terminated */
+  int64_t vocab;         /* logits per token */
+  int64_t layers;        /* decoder layers */
+} strata_model_props;
+
+typedef struct strata_session_params {
+  size_t  struct_size;   /* sizeof(strata_session_params) */
+  int64_t max_context;   /* cache capacity in tokens; 0 (default): 4096 or the model's maximum */
+} strata_session_params;
+
+typedef struct strata_prefill_params {
+  size_t  struct_size;   /* sizeof(strata_prefill_params) */
+  int32_t all_logits;    /* nonzero: logits for every new token; 0 (default): the last only */
+} strata_prefill_params;
+
+typedef struct strata_attention_params {
+  size_t  struct_size;                /* sizeof(strata_attention_params) */
+  int64_t pos0;                       /* tokens already in the cache before q; default 0 */
+  float   scale;                      /* score scale; 0 (default): 1/sqrt(D) */
+  /* Optional QSA selection (all three NULL: causal). Row t is dense (attends 0..pos0+t) when
+   * sel_dense[t] != 0, else it attends the absolute positions
+   * sel_tokens[sel_offsets[t] .. sel_offsets[t+1]-1], strictly ascending, within 0..pos0+t,
+   * at least one. Dense rows list no tokens. sel_dense may be NULL (every row sparse). */
+  const strata_tensor* sel_dense;     /* [T] STRATA_U8 */
+  const strata_tensor* sel_offsets;   /* [T+1] STRATA_I32, sel_offsets[0] = 0 */
+  const strata_tensor* sel_tokens;    /* [n] STRATA_I32, n = sel_offsets[T] >= 1 */
+} strata_attention_params;
+
+typedef struct strata_gdn_params {
+  size_t  struct_size;     /* sizeof(strata_gdn_params) */
+  int32_t head_map;        /* STRATA_GDN_GROUPED (default) or STRATA_GDN_TILED */
+  int32_t mode;            /* STRATA_GDN_CHUNKED (default) or STRATA_GDN_RECURRENT */
+  int32_t normalize_qk;    /* nonzero (default 0): l2-normalise q and k per head,
+                              x / sqrt(sum x^2 + 1e-6), and scale q by Dk^-1/2 before the scan
+                              (on copies: q and k are not modified) */
+} strata_gdn_params;
+
+typedef struct strata_moe_params {
+  size_t               struct_size;  /* sizeof(strata_moe_params) */
+  const strata_tensor* shared;       /* optional [T,D]: the (gated) shared-expert output, added */
+  const strata_tensor* beta;         /* optional [T,S]: fused GatedResidual write (see below) */
+} strata_moe_params;
+
+/* Building libstrata itself defines STRATA_TYPES_ONLY: the Go toolchain then declares the
+ * functions (with the same ABI, without const qualifiers). Hosts never define it. */
+#ifndef STRATA_TYPES_ONLY
+
+/* ---- versions, errors, logging --------------------------------------------------------- */
+
+/* Returns STRATA_ABI_VERSION of the built library (compare with the header's macro). */
+int32_t strata_abi_version(void);
+
+/* Returns the library version, e.g. "strata 0.1.0 (abi 1)": a static NUL-terminated string the
+ * caller must not free. */
+const char* strata_version_string(void);
+
+/* Copies the message of the last failed call made on the calling thread into buf (NUL-
+ * terminated, truncated to cap-1 bytes; buf may be NULL when cap is 0) and returns the full
+ * message length in bytes without the NUL, so a caller can size a buffer (returns 0 and writes
+ * "" when no call on this thread has failed). Successful calls do not clear the message. */
+size_t strata_last_error(char* buf, size_t cap);
+
+/* Returns a static name for a status code ("STRATA_ERR_SHAPE", ...; "unknown" otherwise). */
+const char* strata_status_name(strata_status status);
+
+/* Sets the process-wide log callback (NULL: silent, the default) and the minimum level passed
+ * to it. Takes effect for messages logged after the call, from every device. Thread-safe. */
+strata_status strata_set_log_callback(strata_log_fn fn, int32_t min_level, void* user_data);
+
+/* ---- device ----------------------------------------------------------------------------- */
+
+/* Returns the default device parameters (struct_size set). */
+strata_device_params strata_device_default_params(void);
+
+/* Opens a compute device. params may be NULL (defaults). On success *out receives a handle that
+ * the caller frees with strata_device_free. Errors: INVALID_ARGUMENT (out NULL, bad params),
+ * BACKEND (the backend is not available on this machine or in this build). */
+strata_status strata_device_open(const strata_device_params* params, strata_device** out);
+
+/* Releases the device handle. Models loaded on it keep working until they are freed. */
+strata_status strata_device_free(strata_device* device);
+
+/* Fills *info (the caller sets info->struct_size first). Errors: INVALID_HANDLE,
+ * INVALID_ARGUMENT (info NULL or struct_size smaller than this version's struct). */
+strata_status strata_device_info(strata_device* device, strata_device_props* info);
+
+/* ---- model ------------------------------------------------------------------------------ */
+
+/* Returns the default model parameters (struct_size set). */
+strata_model_params strata_model_default_params(void);
+
+/* Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded
+ * safetensors with model.safetensors.index.json; model_type qwen3_next, qwen4_exp_text or
+ * qwen4_exp) onto the device. checkpoint_dir is a NUL-terminated UTF-8 path. params may be NULL.
+ * On success *out receives a handle the caller frees with strata_model_free. Errors:
+ * INVALID_ARGUMENT (NULL pointers), INVALID_HANDLE (device), CHECKPOINT (the message names the
+ * file and tensor). */
+strata_status strata_model_load(strata_device* device, const char* checkpoint_dir,
+                                const strata_model_params* params, strata_model** out);
+
+/* Releases the model handle. Sessions created from it stay valid; the weights are released when
+ * the last of them is freed. */
+strata_status strata_model_free(strata_model* model);
+
+/* Fills *info (the caller sets info->struct_size first). Errors: INVALID_HANDLE,
+ * INVALID_ARGUMENT. */
+strata_status strata_model_info(strata_model* model, strata_model_props* info);
+
+/* Copies a one-line description of the model (sizes, heads, experts) into buf like
+ * strata_last_error does, and stores the full length (without the NUL) in *len when len is not
+ * NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (buf NULL with cap > 0). */
+strata_status strata_model_describe(strata_model* model, char* buf, size_t cap, size_t* len);
+
+/* ---- session ---------------------------------------------------------------------------- */
+
+/* Returns the default session parameters (struct_size set). */
+strata_session_params strata_session_default_params(void);
+
+/* Creates a session (an empty cache) on the model. params may be NULL. On success *out receives
+ * a handle the caller frees with strata_session_free. Errors: INVALID_ARGUMENT (max_context out
+ * of range, out NULL), INVALID_HANDLE. */
+strata_status strata_session_new(strata_model* model, const strata_session_params* params,
+                                 strata_session** out);
+
+/* Releases the session and its cache. Returns BUSY (and frees nothing) while another thread is
+ * inside a call on the session. */
+strata_status strata_session_free(strata_session* session);
+
+/* Returns the default prefill parameters (struct_size set). */
+strata_prefill_params strata_prefill_default_params(void);
+
+/* Runs n_tokens token ids through the model at positions position..position+n_tokens-1,
+ * extending the session's cache. When logits_out is not NULL it receives float32 logits:
+ * [vocab] for the last token, or [n_tokens, vocab] row-major with all_logits; logits_cap is its
+ * length in floats and must be at least that (checked before any work). logits_out may be NULL
+ * (logits_cap 0) to only extend the cache. *n_written, when not NULL, receives the number of
+ * floats written. params may be NULL.
+ * A failed or cancelled call leaves the session exactly as it was.
+ * Errors: INVALID_ARGUMENT (tokens NULL, n_tokens 0, a token id outside [0, vocab)),
+ * INVALID_HANDLE, SHAPE (logits_cap too small), CAPACITY (the context would be exceeded),
+ * CANCELLED, BUSY, BACKEND. */
+strata_status strata_session_prefill(strata_session* session, const int32_t* tokens, size_t n_tokens,
+                                     const strata_prefill_params* params, float* logits_out,
+                                     size_t logits_cap, size_t* n_written);
+
+/* Asks a prefill running on the session in another thread to stop; it returns
+ * STRATA_ERR_CANCELLED at its next layer boundary and leaves the session unchanged. Does nothing
+ * when no prefill runs. May be called from any thread. Errors: INVALID_HANDLE. */
+strata_status strata_session_cancel(strata_session* session);
+
+/* Stores the number of tokens in the cache (the next prefill's first position) in *out.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), BUSY. */
+strata_status strata_session_position(strata_session* session, int64_t* out);
+
+/* Empties the cache (position 0). Errors: INVALID_HANDLE, BUSY. */
+strata_status strata_session_reset(strata_session* session);
+
+/* Copies the session's whole state into a new snapshot (hybrid models cannot rewind a
+ * recurrent state, so a branch point is a copy). *out receives a handle the caller frees with
+ * strata_snapshot_free; it stays valid after the session is freed. Errors: INVALID_HANDLE,
+ * INVALID_ARGUMENT, BUSY. */
+strata_status strata_session_snapshot(strata_session* session, strata_snapshot** out);
+
+/* Replaces the session's state with a copy of the snapshot's (the snapshot is unchanged and may
+ * be restored again). Errors: INVALID_HANDLE, INVALID_ARGUMENT (a snapshot of another model),
+ * CAPACITY (the snapshot holds more tokens than the session's max_context), BUSY. */
+strata_status strata_session_restore(strata_session* session, strata_snapshot* snapshot);
+
+/* Stores the snapshot's position (tokens held) in *out. Errors: INVALID_HANDLE,
+ * INVALID_ARGUMENT. */
+strata_status strata_snapshot_position(strata_snapshot* snapshot, int64_t* out);
+
+/* Releases the snapshot. */
+strata_status strata_snapshot_free(strata_snapshot* snapshot);
+
+/* One-shot prefill: opens the default device, loads checkpoint_dir, prefills n_tokens tokens in
+ * a fresh session and releases everything. Arguments and errors as strata_model_load and
+ * strata_session_prefill. */
+strata_status strata_prefill(const char* checkpoint_dir, const int32_t* tokens, size_t n_tokens,
+                             const strata_prefill_params* params, float* logits_out,
+                             size_t logits_cap, size_t* n_written);
+
+/* ---- op-level entry points ---------------------------------------------------------------
+ * For hosts that run their own model and want strata's kernels. All tensors are float32 unless
+ * stated, C-contiguous, in host memory; outputs must not overlap inputs. Every descriptor is
+ * checked (NULL data, ndim, dtype, shape against the op, overlap, 32-bit offsets) before any
+ * work, and on error no output is written. They are thread-safe (calls on disjoint outputs may
+ * run at once) and deterministic: results are bitwise identical across runs and thread counts. */
+
+/* Returns the default attention parameters (struct_size set). */
+strata_attention_params strata_attention_default_params(void);
+
+/* Causal (optionally QSA-sparse) grouped-query attention for a prefill chunk:
+ *   o[t,h] = sum_s softmax_s(scale * q[t,h] . k[s,h/HPG]) v[s,h/HPG],  HPG = Hq/Hkv,
+ * over the positions s row t may attend (0..pos0+t, or its selection).
+ * q [T,Hq,D]; k, v [N,Hkv,D] the cache including the new tokens, N >= pos0+T (rows past
+ * pos0+T-1 are ignored); o [T,Hq,D] written; lse [T,Hq] (may be NULL) receives the natural
+ * log-sum-exp of the scaled scores. params may be NULL.
+ * Errors: INVALID_ARGUMENT (NULL descriptors or data, Hkv not dividing Hq, pos0 < 0, bad scale,
+ * malformed selection, overlapping outputs), SHAPE, DTYPE. */
+strata_status strata_attention(const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
+                               const strata_tensor* o, const strata_tensor* lse,
+                               const strata_attention_params* params);
+
+/* Returns the default Gated DeltaNet parameters (struct_size set). */
+strata_gdn_params strata_gdn_default_params(void);
+
+/* The gated delta rule over T tokens for every value head h (qk head j per head_map):
+ *   S = exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S = S + k_t delta^T;  o_t = S^T q_t
+ * q, k [T,Hk,Dk] (normalised and q scaled, unless normalize_qk); v [T,Hv,Dv]; g (log decay) and
+ * beta [T,Hv]; state [Hv,Dk,Dv] holds the initial state and receives the final one; o
+ * [T,Hv,Dv] written. Hv must be a multiple of Hk. params may be NULL.
+ * Errors: INVALID_ARGUMENT (NULL, unknown head_map or mode, overlap), SHAPE, DTYPE. */
+strata_status strata_gdn_scan(const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
+                              const strata_tensor* g, const strata_tensor* beta,
+                              const strata_tensor* state, const strata_tensor* o,
+                              const strata_gdn_params* params);
+
+/* Returns the default MoE combine parameters (struct_size set). */
+strata_moe_params strata_moe_default_params(void);
+
+/* Combines expert outputs per token: u[t] = sum over slots j with rk[t,j] >= 0 (in slot order)
+ * of w[t,j] * ye[rk[t,j]]  (+ shared[t] when given).
+ * ye [rows,D] expert-output rows; rk [T,K] STRATA_I32 row per slot, -1 = empty; w [T,K].
+ * Without beta, out is [T,D] and receives u. With beta [T,S], out is the residual stream H
+ * [T,S,D], read and updated in place: H[t,s] += beta[t,s] * u[t] (the GatedResidual write of
+ * Qwen3.8-Flash-Next, fused). params may be NULL.
+ * Errors: INVALID_ARGUMENT (NULL, rk outside [-1, rows), overlap), SHAPE, DTYPE. */
+strata_status strata_moe_combine(const strata_tensor* ye, const strata_tensor* rk, const strata_tensor* w,
+                                 const strata_tensor* out, const strata_moe_params* params);
+
+#endif /* STRATA_TYPES_ONLY */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STRATA_H */
