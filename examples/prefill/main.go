@@ -110,7 +110,7 @@ func run() error {
 	fmt.Printf("backend   %s\n", dev.Backend())
 	fmt.Printf("kernels   %s\n", dev.Kernels())
 	fmt.Printf("model     %s\n", m.Describe())
-	fmt.Printf("          %s (loaded in %v)\n", dir, loadTime.Round(time.Millisecond))
+	fmt.Printf("          %s (loaded in %v)\n", homeRel(dir), loadTime.Round(time.Millisecond))
 	fmt.Printf("prompt    %d tokens", len(tokens))
 	if *chunk > 0 {
 		fmt.Printf(" in chunks of %d", *chunk)
@@ -199,7 +199,7 @@ func defaultModel(preset string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 		return dir, nil
 	}
-	fmt.Fprintf(os.Stderr, "generating %s (random weights, seed %d) into %s\n", preset, spec.Seed, dir)
+	fmt.Fprintf(os.Stderr, "generating %s (random weights, seed %d) into %s\n", preset, spec.Seed, homeRel(dir))
 	if err := modelgen.Generate(dir, spec); err != nil {
 		return "", fmt.Errorf("generating %s: %w", preset, err)
 	}
@@ -278,4 +278,16 @@ func writeNPY(path string, all, last []float32, T, vocab int, allRows bool) erro
 		return err
 	}
 	return f.Close()
+}
+
+// homeRel shortens paths under the home directory to ~/... for display.
+func homeRel(p string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return p
+	}
+	if rel, err := filepath.Rel(home, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return filepath.Join("~", rel)
+	}
+	return p
 }
