@@ -1,0 +1,262 @@
+// gdn_prompt.metal: Gated DeltaNet over a prefill chunk (Yang, Kautz, Hatamizadeh 2024, as in
+// transformers' Qwen3NextGatedDeltaNet; MODELS.md "Gated DeltaNet layer").
+//   gdn_pre          short conv + silu, l2norm of q and k (q scaled by dk^-0.5), gates beta and g
+//   gdn_conv_update  the conv state <- the last ConvK-1 inputs (after gdn_pre has read it)
+//   gdn_scan         the delta-rule recurrence token by token, state [Hv, dk, dv] float32
+//   gdn_post         gated RMSNorm per value head (sigmoid or silu gate: function constant 0)
+// All kernels assume 32-lane simdgroups (the host checks threadExecutionWidth).
+#include <metal_stdlib>
+using namespace metal;
+
+static inline float tg_sum(float v, threadgroup float* part, uint tid, uint ntg) {
+    float s = simd_sum(v);
+    if (tid % 32 == 0) {
+        part[tid / 32] = s;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float tot = 0.0f;
+    uint nsg = (ntg + 31) / 32;
+    for (uint i = 0; i < nsg; ++i) {
+        tot += part[i];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return tot;
+}
+
+static inline float sigmoid1(float x) {
+    return 1.0f / (1.0f + exp(-x));
+}
+
+struct GDNPreParams {
+    uint T;
+    uint Hk;
+    uint Hv;
+    uint Dk;
+    uint Dv;
+    uint K; // conv kernel length
+};
+
+// The silu(conv) of channel c at token t; rows before the chunk come from the conv state.
+static inline float gdn_conv(const device float* qkv, const device float* cstate, const device float* cw,
+                             uint t, uint c, uint C, uint K) {
+    float acc = 0.0f;
+    for (uint j = 0; j < K; ++j) {
+        int r = int(t) - int(K - 1) + int(j);
+        float x = r < 0 ? cstate[uint(r + int(K) - 1) * C + c] : qkv[uint(r) * C + c];
+        acc = fma(cw[c * K + j], x, acc);
+    }
+    return acc * sigmoid1(acc);
+}
+
+// gdn_pre: grid (2*Hk + Hv + 1, T). Unit u < Hk: q head u; u < 2*Hk: k head u - Hk (both conv,
+// silu, l2norm; q times dk^-0.5); u < 2*Hk + Hv: v head (conv, silu); the last unit: the gates of
+// token t (beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias)). Threadgroup memory: 128 B.
+kernel void gdn_pre(device float* q [[buffer(0)]],
+                    device float* k [[buffer(1)]],
+                    device float* v [[buffer(2)]],
+                    device float* g [[buffer(3)]],
+                    device float* beta [[buffer(4)]],
+                    const device float* qkv [[buffer(5)]],
+                    const device float* a [[buffer(6)]],
+                    const device float* b [[buffer(7)]],
+                    const device float* cstate [[buffer(8)]],
+                    const device float* cw [[buffer(9)]],
+                    const device float* alog [[buffer(10)]],
+                    const device float* dtb [[buffer(11)]],
+                    constant GDNPreParams& p [[buffer(12)]],
+                    uint2 tg [[threadgroup_position_in_grid]],
+                    uint tid [[thread_index_in_threadgroup]],
+                    uint2 ntg2 [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    uint ntg = ntg2.x;
+    uint u = tg.x;
+    uint t = tg.y;
+    uint qkC = p.Hk * p.Dk;
+    uint C = 2 * qkC + p.Hv * p.Dv;
+    if (u < 2 * p.Hk) {
+        bool isq = u < p.Hk;
+        uint c0 = u * p.Dk;
+        device float* dst = (isq ? q : k) + (t * p.Hk + (isq ? u : u - p.Hk)) * p.Dk;
+        float ss = 0.0f;
+        for (uint i = tid; i < p.Dk; i += ntg) {
+            float y = gdn_conv(qkv, cstate, cw, t, c0 + i, C, p.K);
+            dst[i] = y;
+            ss = fma(y, y, ss);
+        }
+        ss = tg_sum(ss, part, tid, ntg);
+        float f = rsqrt(ss + 1e-6f);
+        if (isq) {
+            f *= rsqrt(float(p.Dk));
+        }
+        for (uint i = tid; i < p.Dk; i += ntg) {
+            dst[i] = dst[i] * f;
+        }
+    } else if (u < 2 * p.Hk + p.Hv) {
+        uint h = u - 2 * p.Hk;
+        uint c0 = 2 * qkC + h * p.Dv;
+        device float* dst = v + (t * p.Hv + h) * p.Dv;
+        for (uint i = tid; i < p.Dv; i += ntg) {
+            dst[i] = gdn_conv(qkv, cstate, cw, t, c0 + i, C, p.K);
+        }
+    } else {
+        for (uint h = tid; h < p.Hv; h += ntg) {
+            uint i = t * p.Hv + h;
+            beta[i] = sigmoid1(b[i]);
+            float x = a[i] + dtb[h];
+            float sp = x > 20.0f ? x : (x < -15.0f ? exp(x) : log(1.0f + exp(x)));
+            g[i] = -exp(alog[h]) * sp;
+        }
+    }
+}
+
+struct GDNConvParams {
+    uint T;
+    uint C;
+    uint K;
+};
+
+// gdn_conv_update: state rows i < K-1 <- row T+i of [state; qkv]. One thread per channel reads
+// all its rows before writing any (the old rows it overwrites may be the ones it reads). K <= 9.
+// Grid ceil(C / ntg). No threadgroup memory.
+kernel void gdn_conv_update(device float* cstate [[buffer(0)]],
+                            const device float* qkv [[buffer(1)]],
+                            constant GDNConvParams& p [[buffer(2)]],
+                            uint c [[thread_position_in_grid]]) {
+    if (c >= p.C) {
+        return;
+    }
+    float rows[8];
+    uint keep = p.K - 1;
+    for (uint i = 0; i < keep; ++i) {
+        uint hi = p.T + i;
+        rows[i] = hi < keep ? cstate[hi * p.C + c] : qkv[(hi - keep) * p.C + c];
+    }
+    for (uint i = 0; i < keep; ++i) {
+        cstate[i * p.C + c] = rows[i];
+    }
+}
+
+struct GDNScanParams {
+    uint T;
+    uint Hk;
+    uint Hv;
+    uint Dk;
+    uint Dv;
+    uint tiled; // value head h reads qk head h % Hk (else h / (Hv / Hk))
+};
+
+// gdn_scan: the recurrence S = exp(g) S; delta = beta (v - S^T k); S += k delta^T; o = S^T q.
+// Grid (ceil(Dv / 32), Hv), 128 threads: threadgroup (x, y) owns the 32 state columns
+// x*32.. of one value head (4 threadgroups per head at dv = 128); threadgroups y of the value
+// heads that read the same qk head are adjacent (they share k and q in cache). Lane l holds
+// column x*32 + l; simdgroup s holds the rows s*R .. s*R+R-1, R = ceil(Dk / 4) <= 32, in registers.
+// The column dots S^T k and S^T q are summed per simdgroup in row order, then over the four
+// simdgroups in order. Threadgroup memory: 1 KiB (two [4][32] partial tables, alternating so one
+// barrier per reduction suffices); occupancy is bound by the 32 state registers, not memory.
+kernel void gdn_scan(device float* o [[buffer(0)]],
+                     device float* state [[buffer(1)]],
+                     const device float* q [[buffer(2)]],
+                     const device float* k [[buffer(3)]],
+                     const device float* v [[buffer(4)]],
+                     const device float* g [[buffer(5)]],
+                     const device float* beta [[buffer(6)]],
+                     constant GDNScanParams& p [[buffer(7)]],
+                     uint2 tg [[threadgroup_position_in_grid]],
+                     uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float red_kv[128];
+    threadgroup float red_o[128];
+    uint lane = tid % 32;
+    uint sg = tid / 32;
+    uint r = p.Hv / p.Hk;
+    uint grp = tg.y / r;
+    uint m = tg.y % r;
+    uint h = p.tiled != 0 ? m * p.Hk + grp : grp * r + m;
+    uint j = grp;
+    uint col = tg.x * 32 + lane;
+    bool colok = col < p.Dv;
+    uint R = (p.Dk + 3) / 4;
+    uint i0 = sg * R;
+    device float* S = state + h * p.Dk * p.Dv;
+    float s[32];
+    for (uint rr = 0; rr < 32; ++rr) {
+        uint i = i0 + rr;
+        s[rr] = (rr < R && i < p.Dk && colok) ? S[i * p.Dv + col] : 0.0f;
+    }
+    for (uint t = 0; t < p.T; ++t) {
+        const device float* kt = k + (t * p.Hk + j) * p.Dk;
+        const device float* qt = q + (t * p.Hk + j) * p.Dk;
+        float decay = exp(g[t * p.Hv + h]);
+        if (decay < 1e-30f) {
+            decay = 0.0f;
+        }
+        float bt = beta[t * p.Hv + h];
+        float kv = 0.0f;
+        for (uint rr = 0; rr < 32; ++rr) {
+            uint i = i0 + rr;
+            if (rr < R && i < p.Dk) {
+                s[rr] *= decay;
+                kv = fma(s[rr], kt[i], kv);
+            }
+        }
+        red_kv[tid] = kv;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        kv = ((red_kv[lane] + red_kv[32 + lane]) + red_kv[64 + lane]) + red_kv[96 + lane];
+        float delta = colok ? bt * (v[(t * p.Hv + h) * p.Dv + col] - kv) : 0.0f;
+        float ov = 0.0f;
+        for (uint rr = 0; rr < 32; ++rr) {
+            uint i = i0 + rr;
+            if (rr < R && i < p.Dk) {
+                s[rr] = fma(kt[i], delta, s[rr]);
+                ov = fma(s[rr], qt[i], ov);
+            }
+        }
+        red_o[tid] = ov;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (sg == 0 && colok) {
+            o[(t * p.Hv + h) * p.Dv + col] = ((red_o[lane] + red_o[32 + lane]) + red_o[64 + lane]) + red_o[96 + lane];
+        }
+    }
+    for (uint rr = 0; rr < 32; ++rr) {
+        uint i = i0 + rr;
+        if (rr < R && i < p.Dk && colok) {
+            S[i * p.Dv + col] = s[rr];
+        }
+    }
+}
+
+constant bool gdn_act_silu [[function_constant(0)]];
+
+struct GDNPostParams {
+    uint Dv;
+    float eps;
+};
+
+// gdn_post: y = w * (o * rsqrt(mean(o^2) + eps)) * act(z) per row of Dv (one row = one token's
+// value head), act = silu (function constant 0 true, Qwen3-Next) or sigmoid (Qwen3.8-Flash-Next).
+// One threadgroup per row. Threadgroup memory: 128 B.
+kernel void gdn_post(device float* y [[buffer(0)]],
+                     const device float* o [[buffer(1)]],
+                     const device float* z [[buffer(2)]],
+                     const device float* w [[buffer(3)]],
+                     constant GDNPostParams& p [[buffer(4)]],
+                     uint row [[threadgroup_position_in_grid]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint ntg [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    const device float* orow = o + row * p.Dv;
+    const device float* zrow = z + row * p.Dv;
+    float ss = 0.0f;
+    for (uint d = tid; d < p.Dv; d += ntg) {
+        ss = fma(orow[d], orow[d], ss);
+    }
+    ss = tg_sum(ss, part, tid, ntg);
+    float rs = rsqrt(ss / float(p.Dv) + p.eps);
+    for (uint d = tid; d < p.Dv; d += ntg) {
+        float zd = zrow[d];
+        float gate = sigmoid1(zd);
+        if (gdn_act_silu) {
+            gate *= zd;
+        }
+        y[row * p.Dv + d] = w[d] * (orow[d] * rs) * gate;
+    }
+}

@@ -1,0 +1,398 @@
+// prompt.metal: the per-token pieces of a prefill around the mixers and the MoE: RMSNorm1p, the
+// GatedResidual norms and writes (grouped over S streams), the MoE combine and router, embed.
+// Math: MODELS.md (RMSNorm1p, GatedResidual, MoE block). Reductions run in a fixed order: each
+// thread sums its strided elements in index order, simd_sum per simdgroup, then the simdgroup
+// partials in simdgroup order, so every kernel that normalises a row the same way (rms_norm,
+// gr_norm_h4, gr_norm_h_moec, gr_norm_h_stream_out) produces the same bits for it.
+// All kernels assume 32-lane simdgroups (the host checks threadExecutionWidth).
+#include <metal_stdlib>
+using namespace metal;
+
+// Sum of v over the threadgroup, the same value in every thread. part holds one float per
+// simdgroup; the trailing barrier lets the caller reuse part at once.
+static inline float tg_sum(float v, threadgroup float* part, uint tid, uint ntg) {
+    float s = simd_sum(v);
+    if (tid % 32 == 0) {
+        part[tid / 32] = s;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float tot = 0.0f;
+    uint nsg = (ntg + 31) / 32;
+    for (uint i = 0; i < nsg; ++i) {
+        tot += part[i];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return tot;
+}
+
+// The MoE combine of element d of token t: sum over slots j in slot order of w[j] * ye[rk[j], d],
+// skipping empty slots (rk = -1). fma keeps the rounding the same in every kernel that combines.
+static inline float moe_comb_elem(const device float* ye, const device int* rk, const device float* w,
+                                  uint t, uint d, uint K, uint D) {
+    float acc = 0.0f;
+    for (uint j = 0; j < K; ++j) {
+        int r = rk[t * K + j];
+        if (r < 0) {
+            continue;
+        }
+        acc = fma(w[t * K + j], ye[uint(r) * D + d], acc);
+    }
+    return acc;
+}
+
+struct MoECombParams {
+    uint T;
+    uint K;
+    uint D;
+};
+
+// moe_comb: out[t, d] = sum_j w[t, j] * ye[rk[t, j], d]. Grid (ceil(D / ntg), T), one thread per
+// element. No threadgroup memory.
+kernel void moe_comb(device float* out [[buffer(0)]],
+                     const device float* ye [[buffer(1)]],
+                     const device int* rk [[buffer(2)]],
+                     const device float* w [[buffer(3)]],
+                     constant MoECombParams& p [[buffer(4)]],
+                     uint2 tg [[threadgroup_position_in_grid]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint2 ntg2 [[threads_per_threadgroup]]) {
+    uint t = tg.y;
+    uint d = tg.x * ntg2.x + tid;
+    if (d >= p.D) {
+        return;
+    }
+    out[t * p.D + d] = moe_comb_elem(ye, rk, w, t, d, p.K, p.D);
+}
+
+// moe_comb_slots: moe_comb with the valid slots of the token compacted first (one simdgroup,
+// simd_prefix_exclusive_sum), so the element loop has no branch on empty slots. K <= 32.
+// Bitwise equal to moe_comb. Threadgroup memory: 260 B (32 rows + 32 weights + count).
+kernel void moe_comb_slots(device float* out [[buffer(0)]],
+                           const device float* ye [[buffer(1)]],
+                           const device int* rk [[buffer(2)]],
+                           const device float* w [[buffer(3)]],
+                           constant MoECombParams& p [[buffer(4)]],
+                           uint2 tg [[threadgroup_position_in_grid]],
+                           uint tid [[thread_index_in_threadgroup]],
+                           uint2 ntg2 [[threads_per_threadgroup]]) {
+    threadgroup int rows[32];
+    threadgroup float ws[32];
+    threadgroup uint count[1];
+    uint t = tg.y;
+    if (tid < 32) {
+        int r = -1;
+        float wj = 0.0f;
+        if (tid < p.K) {
+            r = rk[t * p.K + tid];
+            wj = w[t * p.K + tid];
+        }
+        uint valid = r >= 0 ? 1u : 0u;
+        uint pos = simd_prefix_exclusive_sum(valid);
+        uint n = simd_sum(valid);
+        if (valid != 0) {
+            rows[pos] = r;
+            ws[pos] = wj;
+        }
+        if (tid == 0) {
+            count[0] = n;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint d = tg.x * ntg2.x + tid;
+    if (d >= p.D) {
+        return;
+    }
+    uint n = count[0];
+    float acc = 0.0f;
+    for (uint j = 0; j < n; ++j) {
+        acc = fma(ws[j], ye[uint(rows[j]) * p.D + d], acc);
+    }
+    out[t * p.D + d] = acc;
+}
+
+struct NormParams {
+    uint D;   // elements per row (per stream)
+    uint S;   // streams per token (1 for a plain RMSNorm1p)
+    float eps;
+};
+
+// Sum of squares of one row of D elements (thread-strided, then tg_sum).
+static inline float row_ss(const device float* x, uint D, threadgroup float* part, uint tid, uint ntg) {
+    float ss = 0.0f;
+    for (uint d = tid; d < D; d += ntg) {
+        float v = x[d];
+        ss = fma(v, v, ss);
+    }
+    return tg_sum(ss, part, tid, ntg);
+}
+
+// y = x * rsqrt(ss / D + eps) * (1 + w) for one row.
+static inline void row_scale1p(device float* y, const device float* x, const device float* w, float ss,
+                               uint D, float eps, uint tid, uint ntg) {
+    float r = rsqrt(ss / float(D) + eps);
+    for (uint d = tid; d < D; d += ntg) {
+        y[d] = x[d] * r * (1.0f + w[d]);
+    }
+}
+
+// rms_norm: RMSNorm1p over rows of D; row i uses weights w[(i % S) * D ...] (S = 1: plain
+// RMSNorm1p; S > 1: the grouped form). One threadgroup per row. Threadgroup memory: 128 B.
+kernel void rms_norm(device float* y [[buffer(0)]],
+                     const device float* x [[buffer(1)]],
+                     const device float* w [[buffer(2)]],
+                     constant NormParams& p [[buffer(3)]],
+                     uint row [[threadgroup_position_in_grid]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint ntg [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    const device float* xr = x + row * p.D;
+    float ss = row_ss(xr, p.D, part, tid, ntg);
+    row_scale1p(y + row * p.D, xr, w + (row % p.S) * p.D, ss, p.D, p.eps, tid, ntg);
+}
+
+// gr_norm_h4: GatedResidual's grouped RMSNorm1p of one token's S (4) streams, one threadgroup per
+// token: Hn[t, s] = RMSNorm1p(H[t, s]) with w[s]. Bitwise equal to rms_norm with the same S and
+// threadgroup size. Threadgroup memory: 128 B.
+kernel void gr_norm_h4(device float* hn [[buffer(0)]],
+                       const device float* h [[buffer(1)]],
+                       const device float* w [[buffer(2)]],
+                       constant NormParams& p [[buffer(3)]],
+                       uint t [[threadgroup_position_in_grid]],
+                       uint tid [[thread_index_in_threadgroup]],
+                       uint ntg [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    for (uint s = 0; s < p.S; ++s) {
+        uint off = (t * p.S + s) * p.D;
+        float ss = row_ss(h + off, p.D, part, tid, ntg);
+        row_scale1p(hn + off, h + off, w + s * p.D, ss, p.D, p.eps, tid, ntg);
+    }
+}
+
+struct GRApplyParams {
+    uint T;
+    uint K;
+    uint S;
+    uint D;
+    float eps;
+};
+
+// gr_apply_moec: the GatedResidual write after the MoE with the combine fused in:
+// H[t, s, d] += beta[t, s] * u[t, d], u = moe_comb(ye, rk, w). Grid (ceil(D / ntg), T).
+// No threadgroup memory.
+kernel void gr_apply_moec(device float* h [[buffer(0)]],
+                          const device float* ye [[buffer(1)]],
+                          const device int* rk [[buffer(2)]],
+                          const device float* w [[buffer(3)]],
+                          const device float* beta [[buffer(4)]],
+                          constant GRApplyParams& p [[buffer(5)]],
+                          uint2 tg [[threadgroup_position_in_grid]],
+                          uint tid [[thread_index_in_threadgroup]],
+                          uint2 ntg2 [[threads_per_threadgroup]]) {
+    uint t = tg.y;
+    uint d = tg.x * ntg2.x + tid;
+    if (d >= p.D) {
+        return;
+    }
+    float u = moe_comb_elem(ye, rk, w, t, d, p.K, p.D);
+    for (uint s = 0; s < p.S; ++s) {
+        uint i = (t * p.S + s) * p.D + d;
+        h[i] = fma(beta[t * p.S + s], u, h[i]);
+    }
+}
+
+// gr_norm_h_moec: gr_apply_moec followed by the next read's grouped norm, one threadgroup per
+// token: H[t, s] += beta[t, s] * u[t]; Hn[t, s] = RMSNorm1p(H[t, s]) with hw[s]. Each thread
+// reads back only the H elements it wrote itself. Bitwise equal to gr_apply_moec then gr_norm_h4
+// at the same threadgroup size. S <= 8. Threadgroup memory: 128 B.
+kernel void gr_norm_h_moec(device float* h [[buffer(0)]],
+                           device float* hn [[buffer(1)]],
+                           const device float* ye [[buffer(2)]],
+                           const device int* rk [[buffer(3)]],
+                           const device float* w [[buffer(4)]],
+                           const device float* beta [[buffer(5)]],
+                           const device float* hw [[buffer(6)]],
+                           constant GRApplyParams& p [[buffer(7)]],
+                           uint t [[threadgroup_position_in_grid]],
+                           uint tid [[thread_index_in_threadgroup]],
+                           uint ntg [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    float ss[8];
+    for (uint s = 0; s < 8; ++s) {
+        ss[s] = 0.0f;
+    }
+    for (uint d = tid; d < p.D; d += ntg) {
+        float u = moe_comb_elem(ye, rk, w, t, d, p.K, p.D);
+        for (uint s = 0; s < p.S; ++s) {
+            uint i = (t * p.S + s) * p.D + d;
+            float v = fma(beta[t * p.S + s], u, h[i]);
+            h[i] = v;
+            ss[s] = fma(v, v, ss[s]);
+        }
+    }
+    for (uint s = 0; s < p.S; ++s) {
+        uint off = (t * p.S + s) * p.D;
+        float tot = tg_sum(ss[s], part, tid, ntg);
+        row_scale1p(hn + off, h + off, hw + s * p.D, tot, p.D, p.eps, tid, ntg);
+    }
+}
+
+// gr_norm_h_stream_out: the read's output side, one threadgroup per token: the grouped norm of
+// H[t] recomputed (bitwise as gr_norm_h4) and x[t, d] = (sum_s sigmoid(a[t, s, d]) * Hn[t, s, d]) / S,
+// a the pre-sigmoid read gate [T, S, D] (W_up output). The final hyper-connection mixer and
+// every block input use it. S <= 8. Threadgroup memory: 128 B.
+kernel void gr_norm_h_stream_out(device float* x [[buffer(0)]],
+                                 const device float* h [[buffer(1)]],
+                                 const device float* a [[buffer(2)]],
+                                 const device float* hw [[buffer(3)]],
+                                 constant NormParams& p [[buffer(4)]],
+                                 uint t [[threadgroup_position_in_grid]],
+                                 uint tid [[thread_index_in_threadgroup]],
+                                 uint ntg [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    float r[8];
+    for (uint s = 0; s < p.S; ++s) {
+        float ss = row_ss(h + (t * p.S + s) * p.D, p.D, part, tid, ntg);
+        r[s] = rsqrt(ss / float(p.D) + p.eps);
+    }
+    for (uint d = tid; d < p.D; d += ntg) {
+        float acc = 0.0f;
+        for (uint s = 0; s < p.S; ++s) {
+            uint i = (t * p.S + s) * p.D + d;
+            float hn = h[i] * r[s] * (1.0f + hw[s * p.D + d]);
+            float g = 1.0f / (1.0f + exp(-a[i]));
+            acc = fma(g, hn, acc);
+        }
+        x[t * p.D + d] = acc / float(p.S);
+    }
+}
+
+struct RouteParams {
+    uint E;
+    uint K;
+    uint norm; // norm_topk_prob
+};
+
+// moe_route: softmax over the E router logits of one token and its top-K (descending p, ties to
+// the lower expert index), renormalised when norm is set. One threadgroup per token; the
+// probabilities live in threadgroup memory (E floats, dynamic, index 0) plus 384 B static:
+// E = 512 -> 2.4 KiB, 13 threadgroups per core by memory.
+kernel void moe_route(device float* wout [[buffer(0)]],
+                      device int* iout [[buffer(1)]],
+                      const device float* logits [[buffer(2)]],
+                      constant RouteParams& p [[buffer(3)]],
+                      threadgroup float* pe [[threadgroup(0)]],
+                      uint t [[threadgroup_position_in_grid]],
+                      uint tid [[thread_index_in_threadgroup]],
+                      uint ntg [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    threadgroup float bestv[32];
+    threadgroup int besti[32];
+    const device float* l = logits + t * p.E;
+    float m = -3.402823466e+38f;
+    for (uint e = tid; e < p.E; e += ntg) {
+        m = max(m, l[e]);
+    }
+    m = simd_max(m);
+    if (tid % 32 == 0) {
+        part[tid / 32] = m;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint nsg = (ntg + 31) / 32;
+    m = part[0];
+    for (uint i = 1; i < nsg; ++i) {
+        m = max(m, part[i]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float s = 0.0f;
+    for (uint e = tid; e < p.E; e += ntg) {
+        float v = exp(l[e] - m);
+        pe[e] = v;
+        s += v;
+    }
+    s = tg_sum(s, part, tid, ntg);
+    float inv = 1.0f / s;
+    for (uint e = tid; e < p.E; e += ntg) {
+        pe[e] *= inv;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float wsum = 0.0f;
+    for (uint k = 0; k < p.K; ++k) {
+        // Each thread's best among its experts (strided, ascending index, so ties keep the lower).
+        float bv = -1.0f;
+        int bi = -1;
+        for (uint e = tid; e < p.E; e += ntg) {
+            float v = pe[e];
+            if (v > bv) {
+                bv = v;
+                bi = int(e);
+            }
+        }
+        // Reduce: larger value wins, equal values go to the lower index.
+        for (uint off = 16; off > 0; off /= 2) {
+            float ov = simd_shuffle_down(bv, off);
+            int oi = simd_shuffle_down(bi, off);
+            if ((tid % 32) + off < 32 && (ov > bv || (ov == bv && oi >= 0 && (bi < 0 || oi < bi)))) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        if (tid % 32 == 0) {
+            bestv[tid / 32] = bv;
+            besti[tid / 32] = bi;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        bv = bestv[0];
+        bi = besti[0];
+        for (uint i = 1; i < nsg; ++i) {
+            float ov = bestv[i];
+            int oi = besti[i];
+            if (ov > bv || (ov == bv && oi >= 0 && (bi < 0 || oi < bi))) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        wsum += bv;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (tid == 0) {
+            wout[t * p.K + k] = bv;
+            iout[t * p.K + k] = bi;
+            pe[bi] = -2.0f; // taken
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    // Thread 0 wrote the slots; it renormalises them in slot order.
+    if (p.norm != 0 && tid == 0) {
+        for (uint k = 0; k < p.K; ++k) {
+            wout[t * p.K + k] = wout[t * p.K + k] / wsum;
+        }
+    }
+}
+
+struct EmbedParams {
+    uint T;
+    uint D;
+    uint S;
+    uint V;
+    uint bf16; // table dtype: 1 bfloat16, 0 half
+};
+
+// embed: H[t, s, :] = table[tok[t], :] widened to float32, repeated into the S streams.
+// Grid (ceil(D / ntg), T). Token ids outside [0, V) are rejected on the host. No threadgroup memory.
+kernel void embed(device float* h [[buffer(0)]],
+                  const device ushort* table [[buffer(1)]],
+                  const device int* tok [[buffer(2)]],
+                  constant EmbedParams& p [[buffer(3)]],
+                  uint2 tg [[threadgroup_position_in_grid]],
+                  uint tid [[thread_index_in_threadgroup]],
+                  uint2 ntg2 [[threads_per_threadgroup]]) {
+    uint t = tg.y;
+    uint d = tg.x * ntg2.x + tid;
+    if (d >= p.D) {
+        return;
+    }
+    ushort b = table[uint(tok[t]) * p.D + d];
+    float v = p.bf16 != 0 ? as_type<float>(uint(b) << 16) : float(as_type<half>(b));
+    for (uint s = 0; s < p.S; ++s) {
+        h[(t * p.S + s) * p.D + d] = v;
+    }
+}

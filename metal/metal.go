@@ -1,0 +1,243 @@
+// Package metal is strata's Metal backend: the MSL kernels in metal/kernels (embedded) and the Go
+// host code that compiles them, picks a kernel variant for each call and encodes the dispatches.
+// The host code is written against the small device interface of metal/mtl, so the same code runs
+// on Apple GPUs (the purego-based device of this package, darwin only) and on the MSL emulator of
+// metal/emu, which is how the kernels are tested without Apple hardware.
+//
+// Every op mirrors the CPU op of package kernels with the same name and argument order and is
+// tested against it on the op-case list of internal/opcases. Each host-slice wrapper
+// ((*Backend).MoECombine, (*Backend).GDNScan, ...) uploads its inputs into shared-storage
+// buffers, encodes its dispatches into one command buffer, commits it once, waits once and reads
+// the results back. Errors wrap kernels.ErrShape, kernels.ErrArg or kernels.ErrDType for bad input
+// (checked before any work) and mtl.ErrCompile / mtl.ErrExecution for device failures.
+//
+// Offsets the kernels compute in 32-bit integers are guarded on the host: every buffer a kernel
+// indexes must hold fewer than 2^31 elements.
+package metal
+
+import (
+	"embed"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+//go:embed kernels/*.metal
+var kernelFS embed.FS
+
+// Source returns the embedded MSL source of one kernel file (e.g. "gdn_prompt.metal").
+// Errors wrap kernels.ErrArg for an unknown file.
+func Source(file string) (string, error) {
+	b, err := kernelFS.ReadFile("kernels/" + file)
+	if err != nil {
+		return "", fmt.Errorf("metal: %w: no kernel file %q", kernels.ErrArg, file)
+	}
+	return string(b), nil
+}
+
+// Sources lists the embedded kernel files.
+func Sources() []string {
+	ents, _ := kernelFS.ReadDir("kernels")
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Backend runs strata's ops on one mtl.Device. Libraries are compiled on first use and pipelines
+// cached by (file, kernel, function constants). A Backend is safe for concurrent use; each op call
+// uses its own command buffer.
+type Backend struct {
+	dev mtl.Device
+
+	mu        sync.Mutex
+	overrides map[string]string // file -> replacement source (A/B candidates)
+	libs      map[string]mtl.Library
+	pipes     map[string]mtl.Pipeline
+	ran       map[string]int    // variant name -> dispatch count
+	prefer    map[string]string // op -> kernel chosen by Prefer
+}
+
+// New returns a Backend on dev. The device stays owned by the caller.
+func New(dev mtl.Device) (*Backend, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("metal: %w: nil device", kernels.ErrArg)
+	}
+	return &Backend{
+		dev:       dev,
+		overrides: map[string]string{},
+		libs:      map[string]mtl.Library{},
+		pipes:     map[string]mtl.Pipeline{},
+		ran:       map[string]int{},
+		prefer:    map[string]string{},
+	}, nil
+}
+
+// Device returns the device the Backend runs on.
+func (b *Backend) Device() mtl.Device { return b.dev }
+
+// SetSource replaces the source of one kernel file for this Backend (the A/B harness runs a
+// candidate file this way). It must be called before the file's first use.
+// Errors wrap kernels.ErrArg when the file is unknown or already compiled.
+func (b *Backend) SetSource(file, src string) error {
+	if _, err := Source(file); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.libs[file]; ok {
+		return fmt.Errorf("metal: %w: %s is already compiled", kernels.ErrArg, file)
+	}
+	b.overrides[file] = src
+	return nil
+}
+
+// Prefer makes op run kernel instead of the variant the host would pick from the shapes, where
+// both compute the same result (e.g. Prefer("moe_comb", "moe_comb") turns off the slot
+// compaction of moe_comb_slots). Variants of one op are bitwise equal; the A/B harness and the
+// tests use this to compare them. An empty kernel restores the default.
+// Errors wrap kernels.ErrArg for an op or kernel without alternatives.
+func (b *Backend) Prefer(op, kernel string) error {
+	alts, ok := alternatives[op]
+	if !ok {
+		return fmt.Errorf("metal: %w: op %q has no kernel variants", kernels.ErrArg, op)
+	}
+	if kernel != "" && !slices.Contains(alts, kernel) {
+		return fmt.Errorf("metal: %w: %q is not a kernel of op %q (have %v)", kernels.ErrArg, kernel, op, alts)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if kernel == "" {
+		delete(b.prefer, op)
+	} else {
+		b.prefer[op] = kernel
+	}
+	return nil
+}
+
+// alternatives lists, per op, the kernels that compute it bitwise alike.
+var alternatives = map[string][]string{
+	"moe_comb":       {"moe_comb", "moe_comb_slots"},
+	"gr_norm_h4":     {"gr_norm_h4", "rms_norm"},
+	"gr_norm_h_moec": {"gr_norm_h_moec", "gr_apply_moec+gr_norm_h4"},
+}
+
+func (b *Backend) preferred(op, def string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if k, ok := b.prefer[op]; ok {
+		return k
+	}
+	return def
+}
+
+// Variants returns the kernel variants dispatched so far with their dispatch counts, as
+// "name xN" lines sorted by name. Variant names say the tile sizes (MLX style), e.g.
+// "qsa_flash_f32_hpg12_tq1_bd256".
+func (b *Backend) Variants() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for k, n := range b.ran {
+		out = append(out, fmt.Sprintf("%s x%d", k, n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ResetVariants clears the variant record.
+func (b *Backend) ResetVariants() {
+	b.mu.Lock()
+	clear(b.ran)
+	b.mu.Unlock()
+}
+
+func (b *Backend) library(file string) (mtl.Library, error) {
+	if lib, ok := b.libs[file]; ok {
+		return lib, nil
+	}
+	src, ok := b.overrides[file]
+	if !ok {
+		var err error
+		if src, err = Source(file); err != nil {
+			return nil, err
+		}
+	}
+	lib, err := b.dev.NewLibrary(file, src)
+	if err != nil {
+		return nil, fmt.Errorf("metal: compiling %s: %w", file, err)
+	}
+	b.libs[file] = lib
+	return lib, nil
+}
+
+// pipeline returns the cached pipeline of kernel fn in file specialised with constants.
+func (b *Backend) pipeline(file, fn string, constants []mtl.Constant) (mtl.Pipeline, error) {
+	var key strings.Builder
+	fmt.Fprintf(&key, "%s:%s", file, fn)
+	for _, c := range constants {
+		fmt.Fprintf(&key, ":%d=%d/%d", c.Index, c.Type, c.Value)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.pipes[key.String()]; ok {
+		return p, nil
+	}
+	lib, err := b.library(file)
+	if err != nil {
+		return nil, err
+	}
+	p, err := lib.Pipeline(fn, constants)
+	if err != nil {
+		return nil, fmt.Errorf("metal: pipeline %s: %w", fn, err)
+	}
+	// The kernels index lanes and simdgroups as tid % 32 and tid / 32.
+	if w := p.ThreadExecutionWidth(); w != 32 {
+		return nil, fmt.Errorf("metal: pipeline %s: %w: SIMD width %d, the kernels need 32", fn, kernels.ErrArg, w)
+	}
+	b.pipes[key.String()] = p
+	return p, nil
+}
+
+func (b *Backend) record(variant string) {
+	b.mu.Lock()
+	b.ran[variant]++
+	b.mu.Unlock()
+}
+
+// boolConst and intConst build function constants.
+func boolConst(index int, v bool) mtl.Constant {
+	c := mtl.Constant{Index: index, Type: mtl.Bool}
+	if v {
+		c.Value = 1
+	}
+	return c
+}
+
+func intConst(index, v int) mtl.Constant {
+	return mtl.Constant{Index: index, Type: mtl.Int, Value: uint32(int32(v))}
+}
+
+// maxElems is the largest element count a kernel may index with 32-bit offsets.
+const maxElems = math.MaxInt32
+
+// guard32 checks that every count fits the kernels' 32-bit offsets.
+func guard32(op string, counts ...int) error {
+	for _, n := range counts {
+		if n < 0 || n > maxElems {
+			return fmt.Errorf("%s: %w: %d elements exceed the kernels' 32-bit offsets", op, kernels.ErrShape, n)
+		}
+	}
+	return nil
+}
+
+// mtlConst is a function constant value.
+type mtlConst = mtl.Constant
