@@ -1,0 +1,224 @@
+// Package emu is the MSL emulator: it compiles the Metal kernels of metal/kernels as C++ with clang
+// against stand-in headers for metal_stdlib, and runs them on the CPU with Metal's execution
+// model, behind the same mtl.Device interface as real Metal. It exists so that the Metal backend's
+// kernels and host code are tested on machines without an Apple GPU.
+//
+// Execution model: the threads of a threadgroup are fibers on one OS thread (a hand-written
+// context switch in rt/switch.S); threadgroups are spread over Options.Threads OS threads.
+// Threadgroup barriers and simdgroup collectives (simd_sum, prefix sums, shuffles, ballots,
+// simdgroup_matrix multiply) are resolved once every live thread has arrived; threads that
+// returned are inactive. Threads waiting at different barriers or collectives are reported as
+// divergence, and a threadgroup in which no thread can run as deadlock.
+//
+// Checks a GPU would not report: out-of-bounds accesses (Options.ASan runs every command buffer in
+// a helper process built with AddressSanitizer, buffers allocated at their exact length),
+// threadgroup memory read before written (it is poisoned with 0xff bytes: NaN, all-ones),
+// missing barriers (run with Forward, Reversed and Shuffled lane schedules and compare the results
+// bitwise), and threadgroup memory over 32 KiB (pipelines and dispatches fail; Device.Stats
+// reports the bytes each kernel uses).
+//
+// Floating point is not the GPU's: math runs in float through libm, half arithmetic rounds after
+// every operation, fma contraction follows clang. Compare with the CPU backend under tolerances;
+// compare kernel variants with each other bitwise.
+//
+// clang: the first of $STRATA_CLANG, clang++-16, clang++ on PATH (Debian package clang-16,
+// installed by `make deps`). Compiled libraries are cached by content hash under
+// $STRATA_MSL_CACHE, or os.UserCacheDir()/strata/msl.
+package emu
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+// Schedule is the order in which the runnable threads of a threadgroup run between barriers.
+type Schedule int
+
+const (
+	// Forward runs threads in ascending thread_index_in_threadgroup.
+	Forward Schedule = iota
+	// Reversed runs threads in descending order.
+	Reversed
+	// Shuffled runs threads in a random order, drawn again at every scheduling round from
+	// Options.Seed and the threadgroup's index (reproducible for a given seed).
+	Shuffled
+)
+
+func (s Schedule) String() string {
+	switch s {
+	case Reversed:
+		return "reversed"
+	case Shuffled:
+		return "shuffled"
+	}
+	return "forward"
+}
+
+// Options configure an emulated device.
+type Options struct {
+	Schedule Schedule
+	Seed     uint64 // seed of the Shuffled schedule
+	// ASan builds libraries with AddressSanitizer and runs command buffers in a helper process,
+	// with every buffer allocated at its exact length; out-of-bounds accesses fail the command
+	// buffer with the sanitizer's report and the faulting kernel, threadgroup and thread.
+	ASan bool
+	// Threads is the number of OS threads running threadgroups; 0 means runtime.NumCPU().
+	Threads int
+	// CacheDir overrides the cache of compiled libraries ($STRATA_MSL_CACHE, else
+	// os.UserCacheDir()/strata/msl).
+	CacheDir string
+	// Clang overrides the C++ compiler ($STRATA_CLANG, else clang++-16 or clang++ on PATH).
+	Clang string
+}
+
+// ThreadgroupMemoryLimit is the threadgroup memory of Apple GPUs, in bytes.
+const ThreadgroupMemoryLimit = 32 << 10
+
+const (
+	maxBindings  = 31
+	maxConstants = 64
+)
+
+// Device is an emulated Metal device; it implements mtl.Device.
+type Device struct {
+	opts  Options
+	clang string
+	cache string
+
+	mu    sync.Mutex
+	libs  []*library
+	stats map[string]*KernelStats
+}
+
+// KernelStats reports what the dispatches of one kernel used.
+type KernelStats struct {
+	Kernel string
+	// StaticThreadgroupMemory is the bytes of the kernel's own threadgroup variables.
+	StaticThreadgroupMemory int
+	// MaxThreadgroupMemory is the largest static + dynamic threadgroup memory of a dispatch, in bytes.
+	MaxThreadgroupMemory int
+	Dispatches           int
+	Threadgroups         int64
+	Threads              int64
+	// Seconds is the wall time of the kernel's dispatches.
+	Seconds float64
+}
+
+var _ mtl.Device = (*Device)(nil)
+
+// Open creates an emulated device (a *Device: Stats is reached by type assertion). It fails,
+// wrapping mtl.ErrCompile, when no clang is found.
+func Open(opts Options) (mtl.Device, error) {
+	if opts.Threads <= 0 {
+		opts.Threads = runtime.NumCPU()
+	}
+	if opts.Schedule < Forward || opts.Schedule > Shuffled {
+		return nil, fmt.Errorf("emu: unknown schedule %d", opts.Schedule)
+	}
+	clang, err := findClang(opts.Clang)
+	if err != nil {
+		return nil, err
+	}
+	cache := opts.CacheDir
+	if cache == "" {
+		cache = os.Getenv("STRATA_MSL_CACHE")
+	}
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("emu: no cache directory: %w", err)
+		}
+		cache = filepath.Join(base, "strata", "msl")
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, fmt.Errorf("emu: cache: %w", err)
+	}
+	return &Device{opts: opts, clang: clang, cache: cache, stats: map[string]*KernelStats{}}, nil
+}
+
+func findClang(override string) (string, error) {
+	cands := []string{override, os.Getenv("STRATA_CLANG"), "clang++-16", "clang++"}
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("emu: no clang++ found (install Debian clang-16: make deps): %w", mtl.ErrCompile)
+}
+
+// Name implements mtl.Device.
+func (d *Device) Name() string {
+	asan := ""
+	if d.opts.ASan {
+		asan = ", asan"
+	}
+	return fmt.Sprintf("msl-emulator (%d threads, %s schedule%s)", d.opts.Threads, d.opts.Schedule, asan)
+}
+
+// MaxThreadgroupMemoryLength implements mtl.Device: 32 KiB.
+func (d *Device) MaxThreadgroupMemoryLength() int { return ThreadgroupMemoryLimit }
+
+// Stats returns the per-kernel usage of the dispatches run so far, in order of first use.
+func (d *Device) Stats() []KernelStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []KernelStats
+	for _, lib := range d.libs {
+		for _, k := range lib.prog.Kernels {
+			if s, ok := d.stats[lib.key+"/"+k.Host]; ok {
+				out = append(out, *s)
+			}
+		}
+	}
+	return out
+}
+
+// Close implements mtl.Device: it unloads the compiled libraries.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var first error
+	for _, l := range d.libs {
+		if err := l.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	d.libs = nil
+	return first
+}
+
+// buffer is shared memory outside the Go heap, page aligned like Metal's buffers.
+type buffer struct {
+	mem []byte
+}
+
+// NewBuffer implements mtl.Device.
+func (d *Device) NewBuffer(length int) (mtl.Buffer, error) {
+	if length <= 0 {
+		return nil, fmt.Errorf("emu: buffer length %d must be positive", length)
+	}
+	mem, err := syscall.Mmap(-1, 0, length, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("emu: buffer of %d bytes: %w", length, err)
+	}
+	return &buffer{mem: mem}, nil
+}
+
+func (b *buffer) Contents() []byte { return b.mem }
+func (b *buffer) Length() int      { return len(b.mem) }
+func (b *buffer) Release() {
+	if b.mem != nil {
+		_ = syscall.Munmap(b.mem)
+		b.mem = nil
+	}
+}

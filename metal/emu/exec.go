@@ -1,0 +1,339 @@
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+// pipeline is a kernel specialised with function constants.
+type pipeline struct {
+	lib      *library
+	kernel   int
+	name     string
+	maxTh    int
+	fcVal    [maxConstants]uint32
+	fcSet    [maxConstants]uint8
+	staticTG int
+}
+
+func (p *pipeline) Name() string                       { return p.name }
+func (p *pipeline) MaxTotalThreadsPerThreadgroup() int { return p.maxTh }
+func (p *pipeline) ThreadExecutionWidth() int          { return 32 }
+func (p *pipeline) StaticThreadgroupMemoryLength() int { return p.staticTG }
+
+var constTypes = map[mtl.ConstantType][]string{
+	mtl.Bool:  {"bool"},
+	mtl.Int:   {"int", "short", "char", "int32_t", "int16_t"},
+	mtl.UInt:  {"uint", "ushort", "uchar", "uint32_t", "uint16_t", "unsigned int"},
+	mtl.Float: {"float", "half"},
+}
+
+// Pipeline implements mtl.Library. It fails with mtl.ErrNoFunction for an unknown kernel, and
+// with mtl.ErrCompile for constants of the wrong type or a kernel whose threadgroup variables
+// exceed 32 KiB.
+func (l *library) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, error) {
+	p := &pipeline{lib: l, kernel: -1, name: fn}
+	for i, k := range l.prog.Kernels {
+		if k.Host == fn {
+			p.kernel, p.maxTh = i, k.MaxThreads
+		}
+	}
+	if p.kernel < 0 {
+		return nil, fmt.Errorf("emu: kernel %q: %w", fn, mtl.ErrNoFunction)
+	}
+	for _, c := range constants {
+		if c.Index < 0 || c.Index >= maxConstants {
+			return nil, fmt.Errorf("emu: %s: function constant index %d out of range: %w", fn, c.Index, mtl.ErrCompile)
+		}
+		if p.fcSet[c.Index] != 0 {
+			return nil, fmt.Errorf("emu: %s: function constant %d given twice: %w", fn, c.Index, mtl.ErrCompile)
+		}
+		for _, decl := range l.prog.Constants {
+			if decl.Index != c.Index {
+				continue
+			}
+			ok := false
+			for _, t := range constTypes[c.Type] {
+				ok = ok || t == decl.Type
+			}
+			if !ok {
+				return nil, fmt.Errorf("emu: %s: function constant %s is %s, given type %d: %w", fn, decl.Name, decl.Type, c.Type, mtl.ErrCompile)
+			}
+			if decl.Type == "half" {
+				return nil, fmt.Errorf("emu: %s: half function constants are not supported: %w", fn, mtl.ErrCompile)
+			}
+		}
+		p.fcVal[c.Index], p.fcSet[c.Index] = c.Value, 1
+	}
+	d := l.dev.newDesc(p)
+	d.Flags = flagSizing
+	var err error
+	if l.dev.opts.ASan {
+		err = l.dev.runHelper(l, []*dispatchDesc{d}, nil)
+	} else {
+		err = l.so.runDesc(d)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("emu: %s: measuring threadgroup memory: %v: %w", fn, err, mtl.ErrCompile)
+	}
+	p.staticTG = int(d.StaticTG)
+	if p.staticTG > ThreadgroupMemoryLimit {
+		return nil, fmt.Errorf("emu: %s: threadgroup variables use %d bytes, over the %d-byte limit: %w",
+			fn, p.staticTG, ThreadgroupMemoryLimit, mtl.ErrCompile)
+	}
+	return p, nil
+}
+
+func (d *Device) newDesc(p *pipeline) *dispatchDesc {
+	desc := &dispatchDesc{
+		Seed:     d.opts.Seed,
+		Kernel:   int32(p.kernel),
+		Schedule: int32(d.opts.Schedule),
+		Workers:  int32(d.opts.Threads),
+		FCVal:    p.fcVal,
+		FCSet:    p.fcSet,
+		StaticTG: uint32(p.staticTG),
+		TGLimit:  ThreadgroupMemoryLimit,
+	}
+	return desc
+}
+
+func (s *sharedObject) runDesc(d *dispatchDesc) error {
+	if s.run(unsafe.Pointer(d)) != 0 {
+		return errors.New(d.errText())
+	}
+	return nil
+}
+
+// NewCommandBuffer implements mtl.Device.
+func (d *Device) NewCommandBuffer() (mtl.CommandBuffer, error) {
+	return &commandBuffer{dev: d}, nil
+}
+
+type dispatchRec struct {
+	p       *pipeline
+	bufs    [maxBindings]*buffer
+	offs    [maxBindings]int
+	bytes   [maxBindings][]byte
+	tglen   [maxBindings]uint32
+	groups  [3]uint32
+	threads [3]uint32
+}
+
+type commandBuffer struct {
+	dev        *Device
+	dispatches []dispatchRec
+	err        error
+	committed  bool
+}
+
+func (c *commandBuffer) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("emu: "+format+": %w", append(args, mtl.ErrExecution)...)
+	}
+}
+
+// ComputeEncoder implements mtl.CommandBuffer.
+func (c *commandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
+	if c.committed {
+		return nil, fmt.Errorf("emu: command buffer already committed: %w", mtl.ErrExecution)
+	}
+	return &encoder{cb: c}, nil
+}
+
+// Commit implements mtl.CommandBuffer: it runs the encoded dispatches in order, synchronously.
+func (c *commandBuffer) Commit() {
+	if c.committed {
+		return
+	}
+	c.committed = true
+	if c.err != nil || len(c.dispatches) == 0 {
+		return
+	}
+	if c.dev.opts.ASan {
+		c.runASan()
+		return
+	}
+	for i := range c.dispatches {
+		if err := c.runInProcess(&c.dispatches[i]); err != nil {
+			c.err = fmt.Errorf("emu: %w: %v", mtl.ErrExecution, err)
+			return
+		}
+	}
+}
+
+// Wait implements mtl.CommandBuffer.
+func (c *commandBuffer) Wait() error {
+	if !c.committed {
+		return fmt.Errorf("emu: Wait before Commit: %w", mtl.ErrExecution)
+	}
+	return c.err
+}
+
+func tgTotal(r *dispatchRec) int {
+	n := (r.p.staticTG + 15) / 16 * 16
+	for _, l := range r.tglen {
+		n += int(l+15) / 16 * 16
+	}
+	return n
+}
+
+func (c *commandBuffer) record(r *dispatchRec, dt time.Duration) {
+	d := c.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := r.p.lib.key + "/" + r.p.name
+	s, ok := d.stats[key]
+	if !ok {
+		s = &KernelStats{Kernel: r.p.name, StaticThreadgroupMemory: r.p.staticTG}
+		d.stats[key] = s
+	}
+	s.Dispatches++
+	g := int64(r.groups[0]) * int64(r.groups[1]) * int64(r.groups[2])
+	s.Threadgroups += g
+	s.Threads += g * int64(r.threads[0]) * int64(r.threads[1]) * int64(r.threads[2])
+	s.MaxThreadgroupMemory = max(s.MaxThreadgroupMemory, tgTotal(r))
+	s.Seconds += dt.Seconds()
+}
+
+func (c *commandBuffer) runInProcess(r *dispatchRec) error {
+	desc := c.dev.newDesc(r.p)
+	desc.Groups, desc.Threads, desc.TGLen = r.groups, r.threads, r.tglen
+	var arena []byte
+	total := 0
+	for _, b := range r.bytes {
+		total += (len(b) + 15) / 16 * 16
+	}
+	if total > 0 {
+		var err error
+		arena, err = syscall.Mmap(-1, 0, total, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			return err
+		}
+		defer syscall.Munmap(arena)
+	}
+	off := 0
+	for i := range maxBindings {
+		switch {
+		case r.bytes[i] != nil:
+			copy(arena[off:], r.bytes[i])
+			desc.Buf[i] = uint64(uintptr(unsafe.Pointer(&arena[off])))
+			desc.BufLen[i] = uint64(len(r.bytes[i]))
+			off += (len(r.bytes[i]) + 15) / 16 * 16
+		case r.bufs[i] != nil:
+			b := r.bufs[i]
+			if b.mem == nil {
+				return fmt.Errorf("buffer(%d) was released", i)
+			}
+			desc.Buf[i] = uint64(uintptr(unsafe.Pointer(&b.mem[0]))) + uint64(r.offs[i])
+			desc.BufLen[i] = uint64(len(b.mem) - r.offs[i])
+		}
+	}
+	t0 := time.Now()
+	err := r.p.lib.so.runDesc(desc)
+	c.record(r, time.Since(t0))
+	return err
+}
+
+// encoder records the binding state and appends a dispatch record per dispatch.
+type encoder struct {
+	cb    *commandBuffer
+	state dispatchRec
+	ended bool
+}
+
+func (e *encoder) check(index int, what string) bool {
+	if e.ended {
+		e.cb.fail("%s after EndEncoding", what)
+		return false
+	}
+	if index < 0 || index >= maxBindings {
+		e.cb.fail("%s index %d out of range [0, %d)", what, index, maxBindings)
+		return false
+	}
+	return true
+}
+
+func (e *encoder) SetPipeline(p mtl.Pipeline) {
+	pp, ok := p.(*pipeline)
+	if !ok || pp == nil || pp.lib.dev != e.cb.dev {
+		e.cb.fail("SetPipeline: pipeline of another device")
+		return
+	}
+	e.state.p = pp
+}
+
+func (e *encoder) SetBuffer(b mtl.Buffer, offset, index int) {
+	if !e.check(index, "SetBuffer") {
+		return
+	}
+	bb, ok := b.(*buffer)
+	if !ok || bb == nil || bb.mem == nil {
+		e.cb.fail("SetBuffer(%d): not a live buffer of this device", index)
+		return
+	}
+	if offset < 0 || offset >= len(bb.mem) {
+		e.cb.fail("SetBuffer(%d): offset %d outside a %d-byte buffer", index, offset, len(bb.mem))
+		return
+	}
+	e.state.bufs[index], e.state.offs[index], e.state.bytes[index] = bb, offset, nil
+}
+
+func (e *encoder) SetBytes(data []byte, index int) {
+	if !e.check(index, "SetBytes") {
+		return
+	}
+	if len(data) == 0 || len(data) > 4096 {
+		e.cb.fail("SetBytes(%d): %d bytes, Metal allows 1..4096", index, len(data))
+		return
+	}
+	e.state.bytes[index], e.state.bufs[index] = append([]byte(nil), data...), nil
+}
+
+func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
+	if !e.check(index, "SetThreadgroupMemoryLength") {
+		return
+	}
+	if length < 0 || length%16 != 0 || length > ThreadgroupMemoryLimit {
+		e.cb.fail("SetThreadgroupMemoryLength(%d, %d): length must be a multiple of 16 in [0, %d]", length, index, ThreadgroupMemoryLimit)
+		return
+	}
+	e.state.tglen[index] = uint32(length)
+}
+
+func (e *encoder) DispatchThreadgroups(groups, threads [3]int) {
+	if e.ended {
+		e.cb.fail("DispatchThreadgroups after EndEncoding")
+		return
+	}
+	if e.state.p == nil {
+		e.cb.fail("DispatchThreadgroups without a pipeline")
+		return
+	}
+	n := 1
+	for a := range 3 {
+		if groups[a] <= 0 || threads[a] <= 0 || groups[a] > 1<<31 {
+			e.cb.fail("DispatchThreadgroups(%v, %v): counts must be positive", groups, threads)
+			return
+		}
+		n *= threads[a]
+		e.state.groups[a], e.state.threads[a] = uint32(groups[a]), uint32(threads[a])
+	}
+	if n > e.state.p.maxTh {
+		e.cb.fail("kernel %s: %d threads per threadgroup, pipeline allows %d", e.state.p.name, n, e.state.p.maxTh)
+		return
+	}
+	if t := tgTotal(&e.state); t > ThreadgroupMemoryLimit {
+		e.cb.fail("kernel %s: threadgroup memory %d bytes (static %d + dynamic) over the %d-byte limit",
+			e.state.p.name, t, e.state.p.staticTG, ThreadgroupMemoryLimit)
+		return
+	}
+	e.cb.dispatches = append(e.cb.dispatches, e.state)
+}
+
+func (e *encoder) EndEncoding() { e.ended = true }

@@ -1,0 +1,86 @@
+// ABI between compiled kernels (the stand-in headers and the generated launchers) and the fiber
+// runtime (rt/runtime.cpp). Everything here is plain C so that the Go side can mirror
+// emu_dispatch byte for byte.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#define EMU_MAX_BINDINGS 31
+#define EMU_MAX_CONSTANTS 64
+#define EMU_ERR_LEN 2048
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One dispatchThreadgroups call. Layout is mirrored by dispatchDesc in metal/emu/dispatch.go.
+struct emu_dispatch {
+  uint64_t seed;                          // shuffled schedule seed
+  uint64_t buf[EMU_MAX_BINDINGS];         // buffer base pointers (already offset); 0 = unbound
+  uint64_t buflen[EMU_MAX_BINDINGS];      // bytes from the pointer to the end of the buffer
+  int32_t kernel;                         // index into emu_kernels
+  int32_t flags;                          // EMU_SIZING: measure static threadgroup memory only
+  uint32_t groups[3];                     // threadgroups per grid
+  uint32_t threads[3];                    // threads per threadgroup
+  int32_t schedule;                       // EMU_FORWARD, EMU_REVERSED, EMU_SHUFFLED
+  int32_t workers;                        // OS threads running threadgroups
+  uint32_t tglen[EMU_MAX_BINDINGS];       // dynamic threadgroup memory lengths ([[threadgroup(n)]])
+  uint32_t fc_val[EMU_MAX_CONSTANTS];     // function constant bits
+  uint8_t fc_set[EMU_MAX_CONSTANTS];      // 1 where the constant is defined
+  uint32_t static_tg;                     // in: static threadgroup bytes; out (sizing): measured
+  uint32_t tg_limit;                      // threadgroup memory limit in bytes
+  char err[EMU_ERR_LEN];                  // out: fault description when emu_run returns nonzero
+};
+
+enum { EMU_SIZING = 1 };
+enum { EMU_FORWARD = 0, EMU_REVERSED = 1, EMU_SHUFFLED = 2 };
+
+// Position builtins of the running thread (Metal's attribute names abbreviated).
+struct emu_lane_info {
+  uint32_t tpig[3];   // thread_position_in_grid
+  uint32_t tpitg[3];  // thread_position_in_threadgroup
+  uint32_t tgpig[3];  // threadgroup_position_in_grid
+  uint32_t tptg[3];   // threads_per_threadgroup
+  uint32_t tgpg[3];   // threadgroups_per_grid
+  uint32_t tpg[3];    // threads_per_grid
+  uint32_t tiitg;     // thread_index_in_threadgroup
+  uint32_t simd_lane; // thread_index_in_simdgroup
+  uint32_t simd_group;  // simdgroup_index_in_threadgroup
+  uint32_t simd_width;  // threads_per_simdgroup (32)
+  uint32_t simd_groups; // simdgroups_per_threadgroup
+};
+
+// A resolver computes a collective for one simdgroup: in[i]/out[i] point at lane i's operand and
+// result (null for inactive lanes); active has bit i set for each lane still running.
+typedef void (*emu_resolver)(void* const* in, void* const* out, uint32_t active);
+
+struct emu_kernel {
+  const char* name;        // host name
+  void (*entry)(void);     // runs one thread of the kernel
+  uint32_t max_threads;    // [[max_total_threads_per_threadgroup]] or 1024
+};
+
+// Defined by the generated launcher code.
+extern const struct emu_kernel emu_kernels[];
+extern const int emu_nkernels;
+
+// Runtime entry points used by kernels.
+const struct emu_lane_info* emu_info(void);
+void emu_wait_barrier(uint32_t site, const char* what);
+void emu_wait_simd(uint32_t site, const char* what, emu_resolver r, const void* in, void* out);
+void* emu_tg_static(size_t size, size_t align);
+void* emu_tg_dynamic(int index);
+void* emu_buffer(int index);
+int emu_sizing(void);
+uint32_t emu_fc(int index, int* defined);
+__attribute__((noreturn, format(printf, 1, 2))) void emu_fail(const char* fmt, ...);
+
+// Runs one dispatch; returns 0 or nonzero with d->err filled.
+int emu_run(struct emu_dispatch* d);
+int emu_kernel_count(void);
+const char* emu_kernel_name(int i);
+uint32_t emu_kernel_max_threads(int i);
+
+#ifdef __cplusplus
+}
+#endif

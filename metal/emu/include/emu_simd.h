@@ -1,0 +1,272 @@
+// Barriers, atomics and simdgroup collectives. Collectives deposit each lane's operand and yield to
+// the fiber scheduler; the runtime runs the resolver once every live lane of the simdgroup waits
+// at the same call site (line and column). Lanes that returned are inactive; lanes waiting at
+// different sites are a fault.
+#pragma once
+#include "emu_math.h"
+#include "emu_rt.h"
+
+namespace metal {
+
+enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8, mem_object_data = 16 };
+constexpr mem_flags operator|(mem_flags a, mem_flags b) { return mem_flags(int(a) | int(b)); }
+
+namespace emu_detail {
+constexpr uint32_t site(unsigned line, unsigned col) { return (line << 12) | (col & 0xfff); }
+}  // namespace emu_detail
+
+#define EMU_SITE unsigned emu_line = __builtin_LINE(), unsigned emu_col = __builtin_COLUMN()
+#define EMU_AT emu_detail::site(emu_line, emu_col)
+
+inline void threadgroup_barrier(mem_flags = mem_flags::mem_none, EMU_SITE) {
+  emu_wait_barrier(EMU_AT, "threadgroup_barrier");
+}
+
+// ---- atomics -------------------------------------------------------------------------------
+enum memory_order { memory_order_relaxed, memory_order_seq_cst };
+template <class T>
+struct atomic {
+  T v;
+};
+typedef atomic<int> atomic_int;
+typedef atomic<uint> atomic_uint;
+typedef atomic<float> atomic_float;
+typedef atomic<bool> atomic_bool;
+
+#define EMU_ATOMIC_RMW(name, builtin)                                                    \
+  template <class A, class V>                                                           \
+  inline auto atomic_fetch_##name##_explicit(A* p, V x, memory_order = memory_order_relaxed) { \
+    typedef std::remove_cv_t<decltype(p->v)> T;                                         \
+    return builtin((T*)&p->v, (T)x, __ATOMIC_RELAXED);                                  \
+  }
+EMU_ATOMIC_RMW(and, __atomic_fetch_and)
+EMU_ATOMIC_RMW(or, __atomic_fetch_or)
+EMU_ATOMIC_RMW(xor, __atomic_fetch_xor)
+#undef EMU_ATOMIC_RMW
+
+namespace emu_detail {
+template <class T, class F>
+inline T atomic_update(T* p, F f) {
+  T old, nv;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do {
+    nv = f(old);
+  } while (!__atomic_compare_exchange(p, &old, &nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  return old;
+}
+}  // namespace emu_detail
+
+template <class A, class V>
+inline auto atomic_fetch_add_explicit(A* p, V x, memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  if constexpr (std::is_integral_v<T>) return __atomic_fetch_add((T*)&p->v, (T)x, __ATOMIC_RELAXED);
+  else return emu_detail::atomic_update((T*)&p->v, [&](T o) { return T(o + (T)x); });
+}
+template <class A, class V>
+inline auto atomic_fetch_sub_explicit(A* p, V x, memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  if constexpr (std::is_integral_v<T>) return __atomic_fetch_sub((T*)&p->v, (T)x, __ATOMIC_RELAXED);
+  else return emu_detail::atomic_update((T*)&p->v, [&](T o) { return T(o - (T)x); });
+}
+template <class A, class V>
+inline auto atomic_fetch_max_explicit(A* p, V x, memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  return emu_detail::atomic_update((T*)&p->v, [&](T o) { return o < (T)x ? (T)x : o; });
+}
+template <class A, class V>
+inline auto atomic_fetch_min_explicit(A* p, V x, memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  return emu_detail::atomic_update((T*)&p->v, [&](T o) { return (T)x < o ? (T)x : o; });
+}
+template <class A>
+inline auto atomic_load_explicit(A* p, memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  return __atomic_load_n((T*)&p->v, __ATOMIC_RELAXED);
+}
+template <class A, class V>
+inline void atomic_store_explicit(A* p, V x, memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  __atomic_store_n((T*)&p->v, (T)x, __ATOMIC_RELAXED);
+}
+template <class A, class V>
+inline auto atomic_exchange_explicit(A* p, V x, memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  return __atomic_exchange_n((T*)&p->v, (T)x, __ATOMIC_RELAXED);
+}
+template <class A, class E, class V>
+inline bool atomic_compare_exchange_weak_explicit(A* p, E* expected, V desired, memory_order = memory_order_relaxed,
+                                                  memory_order = memory_order_relaxed) {
+  typedef std::remove_cv_t<decltype(p->v)> T;
+  return __atomic_compare_exchange_n((T*)&p->v, (T*)expected, (T)desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+// ---- simdgroup collectives ------------------------------------------------------------------
+namespace emu_detail {
+template <class Out, class In>
+inline Out collective(const In& in, emu_resolver r, uint32_t at, const char* what) {
+  Out out;
+  memset(&out, 0xff, sizeof out);  // a lane reading an inactive lane sees all-ones (NaN)
+  emu_wait_simd(at, what, r, &in, &out);
+  return out;
+}
+template <class T>
+inline const T& IN(void* const* in, int i) { return *(const T*)in[i]; }
+template <class T>
+inline T& OUT(void* const* out, int i) { return *(T*)out[i]; }
+
+template <class T, int OP>
+void reduce_res(void* const* in, void* const* out, uint32_t active) {
+  T acc{};
+  bool first = true;
+  for (int i = 0; i < 32; i++) {
+    if (!(active >> i & 1)) continue;
+    const T& x = IN<T>(in, i);
+    if (first) acc = x, first = false;
+    else if constexpr (OP == 0) acc = acc + x;
+    else if constexpr (OP == 1) acc = acc * x;
+    else if constexpr (OP == 2) acc = metal::max(acc, x);
+    else if constexpr (OP == 3) acc = metal::min(acc, x);
+    else if constexpr (OP == 4) acc = acc & x;
+    else if constexpr (OP == 5) acc = acc | x;
+    else if constexpr (OP == 6) acc = acc ^ x;
+  }
+  for (int i = 0; i < 32; i++)
+    if (active >> i & 1) OUT<T>(out, i) = acc;
+}
+// Prefix over active lanes in lane order; OP 0 sum, 1 product; INCL inclusive.
+template <class T, int OP, bool INCL>
+void prefix_res(void* const* in, void* const* out, uint32_t active) {
+  T acc = T(OP == 0 ? 0 : 1);
+  for (int i = 0; i < 32; i++) {
+    if (!(active >> i & 1)) continue;
+    const T x = IN<T>(in, i);
+    if (!INCL) OUT<T>(out, i) = acc;
+    acc = OP == 0 ? T(acc + x) : T(acc * x);
+    if (INCL) OUT<T>(out, i) = acc;
+  }
+}
+template <class T>
+struct shuf {
+  T v;
+  uint32_t arg;
+};
+// Shuffle kinds: 0 index, 1 xor, 2 up, 3 down, 4 rotate up, 5 rotate down.
+template <class T, int KIND>
+void shuffle_res(void* const* in, void* const* out, uint32_t active) {
+  for (int i = 0; i < 32; i++) {
+    if (!(active >> i & 1)) continue;
+    const shuf<T>& s = IN<shuf<T>>(in, i);
+    int src;
+    switch (KIND) {
+      case 0: src = (int)s.arg; break;
+      case 1: src = i ^ (int)s.arg; break;
+      case 2: src = i - (int)s.arg < 0 ? i : i - (int)s.arg; break;
+      case 3: src = i + (int)s.arg > 31 ? i : i + (int)s.arg; break;
+      case 4: src = (i - (int)s.arg) & 31; break;
+      default: src = (i + (int)s.arg) & 31; break;
+    }
+    if (src >= 0 && src < 32 && (active >> src & 1)) OUT<T>(out, i) = IN<shuf<T>>(in, src).v;
+  }
+}
+template <class T>
+void first_res(void* const* in, void* const* out, uint32_t active) {
+  int f = __builtin_ctz(active);
+  for (int i = 0; i < 32; i++)
+    if (active >> i & 1) OUT<T>(out, i) = IN<T>(in, f);
+}
+inline void ballot_res(void* const* in, void* const* out, uint32_t active) {
+  uint64_t m = 0;
+  for (int i = 0; i < 32; i++)
+    if ((active >> i & 1) && IN<bool>(in, i)) m |= 1ull << i;
+  for (int i = 0; i < 32; i++)
+    if (active >> i & 1) OUT<uint64_t>(out, i) = m;
+}
+inline void active_res(void* const*, void* const* out, uint32_t active) {
+  for (int i = 0; i < 32; i++)
+    if (active >> i & 1) OUT<uint64_t>(out, i) = active;
+}
+inline void none_res(void* const*, void* const*, uint32_t) {}
+}  // namespace emu_detail
+
+inline void simdgroup_barrier(mem_flags = mem_flags::mem_none, EMU_SITE) {
+  char in = 0;
+  (void)emu_detail::collective<char>(in, emu_detail::none_res, EMU_AT, "simdgroup_barrier");
+}
+
+#define EMU_REDUCE(name, op)                                                                  \
+  template <class T>                                                                          \
+  inline T name(T x, EMU_SITE) {                                                              \
+    return emu_detail::collective<T>(x, emu_detail::reduce_res<T, op>, EMU_AT, #name);        \
+  }
+EMU_REDUCE(simd_sum, 0)
+EMU_REDUCE(simd_product, 1)
+EMU_REDUCE(simd_max, 2)
+EMU_REDUCE(simd_min, 3)
+EMU_REDUCE(simd_and, 4)
+EMU_REDUCE(simd_or, 5)
+EMU_REDUCE(simd_xor, 6)
+#undef EMU_REDUCE
+
+#define EMU_PREFIX(name, op, incl)                                                            \
+  template <class T>                                                                          \
+  inline T name(T x, EMU_SITE) {                                                              \
+    return emu_detail::collective<T>(x, emu_detail::prefix_res<T, op, incl>, EMU_AT, #name);  \
+  }
+EMU_PREFIX(simd_prefix_inclusive_sum, 0, true)
+EMU_PREFIX(simd_prefix_exclusive_sum, 0, false)
+EMU_PREFIX(simd_prefix_inclusive_product, 1, true)
+EMU_PREFIX(simd_prefix_exclusive_product, 1, false)
+#undef EMU_PREFIX
+
+#define EMU_SHUFFLE(name, kind)                                                               \
+  template <class T>                                                                          \
+  inline T name(T x, ushort arg, EMU_SITE) {                                                  \
+    emu_detail::shuf<T> s{x, arg};                                                            \
+    return emu_detail::collective<T>(s, emu_detail::shuffle_res<T, kind>, EMU_AT, #name);     \
+  }
+EMU_SHUFFLE(simd_shuffle, 0)
+EMU_SHUFFLE(simd_broadcast, 0)
+EMU_SHUFFLE(simd_shuffle_xor, 1)
+EMU_SHUFFLE(simd_shuffle_up, 2)
+EMU_SHUFFLE(simd_shuffle_down, 3)
+EMU_SHUFFLE(simd_shuffle_rotate_up, 4)
+EMU_SHUFFLE(simd_shuffle_rotate_down, 5)
+#undef EMU_SHUFFLE
+
+template <class T>
+inline T simd_broadcast_first(T x, EMU_SITE) {
+  return emu_detail::collective<T>(x, emu_detail::first_res<T>, EMU_AT, "simd_broadcast_first");
+}
+
+// simd_vote: a 64-bit mask of lanes (bit i = lane i).
+struct simd_vote {
+  typedef uint64_t vote_t;
+  vote_t v;
+  explicit constexpr operator vote_t() const { return v; }
+  bool all() const { return v == 0xffffffffull; }
+  bool any() const { return v != 0; }
+};
+inline simd_vote simd_ballot(bool b, EMU_SITE) {
+  return {emu_detail::collective<uint64_t>(b, emu_detail::ballot_res, EMU_AT, "simd_ballot")};
+}
+inline simd_vote simd_active_threads_mask(EMU_SITE) {
+  char in = 0;
+  return {emu_detail::collective<uint64_t>(in, emu_detail::active_res, EMU_AT, "simd_active_threads_mask")};
+}
+// simd_all / simd_any consider active lanes only.
+inline bool simd_all(bool b, EMU_SITE) {
+  uint64_t m = emu_detail::collective<uint64_t>(b, emu_detail::ballot_res, EMU_AT, "simd_all");
+  char in = 0;
+  uint64_t a = emu_detail::collective<uint64_t>(in, emu_detail::active_res, EMU_AT, "simd_all");
+  return m == a;
+}
+inline bool simd_any(bool b, EMU_SITE) {
+  return emu_detail::collective<uint64_t>(b, emu_detail::ballot_res, EMU_AT, "simd_any") != 0;
+}
+inline bool simd_is_first(EMU_SITE) {
+  char in = 0;
+  uint64_t a = emu_detail::collective<uint64_t>(in, emu_detail::active_res, EMU_AT, "simd_is_first");
+  return (int)emu_info()->simd_lane == __builtin_ctzll(a);
+}
+
+}  // namespace metal

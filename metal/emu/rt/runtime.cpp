@@ -1,0 +1,542 @@
+// Fiber runtime of the MSL emulator: runs the threads of a threadgroup as fibers on one OS thread,
+// resolves threadgroup barriers and simdgroup collectives, detects divergence and deadlock, and
+// spreads threadgroups over worker threads.
+#include "emu_rt.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+extern "C" void emu_switch(void** save_sp, void* new_sp);
+extern "C" void emu_fiber_start(void);
+
+namespace {
+
+enum State { RUNNABLE, WAIT_BARRIER, WAIT_SIMD, DONE };
+
+#ifdef EMU_ASAN
+const size_t kStack = 512 << 10;
+#else
+const size_t kStack = 256 << 10;
+#endif
+const size_t kGuard = 16 << 10;
+const int kSimd = 32;
+
+struct Group;
+
+struct Lane {
+  emu_lane_info info;
+  void* sp;
+  char* stack;  // lowest usable byte
+  State state;
+  uint32_t site;
+  const char* what;
+  emu_resolver resolve;
+  const void* in;
+  void* out;
+  size_t tg_cursor;
+  Group* g;
+#ifdef EMU_ASAN
+  void* fake;
+#endif
+};
+
+struct Group {
+  emu_dispatch* d;
+  const emu_kernel* k;
+  std::vector<Lane> lanes;
+  std::vector<int> order;
+  char* stacks;
+  size_t stacks_len;
+  int n;
+  int live;
+  char* tg;          // threadgroup memory of the current threadgroup
+  size_t tg_dyn_off[EMU_MAX_BINDINGS];
+  void* sched_sp;
+  bool failed;
+  char err[EMU_ERR_LEN];
+  uint64_t rng;
+  uint32_t gid[3];
+#ifdef EMU_ASAN
+  const void* sched_bottom;
+  size_t sched_size;
+  void* sched_fake;
+#endif
+};
+
+thread_local Lane* cur;
+thread_local Group* cur_group;
+
+alignas(64) char zero_scratch[1 << 16];
+
+const char* schedule_name(int s) {
+  return s == EMU_REVERSED ? "reversed" : s == EMU_SHUFFLED ? "shuffled" : "forward";
+}
+
+// Switches from lane L back to the scheduler of its group.
+void yield_to_scheduler(Lane* L, bool final) {
+  Group* g = L->g;
+#ifdef EMU_ASAN
+  __sanitizer_start_switch_fiber(final ? nullptr : &L->fake, g->sched_bottom, g->sched_size);
+#else
+  (void)final;
+#endif
+  emu_switch(&L->sp, g->sched_sp);
+#ifdef EMU_ASAN
+  __sanitizer_finish_switch_fiber(L->fake, &g->sched_bottom, &g->sched_size);
+#endif
+}
+
+void fail_group(Group* g, const char* msg) {
+  if (!g->failed) {
+    g->failed = true;
+    snprintf(g->err, sizeof g->err, "%s", msg);
+  }
+}
+
+__attribute__((noreturn)) void fail_lane(Lane* L, const char* msg) {
+  Group* g = L->g;
+  char buf[EMU_ERR_LEN];
+  snprintf(buf, sizeof buf, "kernel %s, threadgroup (%u,%u,%u), thread %u (simdgroup %u lane %u): %s",
+           g->k->name, g->gid[0], g->gid[1], g->gid[2], L->info.tiitg, L->info.simd_group,
+           L->info.simd_lane, msg);
+  fail_group(g, buf);
+  yield_to_scheduler(L, true);
+  abort();  // never resumed
+}
+
+void describe_site(char* out, size_t n, const Lane& L) {
+  if (L.state == DONE) snprintf(out, n, "returned");
+  else if (L.state == RUNNABLE) snprintf(out, n, "running");
+  else snprintf(out, n, "%s at line %u col %u", L.what, L.site >> 12, L.site & 0xfff);
+}
+
+// Appends "lanes a-b <where>" runs for simdgroup s (or the whole group when s < 0).
+void describe_lanes(Group* g, int lo, int hi, char* out, size_t n) {
+  size_t len = strlen(out);
+  int i = lo;
+  while (i < hi && len + 80 < n) {
+    char w[128];
+    describe_site(w, sizeof w, g->lanes[i]);
+    int j = i + 1;
+    for (; j < hi; j++) {
+      char w2[128];
+      describe_site(w2, sizeof w2, g->lanes[j]);
+      if (strcmp(w, w2) != 0) break;
+    }
+    len += snprintf(out + len, n - len, "%sthreads %d-%d %s", i == lo ? "" : "; ", i, j - 1, w);
+    i = j;
+  }
+}
+
+// Completes the collective of simdgroup s if every live lane of it waits at one.
+void try_resolve_simd(Group* g, int s) {
+  int lo = s * kSimd, hi = lo + kSimd < g->n ? lo + kSimd : g->n;
+  const Lane* first = nullptr;
+  for (int i = lo; i < hi; i++) {
+    const Lane& L = g->lanes[i];
+    if (L.state == DONE) continue;
+    if (L.state != WAIT_SIMD) return;
+    if (!first) first = &L;
+  }
+  if (!first) return;
+  void* in[kSimd] = {};
+  void* out[kSimd] = {};
+  uint32_t active = 0;
+  for (int i = lo; i < hi; i++) {
+    Lane& L = g->lanes[i];
+    if (L.state == DONE) continue;
+    if (L.site != first->site || L.resolve != first->resolve) {
+      char msg[EMU_ERR_LEN];
+      snprintf(msg, sizeof msg, "divergent simdgroup collective in simdgroup %d: ", s);
+      describe_lanes(g, lo, hi, msg, sizeof msg);
+      fail_lane(cur, msg);
+    }
+    in[i - lo] = (void*)L.in;
+    out[i - lo] = L.out;
+    active |= 1u << (i - lo);
+  }
+  first->resolve(in, out, active);
+  for (int i = lo; i < hi; i++)
+    if (g->lanes[i].state == WAIT_SIMD) g->lanes[i].state = RUNNABLE;
+}
+
+// Releases a threadgroup barrier once every live thread waits at it.
+void try_resolve_barrier(Group* g) {
+  const Lane* first = nullptr;
+  for (int i = 0; i < g->n; i++) {
+    const Lane& L = g->lanes[i];
+    if (L.state == DONE) continue;
+    if (L.state != WAIT_BARRIER) return;
+    if (!first) first = &L;
+    else if (L.site != first->site) {
+      char msg[EMU_ERR_LEN];
+      snprintf(msg, sizeof msg, "threads wait at different threadgroup barriers: ");
+      describe_lanes(g, 0, g->n, msg, sizeof msg);
+      fail_lane(cur, msg);
+    }
+  }
+  if (!first) return;
+  for (int i = 0; i < g->n; i++)
+    if (g->lanes[i].state == WAIT_BARRIER) g->lanes[i].state = RUNNABLE;
+}
+
+void fiber_main(void* arg) {
+  Lane* L = (Lane*)arg;
+  Group* g = L->g;
+#ifdef EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &g->sched_bottom, &g->sched_size);
+#endif
+  g->k->entry();
+  L->state = DONE;
+  g->live--;
+  try_resolve_simd(g, L->info.simd_group);
+  try_resolve_barrier(g);
+  yield_to_scheduler(L, true);
+  abort();
+}
+
+void* fiber_init(char* stack, size_t size, void (*fn)(void*), void* arg) {
+  uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+#if defined(__x86_64__)
+  uint64_t* sp = (uint64_t*)(top - 64);
+  uint32_t mx;
+  uint16_t cw;
+  __asm__ volatile("stmxcsr %0" : "=m"(mx));
+  __asm__ volatile("fnstcw %0" : "=m"(cw));
+  memset(sp, 0, 64);
+  memcpy((char*)sp, &mx, 4);
+  memcpy((char*)sp + 4, &cw, 2);
+  sp[3] = (uint64_t)fn;           // r13
+  sp[4] = (uint64_t)arg;          // r12
+  sp[7] = (uint64_t)&emu_fiber_start;
+  return sp;
+#elif defined(__aarch64__)
+  uint64_t* sp = (uint64_t*)(top - 176);
+  memset(sp, 0, 176);
+  uint64_t fpcr;
+  __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+  sp[0] = (uint64_t)arg;          // x19
+  sp[1] = (uint64_t)fn;           // x20
+  sp[11] = (uint64_t)&emu_fiber_start;  // x30
+  sp[20] = fpcr;
+  return sp;
+#endif
+}
+
+uint64_t splitmix(uint64_t* s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void schedule_order(Group* g) {
+  int n = g->n;
+  for (int i = 0; i < n; i++)
+    g->order[i] = g->d->schedule == EMU_REVERSED ? n - 1 - i : i;
+  if (g->d->schedule == EMU_SHUFFLED)
+    for (int i = n - 1; i > 0; i--) {
+      int j = (int)(splitmix(&g->rng) % (uint64_t)(i + 1));
+      int t = g->order[i]; g->order[i] = g->order[j]; g->order[j] = t;
+    }
+}
+
+// Runs threadgroup number idx (linear) to completion on the calling OS thread.
+void run_group(Group* g, uint64_t idx, size_t tg_total) {
+  emu_dispatch* d = g->d;
+  g->gid[0] = (uint32_t)(idx % d->groups[0]);
+  g->gid[1] = (uint32_t)(idx / d->groups[0] % d->groups[1]);
+  g->gid[2] = (uint32_t)(idx / ((uint64_t)d->groups[0] * d->groups[1]));
+  g->rng = d->seed ^ (idx * 0x2545f4914f6cdd1dull);
+  g->failed = false;
+  g->tg = (char*)malloc(tg_total ? tg_total : 1);
+  // Poison threadgroup memory: reads before writes see NaN / all-ones.
+  memset(g->tg, 0xff, tg_total);
+  g->live = g->n;
+#ifdef EMU_ASAN
+  __asan_unpoison_memory_region(g->stacks, g->stacks_len);
+#endif
+  for (int i = 0; i < g->n; i++) {
+    Lane& L = g->lanes[i];
+    emu_lane_info& in = L.info;
+    for (int a = 0; a < 3; a++) {
+      in.tgpig[a] = g->gid[a];
+      in.tpig[a] = g->gid[a] * d->threads[a] + in.tpitg[a];
+    }
+    L.state = RUNNABLE;
+    L.tg_cursor = 0;
+    L.sp = fiber_init(L.stack, kStack, fiber_main, &L);
+  }
+  while (g->live > 0 && !g->failed) {
+    schedule_order(g);
+    bool ran = false;
+    for (int k = 0; k < g->n && !g->failed; k++) {
+      Lane* L = &g->lanes[g->order[k]];
+      if (L->state != RUNNABLE) continue;
+      ran = true;
+      cur = L;
+#ifdef EMU_ASAN
+      __sanitizer_start_switch_fiber(&g->sched_fake, L->stack, kStack);
+#endif
+      emu_switch(&g->sched_sp, L->sp);
+#ifdef EMU_ASAN
+      __sanitizer_finish_switch_fiber(g->sched_fake, nullptr, nullptr);
+#endif
+      cur = nullptr;
+    }
+    if (!ran && !g->failed) {
+      char msg[EMU_ERR_LEN];
+      int len = snprintf(msg, sizeof msg, "kernel %s, threadgroup (%u,%u,%u): deadlock or divergence, no thread can run: ",
+                         g->k->name, g->gid[0], g->gid[1], g->gid[2]);
+      describe_lanes(g, 0, g->n, msg + len, sizeof msg - len);
+      fail_group(g, msg);
+    }
+  }
+  free(g->tg);
+  g->tg = nullptr;
+}
+
+struct Shared {
+  emu_dispatch* d;
+  const emu_kernel* k;
+  std::atomic<uint64_t> next{0};
+  uint64_t total;
+  size_t tg_total;
+  size_t tg_dyn_off[EMU_MAX_BINDINGS];
+  std::mutex mu;
+  bool failed = false;
+};
+
+void* worker(void* arg) {
+  Shared* s = (Shared*)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  Group g;
+  g.d = s->d;
+  g.k = s->k;
+  g.n = (int)(s->d->threads[0] * s->d->threads[1] * s->d->threads[2]);
+  g.lanes.resize(g.n);
+  g.order.resize(g.n);
+  memcpy(g.tg_dyn_off, s->tg_dyn_off, sizeof g.tg_dyn_off);
+  size_t per = kStack + kGuard;
+  g.stacks_len = per * g.n;
+  g.stacks = (char*)mmap(nullptr, g.stacks_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (g.stacks == MAP_FAILED) {
+    std::lock_guard<std::mutex> lk(s->mu);
+    if (!s->failed) { s->failed = true; snprintf(s->d->err, EMU_ERR_LEN, "cannot map %zu bytes of fiber stacks", g.stacks_len); }
+    return nullptr;
+  }
+  uint32_t nsg = (g.n + kSimd - 1) / kSimd;
+  const emu_dispatch* d = s->d;
+  for (int i = 0; i < g.n; i++) {
+    Lane& L = g.lanes[i];
+    memset(&L, 0, sizeof L);
+    L.g = &g;
+    L.stack = g.stacks + per * i + kGuard;
+    mprotect(g.stacks + per * i, kGuard, PROT_NONE);  // stack overflow faults instead of corrupting
+    emu_lane_info& in = L.info;
+    in.tpitg[0] = i % d->threads[0];
+    in.tpitg[1] = i / d->threads[0] % d->threads[1];
+    in.tpitg[2] = i / (d->threads[0] * d->threads[1]);
+    for (int a = 0; a < 3; a++) {
+      in.tptg[a] = d->threads[a];
+      in.tgpg[a] = d->groups[a];
+      in.tpg[a] = d->threads[a] * d->groups[a];
+    }
+    in.tiitg = i;
+    in.simd_lane = i % kSimd;
+    in.simd_group = i / kSimd;
+    in.simd_width = kSimd;
+    in.simd_groups = nsg;
+  }
+  cur_group = &g;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(s->mu);
+      if (s->failed) break;
+    }
+    uint64_t idx = s->next.fetch_add(1);
+    if (idx >= s->total) break;
+    run_group(&g, idx, s->tg_total);
+    // Sizing: one thread ran the kernel up to its last kernel-scope threadgroup declaration.
+    if ((s->d->flags & EMU_SIZING) && !g.failed) s->d->static_tg = (uint32_t)g.lanes[0].tg_cursor;
+    if (g.failed) {
+      std::lock_guard<std::mutex> lk(s->mu);
+      if (!s->failed) { s->failed = true; snprintf(s->d->err, EMU_ERR_LEN, "%s", g.err); }
+      break;
+    }
+  }
+  cur_group = nullptr;
+  munmap(g.stacks, g.stacks_len);
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+const emu_lane_info* emu_info(void) { return &cur->info; }
+
+void emu_wait_barrier(uint32_t site, const char* what) {
+  Lane* L = cur;
+  L->state = WAIT_BARRIER;
+  L->site = site;
+  L->what = what;
+  L->resolve = nullptr;
+  try_resolve_barrier(L->g);
+  yield_to_scheduler(L, false);
+}
+
+void emu_wait_simd(uint32_t site, const char* what, emu_resolver r, const void* in, void* out) {
+  Lane* L = cur;
+  L->state = WAIT_SIMD;
+  L->site = site;
+  L->what = what;
+  L->resolve = r;
+  L->in = in;
+  L->out = out;
+  try_resolve_simd(L->g, L->info.simd_group);
+  yield_to_scheduler(L, false);
+}
+
+void* emu_tg_static(size_t size, size_t align) {
+  Lane* L = cur;
+  Group* g = L->g;
+  size_t off = (L->tg_cursor + align - 1) / align * align;
+  L->tg_cursor = off + size;
+  if (g->d->flags & EMU_SIZING) return zero_scratch;
+  if (L->tg_cursor > g->d->static_tg)
+    fail_lane(L, "threadgroup variable beyond the kernel-scope threadgroup memory measured at pipeline creation (declared in a nested scope?)");
+  return g->tg + off;
+}
+
+void* emu_tg_dynamic(int index) {
+  Lane* L = cur;
+  Group* g = L->g;
+  if (g->d->flags & EMU_SIZING) return zero_scratch;
+  if (index < 0 || index >= EMU_MAX_BINDINGS || g->d->tglen[index] == 0) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "threadgroup(%d) memory length not set", index);
+    fail_lane(L, msg);
+  }
+  return g->tg + g->tg_dyn_off[index];
+}
+
+void* emu_buffer(int index) {
+  Lane* L = cur;
+  Group* g = L->g;
+  if (g->d->flags & EMU_SIZING) return zero_scratch;
+  if (index < 0 || index >= EMU_MAX_BINDINGS || g->d->buf[index] == 0) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "buffer(%d) not bound", index);
+    fail_lane(L, msg);
+  }
+  return (void*)(uintptr_t)g->d->buf[index];
+}
+
+int emu_sizing(void) { return (cur->g->d->flags & EMU_SIZING) != 0; }
+
+uint32_t emu_fc(int index, int* defined) {
+  const emu_dispatch* d = cur->g->d;
+  if (index < 0 || index >= EMU_MAX_CONSTANTS) {
+    *defined = 0;
+    return 0;
+  }
+  *defined = d->fc_set[index];
+  return d->fc_val[index];
+}
+
+void emu_fail(const char* fmt, ...) {
+  char msg[EMU_ERR_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fail_lane(cur, msg);
+}
+
+int emu_kernel_count(void) { return emu_nkernels; }
+const char* emu_kernel_name(int i) { return emu_kernels[i].name; }
+uint32_t emu_kernel_max_threads(int i) { return emu_kernels[i].max_threads; }
+
+// Context of the running thread for fault reports (ASan death callback).
+int emu_current(char* out, size_t n) {
+  Group* g = cur_group;
+  if (!g) return 0;
+  if (cur)
+    return snprintf(out, n, "kernel %s, threadgroup (%u,%u,%u), thread %u (simdgroup %u lane %u), %s schedule",
+                    g->k->name, g->gid[0], g->gid[1], g->gid[2], cur->info.tiitg, cur->info.simd_group,
+                    cur->info.simd_lane, schedule_name(g->d->schedule));
+  return snprintf(out, n, "kernel %s, threadgroup (%u,%u,%u)", g->k->name, g->gid[0], g->gid[1], g->gid[2]);
+}
+
+int emu_run(emu_dispatch* d) {
+  d->err[0] = 0;
+  if (d->kernel < 0 || d->kernel >= emu_nkernels) {
+    snprintf(d->err, EMU_ERR_LEN, "no kernel %d", d->kernel);
+    return 1;
+  }
+  const emu_kernel* k = &emu_kernels[d->kernel];
+  if (d->flags & EMU_SIZING) {
+    for (int a = 0; a < 3; a++) d->groups[a] = d->threads[a] = 1;
+    d->static_tg = 0;
+  }
+  uint64_t nthreads = (uint64_t)d->threads[0] * d->threads[1] * d->threads[2];
+  uint64_t total = (uint64_t)d->groups[0] * d->groups[1] * d->groups[2];
+  if (nthreads == 0 || nthreads > k->max_threads) {
+    snprintf(d->err, EMU_ERR_LEN, "kernel %s: %llu threads per threadgroup (%ux%ux%u), limit %u", k->name,
+             (unsigned long long)nthreads, d->threads[0], d->threads[1], d->threads[2], k->max_threads);
+    return 1;
+  }
+  if (total == 0) return 0;
+  Shared s;
+  s.d = d;
+  s.k = k;
+  s.total = total;
+  size_t off = (d->static_tg + 15) / 16 * 16;
+  for (int i = 0; i < EMU_MAX_BINDINGS; i++) {
+    s.tg_dyn_off[i] = off;
+    off += (d->tglen[i] + 15) / 16 * 16;
+  }
+  s.tg_total = off;
+  if (!(d->flags & EMU_SIZING) && off > d->tg_limit) {
+    snprintf(d->err, EMU_ERR_LEN, "kernel %s: threadgroup memory %zu bytes (static %u + dynamic %zu) exceeds the %u-byte limit",
+             k->name, off, d->static_tg, off - (d->static_tg + 15) / 16 * 16, d->tg_limit);
+    return 1;
+  }
+  int nw = d->workers < 1 ? 1 : d->workers;
+  if ((uint64_t)nw > total) nw = (int)total;
+  std::vector<pthread_t> th(nw);
+  for (int i = 0; i < nw; i++) pthread_create(&th[i], nullptr, worker, &s);
+  for (int i = 0; i < nw; i++) pthread_join(th[i], nullptr);
+  if (s.failed) return 1;
+  return 0;
+}
+
+}  // extern "C"
+
+extern "C" size_t emu_dispatch_size(void) { return sizeof(emu_dispatch); }
