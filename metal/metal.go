@@ -239,5 +239,8 @@ func guard32(op string, counts ...int) error {
 	return nil
 }
 
-// mtlConst is a function constant value.
-type mtlConst = mtl.Constant
+// mtlConst is a function constant value; mtlBuffer a device buffer.
+type (
+	mtlConst  = mtl.Constant
+	mtlBuffer = mtl.Buffer
+)

@@ -76,100 +76,98 @@ func (b *Backend) MoECombine(out, ye []float32, rows int, rk []int32, w []float3
 	return nil
 }
 
-// GRApplyMoEC is gr_apply_moec, GatedResidual's write after the MoE with the combine fused in:
-// H[t, s, :] += beta[t, s] * u[t], u[t] = sum_j w[t, j] * ye[rk[t, j]] (the MoECombine sum; the
-// shared expert enters as one more slot: its gated output as a row of ye with weight 1).
-// H [T, S, D] is updated in place; ye [rows, D]; rk, w [T, K]; beta [T, S]. The write is
-// fma(beta, u, H) in float32. Errors wrap kernels.ErrShape or kernels.ErrArg.
-func (b *Backend) GRApplyMoEC(H, ye []float32, rows int, rk []int32, w, beta []float32, T, K, S, D int) error {
-	const op = "GRApplyMoEC"
-	if err := grCheckApply(op, H, ye, rows, rk, w, beta, T, K, S, D); err != nil || T == 0 {
-		return err
-	}
-	pipe, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
-	if err != nil {
-		return err
-	}
-	j, err := b.begin()
-	if err != nil {
-		return err
-	}
-	defer j.release()
-	nt := elemThreads(D)
-	bh := j.f32(H)
-	j.dispatch(pipe, fmt.Sprintf("gr_apply_moec_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-		bh, j.f32(ye), j.i32(rk), j.f32(w), j.f32(beta), params(T, K, S, D, float32(0)))
-	if err := j.finish(); err != nil {
-		return err
-	}
-	copy(H, f32view(bh, len(H)))
-	return nil
+// GRApplyMoEC is gr_apply_moec (kernels.GRApplyMoEC on the device): the MoE combine fused into
+// the GatedResidual write. Per token u = sum over slots j in order of w[t, j] * ye[rk[t, j]]
+// + shared[t] (the gated shared-expert output; nil for none), then H[t, s, :] += beta[t, s] * u
+// as fma(beta, u, H) in float32. H [T, S*D] updated in place; beta [T, S]; ye [rows, D]; rk, w
+// [T, K]; shared [T, D] or nil. S <= 8. Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (b *Backend) GRApplyMoEC(H, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int) error {
+	return b.grApplyMoEC("GRApplyMoEC", H, nil, beta, ye, rows, rk, w, shared, T, S, K, D, nil, 0)
 }
 
-func grCheckApply(op string, H, ye []float32, rows int, rk []int32, w, beta []float32, T, K, S, D int) error {
+// GRNormHMoEC is gr_norm_h_moec (kernels.GRNormHMoEC on the device): GRApplyMoEC followed by the
+// next read's grouped norm in one pass per token, Hn [T, S*D] = grouped RMSNorm1p(H after the
+// write; norm [S*D], eps). Each thread reads back only the H elements it wrote. Bitwise equal
+// to GRApplyMoEC then RMSNorm1pGrouped on this backend (Prefer("gr_norm_h_moec",
+// "gr_apply_moec+gr_norm_h4") runs it that way). Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (b *Backend) GRNormHMoEC(H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int,
+	norm []float32, eps float32) error {
+	const op = "GRNormHMoEC"
+	if len(Hn) != T*S*D || len(norm) != S*D {
+		return fmt.Errorf("%s: %w: len(Hn)=%d len(norm)=%d, want %d and %d", op, kernels.ErrShape, len(Hn), len(norm), T*S*D, S*D)
+	}
+	if err := checkEps(op, eps); err != nil {
+		return err
+	}
+	return b.grApplyMoEC(op, H, Hn, beta, ye, rows, rk, w, shared, T, S, K, D, norm, eps)
+}
+
+func (b *Backend) grApplyMoEC(op string, H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32,
+	T, S, K, D int, norm []float32, eps float32) error {
 	if err := moeCheckCombine(op, ye, rows, rk, w, T, K, D); err != nil {
 		return err
 	}
-	if S <= 0 || S > 8 || len(H) != T*S*D || len(beta) != T*S {
-		return fmt.Errorf("%s: %w: T=%d S=%d D=%d len(H)=%d len(beta)=%d (S must be 1..8)",
-			op, kernels.ErrShape, T, S, D, len(H), len(beta))
+	if S <= 0 || S > 8 || len(H) != T*S*D || len(beta) != T*S || (shared != nil && len(shared) != T*D) {
+		return fmt.Errorf("%s: %w: T=%d S=%d D=%d len(H)=%d len(beta)=%d len(shared)=%d (S must be 1..8)",
+			op, kernels.ErrShape, T, S, D, len(H), len(beta), len(shared))
 	}
-	return guard32(op, T*S*D)
-}
-
-// GRNormHMoEC is gr_norm_h_moec: GRApplyMoEC followed by the next GatedResidual read's grouped
-// norm, fused per token: H[t, s] += beta[t, s] * u[t]; Hn[t, s] = RMSNorm1p(H[t, s]) with
-// weights hw[s*D:(s+1)*D]. H [T, S, D] is updated in place, Hn [T, S, D] written, hw [S*D].
-// Bitwise equal to GRApplyMoEC then GRNormH4 (Prefer("gr_norm_h_moec",
-// "gr_apply_moec+gr_norm_h4") runs it that way). Errors wrap kernels.ErrShape or kernels.ErrArg.
-func (b *Backend) GRNormHMoEC(H, Hn, ye []float32, rows int, rk []int32, w, beta, hw []float32, T, K, S, D int, eps float32) error {
-	const op = "GRNormHMoEC"
-	if err := grCheckApply(op, H, ye, rows, rk, w, beta, T, K, S, D); err != nil {
+	if err := guard32(op, T*S*D); err != nil || T == 0 {
 		return err
-	}
-	if len(Hn) != T*S*D || len(hw) != S*D {
-		return fmt.Errorf("%s: %w: len(Hn)=%d len(hw)=%d, want %d and %d", op, kernels.ErrShape, len(Hn), len(hw), T*S*D, S*D)
-	}
-	if !(eps >= 0) || math.IsInf(float64(eps), 1) {
-		return fmt.Errorf("%s: %w: eps=%g", op, kernels.ErrArg, eps)
-	}
-	if T == 0 {
-		return nil
 	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	bh, bhn := j.f32(H), j.alloc(4*len(Hn))
-	bye, brk, bw, bbeta, bhw := j.f32(ye), j.i32(rk), j.f32(w), j.f32(beta), j.f32(hw)
+	bh, bye, brk, bw, bbeta := j.f32(H), j.f32(ye), j.i32(rk), j.f32(w), j.f32(beta)
+	bsh := j.alloc(4)
+	if shared != nil {
+		bsh = j.f32(shared)
+	}
+	prm := params(T, K, S, D, eps, shared != nil)
 	nt := elemThreads(D)
-	if b.preferred("gr_norm_h_moec", "gr_norm_h_moec") == "gr_norm_h_moec" {
+	apply := func() error {
+		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
+		if err != nil {
+			return err
+		}
+		j.dispatch(pa, fmt.Sprintf("gr_apply_moec_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
+			bh, bye, brk, bw, bbeta, bsh, prm)
+		return nil
+	}
+	var bhn mtlBuffer
+	switch {
+	case Hn == nil:
+		if err := apply(); err != nil {
+			return err
+		}
+	case b.preferred("gr_norm_h_moec", "gr_norm_h_moec") == "gr_norm_h_moec":
 		pipe, err := b.pipeline("prompt.metal", "gr_norm_h_moec", nil)
 		if err != nil {
 			return err
 		}
+		bhn = j.alloc(4 * len(Hn))
 		j.dispatch(pipe, fmt.Sprintf("gr_norm_h_moec_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-			bh, bhn, bye, brk, bw, bbeta, bhw, params(T, K, S, D, eps))
-	} else {
-		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
-		if err != nil {
+			bh, bhn, bye, brk, bw, bbeta, j.f32(norm), bsh, prm)
+	default:
+		if err := apply(); err != nil {
 			return err
 		}
 		pn, err := b.pipeline("prompt.metal", "gr_norm_h4", nil)
 		if err != nil {
 			return err
 		}
-		j.dispatch(pa, fmt.Sprintf("gr_apply_moec_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-			bh, bye, brk, bw, bbeta, params(T, K, S, D, eps))
+		bhn = j.alloc(4 * len(Hn))
 		j.dispatch(pn, fmt.Sprintf("gr_norm_h4_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-			bhn, bh, bhw, params(D, S, eps))
+			bhn, bh, j.f32(norm), params(D, S, eps))
 	}
 	if err := j.finish(); err != nil {
 		return err
 	}
 	copy(H, f32view(bh, len(H)))
-	copy(Hn, f32view(bhn, len(Hn)))
+	if Hn != nil {
+		copy(Hn, f32view(bhn, len(Hn)))
+	}
 	return nil
 }
 

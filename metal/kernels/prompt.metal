@@ -174,17 +174,29 @@ struct GRApplyParams {
     uint S;
     uint D;
     float eps;
+    uint has_shared; // shared [T, D] (the gated shared-expert output) is added to u
 };
 
+// u[t, d]: the combine plus the shared expert's output.
+static inline float moe_u(const device float* ye, const device int* rk, const device float* w,
+                          const device float* shared, constant GRApplyParams& p, uint t, uint d) {
+    float u = moe_comb_elem(ye, rk, w, t, d, p.K, p.D);
+    if (p.has_shared != 0) {
+        u += shared[t * p.D + d];
+    }
+    return u;
+}
+
 // gr_apply_moec: the GatedResidual write after the MoE with the combine fused in:
-// H[t, s, d] += beta[t, s] * u[t, d], u = moe_comb(ye, rk, w). Grid (ceil(D / ntg), T).
+// H[t, s, d] += beta[t, s] * u[t, d], u = moe_comb(ye, rk, w) + shared. Grid (ceil(D / ntg), T).
 // No threadgroup memory.
 kernel void gr_apply_moec(device float* h [[buffer(0)]],
                           const device float* ye [[buffer(1)]],
                           const device int* rk [[buffer(2)]],
                           const device float* w [[buffer(3)]],
                           const device float* beta [[buffer(4)]],
-                          constant GRApplyParams& p [[buffer(5)]],
+                          const device float* shared [[buffer(5)]],
+                          constant GRApplyParams& p [[buffer(6)]],
                           uint2 tg [[threadgroup_position_in_grid]],
                           uint tid [[thread_index_in_threadgroup]],
                           uint2 ntg2 [[threads_per_threadgroup]]) {
@@ -193,7 +205,7 @@ kernel void gr_apply_moec(device float* h [[buffer(0)]],
     if (d >= p.D) {
         return;
     }
-    float u = moe_comb_elem(ye, rk, w, t, d, p.K, p.D);
+    float u = moe_u(ye, rk, w, shared, p, t, d);
     for (uint s = 0; s < p.S; ++s) {
         uint i = (t * p.S + s) * p.D + d;
         h[i] = fma(beta[t * p.S + s], u, h[i]);
@@ -211,7 +223,8 @@ kernel void gr_norm_h_moec(device float* h [[buffer(0)]],
                            const device float* w [[buffer(4)]],
                            const device float* beta [[buffer(5)]],
                            const device float* hw [[buffer(6)]],
-                           constant GRApplyParams& p [[buffer(7)]],
+                           const device float* shared [[buffer(7)]],
+                           constant GRApplyParams& p [[buffer(8)]],
                            uint t [[threadgroup_position_in_grid]],
                            uint tid [[thread_index_in_threadgroup]],
                            uint ntg [[threads_per_threadgroup]]) {
@@ -221,7 +234,7 @@ kernel void gr_norm_h_moec(device float* h [[buffer(0)]],
         ss[s] = 0.0f;
     }
     for (uint d = tid; d < p.D; d += ntg) {
-        float u = moe_comb_elem(ye, rk, w, t, d, p.K, p.D);
+        float u = moe_u(ye, rk, w, shared, p, t, d);
         for (uint s = 0; s < p.S; ++s) {
             uint i = (t * p.S + s) * p.D + d;
             float v = fma(beta[t * p.S + s], u, h[i]);

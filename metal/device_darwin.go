@@ -1,0 +1,316 @@
+package metal
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/ebitengine/purego/objc"
+
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+// The Metal framework through purego's Objective-C runtime (no cgo). Objects from new*/alloc
+// are owned and released in Release/Close; command buffers and encoders (autoreleased by Metal)
+// are retained while in use and released after Wait.
+
+// MTLDataType values of function constants (MTLArgument.h).
+const (
+	mtlDataTypeFloat = 3
+	mtlDataTypeInt   = 29
+	mtlDataTypeUInt  = 33
+	mtlDataTypeBool  = 53
+)
+
+// mtlCommandBufferStatusError is MTLCommandBufferStatusError.
+const mtlCommandBufferStatusError = 5
+
+// mtlSize is MTLSize (three NSUInteger), passed by value.
+type mtlSize struct{ Width, Height, Depth uint }
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+	createFn func() objc.ID
+
+	sel = struct {
+		alloc, init, release, retain                                    objc.SEL
+		stringWithUTF8String, utf8String, localizedDescription, name    objc.SEL
+		newCommandQueue, newBuffer, contents, length                    objc.SEL
+		newLibrary, newFunction, newPipeline                            objc.SEL
+		setConstantValue, maxTotalThreads, execWidth, staticTGMem       objc.SEL
+		maxTGMem, commandBuffer, computeEncoder, setPipeline            objc.SEL
+		setBuffer, setBytes, setTGMem, dispatch, endEncoding            objc.SEL
+		commit, waitUntilCompleted, status, errorSel, newCompileOptions objc.SEL
+	}{}
+)
+
+func loadMetal() error {
+	loadOnce.Do(func() {
+		if _, err := purego.Dlopen("/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics", purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+			loadErr = fmt.Errorf("metal: loading CoreGraphics: %w", err)
+			return
+		}
+		lib, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			loadErr = fmt.Errorf("metal: loading Metal.framework: %w", err)
+			return
+		}
+		purego.RegisterLibFunc(&createFn, lib, "MTLCreateSystemDefaultDevice")
+		r := objc.RegisterName
+		sel.alloc, sel.init, sel.release, sel.retain = r("alloc"), r("init"), r("release"), r("retain")
+		sel.stringWithUTF8String, sel.utf8String = r("stringWithUTF8String:"), r("UTF8String")
+		sel.localizedDescription, sel.name = r("localizedDescription"), r("name")
+		sel.newCommandQueue, sel.newBuffer = r("newCommandQueue"), r("newBufferWithLength:options:")
+		sel.contents, sel.length = r("contents"), r("length")
+		sel.newLibrary = r("newLibraryWithSource:options:error:")
+		sel.newFunction = r("newFunctionWithName:constantValues:error:")
+		sel.newPipeline = r("newComputePipelineStateWithFunction:error:")
+		sel.setConstantValue = r("setConstantValue:type:atIndex:")
+		sel.maxTotalThreads, sel.execWidth = r("maxTotalThreadsPerThreadgroup"), r("threadExecutionWidth")
+		sel.staticTGMem, sel.maxTGMem = r("staticThreadgroupMemoryLength"), r("maxThreadgroupMemoryLength")
+		sel.commandBuffer, sel.computeEncoder = r("commandBuffer"), r("computeCommandEncoder")
+		sel.setPipeline, sel.setBuffer = r("setComputePipelineState:"), r("setBuffer:offset:atIndex:")
+		sel.setBytes, sel.setTGMem = r("setBytes:length:atIndex:"), r("setThreadgroupMemoryLength:atIndex:")
+		sel.dispatch, sel.endEncoding = r("dispatchThreadgroups:threadsPerThreadgroup:"), r("endEncoding")
+		sel.commit, sel.waitUntilCompleted = r("commit"), r("waitUntilCompleted")
+		sel.status, sel.errorSel = r("status"), r("error")
+		sel.newCompileOptions = r("new")
+	})
+	return loadErr
+}
+
+// nsString returns an autoreleased NSString holding s.
+func nsString(s string) objc.ID {
+	return objc.ID(objc.GetClass("NSString")).Send(sel.stringWithUTF8String, s)
+}
+
+// goString copies an NSString.
+func goString(ns objc.ID) string {
+	if ns == 0 {
+		return ""
+	}
+	return objc.Send[string](ns, sel.utf8String)
+}
+
+// errorText is the localizedDescription of an NSError (empty for nil).
+func errorText(nserr objc.ID) string {
+	if nserr == 0 {
+		return ""
+	}
+	return goString(nserr.Send(sel.localizedDescription))
+}
+
+// SystemDevice opens the system default Metal device (MTLCreateSystemDefaultDevice) and its
+// command queue. Errors: no Metal framework or no GPU.
+func SystemDevice() (mtl.Device, error) {
+	if err := loadMetal(); err != nil {
+		return nil, err
+	}
+	dev := createFn()
+	if dev == 0 {
+		return nil, fmt.Errorf("metal: MTLCreateSystemDefaultDevice returned no device")
+	}
+	q := dev.Send(sel.newCommandQueue)
+	if q == 0 {
+		dev.Send(sel.release)
+		return nil, fmt.Errorf("metal: newCommandQueue failed")
+	}
+	return &sysDevice{dev: dev, queue: q}, nil
+}
+
+type sysDevice struct {
+	dev, queue objc.ID
+}
+
+func (d *sysDevice) Name() string { return goString(d.dev.Send(sel.name)) }
+
+func (d *sysDevice) MaxThreadgroupMemoryLength() int {
+	return int(objc.Send[uint](d.dev, sel.maxTGMem))
+}
+
+func (d *sysDevice) NewBuffer(length int) (mtl.Buffer, error) {
+	if length <= 0 {
+		return nil, fmt.Errorf("metal: buffer length %d", length)
+	}
+	// MTLResourceStorageModeShared | MTLResourceCPUCacheModeDefaultCache = 0.
+	buf := d.dev.Send(sel.newBuffer, uint(length), uint(0))
+	if buf == 0 {
+		return nil, fmt.Errorf("metal: newBufferWithLength:%d failed", length)
+	}
+	p := objc.Send[unsafe.Pointer](buf, sel.contents)
+	mem := unsafe.Slice((*byte)(p), length)
+	clear(mem)
+	return &sysBuffer{id: buf, mem: mem}, nil
+}
+
+func (d *sysDevice) NewLibrary(name, source string) (mtl.Library, error) {
+	var nserr objc.ID
+	opts := objc.ID(objc.GetClass("MTLCompileOptions")).Send(sel.newCompileOptions)
+	lib := d.dev.Send(sel.newLibrary, nsString(source), opts, unsafe.Pointer(&nserr))
+	runtime.KeepAlive(&nserr)
+	if opts != 0 {
+		opts.Send(sel.release)
+	}
+	if lib == 0 {
+		return nil, fmt.Errorf("%s: %s: %w", name, errorText(nserr), mtl.ErrCompile)
+	}
+	return &sysLibrary{dev: d, lib: lib, name: name}, nil
+}
+
+func (d *sysDevice) NewCommandBuffer() (mtl.CommandBuffer, error) {
+	cb := d.queue.Send(sel.commandBuffer)
+	if cb == 0 {
+		return nil, fmt.Errorf("metal: commandBuffer failed: %w", mtl.ErrExecution)
+	}
+	cb.Send(sel.retain)
+	return &sysCommandBuffer{cb: cb}, nil
+}
+
+func (d *sysDevice) Close() error {
+	d.queue.Send(sel.release)
+	d.dev.Send(sel.release)
+	d.queue, d.dev = 0, 0
+	return nil
+}
+
+type sysBuffer struct {
+	id  objc.ID
+	mem []byte
+}
+
+func (b *sysBuffer) Contents() []byte { return b.mem }
+func (b *sysBuffer) Length() int      { return len(b.mem) }
+func (b *sysBuffer) Release() {
+	if b.id != 0 {
+		b.id.Send(sel.release)
+		b.id, b.mem = 0, nil
+	}
+}
+
+type sysLibrary struct {
+	dev  *sysDevice
+	lib  objc.ID
+	name string
+}
+
+func (l *sysLibrary) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, error) {
+	vals := objc.ID(objc.GetClass("MTLFunctionConstantValues")).Send(sel.alloc).Send(sel.init)
+	defer vals.Send(sel.release)
+	for _, c := range constants {
+		v := c.Value
+		var typ uint
+		switch c.Type {
+		case mtl.Bool:
+			typ = mtlDataTypeBool
+			b := uint8(0)
+			if v != 0 {
+				b = 1
+			}
+			vals.Send(sel.setConstantValue, unsafe.Pointer(&b), typ, uint(c.Index))
+			runtime.KeepAlive(&b)
+			continue
+		case mtl.Int:
+			typ = mtlDataTypeInt
+		case mtl.UInt:
+			typ = mtlDataTypeUInt
+		case mtl.Float:
+			typ = mtlDataTypeFloat
+		default:
+			return nil, fmt.Errorf("%s: constant %d has unknown type %d: %w", fn, c.Index, c.Type, mtl.ErrCompile)
+		}
+		vals.Send(sel.setConstantValue, unsafe.Pointer(&v), typ, uint(c.Index))
+		runtime.KeepAlive(&v)
+	}
+	var nserr objc.ID
+	f := l.lib.Send(sel.newFunction, nsString(fn), vals, unsafe.Pointer(&nserr))
+	if f == 0 {
+		return nil, fmt.Errorf("%s in %s: %s: %w", fn, l.name, errorText(nserr), mtl.ErrNoFunction)
+	}
+	defer f.Send(sel.release)
+	nserr = 0
+	ps := l.dev.dev.Send(sel.newPipeline, f, unsafe.Pointer(&nserr))
+	runtime.KeepAlive(&nserr)
+	if ps == 0 {
+		return nil, fmt.Errorf("%s in %s: %s: %w", fn, l.name, errorText(nserr), mtl.ErrCompile)
+	}
+	return &sysPipeline{id: ps, name: fn}, nil
+}
+
+type sysPipeline struct {
+	id   objc.ID
+	name string
+}
+
+func (p *sysPipeline) Name() string { return p.name }
+func (p *sysPipeline) MaxTotalThreadsPerThreadgroup() int {
+	return int(objc.Send[uint](p.id, sel.maxTotalThreads))
+}
+func (p *sysPipeline) ThreadExecutionWidth() int { return int(objc.Send[uint](p.id, sel.execWidth)) }
+func (p *sysPipeline) StaticThreadgroupMemoryLength() int {
+	return int(objc.Send[uint](p.id, sel.staticTGMem))
+}
+
+type sysCommandBuffer struct {
+	cb   objc.ID
+	encs []objc.ID
+}
+
+func (c *sysCommandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
+	enc := c.cb.Send(sel.computeEncoder)
+	if enc == 0 {
+		return nil, fmt.Errorf("metal: computeCommandEncoder failed: %w", mtl.ErrExecution)
+	}
+	enc.Send(sel.retain)
+	c.encs = append(c.encs, enc)
+	return &sysEncoder{id: enc}, nil
+}
+
+func (c *sysCommandBuffer) Commit() { c.cb.Send(sel.commit) }
+
+func (c *sysCommandBuffer) Wait() error {
+	c.cb.Send(sel.waitUntilCompleted)
+	var err error
+	if st := objc.Send[uint](c.cb, sel.status); st == mtlCommandBufferStatusError {
+		err = fmt.Errorf("metal: %s: %w", errorText(c.cb.Send(sel.errorSel)), mtl.ErrExecution)
+	}
+	for _, e := range c.encs {
+		e.Send(sel.release)
+	}
+	c.encs = nil
+	c.cb.Send(sel.release)
+	c.cb = 0
+	return err
+}
+
+type sysEncoder struct{ id objc.ID }
+
+func (e *sysEncoder) SetPipeline(p mtl.Pipeline) {
+	e.id.Send(sel.setPipeline, p.(*sysPipeline).id)
+}
+
+func (e *sysEncoder) SetBuffer(b mtl.Buffer, offset, index int) {
+	e.id.Send(sel.setBuffer, b.(*sysBuffer).id, uint(offset), uint(index))
+}
+
+func (e *sysEncoder) SetBytes(data []byte, index int) {
+	if len(data) == 0 {
+		return
+	}
+	e.id.Send(sel.setBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(index))
+	runtime.KeepAlive(data)
+}
+
+func (e *sysEncoder) SetThreadgroupMemoryLength(length, index int) {
+	e.id.Send(sel.setTGMem, uint(length), uint(index))
+}
+
+func (e *sysEncoder) DispatchThreadgroups(groups, threads [3]int) {
+	g := mtlSize{uint(groups[0]), uint(groups[1]), uint(groups[2])}
+	t := mtlSize{uint(threads[0]), uint(threads[1]), uint(threads[2])}
+	e.id.Send(sel.dispatch, g, t)
+}
+
+func (e *sysEncoder) EndEncoding() { e.id.Send(sel.endEncoding) }
