@@ -53,19 +53,19 @@ type program struct {
 
 // builtinExpr maps a position attribute to the launcher expression of its value.
 var builtinExpr = map[string]string{
-	"thread_position_in_grid":            "::emu::pos3(i->tpig)",
-	"thread_position_in_threadgroup":     "::emu::pos3(i->tpitg)",
-	"threadgroup_position_in_grid":       "::emu::pos3(i->tgpig)",
-	"threads_per_threadgroup":            "::emu::pos3(i->tptg)",
-	"dispatch_threads_per_threadgroup":   "::emu::pos3(i->tptg)",
-	"threadgroups_per_grid":              "::emu::pos3(i->tgpg)",
-	"threads_per_grid":                   "::emu::pos3(i->tpg)",
-	"thread_index_in_threadgroup":        "::emu::pos1(i->tiitg)",
-	"thread_index_in_simdgroup":          "::emu::pos1(i->simd_lane)",
-	"simdgroup_index_in_threadgroup":     "::emu::pos1(i->simd_group)",
-	"threads_per_simdgroup":              "::emu::pos1(i->simd_width)",
-	"thread_execution_width":             "::emu::pos1(i->simd_width)",
-	"simdgroups_per_threadgroup":         "::emu::pos1(i->simd_groups)",
+	"thread_position_in_grid":             "::emu::pos3(i->tpig)",
+	"thread_position_in_threadgroup":      "::emu::pos3(i->tpitg)",
+	"threadgroup_position_in_grid":        "::emu::pos3(i->tgpig)",
+	"threads_per_threadgroup":             "::emu::pos3(i->tptg)",
+	"dispatch_threads_per_threadgroup":    "::emu::pos3(i->tptg)",
+	"threadgroups_per_grid":               "::emu::pos3(i->tgpg)",
+	"threads_per_grid":                    "::emu::pos3(i->tpg)",
+	"thread_index_in_threadgroup":         "::emu::pos1(i->tiitg)",
+	"thread_index_in_simdgroup":           "::emu::pos1(i->simd_lane)",
+	"simdgroup_index_in_threadgroup":      "::emu::pos1(i->simd_group)",
+	"threads_per_simdgroup":               "::emu::pos1(i->simd_width)",
+	"thread_execution_width":              "::emu::pos1(i->simd_width)",
+	"simdgroups_per_threadgroup":          "::emu::pos1(i->simd_groups)",
 	"dispatch_simdgroups_per_threadgroup": "::emu::pos1(i->simd_groups)",
 }
 
@@ -310,7 +310,7 @@ func (r *rewriter) functionConstants(p *program) error {
 					r.t[k].text = call
 				}
 			}
-			if !strings.Contains(r.text(eq, e), "emu_fc_") {
+			if init := r.text(eq, e); !strings.Contains(init, "emu_fc_") && !strings.Contains(init, "::emu::fc_defined") {
 				continue
 			}
 			nameAt := r.prev(eq)
