@@ -3,10 +3,10 @@ package emu
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,26 +16,28 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-// The cache is shared by the tests of one run (it starts empty) so that each file compiles once
-// per build flavour; TestCache checks an empty cache on its own.
-var (
-	cacheOnce sync.Once
-	cacheDir  string
-)
-
-func testCache(t *testing.T) string {
-	cacheOnce.Do(func() {
-		d, err := os.MkdirTemp("", "emu-cache-")
-		if err != nil {
-			t.Fatal(err)
+	d, err := os.MkdirTemp("", "emu-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cacheDir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
 		}
-		cacheDir = d
-	})
-	return cacheDir
+	}
+	os.Exit(code)
 }
+
+// cacheDir is shared by the tests of one run (it starts empty) so that each file compiles once
+// per build flavour; TestCompileErrorsAndCache checks an empty cache of its own.
+var cacheDir string
+
+func testCache(*testing.T) string { return cacheDir }
 
 func openDev(t *testing.T, opts Options) *Device {
 	t.Helper()

@@ -166,7 +166,11 @@ func (r *rewriter) threadgroupDecls(open, end int) error {
 		}
 		e := r.findPunct(k, ";")
 		stmt := r.text(k+1, e)
-		if strings.ContainsAny(stmt, "*&=") {
+		head := stmt
+		if b := strings.IndexByte(head, '['); b >= 0 {
+			head = head[:b]
+		}
+		if strings.ContainsAny(head, "*&") || strings.Contains(stmt, "=") {
 			continue // a pointer or reference into threadgroup memory, not storage
 		}
 		var repl []string
