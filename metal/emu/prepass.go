@@ -319,7 +319,7 @@ func (r *rewriter) functionConstants(p *program) error {
 			}
 			name := r.t[nameAt].text
 			typ := strings.TrimSpace(strings.ReplaceAll(r.text(i+1, nameAt), "constexpr", ""))
-			r.replace(i, e+1, fmt.Sprintf("static inline %s emu_fc_%s() { return %s; }", typ, name, r.text(eq+1, e)))
+			r.replace(i, e+1, fmt.Sprintf("static inline %s emu_fc_%s() { return %s; }", typ, name, strings.TrimSpace(r.text(eq+1, e))))
 			names[name] = "emu_fc_" + name + "()"
 		}
 	}
