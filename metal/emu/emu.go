@@ -17,6 +17,10 @@
 // bitwise), and threadgroup memory over 32 KiB (pipelines and dispatches fail; Device.Stats
 // reports the bytes each kernel uses).
 //
+// Without ASan, libraries run in this process (loaded with purego, no cgo); a wild access there
+// crashes the process rather than failing the command buffer: rerun with ASan to locate it.
+// Not emulated: Metal 4 tensor ops (mpp::tensor_ops), quadgroup functions, textures.
+//
 // Floating point is not the GPU's: math runs in float through libm, half arithmetic rounds after
 // every operation, fma contraction follows clang. Compare with the CPU backend under tolerances;
 // compare kernel variants with each other bitwise.
