@@ -82,9 +82,11 @@ func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
 		return err
 	}
 	fS := float32(S)
-	for i, v := range z {
-		z[i] = silu32(v / fS)
-	}
+	parallelFor(len(z), 4096, func(lo, hi int) {
+		for i, v := range z[lo:hi] {
+			z[lo+i] = siluFast32(v / fS)
+		}
+	})
 	a := make([]float32, T*S*D)
 	if err := MatMul(a, z, T, g.Up); err != nil {
 		return err
@@ -95,7 +97,7 @@ func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
 			for d := range xt {
 				var s float64
 				for k := 0; k < S; k++ {
-					s += float64(sigmoid32(at[k*D+d])) * float64(ht[k*D+d])
+					s += float64(sigmoidFast32(at[k*D+d])) * float64(ht[k*D+d])
 				}
 				xt[d] = float32(s / float64(S))
 			}
@@ -108,7 +110,7 @@ func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
 		return err
 	}
 	for i, v := range beta {
-		beta[i] = 2 * sigmoid32(v/fS)
+		beta[i] = 2 * sigmoidFast32(v/fS)
 	}
 	return nil
 }

@@ -1,9 +1,12 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/blas"
 )
@@ -163,28 +166,48 @@ func widenU16(dst []float32, src []uint16, dt DType) {
 	}
 }
 
-// gemmPanelElems is the size of the float32 scratch a 16-bit weight is widened into per
-// BLAS call (4 MiB): big enough that the GEMM per panel stays efficient at T = 512, small enough
-// to stay in cache while the GEMM reads it.
-const gemmPanelElems = 1 << 20
+// gemmBlockElems bounds one column block of a product: the rows of W that one SGEMM call
+// multiplies (2 MiB as float32). A 16-bit block is widened into per-call scratch of this size,
+// small enough to stay in cache while the GEMM reads it; x is packed once per block, so blocks
+// much smaller than this would spend their time repacking x.
+const gemmBlockElems = 1 << 19
+
+// gemmBlockRows is the number of rows of W [N, K] per column block: a multiple of 32 (the
+// widest micro-kernel tile of the libraries in use), at most N. It depends only on N and K,
+// never on the core count, which is what keeps MatMul's bits independent of GOMAXPROCS.
+func gemmBlockRows(N, K int) int {
+	nb := max(32, gemmBlockElems/K/32*32)
+	return min(nb, N)
+}
 
 var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s }}
 
 // MatMul computes y [T, N] = x [T, K] * W^T for a weight W [N, K] (transformers' nn.Linear
 // without bias), with float32 activations and accumulation.
 //
-// F32 weights go to one SGEMM (package internal/blas: OpenBLAS, Accelerate or gonum). BF16 and
-// F16 weights are widened exactly, panel by panel of whole rows of W (at most 4 MiB of float32
-// scratch per panel, panel widening parallel over rows), and each panel is one SGEMM writing its
-// column block of y. Results are bitwise identical across runs and GOMAXPROCS (see
-// internal/blas for the thread pinning); the panel split depends only on N and K. A row's bits
-// may depend on T (the BLAS blocks small and large products differently), so a stream run in
-// chunks agrees with one run to rounding, not bitwise.
-// Widening per call costs about 30% at T = 10 on the expert shapes (BenchmarkMatMul); callers
-// with memory to spare can widen once with WidenF32.
+// The product is split into column blocks of y (gemmBlockRows rows of W each, a split that
+// depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
+// OpenBLAS, Accelerate or gonum) writing the columns it owns, and the blocks run on up to
+// GOMAXPROCS goroutines, taken in order from a shared counter. BF16 and F16 weights are widened
+// exactly, block by block, into the scratch of the goroutine that multiplies the block, so the
+// widening runs in parallel and stays in cache. Every block has the same shape and inputs
+// whichever goroutine runs it, so results are bitwise identical across runs, GOMAXPROCS and
+// core counts (for one BLAS build; see internal/blas). A row's bits may depend on T (the BLAS
+// blocks small and large products differently), so a stream run in chunks agrees with one run
+// to rounding, not bitwise. When the library cannot be entered concurrently (internal/blas
+// Concurrent is false) the blocks run one after another and the library spreads each one over
+// its own threads. Widening per call costs up to half the speed for weights multiplied with few
+// rows (experts); callers with memory to spare widen once with WidenF32.
 // T may be 0 (nothing to do). len(x) must be T*K and len(y) T*N.
 // Errors wrap ErrShape, ErrArg (nil weight) or ErrDType.
 func MatMul(y, x []float32, T int, w *Matrix) error {
+	if err := matMulCheck(y, x, T, w); err != nil {
+		return err
+	}
+	return matMul(y, x, T, w, true)
+}
+
+func matMulCheck(y, x []float32, T int, w *Matrix) error {
 	if err := w.validate("MatMul"); err != nil {
 		return err
 	}
@@ -192,32 +215,82 @@ func MatMul(y, x []float32, T int, w *Matrix) error {
 		return fmt.Errorf("MatMul: %w: T=%d, weight [%d, %d], len(x)=%d (want %d), len(y)=%d (want %d)",
 			ErrShape, T, w.N, w.K, len(x), T*w.K, len(y), T*w.N)
 	}
+	return nil
+}
+
+// matMul is MatMul after validation. With parallel false every block runs on the calling
+// goroutine (callers that already run one product per core, such as MoEExperts); the blocks,
+// and so the bits, are the same either way.
+func matMul(y, x []float32, T int, w *Matrix, parallel bool) error {
 	if T == 0 {
 		return nil
 	}
 	N, K := w.N, w.K
-	if w.DType == F32 {
-		return blas.Sgemm(false, true, T, N, K, 1, x, K, w.F32, K, 0, y, N)
-	}
-	nb := max(16, gemmPanelElems/K/16*16)
-	nb = min(nb, N)
-	sp := gemmScratch.Get().(*[]float32)
-	defer gemmScratch.Put(sp)
-	if cap(*sp) < nb*K {
-		*sp = make([]float32, nb*K)
-	}
-	panel := (*sp)[:nb*K]
-	for n0 := 0; n0 < N; n0 += nb {
+	nb := gemmBlockRows(N, K)
+	nblk := (N + nb - 1) / nb
+	concurrent := blas.Concurrent()
+	block := func(b int, panel []float32) error {
+		n0 := b * nb
 		rows := min(nb, N-n0)
-		src := w.U16[n0*K : (n0+rows)*K]
-		parallelFor(rows, 32, func(lo, hi int) {
-			widenU16(panel[lo*K:hi*K], src[lo*K:hi*K], w.DType)
-		})
-		if err := blas.Sgemm(false, true, T, rows, K, 1, x, K, panel[:rows*K], K, 0, y[n0:], N); err != nil {
-			return err
+		var wb []float32
+		if w.DType == F32 {
+			wb = w.F32[n0*K : (n0+rows)*K]
+		} else {
+			wb = panel[:rows*K]
+			src := w.U16[n0*K : (n0+rows)*K]
+			if concurrent {
+				widenU16(wb, src, w.DType)
+			} else {
+				parallelFor(rows, 32, func(lo, hi int) {
+					widenU16(wb[lo*K:hi*K], src[lo*K:hi*K], w.DType)
+				})
+			}
 		}
+		return blas.Sgemm(false, true, T, rows, K, 1, x, K, wb, K, 0, y[n0:], N)
 	}
-	return nil
+	workers := 1
+	if parallel && concurrent {
+		// A block below ~1 MFLOP is not worth a goroutine.
+		workers = min(runtime.GOMAXPROCS(0), nblk, max(1, 2*T*N*K/(1<<20)))
+	}
+	if workers <= 1 {
+		sp := gemmScratch.Get().(*[]float32)
+		defer gemmScratch.Put(sp)
+		if w.DType != F32 && cap(*sp) < nb*K {
+			*sp = make([]float32, nb*K)
+		}
+		for b := 0; b < nblk; b++ {
+			if err := block(b, (*sp)[:cap(*sp)]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			sp := gemmScratch.Get().(*[]float32)
+			defer gemmScratch.Put(sp)
+			if w.DType != F32 && cap(*sp) < nb*K {
+				*sp = make([]float32, nb*K)
+			}
+			for {
+				b := int(next.Add(1) - 1)
+				if b >= nblk {
+					return
+				}
+				if err := block(b, (*sp)[:cap(*sp)]); err != nil && errs[g] == nil {
+					errs[g] = err
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // BLASImpl names the SGEMM implementation MatMul runs on (internal/blas.Impl).

@@ -1,8 +1,15 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stratakernels/strata/internal/blas"
 )
 
 // TopKRoute is the MoE router after the logits GEMM: p = softmax(logits) over all E experts
@@ -154,41 +161,85 @@ func MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int
 		slots[r] = int32(i)
 	}
 	clear(ye[used*D:])
-	xg := make([]float32, maxRows*D)
-	gu := make([]float32, maxRows*2*I)
-	h := make([]float32, maxRows*I)
+	// Experts with rows, largest first (ties by index) so the dynamic schedule ends evenly; the
+	// order only decides who runs an expert, never its bits.
+	var order []int
 	for e := 0; e < ex.E; e++ {
-		r0, n := count[e], count[e+1]-count[e]
-		if n == 0 {
-			continue
-		}
-		parallelFor(n, max(1, 8192/D), func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				t := int(slots[r0+r]) / K
-				copy(xg[r*D:(r+1)*D], x[t*D:(t+1)*D])
-			}
-		})
-		if err := MatMul(gu[:n*2*I], xg[:n*D], n, ex.GateUp[e]); err != nil {
-			return fmt.Errorf("expert %d: %w", e, err)
-		}
-		swigluRows(h[:n*I], gu[:n*2*I], n, I)
-		if err := MatMul(ye[r0*D:(r0+n)*D], h[:n*I], n, ex.Down[e]); err != nil {
-			return fmt.Errorf("expert %d: %w", e, err)
+		if count[e+1] > count[e] {
+			order = append(order, e)
 		}
 	}
-	return nil
+	sort.SliceStable(order, func(i, j int) bool {
+		return count[order[i]+1]-count[order[i]] > count[order[j]+1]-count[order[j]]
+	})
+	// One expert per goroutine, each running its GEMMs single-threaded, when there are enough
+	// experts to fill the cores; else experts one at a time, each GEMM parallel inside. The
+	// GEMM blocks, and so the bits, are the same either way.
+	workers := 1
+	if blas.Concurrent() {
+		workers = min(runtime.GOMAXPROCS(0), len(order))
+	}
+	perExpert := workers > 1 && len(order) >= 2*workers
+	if !perExpert {
+		workers = 1
+	}
+	run := func(e int, xg, gu, h []float32) error {
+		r0, n := count[e], count[e+1]-count[e]
+		for r := 0; r < n; r++ {
+			t := int(slots[r0+r]) / K
+			copy(xg[r*D:(r+1)*D], x[t*D:(t+1)*D])
+		}
+		if err := matMul(gu[:n*2*I], xg[:n*D], n, ex.GateUp[e], !perExpert); err != nil {
+			return fmt.Errorf("expert %d: %w", e, err)
+		}
+		if perExpert {
+			swigluRange(h, gu, 0, n, I)
+		} else {
+			swigluRows(h[:n*I], gu[:n*2*I], n, I)
+		}
+		if err := matMul(ye[r0*D:(r0+n)*D], h[:n*I], n, ex.Down[e], !perExpert); err != nil {
+			return fmt.Errorf("expert %d: %w", e, err)
+		}
+		return nil
+	}
+	var taken atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			xg := make([]float32, maxRows*D)
+			gu := make([]float32, maxRows*2*I)
+			h := make([]float32, maxRows*I)
+			for {
+				i := int(taken.Add(1) - 1)
+				if i >= len(order) {
+					return
+				}
+				if err := run(order[i], xg, gu, h); err != nil && errs[g] == nil {
+					errs[g] = err
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // swigluRows writes h[r, i] = silu(gu[r, i]) * gu[r, I+i] for rows r of gu [rows, 2I].
 func swigluRows(h, gu []float32, rows, I int) {
-	parallelFor(rows, max(1, 8192/I), func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			g, u, o := gu[r*2*I:r*2*I+I], gu[r*2*I+I:(r+1)*2*I], h[r*I:(r+1)*I]
-			for i := range o {
-				o[i] = silu32(g[i]) * u[i]
-			}
+	parallelFor(rows, max(1, 8192/I), func(lo, hi int) { swigluRange(h, gu, lo, hi, I) })
+}
+
+// swigluRange is swigluRows for rows lo..hi-1 on the calling goroutine.
+func swigluRange(h, gu []float32, lo, hi, I int) {
+	for r := lo; r < hi; r++ {
+		g, u, o := gu[r*2*I:r*2*I+I], gu[r*2*I+I:(r+1)*2*I], h[r*I:(r+1)*I]
+		for i := range o {
+			o[i] = siluFast32(g[i]) * u[i]
 		}
-	})
+	}
 }
 
 // SwiGLU writes h = silu(gu[:, :I]) * gu[:, I:] for gu [rows, 2I] (gate columns first, as the
@@ -291,7 +342,7 @@ func SharedExpertMLP(y, x []float32, T int, se *SharedExpert) error {
 	}
 	parallelFor(T*I, 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			g[i] = silu32(g[i]) * u[i]
+			g[i] = siluFast32(g[i]) * u[i]
 		}
 	})
 	if err := MatMul(y, g, T, se.Down); err != nil {

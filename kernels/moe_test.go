@@ -283,3 +283,28 @@ func TestMoEErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFastActivations checks the polynomial sigmoid and silu against their float64 definitions
+// over a dense grid (to one float32 ulp, relative) and at the edges.
+func TestFastActivations(t *testing.T) {
+	for i := -400000; i <= 400000; i++ {
+		x := float32(i) * 0.0005
+		for _, c := range []struct {
+			name string
+			got  float32
+			want float64
+		}{
+			{"sigmoid", sigmoidFast32(x), sigmoid64(float64(x))},
+			{"silu", siluFast32(x), float64(x) * sigmoid64(float64(x))},
+		} {
+			if d := math.Abs(float64(c.got) - c.want); d > 1.2e-7*math.Abs(c.want) && d > 1e-44 {
+				t.Fatalf("%s(%g) = %g, want %g", c.name, x, c.got, c.want)
+			}
+		}
+	}
+	nan := float32(math.NaN())
+	if !math.IsNaN(float64(sigmoidFast32(nan))) || sigmoidFast32(float32(math.Inf(1))) != 1 ||
+		sigmoidFast32(float32(math.Inf(-1))) != 0 || sigmoidFast32(-200) != 0 || sigmoidFast32(200) != 1 {
+		t.Fatal("sigmoidFast32 edge cases wrong")
+	}
+}

@@ -298,7 +298,7 @@ func PLEApply(H []float32, T int, ids []int32, w *PLEWeights, convState []float3
 				for j := 0; j < K; j++ {
 					acc += float64(w.ConvW[c*K+j]) * at(t-(K-1-j)*dil, c)
 				}
-				H[t*C+c] += gv[t*C+c] + silu32(float32(acc))
+				H[t*C+c] += gv[t*C+c] + siluFast32(float32(acc))
 			}
 		}
 	})

@@ -25,7 +25,7 @@ func RoPE(x []float32, T, H, d, rot, pos0 int, theta float64) error {
 	if pos0 < 0 || pos0 > math.MaxInt32 {
 		return fmt.Errorf("RoPE: %w: pos0=%d", ErrArg, pos0)
 	}
-	ropeRun(x, T, H, d, rot, theta, func(t int) float64 { return float64(pos0 + t) })
+	ropeRunNorm(x, T, H, d, rot, theta, func(t int) float64 { return float64(pos0 + t) }, nil, 0)
 	return nil
 }
 
@@ -43,7 +43,7 @@ func RoPEAt(x []float32, n, H, d, rot int, pos []int32, theta float64) error {
 			return fmt.Errorf("RoPEAt: %w: pos[%d]=%d", ErrArg, i, p)
 		}
 	}
-	ropeRun(x, n, H, d, rot, theta, func(t int) float64 { return float64(pos[t]) })
+	ropeRunNorm(x, n, H, d, rot, theta, func(t int) float64 { return float64(pos[t]) }, nil, 0)
 	return nil
 }
 
@@ -60,7 +60,9 @@ func ropeCheck(op string, x []float32, T, H, d, rot int, theta float64) error {
 	return nil
 }
 
-func ropeRun(x []float32, T, H, d, rot int, theta float64, pos func(t int) float64) {
+// ropeRunNorm rotates every head of x; with norm != nil each head is first normalised in place
+// by rmsScale1p (the fused RMSNorm1pRoPE), while it is in cache.
+func ropeRunNorm(x []float32, T, H, d, rot int, theta float64, pos func(t int) float64, norm []float32, eps float32) {
 	half := rot / 2
 	invFreq := make([]float64, half)
 	for j := range invFreq {
@@ -74,6 +76,9 @@ func ropeRun(x []float32, T, H, d, rot int, theta float64, pos func(t int) float
 				cs[2*j], cs[2*j+1] = math.Cos(p*invFreq[j]), math.Sin(p*invFreq[j])
 			}
 			for h := 0; h < H; h++ {
+				if norm != nil {
+					rmsScale1p(x[(t*H+h)*d:(t*H+h+1)*d], x[(t*H+h)*d:(t*H+h+1)*d], norm, eps)
+				}
 				v := x[(t*H+h)*d : (t*H+h)*d+rot]
 				for j := 0; j < half; j++ {
 					c, s := cs[2*j], cs[2*j+1]
@@ -84,4 +89,22 @@ func ropeRun(x []float32, T, H, d, rot int, theta float64, pos func(t int) float
 			}
 		}
 	})
+}
+
+// RMSNorm1pRoPE is RMSNorm1p over each head of x [T, H, d] (weights w [d]) followed by RoPE
+// at positions pos0+t, in one pass over x (the q_norm/k_norm + rotary step of the attention
+// layers, and the indexer's query). In place; bitwise equal to RMSNorm1p then RoPE.
+// Errors wrap ErrShape or ErrArg as those two do.
+func RMSNorm1pRoPE(x []float32, T, H, d int, w []float32, eps float32, rot, pos0 int, theta float64) error {
+	if err := ropeCheck("RMSNorm1pRoPE", x, T, H, d, rot, theta); err != nil {
+		return err
+	}
+	if len(w) != d || !(eps >= 0) {
+		return fmt.Errorf("RMSNorm1pRoPE: %w: len(w)=%d d=%d eps=%g", ErrShape, len(w), d, eps)
+	}
+	if pos0 < 0 || pos0 > math.MaxInt32 {
+		return fmt.Errorf("RMSNorm1pRoPE: %w: pos0=%d", ErrArg, pos0)
+	}
+	ropeRunNorm(x, T, H, d, rot, theta, func(t int) float64 { return float64(pos0 + t) }, w, eps)
+	return nil
 }

@@ -91,3 +91,30 @@ func TestRoPEErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRMSNorm1pRoPEFused requires the fused norm+rotary pass to equal RMSNorm1p then RoPE bit
+// for bit, across GOMAXPROCS.
+func TestRMSNorm1pRoPEFused(t *testing.T) {
+	for _, c := range []struct{ T, H, d, rot, pos0 int }{{1, 1, 8, 4, 0}, {17, 3, 256, 64, 5}, {65, 2, 128, 64, 1000}} {
+		x := opcases.Floats(4, c.T*c.H*c.d, 2)
+		w := opcases.Floats(5, c.d, 0.1)
+		want := append([]float32(nil), x...)
+		if err := RMSNorm1p(want, want, c.T*c.H, c.d, w, 1e-6); err != nil {
+			t.Fatal(err)
+		}
+		if err := RoPE(want, c.T, c.H, c.d, c.rot, c.pos0, 1e7); err != nil {
+			t.Fatal(err)
+		}
+		denseSameAcrossProcs(t, fmt.Sprint(c), func() []float32 {
+			got := append([]float32(nil), x...)
+			if err := RMSNorm1pRoPE(got, c.T, c.H, c.d, w, 1e-6, c.rot, c.pos0, 1e7); err != nil {
+				t.Fatal(err)
+			}
+			denseBitwise(t, fmt.Sprint(c), got, want)
+			return got
+		})
+	}
+	if err := RMSNorm1pRoPE(make([]float32, 16), 2, 1, 8, make([]float32, 7), 1e-6, 4, 0, 1e7); !errors.Is(err, ErrShape) {
+		t.Fatalf("short weights: %v", err)
+	}
+}

@@ -3,6 +3,8 @@ package strata
 import (
 	"context"
 	"math"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
@@ -16,6 +18,61 @@ type fwd struct {
 	T     int
 	pos0  int
 	stats Stats
+	// scratch holds the prefill's activation buffers by name, reused by every layer (one
+	// allocation per buffer per prefill instead of one per layer).
+	scratch map[string][]float32
+	// hn holds the grouped norm of the streams H, valid (hnFor != nil) when the last write
+	// produced it in its own pass for the GatedResidual read whose weights hnFor are.
+	hn    []float32
+	hnFor *kernels.GRWeights
+}
+
+// buf returns the scratch buffer called name with n elements, zeroed when zero is set (buffers
+// that a kernel overwrites entirely need not be).
+func (f *fwd) buf(name string, n int, zero bool) []float32 {
+	b := f.scratch[name]
+	if cap(b) < n {
+		b = make([]float32, n)
+		f.scratch[name] = b
+		return b
+	}
+	b = b[:n]
+	if zero {
+		clear(b)
+	}
+	return b
+}
+
+// parallelRows runs fn over [0, n) split into contiguous ranges on up to GOMAXPROCS
+// goroutines; each index is owned by one call, so per-index results do not depend on the split.
+func parallelRows(n, grain int, fn func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+grain-1)/max(grain, 1))
+	if workers <= 1 {
+		if n > 0 {
+			fn(0, n)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += chunk {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			fn(lo, hi)
+		}(lo, min(lo+chunk, n))
+	}
+	wg.Wait()
+}
+
+// sigmoid64 is the logistic function in float64 (the attention output gate, the shared-expert
+// gate and SwiGLU's silu of the dense MLPs), written so that neither branch overflows.
+func sigmoid64(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
 }
 
 // timed runs fn, adds its duration to stage and converts a kernel error into ErrBackend with
@@ -39,10 +96,13 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 	c := m.cfg
 	T, D := len(tokens), c.D
 	S := max(c.Streams, 1)
-	f := &fwd{s: s, c: c, T: T, pos0: s.pos}
+	f := &fwd{s: s, c: c, T: T, pos0: s.pos, scratch: map[string][]float32{}}
 	start := time.Now()
 
 	H := make([]float32, T*S*D)
+	if c.Streams > 0 {
+		f.hn = make([]float32, T*S*D)
+	}
 	for t, id := range tokens {
 		row := m.embed[int(id)*D : (int(id)+1)*D]
 		for st := 0; st < S; st++ {
@@ -57,6 +117,7 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 			return nil, wrapf(ErrCancelled, err, "before layer %d", i)
 		}
 		if ly.ple != nil {
+			f.hnFor = nil // PLE changes H after the last write normalised it
 			if err := f.ple(i, ly, H, tokens); err != nil {
 				return nil, err
 			}
@@ -74,14 +135,18 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 		if err != nil {
 			return nil, err
 		}
-		if err := f.writeBlock(i, ly.attnGR != nil, H, beta, u); err != nil {
+		if err := f.writeBlock(i, ly.attnGR != nil, H, beta, u, ly.mlpGR); err != nil {
 			return nil, err
 		}
 		// MLP block
 		if err := f.readBlock(i, ly.mlpGR, ly.postNorm, x, beta, H); err != nil {
 			return nil, err
 		}
-		if err := f.mlp(i, ly, x, u, H, beta); err != nil {
+		var nextGR *kernels.GRWeights // the next read, when the MLP write may normalise for it
+		if i+1 < len(m.layers) && m.layers[i+1].ple == nil {
+			nextGR = m.layers[i+1].attnGR
+		}
+		if err := f.mlp(i, ly, x, u, H, beta, nextGR); err != nil {
 			return nil, err
 		}
 		if s.trace != nil {
@@ -125,6 +190,10 @@ func (f *fwd) readBlock(layer int, gr *kernels.GRWeights, norm []float32, x, bet
 	eps := float32(f.c.Eps)
 	if gr != nil {
 		return f.timed(StageGatedResidual, layer, "gated residual read", func() error {
+			if f.hnFor == gr {
+				f.hnFor = nil
+				return kernels.GRReadNormed(x, beta, f.hn, f.T, gr)
+			}
 			return kernels.GRRead(x, beta, H, f.T, gr, eps)
 		})
 	}
@@ -134,14 +203,22 @@ func (f *fwd) readBlock(layer int, gr *kernels.GRWeights, norm []float32, x, bet
 }
 
 // writeBlock adds a block output u [T, D] into the residual: H += beta (x) u, or H += u.
-func (f *fwd) writeBlock(layer int, gated bool, H, beta, u []float32) error {
+// With next set (the GatedResidual read that follows) the write also normalises H for it in
+// the same pass (gr_norm_h4 fused into the write).
+func (f *fwd) writeBlock(layer int, gated bool, H, beta, u []float32, next *kernels.GRWeights) error {
 	return f.timed(StageGatedResidual, layer, "residual write", func() error {
+		if gated && next != nil {
+			f.hnFor = next
+			return kernels.GRWriteNormH(H, f.hn, beta, u, f.T, f.c.Streams, f.c.D, next.Norm, float32(f.c.Eps))
+		}
 		if gated {
 			return kernels.GRWrite(H, beta, u, f.T, f.c.Streams, f.c.D)
 		}
-		for i := range u {
-			H[i] += u[i]
-		}
+		parallelRows(len(u), 1<<14, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				H[i] += u[i]
+			}
+		})
 		return nil
 	})
 }
@@ -151,10 +228,10 @@ func (f *fwd) gdn(layer int, w *gdnWeights, x, u []float32) error {
 	st := f.s.state
 	Hk, Hv, dk, dv := c.Hk, c.Hv, c.Dk, c.Dv
 	C := 2*Hk*dk + Hv*dv
-	qkv := make([]float32, T*C)
-	z := make([]float32, T*Hv*dv)
-	a := make([]float32, T*Hv)
-	b := make([]float32, T*Hv)
+	qkv := f.buf("gdn qkv", T*C, false)
+	z := f.buf("gdn z", T*Hv*dv, false)
+	a := f.buf("gdn a", T*Hv, false)
+	b := f.buf("gdn b", T*Hv, false)
 	if err := f.matmul(layer, "in_proj_qkv", qkv, x, T, w.qkv); err != nil {
 		return err
 	}
@@ -167,18 +244,18 @@ func (f *fwd) gdn(layer int, w *gdnWeights, x, u []float32) error {
 	if err := f.matmul(layer, "in_proj_a", a, x, T, w.a); err != nil {
 		return err
 	}
-	q := make([]float32, T*Hk*dk)
-	k := make([]float32, T*Hk*dk)
-	v := make([]float32, T*Hv*dv)
-	g := make([]float32, T*Hv)
-	beta := make([]float32, T*Hv)
+	q := f.buf("gdn q", T*Hk*dk, true)
+	k := f.buf("gdn k", T*Hk*dk, true)
+	v := f.buf("gdn v", T*Hv*dv, true)
+	g := f.buf("gdn g", T*Hv, true)
+	beta := f.buf("gdn beta", T*Hv, true)
 	p := kernels.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: c.ConvK, Map: kernels.Grouped}
 	if err := f.timed(StageGDN, layer, "gdn_pre", func() error {
 		return kernels.GDNPre(q, k, v, g, beta, qkv, a, b, st.conv[layer], w.convW, w.aLog, w.dt, p)
 	}); err != nil {
 		return err
 	}
-	o := make([]float32, T*Hv*dv)
+	o := f.buf("gdn o", T*Hv*dv, true)
 	if err := f.timed(StageGDN, layer, "gdn_scan", func() error {
 		return kernels.GDNScan(o, st.rec[layer], q, k, v, g, beta, p, kernels.Chunked)
 	}); err != nil {
@@ -202,7 +279,7 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 	st := f.s.state
 	Hq, Hkv, hd := c.Hq, c.Hkv, c.HeadDim
 	eps := float32(c.Eps)
-	qg := make([]float32, T*Hq*2*hd)
+	qg := f.buf("attn qg", T*Hq*2*hd, false)
 	if err := f.matmul(layer, "q_proj", qg, x, T, w.q); err != nil {
 		return err
 	}
@@ -215,37 +292,33 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 	if err := f.matmul(layer, "v_proj", vNew, x, T, w.v); err != nil {
 		return err
 	}
-	q := make([]float32, T*Hq*hd)
-	gate := make([]float32, T*Hq*hd)
-	for t := 0; t < T; t++ {
-		for h := 0; h < Hq; h++ {
-			src := qg[(t*Hq+h)*2*hd:]
-			copy(q[(t*Hq+h)*hd:(t*Hq+h+1)*hd], src[:hd])
-			copy(gate[(t*Hq+h)*hd:(t*Hq+h+1)*hd], src[hd:2*hd])
+	q := f.buf("attn q", T*Hq*hd, false)
+	gate := f.buf("attn gate", T*Hq*hd, false)
+	parallelRows(T, 16, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			for h := 0; h < Hq; h++ {
+				src := qg[(t*Hq+h)*2*hd:]
+				copy(q[(t*Hq+h)*hd:(t*Hq+h+1)*hd], src[:hd])
+				copy(gate[(t*Hq+h)*hd:(t*Hq+h+1)*hd], src[hd:2*hd])
+			}
 		}
-	}
+	})
 	var sel *kernels.Selection
 	if err := f.timed(StageAttention, layer, "q/k norm + rope", func() error {
-		if err := kernels.RMSNorm1p(q, q, T*Hq, hd, w.qNorm, eps); err != nil {
+		if err := kernels.RMSNorm1pRoPE(q, T, Hq, hd, w.qNorm, eps, c.RotaryDim, pos0, c.RopeTheta); err != nil {
 			return err
 		}
-		if err := kernels.RMSNorm1p(kNew, kNew, T*Hkv, hd, w.kNorm, eps); err != nil {
-			return err
-		}
-		if err := kernels.RoPE(q, T, Hq, hd, c.RotaryDim, pos0, c.RopeTheta); err != nil {
-			return err
-		}
-		return kernels.RoPE(kNew, T, Hkv, hd, c.RotaryDim, pos0, c.RopeTheta)
+		return kernels.RMSNorm1pRoPE(kNew, T, Hkv, hd, w.kNorm, eps, c.RotaryDim, pos0, c.RopeTheta)
 	}); err != nil {
 		return err
 	}
 	if w.idx != nil {
 		nh, dh := c.IdxHeads, c.IdxDim
-		iqk := make([]float32, T*(nh+1)*dh)
+		iqk := f.buf("indexer qk", T*(nh+1)*dh, false)
 		if err := f.matmul(layer, "indexer index_qk_proj", iqk, x, T, w.idx); err != nil {
 			return err
 		}
-		iq := make([]float32, T*nh*dh)
+		iq := f.buf("indexer q", T*nh*dh, false)
 		keys := st.idxK[layer]
 		for t := 0; t < T; t++ {
 			copy(iq[t*nh*dh:(t+1)*nh*dh], iqk[t*(nh+1)*dh:])
@@ -253,10 +326,7 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 		}
 		sel = &kernels.Selection{}
 		if err := f.timed(StageAttention, layer, "qsa_index", func() error {
-			if err := kernels.RMSNorm1p(iq, iq, T*nh, dh, w.idxQN, eps); err != nil {
-				return err
-			}
-			if err := kernels.RoPE(iq, T, nh, dh, c.RotaryDim, pos0, c.RopeTheta); err != nil {
+			if err := kernels.RMSNorm1pRoPE(iq, T, nh, dh, w.idxQN, eps, c.RotaryDim, pos0, c.RopeTheta); err != nil {
 				return err
 			}
 			return kernels.QSASelect(sel, iq, keys, w.idxKN, kernels.IndexerParams{
@@ -275,14 +345,21 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 			}
 		}
 	}
-	o := make([]float32, T*Hq*hd)
+	o := f.buf("attn o", T*Hq*hd, true)
 	if err := f.timed(StageAttention, layer, "qsa_flash", func() error {
 		return kernels.Attention(o, nil, q, kc, vc, kernels.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: hd, Pos0: pos0, Scale: float32(1 / math.Sqrt(float64(hd)))}, sel)
 	}); err != nil {
 		return err
 	}
-	for i := range o {
-		o[i] *= float32(1 / (1 + math.Exp(-float64(gate[i]))))
+	if err := f.timed(StageAttention, layer, "output gate", func() error {
+		parallelRows(len(o), 1<<14, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				o[i] *= float32(sigmoid64(float64(gate[i])))
+			}
+		})
+		return nil
+	}); err != nil {
+		return err
 	}
 	return f.matmul(layer, "o_proj", u, o, T, w.o)
 }
@@ -290,37 +367,39 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 // swiglu runs a dense SwiGLU MLP: y [T, D] = down(silu(gate x) * up x).
 func (f *fwd) swiglu(layer int, op string, y, x []float32, w *mlpWeights) error {
 	T, I := f.T, w.I
-	gu := make([]float32, T*2*w.I)
+	gu := f.buf(op+" gate_up", T*2*w.I, false)
 	if err := f.matmul(layer, op+" gate_up", gu, x, T, w.gateUp); err != nil {
 		return err
 	}
-	h := make([]float32, T*I)
-	for t := 0; t < T; t++ {
-		for j := 0; j < I; j++ {
-			g := float64(gu[t*2*I+j])
-			h[t*I+j] = float32(g/(1+math.Exp(-g))) * gu[t*2*I+I+j]
+	h := f.buf(op+" h", T*I, false)
+	parallelRows(T, max(1, 4096/I), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			for j := 0; j < I; j++ {
+				g := float64(gu[t*2*I+j])
+				h[t*I+j] = float32(g*sigmoid64(g)) * gu[t*2*I+I+j]
+			}
 		}
-	}
+	})
 	return f.matmul(layer, op+" down", y, h, T, w.down)
 }
 
-func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta []float32) error {
+func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta []float32, next *kernels.GRWeights) error {
 	c, T, D := f.c, f.T, f.c.D
 	if ly.mlp != nil {
 		if err := f.swiglu(layer, "mlp", u, x, ly.mlp); err != nil {
 			return err
 		}
-		return f.writeBlock(layer, ly.mlpGR != nil, H, beta, u)
+		return f.writeBlock(layer, ly.mlpGR != nil, H, beta, u, next)
 	}
 	mw := ly.moe
 	E, K := c.Experts, c.TopK
-	rl := make([]float32, T*E)
+	rl := f.buf("router logits", T*E, false)
 	if err := f.matmul(layer, "router", rl, x, T, mw.router); err != nil {
 		return err
 	}
 	wts := make([]float32, T*K)
 	idx := make([]int32, T*K)
-	ye := make([]float32, T*K*D)
+	ye := f.buf("experts out", T*K*D, false)
 	rk := make([]int32, T*K)
 	if err := f.timed(StageMoE, layer, "route + experts", func() error {
 		if err := kernels.TopKRoute(wts, idx, rl, T, E, K, c.NormTopK); err != nil {
@@ -330,19 +409,27 @@ func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta []float32) error {
 	}); err != nil {
 		return err
 	}
-	sh := make([]float32, T*D)
+	sh := f.buf("shared out", T*D, false)
 	if err := f.swiglu(layer, "shared_expert", sh, x, mw.shared); err != nil {
 		return err
 	}
-	sg := make([]float32, T)
+	sg := f.buf("shared gate", T, false)
 	if err := f.matmul(layer, "shared_expert_gate", sg, x, T, mw.sharedGate); err != nil {
 		return err
 	}
-	for t := 0; t < T; t++ {
-		gv := float32(1 / (1 + math.Exp(-float64(sg[t]))))
-		for j := 0; j < D; j++ {
-			sh[t*D+j] *= gv
+	parallelRows(T, max(1, 4096/D), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			gv := float32(sigmoid64(float64(sg[t])))
+			for j := 0; j < D; j++ {
+				sh[t*D+j] *= gv
+			}
 		}
+	})
+	if ly.mlpGR != nil && next != nil {
+		f.hnFor = next
+		return f.timed(StageMoE, layer, "gr_norm_h_moec", func() error {
+			return kernels.GRNormHMoEC(H, f.hn, beta, ye, T*K, rk, wts, sh, T, c.Streams, K, D, next.Norm, float32(c.Eps))
+		})
 	}
 	if ly.mlpGR != nil {
 		return f.timed(StageMoE, layer, "gr_apply_moec", func() error {
@@ -353,9 +440,11 @@ func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta []float32) error {
 		if err := kernels.MoECombine(u, ye, T*K, rk, wts, T, K, D); err != nil {
 			return err
 		}
-		for i := range u {
-			H[i] += u[i] + sh[i]
-		}
+		parallelRows(len(u), 1<<14, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				H[i] += u[i] + sh[i]
+			}
+		})
 		return nil
 	})
 }

@@ -9,20 +9,21 @@
 //
 // Impl reports which one is in use; the choice is never silent.
 //
-// Determinism. Each implementation partitions C among its threads and runs the K reduction of
-// an element of C in an order fixed by the shape and the thread count, so results are bitwise
-// identical across runs and never depend on GOMAXPROCS. OpenBLAS's results do depend on its
-// own thread count (its single-thread path and its edge tiles block the product differently:
-// for a 257x384x1000 product, 1 and 2 threads differ in 59% of the elements, 2 and 3 threads
-// in 2%), so the count is pinned once at load with openblas_set_num_threads, to
-// STRATA_BLAS_THREADS or, when that is unset, to runtime.NumCPU(). Set STRATA_BLAS_THREADS to
-// get the same bits on machines with different core counts (and the same OpenBLAS kernel).
-// gonum's Sgemm splits C into fixed blocks with a fixed K order. Accelerate's threading is its
-// own (VECLIB_MAXIMUM_THREADS); this package cannot test it from Linux.
-//
-// Calls into a loaded library are serialised by a mutex: the library already uses every
-// thread it was given, and concurrent entries into one OpenBLAS thread pool are not something
-// to rely on.
+// Determinism and threads. Each implementation partitions C among its threads and runs the K
+// reduction of an element of C in an order fixed by the shape and the thread count, so results
+// are bitwise identical across runs. OpenBLAS's results do depend on its own thread count (its
+// single-thread path and its edge tiles block the product differently: for a 257x384x1000
+// product, 1 and 2 threads differ in 59% of the elements, 2 and 3 threads in 2%), so the count
+// is pinned once at load with openblas_set_num_threads, to STRATA_BLAS_THREADS or, when that is
+// unset, to 1. With one thread per call the library is safe to enter from many goroutines at
+// once (Concurrent reports it), and callers parallelise themselves: package kernels splits a
+// product into column blocks whose shapes depend only on the problem, runs them on all cores
+// and so gets the same bits whatever GOMAXPROCS and core count are. With STRATA_BLAS_THREADS > 1
+// calls are serialised by a lock and the library spreads each one over its own threads.
+// gonum's Sgemm splits C into fixed blocks with a fixed K order and may be called concurrently.
+// Accelerate's threading is its own (VECLIB_MAXIMUM_THREADS); this package cannot test it from
+// Linux and serialises its calls.
+
 package blas
 
 import (
@@ -44,6 +45,7 @@ type backend interface {
 	name() string
 	sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 		b []float32, ldb int, beta float32, c []float32, ldc int)
+	concurrent() bool
 }
 
 var (
@@ -71,14 +73,22 @@ func choose() backend {
 }
 
 // threadsWanted is the thread count to pin a native library to: STRATA_BLAS_THREADS when it
-// holds a positive integer, else the number of logical CPUs.
+// holds a positive integer, else 1 (callers run single-threaded products concurrently).
 func threadsWanted() int {
 	if v := os.Getenv("STRATA_BLAS_THREADS"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			return n
 		}
 	}
-	return numCPU()
+	return 1
+}
+
+// Concurrent reports whether Sgemm may be called from several goroutines at once with each
+// call running on its caller's thread alone: true for OpenBLAS pinned to one thread and for
+// gonum (which parallelises internally only past its own block size, with fixed blocks). When
+// false, concurrent calls are serialised and each spreads over the library's threads.
+func Concurrent() bool {
+	return choose().concurrent()
 }
 
 // Impl names the implementation in use, with its version and thread count where known, e.g.

@@ -215,3 +215,55 @@ func BenchmarkSgemmNT(b *testing.B) {
 		})
 	}
 }
+
+// TestSgemmConcurrent runs independent products from several goroutines at once and requires
+// each to equal the same product run alone, bit for bit.
+func TestSgemmConcurrent(t *testing.T) {
+	t.Logf("%s, concurrent=%v", Impl(), Concurrent())
+	r := rand.New(rand.NewPCG(9, 10))
+	const m, n, k, calls = 37, 96, 300, 8
+	a := randSlice(r, m*k)
+	bs := make([][]float32, calls)
+	want := make([][]float32, calls)
+	for i := range bs {
+		bs[i] = randSlice(r, n*k)
+		want[i] = make([]float32, m*n)
+		if err := Sgemm(false, true, m, n, k, 1, a, k, bs[i], k, 0, want[i], n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([][]float32, calls)
+	errs := make(chan error, calls)
+	for i := range got {
+		got[i] = make([]float32, m*n)
+		go func(i int) {
+			errs <- Sgemm(false, true, m, n, k, 1, a, k, bs[i], k, 0, got[i], n)
+		}(i)
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range got {
+		for j := range got[i] {
+			if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+				t.Fatalf("call %d element %d: %g concurrently, %g alone", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+}
+
+func TestPeak(t *testing.T) {
+	if _, _, err := Peak(0, 1); !errors.Is(err, ErrArg) {
+		t.Fatalf("Peak(0, 1): %v, want ErrArg", err)
+	}
+	before := nativeThreads()
+	g, how, err := Peak(64, 2)
+	if err != nil || !(g > 0) || how == "" {
+		t.Fatalf("Peak(64, 2) = %g, %q, %v", g, how, err)
+	}
+	if nativeThreads() != before {
+		t.Fatalf("thread count %d after Peak, was %d", nativeThreads(), before)
+	}
+}

@@ -25,8 +25,17 @@ type cblasSgemmFn func(order, transA, transB, m, n, k int32, alpha float32, a *f
 // cblasBackend calls a dynamically loaded cblas_sgemm.
 type cblasBackend struct {
 	label string
-	mu    sync.Mutex
-	fn    cblasSgemmFn
+	// mu is held shared by calls when the library runs each call on its caller's thread
+	// (single), exclusively otherwise and while the thread count changes.
+	mu     sync.RWMutex
+	single bool
+	fn     cblasSgemmFn
+}
+
+func (c *cblasBackend) concurrent() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.single
 }
 
 func (c *cblasBackend) name() string { return c.label }
@@ -40,10 +49,18 @@ func (c *cblasBackend) sgemm(transA, transB bool, m, n, k int, alpha float32, a 
 	if transB {
 		tb = cblasTrans
 	}
-	c.mu.Lock()
+	c.mu.RLock()
+	if !c.single {
+		// Entries into one OpenBLAS thread pool are not relied on to be re-entrant: upgrade to
+		// the exclusive lock.
+		c.mu.RUnlock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+	} else {
+		defer c.mu.RUnlock()
+	}
 	c.fn(cblasRowMajor, ta, tb, int32(m), int32(n), int32(k), alpha, first(a), int32(lda),
 		first(b), int32(ldb), beta, first(cm), int32(ldc))
-	c.mu.Unlock()
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(cm)

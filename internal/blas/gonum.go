@@ -10,6 +10,8 @@ type gonumBackend struct{}
 
 func (gonumBackend) name() string { return "gonum" }
 
+func (gonumBackend) concurrent() bool { return true }
+
 func (gonumBackend) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
 	ta, tb := gblas.NoTrans, gblas.NoTrans

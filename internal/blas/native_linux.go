@@ -42,6 +42,7 @@ func loadNative(threads int) (backend, error) {
 	}
 	openblasState.setThreads(int32(threads))
 	got := int(openblasState.getThreads())
+	b.single = got == 1
 	mode := map[int32]string{0: "sequential", 1: "pthread", 2: "openmp"}[getParallel()]
 	b.label = fmt.Sprintf("openblas %s (%s, %d threads)", openblasVersion(getConfig()), mode, got)
 	return b, nil
@@ -65,6 +66,7 @@ func setNativeThreads(n int) bool {
 	}
 	b.mu.Lock()
 	openblasState.setThreads(int32(n))
+	b.single = openblasState.getThreads() == 1
 	b.mu.Unlock()
 	return true
 }
