@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // errInvalidHandle is the sentinel of STRATA_ERR_INVALID_HANDLE: a NULL, unknown, freed or
@@ -42,7 +43,7 @@ const kindBits = 3
 // accepted as another.
 type handleTable struct {
 	mu   sync.RWMutex
-	next uint64
+	next atomic.Uint64 // last sequence number issued
 	objs map[uintptr]any
 }
 
@@ -52,8 +53,7 @@ func newHandleTable() *handleTable { return &handleTable{objs: map[uintptr]any{}
 func (t *handleTable) add(k kind, obj any) uintptr {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.next++
-	h := uintptr(t.next<<kindBits) | uintptr(k)
+	h := uintptr(t.next.Add(1)<<kindBits) | uintptr(k)
 	t.objs[h] = obj
 	return h
 }
@@ -80,7 +80,7 @@ func (t *handleTable) get(h uintptr, k kind) (any, error) {
 	obj, ok := t.objs[h]
 	t.mu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %#x is freed or unknown", errInvalidHandle, k, h)
+		return nil, t.missing(h, k)
 	}
 	return obj, nil
 }
@@ -95,11 +95,22 @@ func (t *handleTable) remove(h uintptr, k kind) (any, error) {
 	defer t.mu.Unlock()
 	obj, ok := t.objs[h]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %#x is freed or unknown (double free?)", errInvalidHandle, k, h)
+		return nil, t.missing(h, k)
 	}
 	delete(t.objs, h)
 	return obj, nil
 }
+
+// missing describes a handle absent from the table: freed before (handles are never reused,
+// so a sequence number already issued was freed) or never issued.
+func (t *handleTable) missing(h uintptr, k kind) error {
+	if uint64(h>>kindBits) <= t.issued() {
+		return fmt.Errorf("%w: %s %#x was already freed", errInvalidHandle, k, h)
+	}
+	return fmt.Errorf("%w: %s %#x was never issued by this library", errInvalidHandle, k, h)
+}
+
+func (t *handleTable) issued() uint64 { return t.next.Load() }
 
 // live counts the objects of kind k in the table (tests: leak checks).
 func (t *handleTable) live(k kind) int {

@@ -1,0 +1,6 @@
+//go:build race
+
+package main
+
+// raceEnabled: the race detector's shadow memory makes RSS measurements meaningless.
+const raceEnabled = true
