@@ -27,7 +27,8 @@ const cacheVersion = "emu-1"
 // stubHeaders are the metal headers MSL sources include; the first (preprocessing) pass sees them
 // empty, so that only the source's own macros expand.
 var stubHeaders = []string{"metal_stdlib", "metal_simdgroup_matrix", "metal_simdgroup", "metal_atomic",
-	"metal_math", "metal_compute", "metal_integer", "metal_common"}
+	"metal_math", "metal_compute", "metal_integer", "metal_common", "metal_tensor",
+	"MetalPerformancePrimitives/MetalPerformancePrimitives.h"}
 
 // Compile flags: -O1 keeps compile time near a second per file; half rounds after every op.
 var cxxFlags = []string{"-std=c++17", "-O1", "-fPIC", "-Xclang", "-ffloat16-excess-precision=none",
@@ -169,6 +170,9 @@ func (d *Device) compile(name, source, out string) (*libMeta, error) {
 		return nil, fmt.Errorf("emu: %w", err)
 	}
 	for _, h := range stubHeaders {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(stub, h)), 0o755); err != nil {
+			return nil, fmt.Errorf("emu: %w", err)
+		}
 		if err := os.WriteFile(filepath.Join(stub, h), nil, 0o644); err != nil {
 			return nil, fmt.Errorf("emu: %w", err)
 		}
@@ -190,6 +194,10 @@ func (d *Device) compile(name, source, out string) (*libMeta, error) {
 		return nil, fmt.Errorf("emu: %w", err)
 	}
 	args := append([]string{}, cxxFlags...)
+	if prog.tensor {
+		// matmul2d takes its descriptor as a class-type template argument.
+		args = append(args, "-std=c++20")
+	}
 	args = append(args, "-Iinclude", "kernels.cpp", "rt/runtime.cpp", "rt/switch.S", "-lpthread", "-o", "lib.out")
 	if d.opts.ASan {
 		args = append(args, "-fsanitize=address", "-fno-omit-frame-pointer", "-g", "rt/driver.cpp")

@@ -46,7 +46,10 @@ type funcConst struct {
 }
 
 type program struct {
-	cpp       string
+	cpp string
+	// tensor reports that the source includes <metal_tensor> or MetalPerformancePrimitives: the
+	// tensor-op header is included and the file compiles as C++20.
+	tensor    bool
 	kernels   []kernelInst
 	constants []funcConst
 }
@@ -200,6 +203,11 @@ func prepass(src string) (*program, error) {
 	r.vectors()
 	var b strings.Builder
 	b.WriteString("#include \"emu_prelude.h\"\n")
+	// The stub headers of the preprocessing pass leave linemarkers naming them.
+	if strings.Contains(src, "stub/metal_tensor\"") || strings.Contains(src, "stub/MetalPerformancePrimitives/") {
+		p.tensor = true
+		b.WriteString("#include \"emu_tensor.h\"\n")
+	}
 	b.WriteString(r.text(0, len(r.t)))
 	b.WriteString("\n# 1 \"<emu launchers>\"\n")
 	seen := map[string]bool{}

@@ -131,6 +131,11 @@ func (r *rewriter) param(i, j int) (param, error) {
 	}
 	p.name = r.t[nameAt].text
 	p.typ = strings.TrimSpace(r.text(i, nameAt))
+	for k := i; k < nameAt; k++ {
+		if r.is(k, tkIdent, "tensor") {
+			return p, fmt.Errorf("parameter %s: tensor arguments (MTLTensor bindings) are not emulated; bind a buffer and build the tensor in the kernel", p.name)
+		}
+	}
 	a := at[0]
 	switch {
 	case a.name == "buffer" || a.name == "threadgroup":

@@ -68,6 +68,15 @@ extern const int emu_nkernels;
 const struct emu_lane_info* emu_info(void);
 void emu_wait_barrier(uint32_t site, const char* what);
 void emu_wait_simd(uint32_t site, const char* what, emu_resolver r, const void* in, void* out);
+// Threadgroup-wide collective (tensor ops of threadgroup scope): resolved once every live thread
+// of the threadgroup waits at the same site; r gets in/out of every thread (null for threads that
+// returned) and the thread count as its third argument.
+void emu_wait_group(uint32_t site, const char* what, emu_resolver r, const void* in, void* out);
+// Options.Seed of the running dispatch.
+uint64_t emu_seed(void);
+// A permutation of [0, slots) drawn from the dispatch seed and key, the same for every threadgroup
+// and thread of a run; it lives as long as the library.
+const uint32_t* emu_layout(uint64_t key, uint32_t slots);
 void* emu_tg_static(size_t size, size_t align);
 void* emu_tg_dynamic(int index);
 void* emu_buffer(int index);

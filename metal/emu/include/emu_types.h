@@ -99,6 +99,19 @@ typedef half4 packed_half4;
 template <class T, int N>
 using vec = T __attribute__((ext_vector_type(N)));
 
+// metal::array: a fixed-size aggregate array.
+template <class T, size_t N>
+struct array {
+  T elems_[N];
+  T& operator[](size_t i) { return elems_[i]; }
+  constexpr const T& operator[](size_t i) const { return elems_[i]; }
+  static constexpr size_t size() { return N; }
+  T* begin() { return elems_; }
+  T* end() { return elems_ + N; }
+  const T* begin() const { return elems_; }
+  const T* end() const { return elems_ + N; }
+};
+
 namespace emu_detail {
 // vt<T>: element type and width of a scalar (n = 1) or vector type.
 template <class T>

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #if defined(__has_feature)
@@ -34,7 +36,7 @@ extern "C" void emu_fiber_start(void);
 
 namespace {
 
-enum State { RUNNABLE, WAIT_BARRIER, WAIT_SIMD, DONE };
+enum State { RUNNABLE, WAIT_BARRIER, WAIT_SIMD, WAIT_GROUP, DONE };
 
 #ifdef EMU_ASAN
 const size_t kStack = 512 << 10;
@@ -203,6 +205,34 @@ void try_resolve_barrier(Group* g) {
     if (g->lanes[i].state == WAIT_BARRIER) g->lanes[i].state = RUNNABLE;
 }
 
+// Runs a threadgroup-wide collective once every live thread waits at the same one.
+void try_resolve_group(Group* g) {
+  const Lane* first = nullptr;
+  for (int i = 0; i < g->n; i++) {
+    const Lane& L = g->lanes[i];
+    if (L.state == DONE) continue;
+    if (L.state != WAIT_GROUP) return;
+    if (!first) first = &L;
+    else if (L.site != first->site || L.resolve != first->resolve) {
+      char msg[EMU_ERR_LEN];
+      snprintf(msg, sizeof msg, "threads wait at different threadgroup-scope operations: ");
+      describe_lanes(g, 0, g->n, msg, sizeof msg);
+      fail_lane(cur, msg);
+    }
+  }
+  if (!first) return;
+  std::vector<void*> in(g->n), out(g->n);
+  for (int i = 0; i < g->n; i++) {
+    Lane& L = g->lanes[i];
+    if (L.state == DONE) continue;
+    in[i] = (void*)L.in;
+    out[i] = L.out;
+  }
+  first->resolve(in.data(), out.data(), (uint32_t)g->n);
+  for (int i = 0; i < g->n; i++)
+    if (g->lanes[i].state == WAIT_GROUP) g->lanes[i].state = RUNNABLE;
+}
+
 void fiber_main(void* arg) {
   Lane* L = (Lane*)arg;
   Group* g = L->g;
@@ -214,6 +244,7 @@ void fiber_main(void* arg) {
   g->live--;
   try_resolve_simd(g, L->info.simd_group);
   try_resolve_barrier(g);
+  try_resolve_group(g);
   yield_to_scheduler(L, true);
   abort();
 }
@@ -421,6 +452,43 @@ void emu_wait_simd(uint32_t site, const char* what, emu_resolver r, const void* 
   L->out = out;
   try_resolve_simd(L->g, L->info.simd_group);
   yield_to_scheduler(L, false);
+}
+
+void emu_wait_group(uint32_t site, const char* what, emu_resolver r, const void* in, void* out) {
+  Lane* L = cur;
+  L->state = WAIT_GROUP;
+  L->site = site;
+  L->what = what;
+  L->resolve = r;
+  L->in = in;
+  L->out = out;
+  try_resolve_group(L->g);
+  yield_to_scheduler(L, false);
+}
+
+uint64_t emu_seed(void) { return cur->g->d->seed; }
+
+const uint32_t* emu_layout(uint64_t key, uint32_t slots) {
+  static std::mutex mu;
+  static std::map<std::pair<std::pair<uint64_t, uint64_t>, uint32_t>, std::vector<uint32_t>> cache;
+  thread_local uint64_t last_seed, last_key;
+  thread_local uint32_t last_slots;
+  thread_local const uint32_t* last = nullptr;
+  uint64_t seed = cur->g->d->seed;
+  if (last && last_seed == seed && last_key == key && last_slots == slots) return last;
+  std::lock_guard<std::mutex> lk(mu);
+  std::vector<uint32_t>& p = cache[{{seed, key}, slots}];
+  if (p.size() != slots) {
+    p.resize(slots);
+    for (uint32_t i = 0; i < slots; i++) p[i] = i;
+    uint64_t rng = seed ^ (key * 0x9e3779b97f4a7c15ull) ^ 0x5851f42d4c957f2dull;
+    for (uint32_t i = slots; i > 1; i--) {
+      uint32_t j = (uint32_t)(splitmix(&rng) % i);
+      uint32_t t = p[i - 1]; p[i - 1] = p[j]; p[j] = t;
+    }
+  }
+  last_seed = seed, last_key = key, last_slots = slots, last = p.data();
+  return last;
 }
 
 void* emu_tg_static(size_t size, size_t align) {
