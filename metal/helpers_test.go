@@ -8,6 +8,7 @@ import (
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/x448/float16"
 )
 
 var (
@@ -120,4 +121,11 @@ func golden(t *testing.T, file string, names ...string) map[string][]float32 {
 		out[n] = v
 	}
 	return out
+}
+
+func float32bits(v float32) uint32 { return math.Float32bits(v) }
+
+// f16bits rounds v (|v| < 65504, normal or zero) to IEEE half by round-to-nearest-even.
+func f16bits(v float32) uint16 {
+	return float16.Fromfloat32(v).Bits()
 }

@@ -82,7 +82,7 @@ func TestGRApplyMoEC(t *testing.T) {
 	r := &rng{s: 11}
 	for _, c := range []struct {
 		T, S, K, D, rows int
-		shared         bool
+		shared           bool
 	}{{1, 4, 10, 32, 10, false}, {5, 4, 10, 300, 50, true}, {17, 1, 3, 64, 40, false}, {9, 4, 7, 257, 63, true}} {
 		t.Run(fmt.Sprintf("T%d_S%d_K%d_D%d_shared%v", c.T, c.S, c.K, c.D, c.shared), func(t *testing.T) {
 			H := r.fill(c.T*c.S*c.D, -3, 3)

@@ -1,0 +1,291 @@
+// Command ab runs two variants of a Metal kernel on the same inputs and compares them: the
+// baseline (the embedded kernel files, the host's default variant) against a candidate (a
+// replacement .metal file for the op's kernel file, and/or another variant of the op chosen with
+// Prefer). Outputs must agree bitwise. On Apple hardware it also times the two in paired,
+// alternating order (A B B A ...) and reports the median and minimum over -n samples; on the
+// MSL emulator it only compares (emulator time says nothing about GPU speed).
+//
+// Shapes are the real model's (Qwen3.8-Flash-Next) at -T new tokens after -pos0 cached ones;
+// each sample runs the op -layers times on different inputs (one per layer). Timings include
+// the host-slice wrappers' uploads into shared buffers and read-backs, as a prefill pays them
+// for its activations only once; compare variants, not absolute numbers.
+//
+//	go run ./metal/cmd/ab -op moe_comb -prefer moe_comb -T 512
+//	go run ./metal/cmd/ab -op gdn_scan -candidate gdn_prompt_new.metal -T 512 -layers 4 -n 21
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/metal"
+	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+// ops maps an op name to its kernel file.
+var ops = map[string]string{
+	"moe_comb":       "prompt.metal",
+	"gr_norm_h4":     "prompt.metal",
+	"gr_norm_h_moec": "prompt.metal",
+	"gdn_scan":       "gdn_prompt.metal",
+	"attention":      "qsa_prompt.metal",
+	"gemm":           "gemm.metal",
+}
+
+func main() {
+	op := flag.String("op", "moe_comb", "op to compare: moe_comb, gr_norm_h4, gr_norm_h_moec, gdn_scan, attention, gemm")
+	candidate := flag.String("candidate", "", "candidate .metal file replacing the op's kernel file in variant B")
+	prefer := flag.String("prefer", "", "kernel variant B runs the op with (metal.Backend.Prefer)")
+	T := flag.Int("T", 128, "new tokens")
+	pos0 := flag.Int("pos0", 0, "cached tokens before them (attention)")
+	layers := flag.Int("layers", 1, "op calls per sample, each on its own inputs")
+	n := flag.Int("n", 11, "timed samples per variant (Apple hardware only)")
+	device := flag.String("device", "auto", "auto (Metal on darwin, else the emulator), metal or emu")
+	flag.Parse()
+	if err := run(*op, *candidate, *prefer, *T, *pos0, *layers, *n, *device); err != nil {
+		fmt.Fprintln(os.Stderr, "ab:", err)
+		os.Exit(1)
+	}
+}
+
+func openDevice(kind string) (mtl.Device, bool, error) {
+	if kind == "auto" {
+		kind = "emu"
+		if runtime.GOOS == "darwin" {
+			kind = "metal"
+		}
+	}
+	switch kind {
+	case "metal":
+		d, err := metal.SystemDevice()
+		return d, true, err
+	case "emu":
+		d, err := emu.Open(emu.Options{})
+		return d, false, err
+	}
+	return nil, false, fmt.Errorf("unknown device %q", kind)
+}
+
+func run(op, candidate, prefer string, T, pos0, layers, n int, device string) error {
+	file, ok := ops[op]
+	if !ok {
+		return fmt.Errorf("unknown op %q", op)
+	}
+	if candidate == "" && prefer == "" {
+		return errors.New("give -candidate and/or -prefer: variant B must differ from the baseline")
+	}
+	if T <= 0 || pos0 < 0 || layers <= 0 || n <= 0 {
+		return fmt.Errorf("bad sizes T=%d pos0=%d layers=%d n=%d", T, pos0, layers, n)
+	}
+	dev, timed, err := openDevice(device)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	a, err := metal.New(dev)
+	if err != nil {
+		return err
+	}
+	b, err := metal.New(dev)
+	if err != nil {
+		return err
+	}
+	if candidate != "" {
+		src, err := os.ReadFile(candidate)
+		if err != nil {
+			return err
+		}
+		if err := b.SetSource(file, string(src)); err != nil {
+			return err
+		}
+	}
+	if prefer != "" {
+		if err := b.Prefer(op, prefer); err != nil {
+			return err
+		}
+	}
+	calls := make([]func(*metal.Backend) ([]float32, error), layers)
+	for l := range calls {
+		calls[l] = makeCall(op, T, pos0, uint64(l+1))
+	}
+	sample := func(be *metal.Backend) ([][]float32, time.Duration, error) {
+		outs := make([][]float32, layers)
+		start := time.Now()
+		for l, c := range calls {
+			o, err := c(be)
+			if err != nil {
+				return nil, 0, err
+			}
+			outs[l] = o
+		}
+		return outs, time.Since(start), nil
+	}
+	outA, _, err := sample(a)
+	if err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	outB, _, err := sample(b)
+	if err != nil {
+		return fmt.Errorf("candidate: %w", err)
+	}
+	fmt.Printf("device: %s\nop %s, T=%d pos0=%d layers=%d\nA: %v\nB: %v\n", dev.Name(), op, T, pos0, layers, a.Variants(), b.Variants())
+	same := true
+	for l := range outA {
+		if i, d := firstDiff(outA[l], outB[l]); i >= 0 {
+			same = false
+			fmt.Printf("layer %d: outputs differ first at element %d (max |A-B| = %g)\n", l, i, d)
+		}
+	}
+	if same {
+		fmt.Println("outputs bitwise equal")
+	}
+	if !timed {
+		fmt.Println("emulator: no timing")
+		if !same {
+			return errors.New("variants disagree")
+		}
+		return nil
+	}
+	var ta, tb []time.Duration
+	for i := 0; i < n; i++ {
+		order := []*metal.Backend{a, b}
+		if i%2 == 1 {
+			order = []*metal.Backend{b, a}
+		}
+		for _, be := range order {
+			_, dt, err := sample(be)
+			if err != nil {
+				return err
+			}
+			if be == a {
+				ta = append(ta, dt)
+			} else {
+				tb = append(tb, dt)
+			}
+		}
+	}
+	ma, mb := median(ta), median(tb)
+	fmt.Printf("A: median %v min %v\nB: median %v min %v\nB/A median %.3f\n", ma, slices.Min(ta), mb, slices.Min(tb), float64(mb)/float64(ma))
+	if !same {
+		return errors.New("variants disagree")
+	}
+	return nil
+}
+
+func firstDiff(a, b []float32) (int, float64) {
+	first, d := -1, 0.0
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			if first < 0 {
+				first = i
+			}
+			d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+		}
+	}
+	return first, d
+}
+
+func median(x []time.Duration) time.Duration {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// makeCall builds one layer's inputs at the real model's shapes and returns the op call.
+func makeCall(op string, T, pos0 int, seed uint64) func(*metal.Backend) ([]float32, error) {
+	r := &rng{s: seed}
+	switch op {
+	case "moe_comb":
+		const K, D = 10, 2560
+		rows := T * K
+		ye := r.fill(rows*D, -1, 1)
+		rk := make([]int32, T*K)
+		for i := range rk {
+			rk[i] = int32(i)
+		}
+		w := r.fill(T*K, 0, 1)
+		return func(b *metal.Backend) ([]float32, error) {
+			out := make([]float32, T*D)
+			return out, b.MoECombine(out, ye, rows, rk, w, T, K, D)
+		}
+	case "gr_norm_h4":
+		const S, D = 4, 2560
+		x, w := r.fill(T*S*D, -3, 3), r.fill(S*D, -0.5, 0.5)
+		return func(b *metal.Backend) ([]float32, error) {
+			y := make([]float32, len(x))
+			return y, b.RMSNorm1pGrouped(y, x, T, S, D, w, 1e-6)
+		}
+	case "gr_norm_h_moec":
+		const S, K, D = 4, 10, 2560
+		rows := T * K
+		H, beta, ye := r.fill(T*S*D, -3, 3), r.fill(T*S, 0, 2), r.fill(rows*D, -1, 1)
+		rk := make([]int32, T*K)
+		for i := range rk {
+			rk[i] = int32(i)
+		}
+		w, norm := r.fill(T*K, 0, 1), r.fill(S*D, -0.5, 0.5)
+		return func(b *metal.Backend) ([]float32, error) {
+			h := slices.Clone(H)
+			hn := make([]float32, len(H))
+			err := b.GRNormHMoEC(h, hn, beta, ye, rows, rk, w, nil, T, S, K, D, norm, 1e-6)
+			return append(h, hn...), err
+		}
+	case "gdn_scan":
+		p := kernels.GDNParams{T: T, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}
+		q, k := r.fill(T*16*128, -1, 1), r.fill(T*16*128, -1, 1)
+		_ = kernels.GDNNormQK(q, k, T, 16, 128)
+		v, g, beta := r.fill(T*48*128, -1, 1), r.fill(T*48, -2.5, -0.001), r.fill(T*48, 0.02, 0.98)
+		state := r.fill(48*128*128, -0.5, 0.5)
+		return func(b *metal.Backend) ([]float32, error) {
+			o, s := make([]float32, T*48*128), slices.Clone(state)
+			err := b.GDNScan(o, s, q, k, v, g, beta, p)
+			return append(o, s...), err
+		}
+	case "attention":
+		p := kernels.AttnParams{T: T, Hq: 24, Hkv: 2, D: 256, Pos0: pos0, Scale: 1.0 / 16}
+		q := r.fill(T*24*256, -2, 2)
+		k, v := r.fill((pos0+T)*2*256, -2, 2), r.fill((pos0+T)*2*256, -1, 1)
+		return func(b *metal.Backend) ([]float32, error) {
+			o, lse := make([]float32, len(q)), make([]float32, T*24)
+			err := b.Attention(o, lse, q, k, v, p, nil)
+			return append(o, lse...), err
+		}
+	case "gemm":
+		const N, K = 1024, 2560
+		bits := make([]uint16, N*K)
+		for i := range bits {
+			bits[i] = uint16(math.Float32bits(r.fill(1, -0.05, 0.05)[0]) >> 16)
+		}
+		w := &kernels.Matrix{N: N, K: K, DType: kernels.BF16, U16: bits}
+		x := r.fill(T*K, -1, 1)
+		return func(b *metal.Backend) ([]float32, error) {
+			y := make([]float32, T*N)
+			return y, b.MatMul(y, x, T, w)
+		}
+	}
+	panic("unreachable: op checked by run")
+}
+
+// rng is splitmix64 mapped to uniform floats (deterministic inputs for both variants).
+type rng struct{ s uint64 }
+
+func (r *rng) fill(n int, lo, hi float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		r.s += 0x9E3779B97F4A7C15
+		z := r.s
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+		z ^= z >> 31
+		x[i] = float32(lo + (hi-lo)*float64(z>>11)/(1<<53))
+	}
+	return x
+}
