@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Prefill a prompt through a checkpoint with strata from Python: the counterpart of
+`go run ./examples/prefill` (same flags for the same things).
+
+    STRATA_LIBRARY=./libstrata.so PYTHONPATH=python \\
+        python3 examples/python/prefill.py --model DIR --tokens 1,2,3 [--chunk N] [--all-logits] [--save-logits out.npy]
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+import strata
+
+
+def parse_tokens(args, vocab):
+    given = [x for x in (args.tokens, args.tokens_file, args.random_tokens) if x]
+    if len(given) != 1:
+        sys.exit("give exactly one of --tokens, --tokens-file, --random-tokens")
+    if args.random_tokens:
+        rng = np.random.default_rng(args.seed)
+        return rng.integers(0, vocab, size=args.random_tokens, dtype=np.int32)
+    text = args.tokens
+    if args.tokens_file:
+        with open(args.tokens_file) as f:
+            text = f.read()
+    ids = [int(x) for x in text.replace(",", " ").split()]
+    if not ids:
+        sys.exit("no token ids given")
+    return np.asarray(ids, dtype=np.int64)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
+    ap.add_argument("--tokens", help="comma-separated token ids")
+    ap.add_argument("--tokens-file", help="file of token ids separated by commas or white space")
+    ap.add_argument("--random-tokens", type=int, default=0, help="prefill N random token ids (seeded by --seed)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--chunk", type=int, default=0, help="prefill in chunks of N tokens (0: one shot)")
+    ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "metal"])
+    ap.add_argument("--all-logits", action="store_true", help="compute logits for every token, not only the last")
+    ap.add_argument("--save-logits", help="write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
+    ap.add_argument("--max-context", type=int, default=0, help="session capacity (default: prompt length, at least 4096)")
+    ap.add_argument("-v", action="store_true", help="log library messages to stderr")
+    args = ap.parse_args()
+
+    if args.v:
+        strata.set_log_callback(lambda lvl, msg: print(f"[{lvl}] {msg}", file=sys.stderr), level=0)
+    try:
+        dev = strata.Device(args.backend)
+        t0 = time.perf_counter()
+        model = strata.Model(dev, args.model)
+        load_s = time.perf_counter() - t0
+        tokens = parse_tokens(args, model.vocab)
+        capacity = args.max_context or max(len(tokens), 4096)
+        info = dev.info()
+        print(f"library   {strata.version()}")
+        print(f"backend   {info['backend']}")
+        print(f"kernels   {info['kernels']}")
+        print(f"model     {model.describe()}")
+        print(f"          {args.model} (loaded in {1e3 * load_s:.0f} ms)")
+        print(f"prompt    {len(tokens)} tokens" + (f" in chunks of {args.chunk}" if args.chunk else ""))
+        step = args.chunk or len(tokens)
+        rows = []
+        with model.session(capacity) as s:
+            t0 = time.perf_counter()
+            for at in range(0, len(tokens), step):
+                rows.append(s.prefill(tokens[at:at + step], all_logits=args.all_logits))
+            dt = time.perf_counter() - t0
+            print(f"prefill   {len(tokens)} tokens in {1e3 * dt:.1f} ms: {len(tokens) / dt:.1f} tokens/s")
+            logits = np.concatenate(rows) if args.all_logits else rows[-1]
+            last = logits[-1] if args.all_logits else logits
+            top = np.argsort(-last, kind="stable")[:5]
+            print(f"top-5     next token after position {s.position - 1}: " +
+                  "  ".join(f"{i} ({last[i]:.4f})" for i in top))
+        if args.save_logits:
+            np.save(args.save_logits, logits)
+            print(f"saved     {args.save_logits}")
+    except strata.Error as e:
+        sys.exit(f"prefill: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""Devices, models, sessions and snapshots over libstrata's handles."""
+
+import ctypes
+import threading
+from ctypes import byref, c_int32, c_int64, c_size_t, c_void_p
+
+import numpy as np
+
+from . import _lib
+from .errors import InvalidArgumentError, check
+
+_BACKENDS = {"auto": _lib.BACKEND_AUTO, "cpu": _lib.BACKEND_CPU, "metal": _lib.BACKEND_METAL}
+_log_keep = None  # the installed ctypes callback, kept alive while installed
+_log_lock = threading.Lock()
+
+
+def version():
+    """The library's version string, e.g. "strata 0.1.0 (abi 1)"."""
+    return _lib.load().strata_version_string().decode()
+
+
+def set_log_callback(fn, level=_lib.LOG_INFO):
+    """Sends library log messages at or above level to fn(level: int, message: str); None
+    silences them (the default). fn may be called from any thread and must not raise."""
+    global _log_keep
+    lib = _lib.load()
+    with _log_lock:
+        if fn is None:
+            check(lib.strata_set_log_callback(ctypes.cast(None, _lib.LOG_FN), 0, None), lib)
+            _log_keep = None
+            return
+        cb = _lib.LOG_FN(lambda lvl, msg, ud: fn(int(lvl), msg.decode("utf-8", "replace")))
+        check(lib.strata_set_log_callback(cb, level, None), lib)
+        _log_keep = cb
+
+
+class _Handle:
+    """An owned libstrata handle freed by close() (also on garbage collection and on leaving a
+    with block). After close() the stale handle is still passed to the library, which answers
+    InvalidHandleError: the package adds no state of its own."""
+
+    _free = None
+
+    def __init__(self, lib, handle):
+        self._lib = lib
+        self._h = c_void_p(handle)
+        self._closed = False
+
+    @property
+    def handle(self):
+        """The raw handle value (for low-level calls through strata.library())."""
+        return self._h.value
+
+    def close(self):
+        if self._closed:
+            return
+        check(getattr(self._lib, self._free)(self._h), self._lib)
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if not self._closed and self._h.value:
+                getattr(self._lib, self._free)(self._h)
+        except Exception:
+            pass
+
+
+class Device(_Handle):
+    """A compute device: backend "auto" (metal where available, else cpu), "cpu" or "metal"."""
+
+    _free = "strata_device_free"
+
+    def __init__(self, backend="auto"):
+        lib = _lib.load()
+        if backend not in _BACKENDS:
+            raise InvalidArgumentError(f"backend {backend!r}: want one of {sorted(_BACKENDS)}")
+        p = lib.strata_device_default_params()
+        p.backend = _BACKENDS[backend]
+        h = c_void_p()
+        check(lib.strata_device_open(byref(p), byref(h)), lib)
+        super().__init__(lib, h.value)
+
+    def info(self):
+        """{"backend": "cpu" | "metal", "kernels": description of the kernels in use}."""
+        props = _lib.DeviceProps(struct_size=ctypes.sizeof(_lib.DeviceProps))
+        check(self._lib.strata_device_info(self._h, byref(props)), self._lib)
+        return {"backend": props.backend.decode(), "kernels": props.kernels.decode()}
+
+    @property
+    def backend(self):
+        return self.info()["backend"]
+
+
+class Model(_Handle):
+    """A checkpoint loaded on a device. progress, if given, is called as progress(done_bytes,
+    total_bytes, tensor_name) while loading."""
+
+    _free = "strata_model_free"
+
+    def __init__(self, device, checkpoint_dir, progress=None):
+        lib = device._lib
+        p = lib.strata_model_default_params()
+        keep = None
+        if progress is not None:
+            keep = _lib.PROGRESS_FN(lambda d, t, n, ud: progress(int(d), int(t), n.decode()))
+            p.progress = keep
+        h = c_void_p()
+        check(lib.strata_model_load(device._h, str(checkpoint_dir).encode(), byref(p), byref(h)), lib)
+        del keep  # the callback is only called during the load
+        super().__init__(lib, h.value)
+        props = _lib.ModelProps(struct_size=ctypes.sizeof(_lib.ModelProps))
+        check(lib.strata_model_info(self._h, byref(props)), lib)
+        self.arch = props.arch.decode()
+        self.vocab = int(props.vocab)
+        self.layers = int(props.layers)
+
+    def describe(self):
+        """A one-line description: sizes, heads, experts."""
+        n = c_size_t()
+        check(self._lib.strata_model_describe(self._h, None, 0, byref(n)), self._lib)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        check(self._lib.strata_model_describe(self._h, buf, n.value + 1, None), self._lib)
+        return buf.value.decode()
+
+    def session(self, max_context=0):
+        """A new session (an empty cache) of max_context tokens (0: 4096 or the model's maximum)."""
+        return Session(self, max_context)
+
+
+def _tokens(tokens):
+    """tokens as a C-contiguous int32 array, checked to be a non-empty 1-D sequence of ids that
+    int32 holds."""
+    a = np.asarray(tokens)
+    if a.ndim != 1 or a.size == 0:
+        raise InvalidArgumentError(f"tokens must be a non-empty 1-D sequence, got shape {a.shape}")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise InvalidArgumentError(f"tokens must be integers, got dtype {a.dtype}")
+    if a.dtype != np.int32:
+        if a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max:
+            raise InvalidArgumentError("token ids do not fit in int32")
+        a = a.astype(np.int32)
+    return np.ascontiguousarray(a)
+
+
+def _prefill_call(fn, first, lib, tokens, vocab, all_logits):
+    toks = _tokens(tokens)
+    rows = toks.size if all_logits else 1
+    out = np.empty((rows, vocab), dtype=np.float32)
+    p = lib.strata_prefill_default_params()
+    p.all_logits = 1 if all_logits else 0
+    written = c_size_t()
+    check(fn(first, toks.ctypes.data_as(ctypes.POINTER(c_int32)), toks.size, byref(p),
+             out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), out.size, byref(written)), lib)
+    assert written.value == out.size
+    return out if all_logits else out[0]
+
+
+class Session(_Handle):
+    """One sequence's cache. Used by one thread at a time: a call while another thread is inside
+    a call on the same session raises BusyError."""
+
+    _free = "strata_session_free"
+
+    def __init__(self, model, max_context=0):
+        lib = model._lib
+        p = lib.strata_session_default_params()
+        p.max_context = int(max_context)
+        h = c_void_p()
+        check(lib.strata_session_new(model._h, byref(p), byref(h)), lib)
+        super().__init__(lib, h.value)
+        self.model = model
+        self.vocab = model.vocab
+
+    def prefill(self, tokens, all_logits=False):
+        """Runs tokens (1-D integer ids) at the next positions and returns float32 logits:
+        [vocab] for the last token, or [len(tokens), vocab] with all_logits."""
+        return _prefill_call(self._lib.strata_session_prefill, self._h, self._lib, tokens, self.vocab, all_logits)
+
+    def cancel(self):
+        """Asks a prefill running in another thread to stop (it raises CancelledError)."""
+        check(self._lib.strata_session_cancel(self._h), self._lib)
+
+    @property
+    def position(self):
+        """Tokens in the cache (the next prefill's first position)."""
+        pos = c_int64()
+        check(self._lib.strata_session_position(self._h, byref(pos)), self._lib)
+        return pos.value
+
+    def reset(self):
+        """Empties the cache."""
+        check(self._lib.strata_session_reset(self._h), self._lib)
+
+    def snapshot(self):
+        """A copy of the whole state, restorable into any session of the same model."""
+        h = c_void_p()
+        check(self._lib.strata_session_snapshot(self._h, byref(h)), self._lib)
+        return Snapshot(self._lib, h.value)
+
+    def restore(self, snapshot):
+        """Replaces the state with a copy of snapshot's."""
+        check(self._lib.strata_session_restore(self._h, snapshot._h), self._lib)
+
+
+class Snapshot(_Handle):
+    """A session state taken by Session.snapshot()."""
+
+    _free = "strata_snapshot_free"
+
+    @property
+    def position(self):
+        pos = c_int64()
+        check(self._lib.strata_snapshot_position(self._h, byref(pos)), self._lib)
+        return pos.value
+
+
+def prefill(checkpoint_dir, tokens, all_logits=False):
+    """One-shot: loads checkpoint_dir on the default device, prefills tokens in a fresh session
+    and releases everything. Returns the logits like Session.prefill; the vocabulary size is read
+    from the checkpoint's config."""
+    import json
+    import os
+    with open(os.path.join(checkpoint_dir, "config.json")) as f:
+        cfg = json.load(f)
+    vocab = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
+    if not vocab:
+        raise InvalidArgumentError(f"{checkpoint_dir}/config.json has no vocab_size")
+    lib = _lib.load()
+    return _prefill_call(lib.strata_prefill, str(checkpoint_dir).encode(), lib, tokens, int(vocab), all_logits)
