@@ -79,7 +79,9 @@ func attnParams(c opcases.AttentionCase) AttnParams {
 	return AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
 }
 
-func TestAttentionGolden(t *testing.T) {
+func TestAttentionGolden(t *testing.T) { forEachKernel(t, testAttentionGolden) }
+
+func testAttentionGolden(t *testing.T) {
 	f, err := safetensors.Open("../testdata/goldens/op_attn_moe.safetensors")
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +120,9 @@ func TestAttentionGolden(t *testing.T) {
 	}
 }
 
-func TestAttentionCases(t *testing.T) {
+func TestAttentionCases(t *testing.T) { forEachKernel(t, testAttentionCases) }
+
+func testAttentionCases(t *testing.T) {
 	worst := 0.0
 	for _, c := range opcases.AttentionCases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -164,7 +168,9 @@ func attnRandomSelection(rng *rand.Rand, T, pos0 int) *Selection {
 	return s
 }
 
-func TestAttentionSelectionLists(t *testing.T) {
+func TestAttentionSelectionLists(t *testing.T) { forEachKernel(t, testAttentionSelectionLists) }
+
+func testAttentionSelectionLists(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	for _, c := range opcases.AttentionCases() {
 		if c.D != 13 && c.T != 65 {
@@ -222,7 +228,9 @@ func attnFirstBitDiff(a, b []float32) int {
 	return -1
 }
 
-func TestAttentionDeterministic(t *testing.T) {
+func TestAttentionDeterministic(t *testing.T) { forEachKernel(t, testAttentionDeterministic) }
+
+func testAttentionDeterministic(t *testing.T) {
 	c := opcases.AttentionCase{T: 300, Pos0: 200, Hq: 24, Hkv: 2, D: 64, Seed: 99}
 	q, k, v := c.Inputs()
 	p := attnParams(c)

@@ -142,35 +142,46 @@ func gdnRecurrentHead(o, state, q, k, v, g, beta, delta []float32, p GDNParams, 
 	}
 }
 
+// gdnBlk is the row block of the triangular solves: rows of a block first take the
+// contributions of all earlier blocks as one product (6-row panels), then those of the rows
+// before them inside the block one row at a time. The order of every sum stays j = 0, 1, ...
+const gdnBlk = 6
+
 // gdnScratch is one worker's chunk buffers, allocated once per GDNScan call.
 type gdnScratch struct {
 	Dk, Dv int
-	qk     []float32 // [2C, Dk]: rows 0..c-1 Q of the chunk, rows c..2c-1 K
-	kT     []float32 // [Dk, c]: K^T of the chunk
-	qkk    []float32 // [2c, c]: Q K^T then K K^T
-	xs     []float32 // [2C, Dv]: [Q; K] S
-	vn     []float32 // [C, Dv]
-	kdT    []float32 // [Dk, C]: (K .* exp(G_last - G))^T
-	coef   []float32 // [C]: one row of L or of Q K^T .* Gamma
-	gam    []float32 // [C, C] lower incl.: Gamma
-	eG     []float32 // [C]: exp(G)
-	g64    []float64 // [C]: running row of Gamma in float64
+	qk     []float32  // [2C, Dk]: rows 0..c-1 Q of the chunk, rows c..2c-1 K
+	kT     []float32  // [Dk, c]: K^T of the chunk
+	qkk    []float32  // [2c, c]: Q K^T then K K^T
+	xs     []float32  // [2c, Dv]: [Q; K] S
+	vn     []float32  // [C, Dv]
+	kd     []float32  // [C, Dk]: K .* exp(G_last - G) (row-wise)
+	lmat   []float32  // [C, C]: -beta_i (K K^T)_ij Gamma_ij (strictly lower)
+	pmat   []float32  // [C, C]: (Q K^T)_ij Gamma_ij (lower incl.)
+	gam    []float32  // [C, C] lower incl.: Gamma
+	eG     []float32  // [C]: exp(G)
+	g64    []float64  // [C]: running row of Gamma in float64
+	kTRows []*float32 // row tables of the products' right-hand sides
+	sRows  []*float32
+	vnRows []*float32
 }
 
 func newGDNScratch(p GDNParams) *gdnScratch {
 	const C = GDNChunk
-	return &gdnScratch{
+	ws := &gdnScratch{
 		Dk: p.Dk, Dv: p.Dv,
 		qk: make([]float32, 2*C*p.Dk), kT: make([]float32, p.Dk*C), qkk: make([]float32, 2*C*C),
-		xs: make([]float32, 2*C*p.Dv), vn: make([]float32, C*p.Dv), kdT: make([]float32, p.Dk*C),
-		coef: make([]float32, C), gam: make([]float32, C*C), eG: make([]float32, C),
-		g64: make([]float64, C),
+		xs: make([]float32, 2*C*p.Dv), vn: make([]float32, C*p.Dv), kd: make([]float32, C*p.Dk),
+		lmat: make([]float32, C*C), pmat: make([]float32, C*C),
+		gam: make([]float32, C*C), eG: make([]float32, C), g64: make([]float64, C),
+		kTRows: make([]*float32, p.Dk), sRows: make([]*float32, p.Dk), vnRows: make([]*float32, C),
 	}
+	fmaRowTable(ws.vnRows, ws.vn, p.Dv, p.Dv)
+	return ws
 }
 
-// loadQK gathers the chunk's rows of qk head j and forms [Q; K] K^T (rows of stride c) with
-// the row kernel: Q K^T in rows 0..c-1, K K^T in rows c..2c-1 (only their lower triangles are
-// read).
+// loadQK gathers the chunk's rows of qk head j and forms [Q; K] K^T (rows of stride c): Q K^T
+// in rows 0..c-1, K K^T in rows c..2c-1 (only their lower triangles are read).
 func (ws *gdnScratch) loadQK(q, k []float32, p GDNParams, j, t0, c int) {
 	Dk, Hk := p.Dk, p.Hk
 	for i := 0; i < c; i++ {
@@ -182,7 +193,26 @@ func (ws *gdnScratch) loadQK(q, k []float32, p GDNParams, j, t0, c int) {
 			ws.kT[d*c+i] = x
 		}
 	}
-	gdnGemmNN(ws.qkk, ws.qk, ws.kT, 2*c, c, Dk, 0)
+	fmaRowTable(ws.kTRows, ws.kT, c, c)
+	qkk := ws.qkk[:2*c*c]
+	clear(qkk)
+	fmaGemm(qkk, c, ws.qk, Dk, 1, ws.kTRows, 2*c, c, Dk)
+}
+
+// gdnTriAcc adds to rows 0..c-1 of X (stride ld, n columns) the lower-triangular product
+// sum_{j < i+incl} A[i*lda + j] R_j, R_j = *rows[j]. With incl = 0 the R_j may be the rows of
+// X itself (forward substitution): a row is final before any later row reads it.
+func gdnTriAcc(x []float32, ld int, a []float32, lda int, rows []*float32, c, n, incl int) {
+	for i0 := 0; i0 < c; i0 += gdnBlk {
+		i1 := min(i0+gdnBlk, c)
+		fmaGemm(x[i0*ld:], ld, a[i0*lda:], lda, 1, rows, i1-i0, n, i0)
+		for i := i0; i < i1; i++ {
+			kk := i + incl - i0
+			if kk > 0 {
+				fmaRow(x[i*ld:i*ld+n], a[i*lda+i0:], 1, rows[i0:i0+kk])
+			}
+		}
+	}
 }
 
 // chunk advances value head h over tokens t0..t0+c-1 (loadQK done for its qk head).
@@ -209,7 +239,10 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 	}
 
 	// [Q; K] S.
-	gdnGemmNN(ws.xs, ws.qk, S, 2*c, Dv, Dk, 0)
+	fmaRowTable(ws.sRows, S, Dv, Dv)
+	xs := ws.xs[:2*c*Dv]
+	clear(xs)
+	fmaGemm(xs, Dv, ws.qk, Dk, 1, ws.sRows, 2*c, Dv, Dk)
 
 	// Right-hand side beta_i (v_i - exp(G_i) (K S)_i), then forward substitution with L.
 	for i := 0; i < c; i++ {
@@ -221,89 +254,48 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 		for d := range dst {
 			dst[d] = bi * (vi[d] - ei*ks[d])
 		}
-		coef := ws.coef[:i]
-		kk, gam := ws.qkk[(c+i)*c:(c+i)*c+i], ws.gam[i*C:i*C+i]
-		for jj := range coef {
-			coef[jj] = -bi * kk[jj] * gam[jj]
+		lrow, pr := ws.lmat[i*C:i*C+i], ws.pmat[i*C:i*C+i+1]
+		kk, qq, gam := ws.qkk[(c+i)*c:(c+i)*c+i], ws.qkk[i*c:i*c+i+1], ws.gam[i*C:i*C+i+1]
+		for jj := range lrow {
+			lrow[jj] = -bi * kk[jj] * gam[jj]
 		}
-		gdnRowMulAdd(dst, coef, ws.vn, Dv)
+		for jj := range pr {
+			pr[jj] = qq[jj] * gam[jj]
+		}
 	}
+	gdnTriAcc(ws.vn, Dv, ws.lmat, C, ws.vnRows, c, Dv, 0)
 
-	// O = diag(exp(G)) Q S + lower_incl(Q K^T .* Gamma) Vn.
+	// O = diag(exp(G)) Q S + lower_incl(Q K^T .* Gamma) Vn, written in place in o (row stride
+	// Hv*Dv).
+	ob := o[(t0*Hv+h)*Dv:]
 	for i := 0; i < c; i++ {
 		ei := ws.eG[i]
 		qs := ws.xs[i*Dv : (i+1)*Dv]
-		dst := o[((t0+i)*Hv+h)*Dv : ((t0+i)*Hv+h+1)*Dv]
+		dst := ob[i*Hv*Dv : i*Hv*Dv+Dv]
 		for d := range dst {
 			dst[d] = ei * qs[d]
 		}
-		coef := ws.coef[:i+1]
-		qq, gam := ws.qkk[i*c:i*c+i+1], ws.gam[i*C:i*C+i+1]
-		for jj := range coef {
-			coef[jj] = qq[jj] * gam[jj]
-		}
-		gdnRowMulAdd(dst, coef, ws.vn, Dv)
 	}
+	gdnTriAcc(ob, Hv*Dv, ws.pmat, C, ws.vnRows, c, Dv, 1)
 
-	// S' = exp(G_last) S + (K .* exp(G_last - G))^T Vn.
+	// S' = exp(G_last) S + (K .* exp(G_last - G))^T Vn; the transposed product reads kd with
+	// strides (1, Dk).
 	for i := 0; i < c; i++ {
 		f := ws.gam[(c-1)*C+i] // exp(G_last - G_i)
 		ki := ws.qk[(c+i)*Dk : (c+i+1)*Dk]
+		kd := ws.kd[i*Dk : (i+1)*Dk]
 		for d, x := range ki {
-			ws.kdT[d*c+i] = f * x
+			kd[d] = f * x
 		}
 	}
-	gdnGemmNN(S, ws.kdT, ws.vn, Dk, Dv, c, ws.eG[c-1])
-}
-
-// gdnGemmNN computes C = s*C + A B for row-major A [m, kd], B [kd, n], C [m, n]; with s == 0
-// C is overwritten without being read.
-func gdnGemmNN(C, A, B []float32, m, n, kd int, s float32) {
-	for i := 0; i < m; i++ {
-		dst := C[i*n : (i+1)*n]
-		if s == 0 {
-			clear(dst)
-		} else if s != 1 {
-			for d := range dst {
-				dst[d] *= s
-			}
+	switch s := ws.eG[c-1]; s {
+	case 0:
+		clear(S)
+	case 1:
+	default:
+		for d := range S {
+			S[d] *= s
 		}
-		gdnRowMulAdd(dst, A[i*kd:(i+1)*kd], B, n)
 	}
-}
-
-// gdnRowMulAddGo is the portable gdnRowMulAdd: it adds sum_j coef[j] * X[j, :] to dst, X
-// row-major with row length len(dst) = n. Columns go in register blocks of 8, j ascending inside
-// each block: the order of the sum of every element is fixed.
-func gdnRowMulAddGo(dst, coef, X []float32, n int) {
-	kd := len(coef)
-	if kd == 0 {
-		return
-	}
-	dst = dst[:n]
-	X = X[:kd*n]
-	d := 0
-	for ; d+8 <= n; d += 8 {
-		dd := dst[d : d+8 : d+8]
-		s0, s1, s2, s3, s4, s5, s6, s7 := dd[0], dd[1], dd[2], dd[3], dd[4], dd[5], dd[6], dd[7]
-		for j, a := range coef {
-			x := X[j*n+d : j*n+d+8 : j*n+d+8]
-			s0 += a * x[0]
-			s1 += a * x[1]
-			s2 += a * x[2]
-			s3 += a * x[3]
-			s4 += a * x[4]
-			s5 += a * x[5]
-			s6 += a * x[6]
-			s7 += a * x[7]
-		}
-		dd[0], dd[1], dd[2], dd[3], dd[4], dd[5], dd[6], dd[7] = s0, s1, s2, s3, s4, s5, s6, s7
-	}
-	for ; d < n; d++ {
-		s := dst[d]
-		for j, a := range coef {
-			s += a * X[j*n+d]
-		}
-		dst[d] = s
-	}
+	fmaGemm(S, Dv, ws.kd, 1, Dk, ws.vnRows, Dk, Dv, c)
 }

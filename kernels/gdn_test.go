@@ -206,7 +206,9 @@ func gdnRunScan(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, mode Scan
 	return o, state, q, k
 }
 
-func TestGDNGolden(t *testing.T) {
+func TestGDNGolden(t *testing.T) { forEachKernel(t, testGDNGolden) }
+
+func testGDNGolden(t *testing.T) {
 	f, err := safetensors.Open("../testdata/goldens/op_gdn.safetensors")
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +245,9 @@ func TestGDNGolden(t *testing.T) {
 	}
 }
 
-func TestGDNScanCases(t *testing.T) {
+func TestGDNScanCases(t *testing.T) { forEachKernel(t, testGDNScanCases) }
+
+func testGDNScanCases(t *testing.T) {
 	var worst [2]float64
 	for _, c := range opcases.GDNCases() {
 		t.Run(fmt.Sprintf("%s_T%d", c.Name, c.T), func(t *testing.T) {
@@ -272,7 +276,9 @@ func TestGDNScanCases(t *testing.T) {
 	t.Logf("worst rel diff vs float64 reference: chunked %.3g, recurrent %.3g", worst[0], worst[1])
 }
 
-func TestGDNHeadMaps(t *testing.T) {
+func TestGDNHeadMaps(t *testing.T) { forEachKernel(t, testGDNHeadMaps) }
+
+func testGDNHeadMaps(t *testing.T) {
 	base := opcases.GDNCase{T: 70, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 99}
 	in := base.Inputs()
 	var outs [2][]float32
@@ -294,7 +300,9 @@ func TestGDNHeadMaps(t *testing.T) {
 	}
 }
 
-func TestGDNScanSplit(t *testing.T) {
+func TestGDNScanSplit(t *testing.T) { forEachKernel(t, testGDNScanSplit) }
+
+func testGDNScanSplit(t *testing.T) {
 	c := opcases.GDNCase{T: 200, Hk: 1, Hv: 3, Dk: 128, Dv: 128, ConvK: 4, Seed: 7}
 	in := c.Inputs()
 	p := gdnParams(c)
@@ -421,7 +429,9 @@ func TestGDNPost(t *testing.T) {
 
 // TestGDNDeterminism: bitwise identical outputs across runs and GOMAXPROCS 1 / 2 (the unit split
 // of the scan changes with GOMAXPROCS when Hk is small).
-func TestGDNDeterminism(t *testing.T) {
+func TestGDNDeterminism(t *testing.T) { forEachKernel(t, testGDNDeterminism) }
+
+func testGDNDeterminism(t *testing.T) {
 	cases := []opcases.GDNCase{
 		{T: 150, Hk: 1, Hv: 3, Dk: 128, Dv: 128, ConvK: 4, Seed: 11},
 		{T: 150, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 12, Tiled: true},
@@ -542,44 +552,4 @@ func BenchmarkGDNScan(b *testing.B) {
 			b.ReportMetric(float64(c.T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 		})
 	}
-}
-
-// TestGDNRowKernel: the row kernel in use (vector or portable) agrees with the portable one on
-// every column tail, and adds to dst rather than overwriting it.
-func TestGDNRowKernel(t *testing.T) {
-	for _, n := range []int{1, 7, 8, 20, 37, 64, 128, 131} {
-		for _, kd := range []int{0, 1, 5, 64} {
-			c := opcases.GDNCase{T: kd + 1, Hk: 1, Hv: 1, Dk: 1, Dv: n, ConvK: 1, Seed: uint64(n*100 + kd)}
-			in := c.Inputs()
-			X := in.V[:kd*n]
-			coef := in.G[:kd]
-			want := gdnF64(in.Z[:n])
-			for d := 0; d < n; d++ {
-				for j := 0; j < kd; j++ {
-					want[d] += float64(coef[j]) * float64(X[j*n+d])
-				}
-			}
-			got, gotGo := slices.Clone(in.Z[:n]), slices.Clone(in.Z[:n])
-			gdnRowMulAdd(got, coef, X, n)
-			gdnRowMulAddGo(gotGo, coef, X, n)
-			if d := max(gdnRelDiff(got, want), gdnRelDiff(gotGo, want)); d > 1e-6 {
-				t.Errorf("n=%d kd=%d: rel diff %.3g", n, kd, d)
-			}
-		}
-	}
-}
-
-// BenchmarkGDNRowKernel measures the scan's inner product kernel alone on a 128x128x128 product
-// (C += A B, as [Q; K] S at dk = dv = 128): the per-core ceiling of the chunked scan.
-func BenchmarkGDNRowKernel(b *testing.B) {
-	const n = 128
-	c := opcases.GDNCase{T: n, Hk: 1, Hv: 1, Dk: 1, Dv: n, ConvK: 1, Seed: 5}
-	in := c.Inputs()
-	X, A, C := in.V, in.Z, make([]float32, n*n)
-	for b.Loop() {
-		for i := 0; i < n; i++ {
-			gdnRowMulAdd(C[i*n:(i+1)*n], A[i*n:(i+1)*n], X, n)
-		}
-	}
-	b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

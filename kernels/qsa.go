@@ -196,7 +196,7 @@ func qsaScores(sc, q, keys []float32, nh, dim int, scale float32) {
 		}
 		b := 0
 		for ; b+4 <= nb; b += 4 {
-			a00, a01, a02, a03, a10, a11, a12, a13 := attnDot2x4(q0, q1,
+			a00, a01, a02, a03, a10, a11, a12, a13 := qsaDot2x4(q0, q1,
 				keys[b*dim:(b+1)*dim], keys[(b+1)*dim:(b+2)*dim], keys[(b+2)*dim:(b+3)*dim], keys[(b+3)*dim:(b+4)*dim])
 			s := sc[b : b+4 : b+4]
 			s[0] += max(a00, 0)
@@ -211,7 +211,7 @@ func qsaScores(sc, q, keys []float32, nh, dim int, scale float32) {
 			}
 		}
 		for ; b < nb; b++ {
-			a0, a1 := attnDot2x1(q0, q1, keys[b*dim:(b+1)*dim])
+			a0, a1 := qsaDot2x1(q0, q1, keys[b*dim:(b+1)*dim])
 			sc[b] += max(a0, 0)
 			if two {
 				sc[b] += max(a1, 0)
@@ -307,4 +307,40 @@ func qsaKthLargest(a []float32, k int) float32 {
 		}
 	}
 	return a[target]
+}
+
+// qsaDot2x4 returns the 8 dot products of rows q0, q1 with k0..k3 (all of len(q0)), each
+// summed in index order.
+func qsaDot2x4(q0, q1, k0, k1, k2, k3 []float32) (a00, a01, a02, a03, a10, a11, a12, a13 float32) {
+	q1 = q1[:len(q0)]
+	k0 = k0[:len(q0)]
+	k1 = k1[:len(q0)]
+	k2 = k2[:len(q0)]
+	k3 = k3[:len(q0)]
+	for i := range q0 {
+		x0, x1 := q0[i], q1[i]
+		y0, y1, y2, y3 := k0[i], k1[i], k2[i], k3[i]
+		a00 += x0 * y0
+		a01 += x0 * y1
+		a02 += x0 * y2
+		a03 += x0 * y3
+		a10 += x1 * y0
+		a11 += x1 * y1
+		a12 += x1 * y2
+		a13 += x1 * y3
+	}
+	return
+}
+
+// qsaDot2x1 is qsaDot2x4 for one key; each sum runs in the same order, so a score does not
+// depend on whether its key fell in a group of four.
+func qsaDot2x1(q0, q1, k0 []float32) (a0, a1 float32) {
+	q1 = q1[:len(q0)]
+	k0 = k0[:len(q0)]
+	for i := range q0 {
+		y := k0[i]
+		a0 += q0[i] * y
+		a1 += q1[i] * y
+	}
+	return
 }

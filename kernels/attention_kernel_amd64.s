@@ -1,0 +1,210 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX2+FMA pieces of the attention softmax (see attention_tile.go).
+
+DATA attnExpC<>+0(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+4(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+8(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+12(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+16(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+20(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+24(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+28(SB)/4, $0x3fb8aa3b
+DATA attnExpC<>+32(SB)/4, $0xc2ae0000
+DATA attnExpC<>+36(SB)/4, $0xc2ae0000
+DATA attnExpC<>+40(SB)/4, $0xc2ae0000
+DATA attnExpC<>+44(SB)/4, $0xc2ae0000
+DATA attnExpC<>+48(SB)/4, $0xc2ae0000
+DATA attnExpC<>+52(SB)/4, $0xc2ae0000
+DATA attnExpC<>+56(SB)/4, $0xc2ae0000
+DATA attnExpC<>+60(SB)/4, $0xc2ae0000
+DATA attnExpC<>+64(SB)/4, $0x3f318000
+DATA attnExpC<>+68(SB)/4, $0x3f318000
+DATA attnExpC<>+72(SB)/4, $0x3f318000
+DATA attnExpC<>+76(SB)/4, $0x3f318000
+DATA attnExpC<>+80(SB)/4, $0x3f318000
+DATA attnExpC<>+84(SB)/4, $0x3f318000
+DATA attnExpC<>+88(SB)/4, $0x3f318000
+DATA attnExpC<>+92(SB)/4, $0x3f318000
+DATA attnExpC<>+96(SB)/4, $0xb95e8083
+DATA attnExpC<>+100(SB)/4, $0xb95e8083
+DATA attnExpC<>+104(SB)/4, $0xb95e8083
+DATA attnExpC<>+108(SB)/4, $0xb95e8083
+DATA attnExpC<>+112(SB)/4, $0xb95e8083
+DATA attnExpC<>+116(SB)/4, $0xb95e8083
+DATA attnExpC<>+120(SB)/4, $0xb95e8083
+DATA attnExpC<>+124(SB)/4, $0xb95e8083
+DATA attnExpC<>+128(SB)/4, $0x39506967
+DATA attnExpC<>+132(SB)/4, $0x39506967
+DATA attnExpC<>+136(SB)/4, $0x39506967
+DATA attnExpC<>+140(SB)/4, $0x39506967
+DATA attnExpC<>+144(SB)/4, $0x39506967
+DATA attnExpC<>+148(SB)/4, $0x39506967
+DATA attnExpC<>+152(SB)/4, $0x39506967
+DATA attnExpC<>+156(SB)/4, $0x39506967
+DATA attnExpC<>+160(SB)/4, $0x3ab743ce
+DATA attnExpC<>+164(SB)/4, $0x3ab743ce
+DATA attnExpC<>+168(SB)/4, $0x3ab743ce
+DATA attnExpC<>+172(SB)/4, $0x3ab743ce
+DATA attnExpC<>+176(SB)/4, $0x3ab743ce
+DATA attnExpC<>+180(SB)/4, $0x3ab743ce
+DATA attnExpC<>+184(SB)/4, $0x3ab743ce
+DATA attnExpC<>+188(SB)/4, $0x3ab743ce
+DATA attnExpC<>+192(SB)/4, $0x3c088908
+DATA attnExpC<>+196(SB)/4, $0x3c088908
+DATA attnExpC<>+200(SB)/4, $0x3c088908
+DATA attnExpC<>+204(SB)/4, $0x3c088908
+DATA attnExpC<>+208(SB)/4, $0x3c088908
+DATA attnExpC<>+212(SB)/4, $0x3c088908
+DATA attnExpC<>+216(SB)/4, $0x3c088908
+DATA attnExpC<>+220(SB)/4, $0x3c088908
+DATA attnExpC<>+224(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+228(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+232(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+236(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+240(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+244(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+248(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+252(SB)/4, $0x3d2aa9c1
+DATA attnExpC<>+256(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+260(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+264(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+268(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+272(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+276(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+280(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+284(SB)/4, $0x3e2aaaaa
+DATA attnExpC<>+288(SB)/4, $0x3f000000
+DATA attnExpC<>+292(SB)/4, $0x3f000000
+DATA attnExpC<>+296(SB)/4, $0x3f000000
+DATA attnExpC<>+300(SB)/4, $0x3f000000
+DATA attnExpC<>+304(SB)/4, $0x3f000000
+DATA attnExpC<>+308(SB)/4, $0x3f000000
+DATA attnExpC<>+312(SB)/4, $0x3f000000
+DATA attnExpC<>+316(SB)/4, $0x3f000000
+DATA attnExpC<>+320(SB)/4, $0x3f800000
+DATA attnExpC<>+324(SB)/4, $0x3f800000
+DATA attnExpC<>+328(SB)/4, $0x3f800000
+DATA attnExpC<>+332(SB)/4, $0x3f800000
+DATA attnExpC<>+336(SB)/4, $0x3f800000
+DATA attnExpC<>+340(SB)/4, $0x3f800000
+DATA attnExpC<>+344(SB)/4, $0x3f800000
+DATA attnExpC<>+348(SB)/4, $0x3f800000
+DATA attnExpC<>+352(SB)/4, $0x0000007f
+DATA attnExpC<>+356(SB)/4, $0x0000007f
+DATA attnExpC<>+360(SB)/4, $0x0000007f
+DATA attnExpC<>+364(SB)/4, $0x0000007f
+DATA attnExpC<>+368(SB)/4, $0x0000007f
+DATA attnExpC<>+372(SB)/4, $0x0000007f
+DATA attnExpC<>+376(SB)/4, $0x0000007f
+DATA attnExpC<>+380(SB)/4, $0x0000007f
+DATA attnExpC<>+384(SB)/4, $0xff800000
+DATA attnExpC<>+388(SB)/4, $0xff800000
+DATA attnExpC<>+392(SB)/4, $0xff800000
+DATA attnExpC<>+396(SB)/4, $0xff800000
+DATA attnExpC<>+400(SB)/4, $0xff800000
+DATA attnExpC<>+404(SB)/4, $0xff800000
+DATA attnExpC<>+408(SB)/4, $0xff800000
+DATA attnExpC<>+412(SB)/4, $0xff800000
+GLOBL attnExpC<>(SB), RODATA|NOPTR, $416
+
+// EXP(x, t0, t1, t2, t3) replaces the 8 lanes of x <= 0 by exp(x): n = round(x log2 e),
+// r = x - n ln2 (ln2 split in two, as Cephes expf), exp(r) by its degree-7 polynomial, times 2^n
+// built in the exponent bits. Lanes below -87 (where 2^n would leave the normal range), -Inf and
+// NaN give exactly 0, so masked scores contribute nothing. Relative error about 1e-7.
+#define EXP(x, t0, t1, t2, t3) \
+	VCMPPS $0x1d, attnExpC<>+32(SB), x, t0; \
+	VMULPS attnExpC<>+0(SB), x, t1; \
+	VROUNDPS $0, t1, t1; \
+	VFNMADD231PS attnExpC<>+64(SB), t1, x; \
+	VFNMADD231PS attnExpC<>+96(SB), t1, x; \
+	VMOVUPS attnExpC<>+128(SB), t2; \
+	VFMADD213PS attnExpC<>+160(SB), x, t2; \
+	VFMADD213PS attnExpC<>+192(SB), x, t2; \
+	VFMADD213PS attnExpC<>+224(SB), x, t2; \
+	VFMADD213PS attnExpC<>+256(SB), x, t2; \
+	VFMADD213PS attnExpC<>+288(SB), x, t2; \
+	VMULPS x, x, t3; \
+	VFMADD213PS x, t3, t2; \
+	VADDPS attnExpC<>+320(SB), t2, t2; \
+	VCVTPS2DQ t1, t1; \
+	VPADDD attnExpC<>+352(SB), t1, t1; \
+	VPSLLD $23, t1, t1; \
+	VMULPS t1, t2, x; \
+	VANDPS t0, x, x
+
+// func attnSoftmax8(st *float32, rp, nc int, scale float32, m, l, alpha *float32)
+//
+// The online-softmax step of 8 score rows: st holds the raw scores of the rows at st[c*rp+i],
+// i < 8, for the nc keys of the block (-Inf where masked). With s = scale*st: mNew = max(m,
+// max_c s), st = exp(s - mNew), alpha = exp(m - mNew), l = l*alpha + sum_c st (the sum in key
+// order), m = mNew.
+TEXT ·attnSoftmax8(SB), NOSPLIT, $0-56
+	MOVQ st+0(FP), DI
+	MOVQ rp+8(FP), R8
+	SHLQ $2, R8
+	MOVQ nc+16(FP), CX
+	VBROADCASTSS scale+24(FP), Y15
+	VMOVUPS attnExpC<>+384(SB), Y0     // running block max, -Inf
+	MOVQ DI, SI
+	MOVQ CX, DX
+	TESTQ DX, DX
+	JZ   smax
+pass1:
+	VMULPS (SI), Y15, Y1
+	VMOVUPS Y1, (SI)
+	VMAXPS Y0, Y1, Y0
+	ADDQ R8, SI
+	DECQ DX
+	JNZ  pass1
+smax:
+	MOVQ m+32(FP), R9
+	VMOVUPS (R9), Y2                   // m
+	VMAXPS Y0, Y2, Y3                  // mNew
+	VXORPS Y4, Y4, Y4                  // sum
+	MOVQ DI, SI
+	MOVQ CX, DX
+	TESTQ DX, DX
+	JZ   salpha
+pass2:
+	VMOVUPS (SI), Y1
+	VSUBPS Y3, Y1, Y1
+	EXP(Y1, Y6, Y7, Y8, Y9)
+	VMOVUPS Y1, (SI)
+	VADDPS Y1, Y4, Y4
+	ADDQ R8, SI
+	DECQ DX
+	JNZ  pass2
+salpha:
+	VSUBPS Y3, Y2, Y1
+	EXP(Y1, Y6, Y7, Y8, Y9)
+	MOVQ l+40(FP), R10
+	VMULPS (R10), Y1, Y5
+	VADDPS Y4, Y5, Y5
+	VMOVUPS Y5, (R10)
+	VMOVUPS Y3, (R9)
+	MOVQ alpha+48(FP), R11
+	VMOVUPS Y1, (R11)
+	VZEROUPPER
+	RET
+
+// func attnScale8(x *float32, n int, s float32)
+//
+// x[i] *= s for i < n, n a multiple of 8.
+TEXT ·attnScale8(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	JZ   sdone
+	VBROADCASTSS s+16(FP), Y15
+sloop:
+	VMULPS (DI), Y15, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sloop
+sdone:
+	VZEROUPPER
+	RET

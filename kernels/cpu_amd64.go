@@ -1,0 +1,34 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2FMA reports whether the CPU (and the OS, which must save the YMM state) supports the
+// AVX2 and FMA instructions of the assembly micro-kernels.
+var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
+
+// cpuAsmName names the assembly kernels of this architecture.
+const cpuAsmName = "avx2-fma asm"
+
+// fmaPanel6 adds to the six rows i < 6 of C (row stride ldc) sum_{j<k} A[i*ars + j*as] * B_j,
+// over n columns; B_j is the row b[j] points to. tail masks the last n%8 columns. Implemented
+// in cpu_fma_amd64.s.
+//
+//go:noescape
+func fmaPanel6(c *float32, ldc int, a *float32, ars, as int, b **float32, n, k int, tail *int32)
+
+// fmaPanel1 is fmaPanel6 for one row.
+//
+//go:noescape
+func fmaPanel1(c *float32, a *float32, as int, b **float32, n, k int, tail *int32)
+
+// attnSoftmax8 is the online-softmax step of 8 score rows (attention_kernel_amd64.s).
+//
+//go:noescape
+func attnSoftmax8(st *float32, rp, nc int, scale float32, m, l, alpha *float32)
+
+// attnScale8 multiplies x[0:n] by s, n a multiple of 8 (attention_kernel_amd64.s).
+//
+//go:noescape
+func attnScale8(x *float32, n int, s float32)

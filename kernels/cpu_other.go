@@ -1,0 +1,24 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// hasAVX2FMA is false: this build has no assembly micro-kernels.
+const hasAVX2FMA = false
+
+const cpuAsmName = ""
+
+func fmaPanel6(c *float32, ldc int, a *float32, ars, as int, b **float32, n, k int, tail *int32) {
+	panic("kernels: no assembly micro-kernels in this build")
+}
+
+func fmaPanel1(c *float32, a *float32, as int, b **float32, n, k int, tail *int32) {
+	panic("kernels: no assembly micro-kernels in this build")
+}
+
+func attnSoftmax8(st *float32, rp, nc int, scale float32, m, l, alpha *float32) {
+	panic("kernels: no assembly micro-kernels in this build")
+}
+
+func attnScale8(x *float32, n int, s float32) {
+	panic("kernels: no assembly micro-kernels in this build")
+}
