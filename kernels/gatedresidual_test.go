@@ -196,3 +196,37 @@ func TestGRErrors(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGatedResidual runs the GatedResidual read and the fused MoE-combine write + next
+// norm at the real shapes (S 4, D 2560, R 320, top-10) for T = 512, weights F32.
+func BenchmarkGatedResidual(b *testing.B) {
+	const T, S, D, R, K = 512, 4, 2560, 320, 10
+	down, _ := denseMatrix(b, 1, R, S*D, "F32", 0.02)
+	up, _ := denseMatrix(b, 2, S*D, R, "F32", 0.05)
+	inj, _ := denseMatrix(b, 3, S, S*D, "F32", 0.02)
+	g := &GRWeights{S: S, D: D, R: R, Norm: opcases.Floats(4, S*D, 0.1), Down: down, Up: up, Inj: inj}
+	H := opcases.Floats(5, T*S*D, 1)
+	x, beta, Hn := make([]float32, T*D), make([]float32, T*S), make([]float32, T*S*D)
+	b.Run("read", func(b *testing.B) {
+		for b.Loop() {
+			if err := GRRead(x, beta, H, T, g, 1e-6); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(2*T*(2*R*S*D+S*S*D)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	ye := opcases.Floats(6, T*K*D, 1)
+	rk := make([]int32, T*K)
+	for i := range rk {
+		rk[i] = int32(i)
+	}
+	w := opcases.Floats(7, T*K, 0.1)
+	b.Run("norm_h_moec", func(b *testing.B) {
+		for b.Loop() {
+			if err := GRNormHMoEC(H, Hn, beta, ye, T*K, rk, w, x, T, S, K, D, g.Norm, 1e-6); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(4 * T * (K*D + 3*S*D))
+	})
+}

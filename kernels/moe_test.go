@@ -308,3 +308,32 @@ func TestFastActivations(t *testing.T) {
 		t.Fatal("sigmoidFast32 edge cases wrong")
 	}
 }
+
+// BenchmarkMoEExperts runs the routed experts of one layer at the real width (D 2560, I 640,
+// top-10) for 64 experts (the benchmark slice) at T = 512, weights F32 (widened at load) and
+// BF16 (widened per call). Short by default (-benchtime to extend).
+func BenchmarkMoEExperts(b *testing.B) {
+	const T, E, K, D, I = 512, 64, 10, 2560, 640
+	for _, dt := range []string{"F32", "BF16"} {
+		ex := &Experts{E: E, D: D, I: I}
+		for e := 0; e < E; e++ {
+			gu, _ := denseMatrix(b, uint64(2*e+1), 2*I, D, dt, 0.05)
+			dn, _ := denseMatrix(b, uint64(2*e+2), D, I, dt, 0.05)
+			ex.GateUp, ex.Down = append(ex.GateUp, gu), append(ex.Down, dn)
+		}
+		x := opcases.Floats(3, T*D, 1)
+		w, idx := make([]float32, T*K), make([]int32, T*K)
+		if err := TopKRoute(w, idx, opcases.Floats(4, T*E, 1), T, E, K, true); err != nil {
+			b.Fatal(err)
+		}
+		ye, rk := make([]float32, T*K*D), make([]int32, T*K)
+		b.Run(dt, func(b *testing.B) {
+			for b.Loop() {
+				if err := MoEExperts(ye, rk, x, T, idx, K, ex); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*T*K*3*D*I*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -118,3 +118,17 @@ func TestRMSNorm1pRoPEFused(t *testing.T) {
 		t.Fatalf("short weights: %v", err)
 	}
 }
+
+// BenchmarkRMSNorm1pRoPE runs the fused q_norm + RoPE of an attention layer at the real shape
+// (T 512, 24 heads x 256, rotary 64).
+func BenchmarkRMSNorm1pRoPE(b *testing.B) {
+	const T, H, d = 512, 24, 256
+	x := opcases.Floats(1, T*H*d, 1)
+	w := opcases.Floats(2, d, 0.1)
+	b.SetBytes(8 * T * H * d)
+	for b.Loop() {
+		if err := RMSNorm1pRoPE(x, T, H, d, w, 1e-6, 64, 0, 1e7); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

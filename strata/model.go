@@ -15,6 +15,13 @@ type LoadOptions struct {
 	// Progress, when set, is called after each tensor is read with the bytes done so far, the
 	// checkpoint's total tensor bytes and the tensor's name.
 	Progress func(done, total int64, name string)
+	// WidenBudget is how many bytes of float32 copies of bf16/f16 weight matrices LoadModel may
+	// make, so that GEMMs skip widening them on every call (which costs up to half the speed of
+	// the products with few rows: the experts). Routed experts are widened first, then the
+	// other matrices in load order, each one only while the running total stays within the
+	// budget. 0 keeps every weight in its file format (memory-mapped); a negative value widens
+	// all of them. A widened matrix holds the same values, so results do not change.
+	WidenBudget int64
 }
 
 // Model is a loaded checkpoint: its config and weights (bf16/f16 weights stay in their file
@@ -144,6 +151,14 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
+	if opts.WidenBudget != 0 {
+		n, bytes, err := m.widen(opts.WidenBudget)
+		if err != nil {
+			ck.Close()
+			return nil, wrapf(ErrCheckpoint, err, "widening weights")
+		}
+		dev.logf(LogInfo, "widened %d weight matrices to float32 (%d MiB)", n, bytes>>20)
+	}
 	dev.logf(LogInfo, "loaded %s from %s", m.Describe(), dir)
 	return m, nil
 }
@@ -226,6 +241,62 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 		m.layers = append(m.layers, ly)
 	}
 	return m, nil
+}
+
+// widen replaces 16-bit weight matrices by float32 copies within budget bytes (negative: no
+// limit), routed experts first. It reports how many matrices and bytes it widened.
+func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
+	var experts, rest []**kernels.Matrix
+	addGR := func(g *kernels.GRWeights) {
+		if g != nil {
+			rest = append(rest, &g.Down, &g.Up)
+			if g.Inj != nil {
+				rest = append(rest, &g.Inj)
+			}
+		}
+	}
+	for _, ly := range m.layers {
+		addGR(ly.attnGR)
+		addGR(ly.mlpGR)
+		if g := ly.gdn; g != nil {
+			rest = append(rest, &g.qkv, &g.z, &g.b, &g.a, &g.out)
+		}
+		if a := ly.attn; a != nil {
+			rest = append(rest, &a.q, &a.k, &a.v, &a.o)
+			if a.idx != nil {
+				rest = append(rest, &a.idx)
+			}
+		}
+		if mw := ly.moe; mw != nil {
+			for e := range mw.experts.GateUp {
+				experts = append(experts, &mw.experts.GateUp[e], &mw.experts.Down[e])
+			}
+			rest = append(rest, &mw.router, &mw.shared.gateUp, &mw.shared.down, &mw.sharedGate)
+		}
+		if ly.mlp != nil {
+			rest = append(rest, &ly.mlp.gateUp, &ly.mlp.down)
+		}
+	}
+	addGR(m.mixer)
+	rest = append(rest, &m.lmHead)
+	for _, p := range append(experts, rest...) {
+		w := *p
+		if w.DType == kernels.F32 {
+			continue
+		}
+		size := int64(w.N) * int64(w.K) * 4
+		if budget >= 0 && bytes+size > budget {
+			continue
+		}
+		wide, err := w.WidenF32()
+		if err != nil {
+			return n, bytes, err
+		}
+		*p = wide
+		n++
+		bytes += size
+	}
+	return n, bytes, nil
 }
 
 func loadGR(l *loader, pre string, c *hfconfig.Config, inject bool) (*kernels.GRWeights, error) {
@@ -485,4 +556,71 @@ func loadPLE(l *loader, pre string, c *hfconfig.Config, pleIndex, S int) (*pleWe
 		return nil, err
 	}
 	return &pleWeights{hash: h, w: w}, nil
+}
+
+// PrefillFLOPs counts the floating-point operations of one prefill of T tokens after pos0
+// cached ones with lastRows rows of logits (1, or T for all logits): gemm is the dense products
+// (2 flops per multiply-add: projections, GatedResidual mixing, router, the K routed experts
+// each token actually uses plus the shared expert, lm_head), total adds the token-mixing work
+// that is not a weight product: attention scores and P V over the keys each query attends
+// (causal, and QSA-selected past the budget) plus the indexer's block scores, and the GDN
+// recurrence at 6 dk dv flops per token and value head (S^T k, k delta^T, S^T q). Norms,
+// activations and elementwise ops are not counted.
+func (m *Model) PrefillFLOPs(pos0, T, lastRows int) (gemm, total float64) {
+	c := m.cfg
+	t, D := float64(T), float64(c.D)
+	S := float64(max(c.Streams, 1))
+	var mix float64
+	grRead := func(g *kernels.GRWeights) float64 {
+		if g == nil {
+			return 0
+		}
+		f := 2 * t * (2 * float64(g.R) * S * D)
+		if g.Inj != nil {
+			f += 2 * t * S * S * D
+		}
+		return f
+	}
+	for _, ly := range m.layers {
+		gemm += grRead(ly.attnGR) + grRead(ly.mlpGR)
+		if ly.gdn != nil {
+			Hk, Hv, dk, dv := float64(c.Hk), float64(c.Hv), float64(c.Dk), float64(c.Dv)
+			gemm += 2 * t * D * (2*Hk*dk + Hv*dv + Hv*dv + 2*Hv) // qkv, z, b, a
+			gemm += 2 * t * Hv * dv * D                          // out_proj
+			mix += 6 * t * Hv * dk * dv
+		}
+		if ly.attn != nil {
+			Hq, Hkv, hd := float64(c.Hq), float64(c.Hkv), float64(c.HeadDim)
+			gemm += 2 * t * D * (2*Hq*hd + 2*Hkv*hd) // q (+ gate), k, v
+			gemm += 2 * t * Hq * hd * D              // o_proj
+			idx := ly.attn.idx != nil
+			if idx {
+				gemm += 2 * t * D * float64((c.IdxHeads+c.IdxKVHeads)*c.IdxDim)
+			}
+			for p := pos0; p < pos0+T; p++ {
+				keys := p + 1
+				if idx && c.IdxRatio > 0 {
+					nb := (p + 1) / c.IdxRatio
+					mix += 2 * float64(c.IdxHeads*c.IdxDim*nb)
+					if keep := c.IdxBudget / c.IdxRatio; nb > keep {
+						keys = keep*c.IdxRatio + (p + 1 - nb*c.IdxRatio)
+					}
+				}
+				mix += 4 * Hq * hd * float64(keys) // Q K^T and P V
+			}
+		}
+		if mw := ly.moe; mw != nil {
+			E, K, I := float64(c.Experts), float64(c.TopK), float64(c.MoEI)
+			gemm += 2 * t * D * E                        // router
+			gemm += 2 * t * K * 3 * D * I                // routed experts (gate, up, down)
+			gemm += 2 * t * 3 * D * float64(mw.shared.I) // shared expert
+			gemm += 2 * t * D                            // shared expert gate
+		}
+		if ly.mlp != nil {
+			gemm += 2 * t * 3 * D * float64(ly.mlp.I)
+		}
+	}
+	gemm += grRead(m.mixer) * float64(lastRows) / t
+	gemm += 2 * float64(lastRows) * D * float64(c.Vocab)
+	return gemm, gemm + mix
 }

@@ -8,6 +8,11 @@
 //	go run ./examples/prefill
 //	go run ./examples/prefill --model DIR --tokens 1,2,3
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --chunk 512 --all-logits --save-logits out.npy
+//	go run ./examples/prefill --bench
+//
+// --bench measures this machine's sgemm peak P, then each CPU op at the real model's shapes and
+// a 4-layer real-width slice of Qwen3.8-Flash-Next (generated once, 3.2 GB) at T = 512 and
+// 2048, every figure also as a fraction of P (see bench.go).
 package main
 
 import (
@@ -51,6 +56,9 @@ func run() error {
 		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
 		maxCtx     = flag.Int("max-context", 0, "session capacity in tokens (default: prompt length, at least 4096)")
 		verbose    = flag.Bool("v", false, "log library messages to stderr")
+		bench      = flag.Bool("bench", false, "benchmark: sgemm peak, each op at real shapes, and the qwen4exp-slice model (see --bench-tokens)")
+		benchT     = flag.String("bench-tokens", "512,2048", "prompt lengths of the --bench slice runs")
+		widen      = flag.Int64("widen-budget", 8<<30, "bytes of float32 weight copies to make at load (0: keep 16-bit weights, -1: all)")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -67,6 +75,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if *bench {
+		return runBench(ctx, dev, *modelDir, *benchT, *widen)
+	}
 	dir := *modelDir
 	if dir == "" {
 		if dir, err = defaultModel(*preset); err != nil {
@@ -75,7 +86,7 @@ func run() error {
 	}
 	t0 := time.Now()
 	var bar *progressbar.ProgressBar
-	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{Progress: func(done, total int64, name string) {
+	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: *widen, Progress: func(done, total int64, name string) {
 		if total < 256<<20 { // small checkpoints load in a blink
 			return
 		}

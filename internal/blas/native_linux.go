@@ -44,7 +44,11 @@ func loadNative(threads int) (backend, error) {
 	got := int(openblasState.getThreads())
 	b.single = got == 1
 	mode := map[int32]string{0: "sequential", 1: "pthread", 2: "openmp"}[getParallel()]
-	b.label = fmt.Sprintf("openblas %s (%s, %d threads)", openblasVersion(getConfig()), mode, got)
+	per := fmt.Sprintf("%d threads per call, calls serialised", got)
+	if got == 1 {
+		per = "1 thread per call, calls concurrent"
+	}
+	b.label = fmt.Sprintf("openblas %s (%s, %s)", openblasVersion(getConfig()), mode, per)
 	return b, nil
 }
 

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/strata"
+)
+
+// runBench prints the sgemm peak P, the per-op figures and the slice-model figures.
+func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64) error {
+	var Ts []int
+	for _, f := range strings.Split(tokensList, ",") {
+		T, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || T <= 0 {
+			return fmt.Errorf("--bench-tokens: bad length %q", f)
+		}
+		Ts = append(Ts, T)
+	}
+	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Printf("kernels   %s\n", dev.Kernels())
+	P, how, err := blas.Peak(2048, 3)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("peak P    %.1f GFLOP/s  (sgemm 2048^3, best of 3; %s)\n", P, how)
+
+	fmt.Println("\nops (best of 3 runs)")
+	if err := benchOps(P); err != nil {
+		return err
+	}
+
+	dir := modelDir
+	if dir == "" {
+		if dir, err = defaultModel("qwen4exp-slice"); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: widen})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB\n", m.Describe(), time.Since(t0).Round(time.Millisecond), widen>>20)
+	for _, T := range Ts {
+		r := rand.New(rand.NewPCG(1, uint64(T)))
+		tokens := make([]int32, T)
+		for i := range tokens {
+			tokens[i] = int32(r.IntN(m.Vocab()))
+		}
+		s, err := m.NewSession(strata.SessionOptions{MaxContext: T})
+		if err != nil {
+			return err
+		}
+		lg, err := s.Prefill(ctx, tokens, strata.PrefillOptions{})
+		s.Close()
+		if err != nil {
+			return err
+		}
+		st := lg.Stats
+		sec := st.Total.Seconds()
+		gemm, total := m.PrefillFLOPs(0, T, 1)
+		fmt.Printf("slice T=%-5d %8.1f tokens/s  %7.1f GFLOP/s  %5.1f%% of P  %5.1f%% of the GEMM-bound limit (%.1f GFLOP of GEMM, %.1f total)  peak RSS %d MiB\n",
+			T, float64(T)/sec, total/sec/1e9, 100*total/sec/1e9/P, 100*gemm/(P*1e9)/sec, gemm/1e9, total/1e9, vmHWM()>>20)
+		for i, d := range st.Stage {
+			fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/sec)
+		}
+	}
+	return nil
+}
+
+// benchOps times the CPU ops at Qwen3.8-Flash-Next shapes on random data.
+func benchOps(P float64) error {
+	r := rand.New(rand.NewPCG(3, 4))
+	rnd := func(n int, scale float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64()) * scale
+		}
+		return x
+	}
+	bf16 := func(n, k int) *kernels.Matrix {
+		u := make([]uint16, n*k)
+		for i := range u {
+			u[i] = uint16(r.Uint32()&0x3fff) | 0x3c00 // magnitudes around 0.01..0.1, either sign
+			if r.IntN(2) == 0 {
+				u[i] |= 0x8000
+			}
+		}
+		m, _ := kernels.NewMatrixU16(n, k, kernels.BF16, u)
+		return m
+	}
+	f32 := func(m *kernels.Matrix) *kernels.Matrix { w, _ := m.WidenF32(); return w }
+	report := func(name string, flops float64, fn func() error) error {
+		best := time.Duration(1 << 62)
+		for i := 0; i < 3; i++ {
+			t0 := time.Now()
+			if err := fn(); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			best = min(best, time.Since(t0))
+		}
+		g := flops / best.Seconds() / 1e9
+		fmt.Printf("  %-44s %9.2f ms  %7.1f GFLOP/s  %5.1f%% of P\n", name, float64(best.Microseconds())/1000, g, 100*g/P)
+		return nil
+	}
+	const D, T = 2560, 512
+	x := rnd(T*D, 1)
+	proj := bf16(D, D)
+	y := make([]float32, T*D)
+	for _, c := range []struct {
+		name string
+		w    *kernels.Matrix
+	}{{"MatMul T512 N2560 K2560 bf16 (widen per call)", proj}, {"MatMul T512 N2560 K2560 f32", f32(proj)}} {
+		if err := report(c.name, 2*T*D*D, func() error { return kernels.MatMul(y, x, T, c.w) }); err != nil {
+			return err
+		}
+	}
+	// MoE at T = 512: 64 experts (the slice), top-10, I = 640, f32 weights (widened at load).
+	const E, K, I = 64, 10, 640
+	ex := &kernels.Experts{E: E, D: D, I: I}
+	for e := 0; e < E; e++ {
+		ex.GateUp = append(ex.GateUp, f32(bf16(2*I, D)))
+		ex.Down = append(ex.Down, f32(bf16(D, I)))
+	}
+	logits := rnd(T*E, 1)
+	w, idx := make([]float32, T*K), make([]int32, T*K)
+	if err := kernels.TopKRoute(w, idx, logits, T, E, K, true); err != nil {
+		return err
+	}
+	ye, rk := make([]float32, T*K*D), make([]int32, T*K)
+	if err := report("MoEExperts T512 E64 top-10 I640 f32", 2*T*K*3*D*I, func() error {
+		return kernels.MoEExperts(ye, rk, x, T, idx, K, ex)
+	}); err != nil {
+		return err
+	}
+	// GatedResidual read and the fused MoE-combine write + norm at S = 4, R = 320.
+	const S, R = 4, 320
+	g := &kernels.GRWeights{S: S, D: D, R: R, Norm: rnd(S*D, 0.1), Down: f32(bf16(R, S*D)), Up: f32(bf16(S*D, R)), Inj: f32(bf16(S, S*D))}
+	H := rnd(T*S*D, 1)
+	beta := make([]float32, T*S)
+	if err := report("GRRead T512 S4 D2560 R320 f32", 2*T*(2*R*S*D+S*S*D), func() error {
+		return kernels.GRRead(y[:T*D], beta, H, T, g, 1e-6)
+	}); err != nil {
+		return err
+	}
+	Hn := make([]float32, T*S*D)
+	if err := report("GRNormHMoEC T512 S4 D2560 top-10", 2*T*K*D, func() error {
+		return kernels.GRNormHMoEC(H, Hn, beta, ye, T*K, rk, w, y[:T*D], T, S, K, D, g.Norm, 1e-6)
+	}); err != nil {
+		return err
+	}
+	q := rnd(T*24*256, 1)
+	if err := report("RMSNorm1pRoPE T512 24 heads x 256", 0, func() error {
+		return kernels.RMSNorm1pRoPE(q, T, 24, 256, rnd(256, 0.1)[:256], 1e-6, 64, 0, 1e7)
+	}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// cpuModel is lscpu's "Model name" (from /proc/cpuinfo), or GOARCH.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// vmHWM is the process's peak resident set in bytes (Linux /proc/self/status), 0 elsewhere.
+func vmHWM() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
