@@ -19,7 +19,21 @@
 //
 // Without ASan, libraries run in this process (loaded with purego, no cgo); a wild access there
 // crashes the process rather than failing the command buffer: rerun with ASan to locate it.
-// Not emulated: Metal 4 tensor ops (mpp::tensor_ops), quadgroup functions, textures.
+// (Catching SIGSEGV in the kernel's worker threads would have to chain with the Go runtime's own
+// handler; the emulator does not try.)
+//
+// Metal 4 tensor ops: a source that includes <metal_tensor> or
+// <MetalPerformancePrimitives/MetalPerformancePrimitives.h> compiles as C++20 with
+// include/emu_tensor.h: tensor views over device/threadgroup memory (from pointers, with extents
+// and strides; slices), mpp::tensor_ops::matmul2d with execution_thread, execution_simdgroup,
+// execution_simdgroups<N> and execution_threadgroup scopes, tensor or cooperative_tensor
+// destinations (get_capacity, is_valid_element, operator[], get_multidimensional_index, load,
+// store), and reduce_rows / reduce_columns with sum, max and min, whose identity defaults to the
+// sum identity as in Apple's header. The cooperative layout, implementation-defined on Apple GPUs,
+// is a random permutation drawn from Options.Seed: run such kernels under two seeds. Not emulated:
+// MTLTensor kernel arguments, cooperative tensors as matmul operands, iterators and map_iterator
+// (is_iterator_compatible reports false), convolution. Quadgroup functions are emulated; half
+// function constants take an mtl.Float value rounded to half. Not emulated: textures.
 //
 // Floating point is not the GPU's: math runs in float through libm, half arithmetic rounds after
 // every operation, fma contraction follows clang. Compare with the CPU backend under tolerances;

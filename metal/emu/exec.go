@@ -64,9 +64,6 @@ func (l *library) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, e
 			if !ok {
 				return nil, fmt.Errorf("emu: %s: function constant %s is %s, given type %d: %w", fn, decl.Name, decl.Type, c.Type, mtl.ErrCompile)
 			}
-			if decl.Type == "half" {
-				return nil, fmt.Errorf("emu: %s: half function constants are not supported: %w", fn, mtl.ErrCompile)
-			}
 		}
 		p.fcVal[c.Index], p.fcSet[c.Index] = c.Value, 1
 	}

@@ -291,8 +291,8 @@ func (r *rewriter) vectors() {
 		tk := r.t[i]
 		if tk.kind == tkIdent && vecTypes[tk.text] && r.is(r.next(i), tkPunct, "(") {
 			pv := r.prev(i)
-			if r.is(pv, tkPunct, ".") || r.is(pv, tkPunct, ">") {
-				continue
+			if r.is(pv, tkPunct, ".") || r.is(pv, tkPunct, ">") && r.is(pv-1, tkPunct, "-") {
+				continue // a member named like a vector type
 			}
 			if r.is(pv, tkPunct, "::") {
 				if !r.is(r.prev(pv), tkIdent, "metal") {

@@ -187,8 +187,12 @@ inline T select(const T& a, const T& b, const C& c) {
   if constexpr (emu_detail::vt<T>::n == 1) return c ? b : a;
   else {
     T r = a;
-    for (int i = 0; i < emu_detail::vt<T>::n; i++)
-      if (emu_detail::vt<C>::n == 1 ? bool(c) : bool(c[i])) r[i] = b[i];
+    for (int i = 0; i < emu_detail::vt<T>::n; i++) {
+      bool on;
+      if constexpr (emu_detail::vt<C>::n == 1) on = bool(c);
+      else on = bool(c[i]);
+      if (on) r[i] = b[i];
+    }
     return r;
   }
 }

@@ -86,6 +86,8 @@ inline T fc(int i) {
   uint32_t bits = emu_fc(i, &def);
   if constexpr (std::is_same_v<T, bool>) return bits != 0;
   else if constexpr (std::is_same_v<T, float>) return __builtin_bit_cast(float, bits);
+  // half constants are given as float (mtl.Float) and rounded to half.
+  else if constexpr (std::is_same_v<T, metal::half>) return (metal::half)__builtin_bit_cast(float, bits);
   else return (T)bits;
 }
 inline bool fc_defined(int i) {

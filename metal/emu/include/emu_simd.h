@@ -269,4 +269,148 @@ inline bool simd_is_first(EMU_SITE) {
   return (int)emu_info()->simd_lane == __builtin_ctzll(a);
 }
 
+
+// ---- quadgroup functions: collectives over the 4 lanes (4q .. 4q+3) of each quad ------------------
+namespace emu_detail {
+template <class T, int OP>
+void quad_reduce_res(void* const* in, void* const* out, uint32_t active) {
+  for (int q = 0; q < 32; q += 4) {
+    T acc{};
+    bool first = true;
+    for (int i = q; i < q + 4; i++) {
+      if (!(active >> i & 1)) continue;
+      const T& x = IN<T>(in, i);
+      if (first) acc = x, first = false;
+      else if constexpr (OP == 0) acc = acc + x;
+      else if constexpr (OP == 1) acc = acc * x;
+      else if constexpr (OP == 2) acc = metal::max(acc, x);
+      else if constexpr (OP == 3) acc = metal::min(acc, x);
+      else if constexpr (OP == 4) acc = acc & x;
+      else if constexpr (OP == 5) acc = acc | x;
+      else if constexpr (OP == 6) acc = acc ^ x;
+    }
+    for (int i = q; i < q + 4; i++)
+      if (active >> i & 1) OUT<T>(out, i) = acc;
+  }
+}
+template <class T, int OP, bool INCL>
+void quad_prefix_res(void* const* in, void* const* out, uint32_t active) {
+  for (int q = 0; q < 32; q += 4) {
+    T acc = T(OP == 0 ? 0 : 1);
+    for (int i = q; i < q + 4; i++) {
+      if (!(active >> i & 1)) continue;
+      const T x = IN<T>(in, i);
+      if (!INCL) OUT<T>(out, i) = acc;
+      acc = OP == 0 ? T(acc + x) : T(acc * x);
+      if (INCL) OUT<T>(out, i) = acc;
+    }
+  }
+}
+// Shuffle kinds as for simdgroups (0 index, 1 xor, 2 up, 3 down, 4 rotate up, 5 rotate down),
+// with lane indices taken within the quad.
+template <class T, int KIND>
+void quad_shuffle_res(void* const* in, void* const* out, uint32_t active) {
+  for (int i = 0; i < 32; i++) {
+    if (!(active >> i & 1)) continue;
+    const shuf<T>& s = IN<shuf<T>>(in, i);
+    int q = i & ~3, l = i & 3, a = (int)s.arg, src;
+    switch (KIND) {
+      case 0: src = a; break;
+      case 1: src = l ^ a; break;
+      case 2: src = l - a < 0 ? l : l - a; break;
+      case 3: src = l + a > 3 ? l : l + a; break;
+      case 4: src = (l - a) & 3; break;
+      default: src = (l + a) & 3; break;
+    }
+    if (src >= 0 && src < 4 && (active >> (q + src) & 1)) OUT<T>(out, i) = IN<shuf<T>>(in, q + src).v;
+  }
+}
+inline void quad_ballot_res(void* const* in, void* const* out, uint32_t active) {
+  for (int i = 0; i < 32; i++) {
+    if (!(active >> i & 1)) continue;
+    uint64_t m = 0;
+    for (int k = 0; k < 4; k++) {
+      int j = (i & ~3) + k;
+      if ((active >> j & 1) && IN<bool>(in, j)) m |= 1ull << k;
+    }
+    OUT<uint64_t>(out, i) = m;
+  }
+}
+inline void quad_active_res(void* const*, void* const* out, uint32_t active) {
+  for (int i = 0; i < 32; i++)
+    if (active >> i & 1) OUT<uint64_t>(out, i) = (active >> (i & ~3)) & 15;
+}
+}  // namespace emu_detail
+
+#define EMU_QREDUCE(name, op)                                                                  \
+  template <class T>                                                                           \
+  inline T name(T x, EMU_SITE) {                                                               \
+    return emu_detail::collective<T>(x, emu_detail::quad_reduce_res<T, op>, EMU_AT, #name);    \
+  }
+EMU_QREDUCE(quad_sum, 0)
+EMU_QREDUCE(quad_product, 1)
+EMU_QREDUCE(quad_max, 2)
+EMU_QREDUCE(quad_min, 3)
+EMU_QREDUCE(quad_and, 4)
+EMU_QREDUCE(quad_or, 5)
+EMU_QREDUCE(quad_xor, 6)
+#undef EMU_QREDUCE
+
+#define EMU_QPREFIX(name, op, incl)                                                               \
+  template <class T>                                                                              \
+  inline T name(T x, EMU_SITE) {                                                                  \
+    return emu_detail::collective<T>(x, emu_detail::quad_prefix_res<T, op, incl>, EMU_AT, #name); \
+  }
+EMU_QPREFIX(quad_prefix_inclusive_sum, 0, true)
+EMU_QPREFIX(quad_prefix_exclusive_sum, 0, false)
+EMU_QPREFIX(quad_prefix_inclusive_product, 1, true)
+EMU_QPREFIX(quad_prefix_exclusive_product, 1, false)
+#undef EMU_QPREFIX
+
+#define EMU_QSHUFFLE(name, kind)                                                                \
+  template <class T>                                                                            \
+  inline T name(T x, ushort arg, EMU_SITE) {                                                    \
+    emu_detail::shuf<T> s{x, arg};                                                              \
+    return emu_detail::collective<T>(s, emu_detail::quad_shuffle_res<T, kind>, EMU_AT, #name);  \
+  }
+EMU_QSHUFFLE(quad_shuffle, 0)
+EMU_QSHUFFLE(quad_broadcast, 0)
+EMU_QSHUFFLE(quad_shuffle_xor, 1)
+EMU_QSHUFFLE(quad_shuffle_up, 2)
+EMU_QSHUFFLE(quad_shuffle_down, 3)
+EMU_QSHUFFLE(quad_shuffle_rotate_up, 4)
+EMU_QSHUFFLE(quad_shuffle_rotate_down, 5)
+#undef EMU_QSHUFFLE
+
+// quad_vote: a mask of the quad's lanes (bit k = lane k of the quad).
+struct quad_vote {
+  typedef uint64_t vote_t;
+  vote_t v;
+  explicit constexpr operator vote_t() const { return v; }
+  bool all() const { return v == 15; }
+  bool any() const { return v != 0; }
+};
+inline quad_vote quad_ballot(bool b, EMU_SITE) {
+  return {emu_detail::collective<uint64_t>(b, emu_detail::quad_ballot_res, EMU_AT, "quad_ballot")};
+}
+inline quad_vote quad_active_threads_mask(EMU_SITE) {
+  char in = 0;
+  return {emu_detail::collective<uint64_t>(in, emu_detail::quad_active_res, EMU_AT, "quad_active_threads_mask")};
+}
+// quad_all / quad_any consider active lanes only.
+inline bool quad_all(bool b, EMU_SITE) {
+  uint64_t m = emu_detail::collective<uint64_t>(b, emu_detail::quad_ballot_res, EMU_AT, "quad_all");
+  char in = 0;
+  uint64_t a = emu_detail::collective<uint64_t>(in, emu_detail::quad_active_res, EMU_AT, "quad_all");
+  return m == a;
+}
+inline bool quad_any(bool b, EMU_SITE) {
+  return emu_detail::collective<uint64_t>(b, emu_detail::quad_ballot_res, EMU_AT, "quad_any") != 0;
+}
+inline bool quad_is_first(EMU_SITE) {
+  char in = 0;
+  uint64_t a = emu_detail::collective<uint64_t>(in, emu_detail::quad_active_res, EMU_AT, "quad_is_first");
+  return (int)(emu_info()->simd_lane & 3) == __builtin_ctzll(a);
+}
+
 }  // namespace metal

@@ -33,14 +33,108 @@ struct bfloat {
   bfloat& operator/=(float o) { return *this = bfloat(float(*this) / o); }
 };
 
-// bfloat vectors: element storage with conversions to and from float vectors (no swizzles).
 template <int N>
-struct alignas(N == 3 ? 8 : 2 * N) bvec {
-  bfloat v[N];
+struct bvec;
+template <int N>
+struct boolvec;
+
+namespace emu_detail {
+// The struct vector of k elements of E (k = 1: E itself).
+template <class E, int K>
+struct svec_of;
+template <int K>
+struct svec_of<bfloat, K> {
+  typedef bvec<K> type;
+};
+template <>
+struct svec_of<bfloat, 1> {
+  typedef bfloat type;
+};
+template <int K>
+struct svec_of<bool, K> {
+  typedef boolvec<K> type;
+};
+template <>
+struct svec_of<bool, 1> {
+  typedef bool type;
+};
+// Swizzle proxies of the struct vectors: they share the vector's storage (members of one union).
+template <class E, int N, int... I>
+struct swz {
+  E v[N];
+  typedef typename svec_of<E, sizeof...(I)>::type R;
+  operator R() const {
+    R r;
+    int k = 0;
+    ((r[k++] = v[I]), ...);
+    return r;
+  }
+  template <class X, class = decltype(R(std::declval<X>()))>
+  swz& operator=(const X& x) {
+    R r = R(x);
+    int k = 0;
+    ((v[I] = r[k++]), ...);
+    return *this;
+  }
+  swz& operator=(const swz& o) { return *this = R(o); }
+};
+template <class E, int N, int I>
+struct swz1 {
+  E v[N];
+  operator E() const { return v[I]; }
+  template <class F = E, class = std::enable_if_t<std::is_same_v<F, bfloat>>>
+  operator float() const { return float(v[I]); }
+  swz1& operator=(E x) {
+    v[I] = x;
+    return *this;
+  }
+  swz1& operator=(const swz1& o) { return *this = E(o); }
+};
+// sstore<E, N>: the elements of a struct vector and its swizzles, members of one union.
+template <class E, int N>
+struct sstore;
+}  // namespace emu_detail
+}  // namespace metal
+#include "emu_swizzle.h"
+namespace metal {
+namespace emu_detail {
+template <class E>
+struct sstore<E, 2> {
+  union {
+    E v[2];
+    EMU_SWIZZLES_2(E)
+  };
+};
+template <class E>
+struct sstore<E, 3> {
+  union {
+    E v[3];
+    EMU_SWIZZLES_3(E)
+  };
+};
+template <class E>
+struct sstore<E, 4> {
+  union {
+    E v[4];
+    EMU_SWIZZLES_4(E)
+  };
+};
+}  // namespace emu_detail
+
+// bfloat vectors: element storage with conversions to and from float vectors and swizzles (x, y,
+// z, w; not rgba).
+template <int N>
+struct alignas(N == 3 ? 8 : 2 * N) bvec : emu_detail::sstore<bfloat, N> {
+  using emu_detail::sstore<bfloat, N>::v;
   bfloat& operator[](int i) { return v[i]; }
   const bfloat& operator[](int i) const { return v[i]; }
   typedef float fv __attribute__((ext_vector_type(N)));
   bvec() = default;
+  bvec(const bvec& o) { memcpy((void*)this, (const void*)&o, sizeof o); }
+  bvec& operator=(const bvec& o) {
+    memcpy((void*)this, (const void*)&o, sizeof o);
+    return *this;
+  }
   bvec(float s) { for (int i = 0; i < N; i++) v[i] = bfloat(s); }
   template <class V, class = decltype(__builtin_convertvector(V(), fv))>
   bvec(V x) {
@@ -52,6 +146,26 @@ struct alignas(N == 3 ? 8 : 2 * N) bvec {
     fv f;
     for (int i = 0; i < N; i++) f[i] = float(v[i]);
     return __builtin_convertvector(f, V);
+  }
+};
+
+// bool vectors: MSL's comparison results. Built from the -1/0 integer vectors clang's vector
+// comparisons give, with logical operators and swizzles (x, y, z, w).
+template <int N>
+struct boolvec : emu_detail::sstore<bool, N> {
+  using emu_detail::sstore<bool, N>::v;
+  bool& operator[](int i) { return v[i]; }
+  const bool& operator[](int i) const { return v[i]; }
+  boolvec() = default;
+  boolvec(const boolvec& o) { memcpy((void*)this, (const void*)&o, sizeof o); }
+  boolvec& operator=(const boolvec& o) {
+    memcpy((void*)this, (const void*)&o, sizeof o);
+    return *this;
+  }
+  boolvec(bool s) { for (int i = 0; i < N; i++) v[i] = s; }
+  template <class X, class = std::enable_if_t<!std::is_arithmetic_v<X>>, class = decltype(__builtin_convertvector(X(), int __attribute__((ext_vector_type(N)))))>
+  boolvec(const X& x) {
+    for (int i = 0; i < N; i++) v[i] = x[i] != 0;
   }
 };
 
@@ -71,8 +185,54 @@ EMU_VECS(char)
 EMU_VECS(uchar)
 EMU_VECS(long)
 EMU_VECS(ulong)
-EMU_VECS(bool)
 #undef EMU_VECS
+typedef boolvec<2> bool2;
+typedef boolvec<3> bool3;
+typedef boolvec<4> bool4;
+
+// Logical operators of bool vectors and their swizzles (templates, so that files without bool
+// vectors instantiate nothing).
+namespace emu_detail {
+template <class T>
+struct as_boolvec {};
+template <int N>
+struct as_boolvec<boolvec<N>> {
+  typedef boolvec<N> type;
+  static constexpr int n = N;
+};
+template <int N, int... I>
+struct as_boolvec<swz<bool, N, I...>> {
+  typedef boolvec<sizeof...(I)> type;
+  static constexpr int n = sizeof...(I);
+};
+template <class A, class B, class = void>
+struct bv_common {};
+template <class A, class B>
+struct bv_common<A, B, std::enable_if_t<std::is_same_v<typename as_boolvec<A>::type, typename as_boolvec<B>::type>>> {
+  typedef typename as_boolvec<A>::type type;
+};
+}  // namespace emu_detail
+template <class A, class V = typename emu_detail::as_boolvec<A>::type>
+inline V operator!(const A& a) {
+  V x = V(a), r;
+  for (int i = 0; i < emu_detail::as_boolvec<V>::n; i++) r[i] = !x[i];
+  return r;
+}
+#define EMU_BOOLOP(op)                                                          \
+  template <class A, class B, class V = typename emu_detail::bv_common<A, B>::type> \
+  inline V operator op(const A& a, const B& b) {                                \
+    V x = V(a), y = V(b), r;                                                    \
+    for (int i = 0; i < emu_detail::as_boolvec<V>::n; i++) r[i] = x[i] op y[i];  \
+    return r;                                                                   \
+  }
+EMU_BOOLOP(&&)
+EMU_BOOLOP(||)
+EMU_BOOLOP(&)
+EMU_BOOLOP(|)
+EMU_BOOLOP(^)
+EMU_BOOLOP(==)
+EMU_BOOLOP(!=)
+#undef EMU_BOOLOP
 typedef bvec<2> bfloat2;
 typedef bvec<3> bfloat3;
 typedef bvec<4> bfloat4;
@@ -122,6 +282,11 @@ struct vt {
 template <class T, int N>
 struct vt<T __attribute__((ext_vector_type(N)))> {
   typedef T elem;
+  static constexpr int n = N;
+};
+template <int N>
+struct vt<boolvec<N>> {
+  typedef bool elem;
   static constexpr int n = N;
 };
 template <int N>
