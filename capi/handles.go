@@ -100,6 +100,10 @@ func (t *handleTable) remove(h uintptr, k kind) (any, error) {
 		return nil, t.missing(h, k)
 	}
 	delete(t.objs, h)
+	if len(t.objs) == 0 {
+		// A fresh map drops the deleted slots a long-lived process would otherwise accumulate.
+		t.objs = map[uintptr]any{}
+	}
 	return obj, nil
 }
 
