@@ -10,7 +10,7 @@ import (
 )
 
 // TestAttentionOpCases runs qsa_flash on the shared attention case list against
-// kernels.Attention: o within 2e-6 relative to max |o|, lse within 2e-6 relative.
+// kernels.Attention: o within 5e-6 relative to max |o| (float32 exp and sums over up to 500 keys), lse within 2e-6.
 func TestAttentionOpCases(t *testing.T) {
 	b := testBackend(t)
 	for _, c := range opcases.AttentionCases() {
@@ -25,7 +25,7 @@ func TestAttentionOpCases(t *testing.T) {
 			if err := b.Attention(go_, gl, q, k, v, p, nil); err != nil {
 				t.Fatal(err)
 			}
-			checkClose(t, "o", go_, wo, 2e-6)
+			checkClose(t, "o", go_, wo, 5e-6)
 			checkClose(t, "lse", gl, wl, 2e-6)
 		})
 	}
@@ -66,7 +66,7 @@ func randomSelection(r *rng, T, pos0 int) *kernels.Selection {
 }
 
 // TestAttentionSparse: qsa_flash with a QSA selection (function constant qsa_sparse) against the
-// CPU op, 2e-6 relative.
+// CPU op, o 5e-6 and lse 2e-6 relative.
 func TestAttentionSparse(t *testing.T) {
 	b := testBackend(t)
 	r := &rng{s: 29}
@@ -84,7 +84,7 @@ func TestAttentionSparse(t *testing.T) {
 			if err := b.Attention(go_, gl, q, k, v, p, sel); err != nil {
 				t.Fatal(err)
 			}
-			checkClose(t, "o", go_, wo, 2e-6)
+			checkClose(t, "o", go_, wo, 5e-6)
 			checkClose(t, "lse", gl, wl, 2e-6)
 		})
 	}

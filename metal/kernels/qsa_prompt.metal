@@ -31,10 +31,13 @@ struct QSAFlashParams {
 //   scores: lane l takes key l; simdgroup s sums q . k over its 64 head dims for every row, the
 //     four partial dots are added in simdgroup order (the same sum in every simdgroup);
 //   softmax: running max m and sum l per row (replicated in the four simdgroups, same bits);
-//   values: lane l of simdgroup s accumulates head dims s*64 + l and s*64 + 32 + l.
+//   values: simdgroup 0 publishes the probabilities and key positions in threadgroup memory;
+//     lane l of simdgroup s accumulates head dims s*64 + l and s*64 + 32 + l over the block's
+//     keys in order.
 // Output o = acc / l; lse = m + log(l) (natural log of the sum of exp of the scaled scores).
-// Threadgroup memory: queries rows*D*4 B (dynamic, index 0) + 8 KiB partial dots static:
-// HPG 12, D 256 -> 20 KiB, one threadgroup per core by memory.
+// Threadgroup memory: queries rows*D*4 B (dynamic, index 0) + 10.1 KiB static (8 KiB partial
+// dots, 2 KiB probabilities, 128 B positions): HPG 12, D 256 -> 22.1 KiB, one threadgroup per
+// core by memory (HPG 1 with tq 16: 26.1 KiB).
 kernel void qsa_flash(device float* o [[buffer(0)]],
                       device float* lse [[buffer(1)]],
                       const device float* q [[buffer(2)]],
@@ -48,6 +51,8 @@ kernel void qsa_flash(device float* o [[buffer(0)]],
                       uint2 tg [[threadgroup_position_in_grid]],
                       uint tid [[thread_index_in_threadgroup]]) {
     threadgroup float part[QSA_NSG * QSA_RMAX * QSA_BK];
+    threadgroup float pbuf[QSA_RMAX * QSA_BK];
+    threadgroup uint posbuf[QSA_BK];
     uint lane = tid % 32;
     uint sg = tid / 32;
     uint g = tg.y;
@@ -138,22 +143,33 @@ kernel void qsa_flash(device float* o [[buffer(0)]],
                 pr[r] = pe;
             }
         }
+        // Simdgroup 0 publishes the block's probabilities and positions (every simdgroup holds
+        // the same values); the value phase reads them as threadgroup broadcasts.
+        if (sg == 0) {
+            for (uint r = 0; r < QSA_RMAX; ++r) {
+                if (r < R) {
+                    pbuf[r * QSA_BK + lane] = pr[r];
+                }
+            }
+            posbuf[lane] = pos;
+        }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         uint d0 = dlo + lane;
         uint d1 = dlo + 32 + lane;
         for (uint c = 0; c < nb; ++c) {
-            uint pc = simd_shuffle(pos, ushort(c));
-            const device float* vp = v + (pc * p.Hkv + g) * D;
+            const device float* vp = v + (posbuf[c] * p.Hkv + g) * D;
             float v0 = d0 < dhi ? vp[d0] : 0.0f;
             float v1 = d1 < dhi ? vp[d1] : 0.0f;
             for (uint r = 0; r < QSA_RMAX; ++r) {
                 if (r < R) {
-                    float w = simd_shuffle(pr[r], ushort(c));
+                    float w = pbuf[r * QSA_BK + c];
                     acc[r][0] = fma(w, v0, acc[r][0]);
                     acc[r][1] = fma(w, v1, acc[r][1]);
                 }
             }
         }
+        // pbuf and posbuf are rewritten by the next block.
+        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
 
     for (uint r = 0; r < R; ++r) {
