@@ -40,7 +40,7 @@ type AttnParams struct {
 // is the key block of the online softmax (scores of one tile: attnTileRows x attnBlockKeys).
 const (
 	attnTileRows  = 48
-	attnBlockKeys = 36
+	attnBlockKeys = 72
 )
 
 // Attention computes causal (optionally QSA-sparse) grouped-query attention for a prefill chunk:

@@ -4,16 +4,17 @@ import "math"
 
 // attnScratch is one worker's tile memory, reused across the units it runs.
 type attnScratch struct {
-	qT     []float32  // packed queries, transposed: [D, rp]
-	ot     []float32  // output accumulators [rp, D]
-	st     []float32  // scores, then probabilities: [attnBlockKeys, rp] (key-major)
-	kbuf   []float32  // keys of a sparse block, gathered: [attnBlockKeys, D]
-	m, l   []float32  // running max and sum of each row
-	alpha  []float32  // rescale factor of each row for the current block
-	limit  []int      // causal limit (absolute position) of each row
-	keyPos []int      // positions of the current key block
-	qTRows []*float32 // row table of qT
-	vRows  []*float32 // value rows of the current key block
+	qT     []float32   // packed queries, transposed: [D, rp]
+	ot     []float32   // output accumulators [rp, D]
+	st     []float32   // scores, then probabilities: [attnBlockKeys, rp] (key-major)
+	kbuf   []float32   // keys of a sparse block, gathered: [attnBlockKeys, D]
+	m, l   []float32   // running max and sum of each row
+	alpha  []float32   // rescale factor of each row for the current block
+	limit  []int       // causal limit (absolute position) of each row
+	keyPos []int       // positions of the current key block
+	qTRows []*float32  // row table of qT
+	qRows  [][]float32 // the tile's query rows in q
+	vRows  []*float32  // value rows of the current key block
 }
 
 // attnRowPad rounds the tile's row count up to the 8 rows of the vector softmax.
@@ -32,6 +33,7 @@ func newAttnScratch(rowsMax, d int) *attnScratch {
 		limit:  make([]int, rp),
 		keyPos: make([]int, attnBlockKeys),
 		qTRows: make([]*float32, d),
+		qRows:  make([][]float32, rp),
 		vRows:  make([]*float32, attnBlockKeys),
 	}
 }
@@ -51,16 +53,14 @@ func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p AttnParams, hpg, 
 	rp := attnRowPad(rows)
 	qT, ot := ws.qT[:d*rp], ws.ot[:rp*d]
 	m, l, limit := ws.m[:rp], ws.l[:rp], ws.limit[:rp]
-	clear(qT)
-	for r := 0; r < rows; r++ {
+	qRows := ws.qRows[:rows]
+	for r := range qRows {
 		t := tl.t0 + r/hpg
 		h := g*hpg + r%hpg
-		src := q[(t*p.Hq+h)*d : (t*p.Hq+h+1)*d]
-		for i, x := range src {
-			qT[i*rp+r] = x
-		}
+		qRows[r] = q[(t*p.Hq+h)*d : (t*p.Hq+h+1)*d : (t*p.Hq+h+1)*d]
 		limit[r] = p.Pos0 + t
 	}
+	attnTransposeQ(qT, qRows, rp, d)
 	for r := rows; r < rp; r++ {
 		limit[r] = limit[rows-1]
 	}
@@ -98,13 +98,10 @@ func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p AttnParams, hpg, 
 	for r := 0; r < rows; r++ {
 		t := tl.t0 + r/hpg
 		h := g*hpg + r%hpg
-		dst := o[(t*p.Hq+h)*d : (t*p.Hq+h+1)*d]
 		src := ot[r*d : (r+1)*d]
-		src = src[:len(dst)]
 		lr := l[r]
-		for i := range dst {
-			dst[i] = src[i] / lr
-		}
+		attnScaleRow(src, 1/lr)
+		copy(o[(t*p.Hq+h)*d:(t*p.Hq+h+1)*d], src)
 		if lse != nil {
 			lse[t*p.Hq+h] = float32(float64(m[r]) + math.Log(float64(lr)))
 		}
@@ -193,5 +190,42 @@ func attnScaleRow(x []float32, s float32) {
 	}
 	for i := n8; i < len(x); i++ {
 		x[i] *= s
+	}
+}
+
+// attnTransposeQ writes qT[i*rp + r] = rows[r][i] for i < d, r < rp (zeros past len(rows)):
+// eight rows at a time, so that each step reads eight sequential streams and writes 32
+// contiguous bytes.
+func attnTransposeQ(qT []float32, rows [][]float32, rp, d int) {
+	var zero [1]float32
+	for r0 := 0; r0 < rp; r0 += 8 {
+		var src [8][]float32
+		for j := range src {
+			if r0+j < len(rows) {
+				src[j] = rows[r0+j][:d]
+			} else {
+				src[j] = nil
+			}
+		}
+		if r0+8 <= len(rows) {
+			s0, s1, s2, s3 := src[0][:d], src[1][:d], src[2][:d], src[3][:d]
+			s4, s5, s6, s7 := src[4][:d], src[5][:d], src[6][:d], src[7][:d]
+			for i := 0; i < d; i++ {
+				dst := qT[i*rp+r0 : i*rp+r0+8 : i*rp+r0+8]
+				dst[0], dst[1], dst[2], dst[3] = s0[i], s1[i], s2[i], s3[i]
+				dst[4], dst[5], dst[6], dst[7] = s4[i], s5[i], s6[i], s7[i]
+			}
+			continue
+		}
+		for i := 0; i < d; i++ {
+			dst := qT[i*rp+r0 : i*rp+r0+8 : i*rp+r0+8]
+			for j := range dst {
+				if src[j] != nil {
+					dst[j] = src[j][i]
+				} else {
+					dst[j] = zero[0]
+				}
+			}
+		}
 	}
 }
