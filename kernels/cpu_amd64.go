@@ -32,3 +32,13 @@ func attnSoftmax8(st *float32, rp, nc int, scale float32, m, l, alpha *float32)
 //
 //go:noescape
 func attnScale8(x *float32, n int, s float32)
+
+// gdnScaleCopy8 sets dst = s*src over n elements, n a multiple of 8 (gdn_kernel_amd64.s).
+//
+//go:noescape
+func gdnScaleCopy8(dst, src *float32, n int, s float32)
+
+// gdnRHS8 sets dst = b*(v - e*ks) over n elements, n a multiple of 8 (gdn_kernel_amd64.s).
+//
+//go:noescape
+func gdnRHS8(dst, v, ks *float32, n int, b, e float32)

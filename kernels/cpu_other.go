@@ -22,3 +22,11 @@ func attnSoftmax8(st *float32, rp, nc int, scale float32, m, l, alpha *float32) 
 func attnScale8(x *float32, n int, s float32) {
 	panic("kernels: no assembly micro-kernels in this build")
 }
+
+func gdnScaleCopy8(dst, src *float32, n int, s float32) {
+	panic("kernels: no assembly micro-kernels in this build")
+}
+
+func gdnRHS8(dst, v, ks *float32, n int, b, e float32) {
+	panic("kernels: no assembly micro-kernels in this build")
+}

@@ -250,10 +250,7 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 		ei := ws.eG[i]
 		vi := v[((t0+i)*Hv+h)*Dv : ((t0+i)*Hv+h+1)*Dv]
 		ks := ws.xs[(c+i)*Dv : (c+i+1)*Dv]
-		dst := ws.vn[i*Dv : (i+1)*Dv]
-		for d := range dst {
-			dst[d] = bi * (vi[d] - ei*ks[d])
-		}
+		gdnRHS(ws.vn[i*Dv:(i+1)*Dv], vi, ks, bi, ei)
 		lrow, pr := ws.lmat[i*C:i*C+i], ws.pmat[i*C:i*C+i+1]
 		kk, qq, gam := ws.qkk[(c+i)*c:(c+i)*c+i], ws.qkk[i*c:i*c+i+1], ws.gam[i*C:i*C+i+1]
 		for jj := range lrow {
@@ -271,10 +268,7 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 	for i := 0; i < c; i++ {
 		ei := ws.eG[i]
 		qs := ws.xs[i*Dv : (i+1)*Dv]
-		dst := ob[i*Hv*Dv : i*Hv*Dv+Dv]
-		for d := range dst {
-			dst[d] = ei * qs[d]
-		}
+		gdnScaleCopy(ob[i*Hv*Dv:i*Hv*Dv+Dv], qs, ei)
 	}
 	gdnTriAcc(ob, Hv*Dv, ws.pmat, C, ws.vnRows, c, Dv, 1)
 
@@ -283,19 +277,42 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 	for i := 0; i < c; i++ {
 		f := ws.gam[(c-1)*C+i] // exp(G_last - G_i)
 		ki := ws.qk[(c+i)*Dk : (c+i+1)*Dk]
-		kd := ws.kd[i*Dk : (i+1)*Dk]
-		for d, x := range ki {
-			kd[d] = f * x
-		}
+		gdnScaleCopy(ws.kd[i*Dk:(i+1)*Dk], ki, f)
 	}
 	switch s := ws.eG[c-1]; s {
 	case 0:
 		clear(S)
 	case 1:
 	default:
-		for d := range S {
-			S[d] *= s
-		}
+		gdnScaleCopy(S, S, s)
 	}
 	fmaGemm(S, Dv, ws.kd, 1, Dk, ws.vnRows, Dk, Dv, c)
+}
+
+// gdnScaleCopy sets dst = s*src (len(dst) elements; dst may be src).
+func gdnScaleCopy(dst, src []float32, s float32) {
+	src = src[:len(dst)]
+	n8 := 0
+	if useAsm {
+		if n8 = len(dst) &^ 7; n8 > 0 {
+			gdnScaleCopy8(&dst[0], &src[0], n8, s)
+		}
+	}
+	for i := n8; i < len(dst); i++ {
+		dst[i] = s * src[i]
+	}
+}
+
+// gdnRHS sets dst = b*(v - e*ks), the right-hand side of the chunk's triangular solve.
+func gdnRHS(dst, v, ks []float32, b, e float32) {
+	v, ks = v[:len(dst)], ks[:len(dst)]
+	n8 := 0
+	if useAsm {
+		if n8 = len(dst) &^ 7; n8 > 0 {
+			gdnRHS8(&dst[0], &v[0], &ks[0], n8, b, e)
+		}
+	}
+	for i := n8; i < len(dst); i++ {
+		dst[i] = b * (v[i] - e*ks[i])
+	}
 }

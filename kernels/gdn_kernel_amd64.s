@@ -1,0 +1,54 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX2 element-wise pieces of the GDN chunk (see gdn_scan.go). Each lane does exactly the
+// operations of the portable loop (no fused multiply-add), so vector and scalar elements agree.
+
+// func gdnScaleCopy8(dst, src *float32, n int, s float32)
+//
+// dst[i] = s * src[i] for i < n, n a multiple of 8.
+TEXT ·gdnScaleCopy8(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   scdone
+	VBROADCASTSS s+24(FP), Y15
+scloop:
+	VMULPS (SI), Y15, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  scloop
+scdone:
+	VZEROUPPER
+	RET
+
+// func gdnRHS8(dst, v, ks *float32, n int, b, e float32)
+//
+// dst[i] = b * (v[i] - e*ks[i]) for i < n, n a multiple of 8.
+TEXT ·gdnRHS8(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ ks+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   rhsdone
+	VBROADCASTSS b+32(FP), Y14
+	VBROADCASTSS e+36(FP), Y15
+rhsloop:
+	VMULPS (DX), Y15, Y0
+	VMOVUPS (SI), Y1
+	VSUBPS Y0, Y1, Y1
+	VMULPS Y1, Y14, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  rhsloop
+rhsdone:
+	VZEROUPPER
+	RET
