@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -317,20 +318,24 @@ func TestAttentionErrors(t *testing.T) {
 }
 
 // BenchmarkAttention runs the full model's attention shape (24 q / 2 kv heads x 256, causal,
-// T = 512 from an empty cache) and reports GFLOP/s with causal FLOPs
+// from an empty cache) at T = 512, 1024, 2048 and reports GFLOP/s with causal FLOPs
 // 4 * D * Hq * sum over rows of visible keys.
 func BenchmarkAttention(b *testing.B) {
-	c := opcases.AttentionCase{T: 512, Hq: 24, Hkv: 2, D: 256, Seed: 5}
-	q, k, v := c.Inputs()
-	p := attnParams(c)
-	o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
-	visible := float64(c.T) * float64(c.T+1) / 2
-	flops := 4 * float64(c.D*c.Hq) * visible
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := Attention(o, lse, q, k, v, p, nil); err != nil {
-			b.Fatal(err)
-		}
+	b.Logf("kernels: %s", AttentionKernel())
+	for _, T := range []int{512, 1024, 2048} {
+		c := opcases.AttentionCase{T: T, Hq: 24, Hkv: 2, D: 256, Seed: 5}
+		q, k, v := c.Inputs()
+		p := attnParams(c)
+		o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
+		visible := float64(c.T) * float64(c.T+1) / 2
+		flops := 4 * float64(c.D*c.Hq) * visible
+		b.Run(fmt.Sprintf("T%d", T), func(b *testing.B) {
+			for b.Loop() {
+				if err := Attention(o, lse, q, k, v, p, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
-	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

@@ -527,29 +527,37 @@ func TestGDNBadInput(t *testing.T) {
 	}
 }
 
-// BenchmarkGDNScan runs the scan at Qwen3.8-Flash-Next's shape (Hk 16, Hv 48, dk = dv = 128,
-// T = 512). GFLOP/s counts the nominal chunked FLOPs (opcases.GDNScanFLOPs, about 182K per token
-// per value head) for both modes, so the two are comparable as time.
+// BenchmarkGDNScan runs the scan at Qwen3.8-Flash-Next's shape (Hk 16, Hv 48, dk = dv = 128)
+// for T = 512, 1024, 2048. GFLOP/s counts the nominal chunked FLOPs (opcases.GDNScanFLOPs, about
+// 182K per token per value head) for both modes, so the two are comparable as time. The
+// recurrent mode runs at T = 512 only (it is the slow reference form).
 func BenchmarkGDNScan(b *testing.B) {
-	c := opcases.GDNCase{T: 512, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, Seed: 1}
-	in := c.Inputs()
-	q, k := slices.Clone(in.Q), slices.Clone(in.K)
-	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
-		b.Fatal(err)
-	}
-	p := gdnParams(c)
-	o := make([]float32, c.T*c.Hv*c.Dv)
-	flops := opcases.GDNScanFLOPs(c.T, c.Dk, c.Dv, GDNChunk) * float64(c.Hv)
-	for _, mode := range []ScanMode{Chunked, Recurrent} {
-		b.Run(map[ScanMode]string{Chunked: "chunked", Recurrent: "recurrent"}[mode], func(b *testing.B) {
-			state := slices.Clone(in.State)
-			for b.Loop() {
-				if err := GDNScan(o, state, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
-					b.Fatal(err)
-				}
+	b.Logf("kernels: %s", GDNKernel())
+	for _, T := range []int{512, 1024, 2048} {
+		c := opcases.GDNCase{T: T, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, Seed: 1}
+		in := c.Inputs()
+		q, k := slices.Clone(in.Q), slices.Clone(in.K)
+		if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
+			b.Fatal(err)
+		}
+		p := gdnParams(c)
+		o := make([]float32, c.T*c.Hv*c.Dv)
+		flops := opcases.GDNScanFLOPs(c.T, c.Dk, c.Dv, GDNChunk) * float64(c.Hv)
+		for _, mode := range []ScanMode{Chunked, Recurrent} {
+			if mode == Recurrent && T != 512 {
+				continue
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			b.ReportMetric(float64(c.T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-		})
+			name := fmt.Sprintf("%s/T%d", map[ScanMode]string{Chunked: "chunked", Recurrent: "recurrent"}[mode], T)
+			b.Run(name, func(b *testing.B) {
+				state := slices.Clone(in.State)
+				for b.Loop() {
+					if err := GDNScan(o, state, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(float64(c.T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
 	}
 }
