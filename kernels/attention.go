@@ -37,7 +37,9 @@ type AttnParams struct {
 
 // Tile sizes of the CPU attention kernel. attnTileRows is the target number of score rows per
 // tile (HPG query heads times query tokens of one KV group share every K/V load); attnBlockKeys
-// is the key block of the online softmax (scores of one tile: attnTileRows x attnBlockKeys).
+// is the key block of the online softmax (scores of one tile: attnTileRows x attnBlockKeys; a
+// multiple of the 6-row panels of the score product, and large enough that the per-block
+// softmax and accumulator reloads stay small next to the two products).
 const (
 	attnTileRows  = 48
 	attnBlockKeys = 72

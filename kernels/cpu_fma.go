@@ -5,8 +5,9 @@ import "unsafe"
 // CPU micro-kernels shared by the GDN chunked scan and attention: a blocked "C += A B" whose
 // B rows are reached through a table of row pointers (so attention can read cache rows picked
 // by a selection without copying them). Every output element accumulates its k terms in index
-// order, one fused multiply-add per term in the assembly kernels and one multiply then one add
-// in the portable ones; the tiling never changes that order, so a result does not depend on
+// order, one fused multiply-add per term in the assembly kernels and a multiply and an add in
+// the portable ones (which the compiler may fuse where FMA is part of the base instruction
+// set, e.g. arm64 or GOAMD64=v3); the tiling never changes that order, so a result does not depend on
 // which tile, tail or worker computed it. The two kernel sets round differently, so results
 // are bitwise reproducible per build and CPU feature set, not across them.
 

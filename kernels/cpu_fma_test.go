@@ -131,3 +131,102 @@ func BenchmarkFMAGemm(b *testing.B) {
 		})
 	}
 }
+
+// TestAttnSoftmax8: the vector online-softmax step against float64 on scores spread over the
+// whole exp range, masked (-Inf) scores giving exact zeros, a first block (m = -Inf) and a
+// later one (rescale alpha).
+func TestAttnSoftmax8(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2+FMA kernels on this CPU or build")
+	}
+	const rp, nc = 16, 40
+	rng := rand.New(rand.NewPCG(5, 6))
+	st := make([]float32, nc*rp)
+	for i := range st {
+		st[i] = float32(rng.Float64()*240 - 200) // scaled by 0.5: exponents down to about -220
+	}
+	for c := 30; c < nc; c++ {
+		st[c*rp+3] = float32(math.Inf(-1))
+	}
+	scale := float32(0.5)
+	m := make([]float32, 8)
+	l := make([]float32, 8)
+	alpha := make([]float32, 8)
+	for i := range m {
+		m[i] = float32(math.Inf(-1))
+	}
+	m[5], l[5] = 100, 2 // a row that already has a running max above this block's scores
+	m0, l0 := slices.Clone(m), slices.Clone(l)
+	raw := slices.Clone(st)
+	attnSoftmax8(&st[0], rp, nc, scale, &m[0], &l[0], &alpha[0])
+	worst := 0.0
+	for r := 0; r < 8; r++ {
+		mNew := float64(m0[r])
+		for c := 0; c < nc; c++ {
+			mNew = math.Max(mNew, float64(raw[c*rp+r]*scale))
+		}
+		if float64(m[r]) != mNew {
+			t.Fatalf("row %d: max %v, want %v", r, m[r], mNew)
+		}
+		a := math.Exp(float64(m0[r]) - mNew)
+		sum := float64(l0[r]) * a
+		for c := 0; c < nc; c++ {
+			arg := raw[c*rp+r]*scale - float32(mNew) // as the kernel forms it
+			want := math.Exp(float64(arg))
+			got := float64(st[c*rp+r])
+			if arg < -87 { // flushed (so are masked scores), below the normal range near -87.3
+				if got != 0 {
+					if got != 0 {
+						t.Fatalf("row %d key %d: %v, want exactly 0", r, c, got)
+					}
+				}
+				continue
+			}
+			worst = math.Max(worst, math.Abs(got-want)/want)
+			sum += want
+		}
+		if e := math.Abs(float64(l[r])-sum) / sum; e > 1e-6 {
+			t.Errorf("row %d: l = %v, want %v", r, l[r], sum)
+		}
+		if e := math.Abs(float64(alpha[r]) - a); e > 1e-6*a {
+			t.Errorf("row %d: alpha = %v, want %v", r, alpha[r], a)
+		}
+	}
+	t.Logf("worst relative error of exp: %.3g", worst)
+	if worst > 5e-7 {
+		t.Errorf("exp relative error %.3g > 5e-7", worst)
+	}
+	// Rows 8..15 were not touched.
+	for c := 0; c < nc; c++ {
+		if !slices.Equal(st[c*rp+8:c*rp+16], raw[c*rp+8:c*rp+16]) {
+			t.Fatalf("key %d: rows past the 8 changed", c)
+		}
+	}
+}
+
+// TestGDNElementwise: the element-wise chunk steps (both kernel sets) against float64 on every
+// length tail.
+func TestGDNElementwise(t *testing.T) {
+	forEachKernel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(8, 9))
+		for n := 0; n <= 37; n++ {
+			v, ks, src := make([]float32, n), make([]float32, n), make([]float32, n)
+			for i := 0; i < n; i++ {
+				v[i], ks[i], src[i] = float32(rng.Float64()*2-1), float32(rng.Float64()*2-1), float32(rng.Float64()*2-1)
+			}
+			b, e, s := float32(0.37), float32(0.81), float32(-1.7)
+			rhs, sc := make([]float32, n), make([]float32, n)
+			gdnRHS(rhs, v, ks, b, e)
+			gdnScaleCopy(sc, src, s)
+			for i := 0; i < n; i++ {
+				w := float64(b) * (float64(v[i]) - float64(e)*float64(ks[i]))
+				if math.Abs(float64(rhs[i])-w) > 1e-6 {
+					t.Fatalf("n=%d: rhs[%d] = %v, want %v", n, i, rhs[i], w)
+				}
+				if sc[i] != s*src[i] {
+					t.Fatalf("n=%d: scaled[%d] = %v, want %v", n, i, sc[i], s*src[i])
+				}
+			}
+		}
+	})
+}
