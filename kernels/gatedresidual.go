@@ -50,6 +50,11 @@ func (g *GRWeights) validate(op string) error {
 // touched (and may be nil) for the final mixer (Inj == nil). H is not modified.
 // Errors wrap ErrShape, ErrArg or ErrDType.
 func GRRead(x, beta, H []float32, T int, g *GRWeights, eps float32) error {
+	if g != nil {
+		if err := checkElems("GRRead", "H", T, g.S, g.D); err != nil {
+			return err
+		}
+	}
 	if err := g.validate("GRRead"); err != nil {
 		return err
 	}
@@ -185,6 +190,9 @@ func grNormRow(dst, src, norm []float32, D int, eps float32) {
 // Bitwise equal to MoECombine, an elementwise add of shared, then GRWrite.
 // Errors wrap ErrShape, or ErrArg for rk outside [-1, rows).
 func GRApplyMoEC(H, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int) error {
+	if err := firstErr(checkElems("GRApplyMoEC", "H", T, S, D), checkElems("GRApplyMoEC", "ye", rows, D)); err != nil {
+		return err
+	}
 	return grApplyMoEC("GRApplyMoEC", H, nil, beta, ye, rows, rk, w, shared, T, S, K, D, nil, 0)
 }
 

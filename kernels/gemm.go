@@ -211,6 +211,9 @@ func matMulCheck(y, x []float32, T int, w *Matrix) error {
 	if err := w.validate("MatMul"); err != nil {
 		return err
 	}
+	if err := firstErr(checkElems("MatMul", "x", T, w.K), checkElems("MatMul", "y", T, w.N)); err != nil {
+		return err
+	}
 	if T < 0 || len(x) != T*w.K || len(y) != T*w.N {
 		return fmt.Errorf("MatMul: %w: T=%d, weight [%d, %d], len(x)=%d (want %d), len(y)=%d (want %d)",
 			ErrShape, T, w.N, w.K, len(x), T*w.K, len(y), T*w.N)

@@ -20,6 +20,9 @@ import (
 // Source: Qwen3NextTopKRouter / Qwen4ExpTextTopKRouter. Parallel over tokens.
 // Errors wrap ErrShape, or ErrArg for K outside [1, E] or a NaN/Inf logit.
 func TopKRoute(w []float32, idx []int32, logits []float32, T, E, K int, norm bool) error {
+	if err := checkElems("TopKRoute", "logits", T, E); err != nil {
+		return err
+	}
 	if T < 0 || E <= 0 || E > math.MaxInt32 || len(logits) != T*E || len(w) != T*K || len(idx) != T*K {
 		return fmt.Errorf("TopKRoute: %w: T=%d E=%d K=%d len(logits)=%d len(w)=%d len(idx)=%d",
 			ErrShape, T, E, K, len(logits), len(w), len(idx))
@@ -125,6 +128,11 @@ func (ex *Experts) validate(op string) error {
 // Source: Qwen3NextExperts / Qwen4ExpTextExperts (the combine is moe_comb).
 // Errors wrap ErrShape, ErrArg (expert index outside [-1, E)) or ErrDType.
 func MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *Experts) error {
+	if ex != nil {
+		if err := firstErr(checkElems("MoEExperts", "ye", T, K, ex.D), checkElems("MoEExperts", "x", T, ex.D)); err != nil {
+			return err
+		}
+	}
 	if err := ex.validate("MoEExperts"); err != nil {
 		return err
 	}
@@ -288,6 +296,9 @@ func moeCombineRow(dst, ye []float32, rk []int32, w []float32) {
 // skipping slots with rk = -1. ye: [rows, D]; rk, w: [T, K]; out: [T, D]. float32 accumulation.
 // Parallel over tokens. Errors wrap ErrShape, or ErrArg for rk outside [-1, rows).
 func MoECombine(out, ye []float32, rows int, rk []int32, w []float32, T, K, D int) error {
+	if err := firstErr(checkElems("MoECombine", "ye", rows, D), checkElems("MoECombine", "out", T, D), checkElems("MoECombine", "rk", T, K)); err != nil {
+		return err
+	}
 	if err := moeCheckCombine("MoECombine", ye, rows, rk, w, T, K, D); err != nil {
 		return err
 	}

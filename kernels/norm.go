@@ -24,6 +24,9 @@ func rmsScale1p(y, x, w []float32, eps float32) {
 // qwen3_next and qwen4_exp: Qwen3NextRMSNorm, Qwen4ExpTextRMSNorm). x, y: [rows, D]; w: [D]. y may alias x.
 // Parallel over rows. Errors wrap ErrShape (or ErrArg for a negative eps).
 func RMSNorm1p(y, x []float32, rows, D int, w []float32, eps float32) error {
+	if err := checkElems("RMSNorm1p", "x", rows, D); err != nil {
+		return err
+	}
 	if rows < 0 || D <= 0 || len(x) != rows*D || len(y) != rows*D || len(w) != D {
 		return fmt.Errorf("RMSNorm1p: %w: rows=%d D=%d len(x)=%d len(y)=%d len(w)=%d",
 			ErrShape, rows, D, len(x), len(y), len(w))

@@ -215,6 +215,11 @@ func (w *PLEWeights) validate(op string) error {
 // float64. Source: Qwen4ExpTextPLELayer. Parallel over tokens and channels.
 // Errors wrap ErrShape, ErrArg (an id outside the table) or ErrDType.
 func PLEApply(H []float32, T int, ids []int32, w *PLEWeights, convState []float32, eps float32) error {
+	if w != nil {
+		if err := checkElems("PLEApply", "H", T, w.S, w.D); err != nil {
+			return err
+		}
+	}
 	if err := w.validate("PLEApply"); err != nil {
 		return err
 	}
