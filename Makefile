@@ -5,9 +5,9 @@ SHELL := /bin/bash
 DEBIAN_PACKAGES := clang-16 libopenblas0 python3-numpy python3-pytest
 PYTHON ?= /usr/bin/python3
 
-.PHONY: test deps go-test vet darwin-vet py-test
+.PHONY: test deps go-test race vet darwin-vet py-test
 
-test: deps vet darwin-vet go-test py-test
+test: deps vet darwin-vet go-test race py-test
 
 # Installs the Debian packages the tests use when running as root and any is missing.
 deps:
@@ -25,6 +25,10 @@ darwin-vet:
 
 go-test:
 	go test -count=1 -timeout 40m ./...
+
+# Many goroutines and threads share one device and model in these packages' tests.
+race:
+	go test -race -count=1 -timeout 20m ./strata ./capi
 
 py-test:
 	@if ls python/tests/*.py >/dev/null 2>&1; then $(PYTHON) -m pytest -q python/tests; else echo "no python tests yet"; fi
