@@ -12,21 +12,68 @@ func gemmWeight(op string, w *kernels.Matrix) error {
 	if w == nil || w.N <= 0 || w.K <= 0 {
 		return fmt.Errorf("%s: %w: missing or empty weight", op, kernels.ErrArg)
 	}
-	if w.DType != kernels.BF16 && w.DType != kernels.F16 {
-		return fmt.Errorf("%s: %w: %v weight (gemm_w16 takes BF16 or F16)", op, kernels.ErrDType, w.DType)
+	switch w.DType {
+	case kernels.BF16, kernels.F16:
+		if len(w.U16) != w.N*w.K {
+			return fmt.Errorf("%s: %w: %v weight [%d, %d] has %d elements", op, kernels.ErrShape, w.DType, w.N, w.K, len(w.U16))
+		}
+	case kernels.F32:
+		if len(w.F32) != w.N*w.K {
+			return fmt.Errorf("%s: %w: F32 weight [%d, %d] has %d elements", op, kernels.ErrShape, w.N, w.K, len(w.F32))
+		}
+	default:
+		return fmt.Errorf("%s: %w: %v weight (gemm takes BF16, F16 or F32)", op, kernels.ErrDType, w.DType)
 	}
-	if len(w.U16) != w.N*w.K {
-		return fmt.Errorf("%s: %w: %v weight [%d, %d] has %d elements", op, kernels.ErrShape, w.DType, w.N, w.K, len(w.U16))
+	return guard32(op, w.N*w.K)
+}
+
+// weight uploads a weight matrix in its own format (16-bit bits or float32).
+func (j *job) weight(w *kernels.Matrix) mtlBuffer {
+	if w.DType == kernels.F32 {
+		return j.f32(w.F32)
 	}
+	return j.u16(w.U16)
+}
+
+// gemmKernel names the kernel and variant of a weight's dtype: gemm_w16 (function constant 0
+// selects bfloat16 or half widening) or gemm_w32.
+func gemmKernel(dt kernels.DType, grouped bool) (fn, variant string, consts []mtlConst) {
+	fn = "gemm_w16"
+	if dt == kernels.F32 {
+		fn = "gemm_w32"
+	}
+	if grouped {
+		fn += "_grouped"
+	}
+	if dt == kernels.F32 {
+		variant = fn + "_bm32_bn32_bk16"
+	} else {
+		variant = fmt.Sprintf("%s_%s_bm32_bn32_bk16", fn, dt)
+	}
+	return fn, variant, []mtlConst{boolConst(0, dt == kernels.BF16)}
+}
+
+// encodeMatMul encodes y [T, N] = x [T, K] W^T into j (buffers already on the device).
+func (b *Backend) encodeMatMul(j *job, y, x mtlBuffer, T int, w *kernels.Matrix, wb mtlBuffer) error {
+	fn, variant, consts := gemmKernel(w.DType, false)
+	pipe, err := b.pipeline("gemm.metal", fn, consts)
+	if err != nil {
+		return err
+	}
+	if wb == nil {
+		wb = j.weight(w)
+	}
+	j.dispatch(pipe, variant, [3]int{(w.N + 31) / 32, (T + 31) / 32, 1}, [3]int{128, 1, 1}, 0,
+		y, x, wb, params(T, w.N, w.K))
 	return nil
 }
 
-// MatMul is gemm_w16 (kernels.MatMul on the device for 16-bit weights): y [T, N] = x [T, K] W^T
-// for W [N, K] in BF16 or F16 (function constant 0 selects the widening, exact either way),
+// MatMul is gemm_w16 / gemm_w32 (kernels.MatMul on the device): y [T, N] = x [T, K] W^T for
+// W [N, K] in BF16 or F16 (function constant 0 selects the widening, exact either way) or F32,
 // float32 accumulation on 8x8 simdgroup matrices in tiles of 32 x 32, K in steps of 16.
 // Agreement with the CPU op: a few float32 ulps of sum |x||w| per element (different summation
-// order). Variant names: gemm_w16_bf16_bm32_bn32_bk16. Errors wrap kernels.ErrShape,
-// kernels.ErrArg or kernels.ErrDType (F32 weights: use the CPU op or convert).
+// order). Variant names: gemm_w16_bf16_bm32_bn32_bk16, gemm_w32_bm32_bn32_bk16. Errors wrap
+// kernels.ErrShape, kernels.ErrArg or kernels.ErrDType.
 func (b *Backend) MatMul(y, x []float32, T int, w *kernels.Matrix) error {
 	const op = "MatMul"
 	if err := gemmWeight(op, w); err != nil {
@@ -35,12 +82,7 @@ func (b *Backend) MatMul(y, x []float32, T int, w *kernels.Matrix) error {
 	if T < 0 || len(x) != T*w.K || len(y) != T*w.N {
 		return fmt.Errorf("%s: %w: T=%d, weight [%d, %d], len(x)=%d len(y)=%d", op, kernels.ErrShape, T, w.N, w.K, len(x), len(y))
 	}
-	if err := guard32(op, T*w.K, T*w.N, w.N*w.K); err != nil || T == 0 {
-		return err
-	}
-	bf := w.DType == kernels.BF16
-	pipe, err := b.pipeline("gemm.metal", "gemm_w16", []mtlConst{boolConst(0, bf)})
-	if err != nil {
+	if err := guard32(op, T*w.K, T*w.N); err != nil || T == 0 {
 		return err
 	}
 	j, err := b.begin()
@@ -49,8 +91,9 @@ func (b *Backend) MatMul(y, x []float32, T int, w *kernels.Matrix) error {
 	}
 	defer j.release()
 	by := j.alloc(4 * len(y))
-	j.dispatch(pipe, fmt.Sprintf("gemm_w16_%s_bm32_bn32_bk16", w.DType), [3]int{(w.N + 31) / 32, (T + 31) / 32, 1}, [3]int{128, 1, 1}, 0,
-		by, j.f32(x), j.u16(w.U16), params(T, w.N, w.K))
+	if err := b.encodeMatMul(j, by, j.f32(x), T, w, nil); err != nil {
+		return err
+	}
 	if err := j.finish(); err != nil {
 		return err
 	}
@@ -65,7 +108,7 @@ func (b *Backend) MatMul(y, x []float32, T int, w *kernels.Matrix) error {
 // output of slot (t, j) lands in row rk[t*K+j] of ye; idx = -1 marks an empty slot (rk = -1);
 // unused tail rows of ye are zero. x [T, D]; idx, rk [T, K]; ye [T*K, D].
 // Errors wrap kernels.ErrShape, kernels.ErrArg (expert index outside [-1, E)) or kernels.ErrDType
-// (F32 or mixed dtypes).
+// (mixed dtypes). F32 experts run gemm_w32_grouped.
 func (b *Backend) MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *kernels.Experts) error {
 	const op = "MoEExperts"
 	if ex == nil || ex.E <= 0 || ex.D <= 0 || ex.I <= 0 || len(ex.GateUp) != ex.E || len(ex.Down) != ex.E {
@@ -134,17 +177,12 @@ func (b *Backend) MoEExperts(ye []float32, rk []int32, x []float32, T int, idx [
 		}
 	}
 	ntiles := len(tiles) / 3
-	gu := make([]uint16, 0, E*2*I*D)
-	dn := make([]uint16, 0, E*D*I)
-	for e := 0; e < E; e++ {
-		gu = append(gu, ex.GateUp[e].U16...)
-		dn = append(dn, ex.Down[e].U16...)
-	}
-	bf := dt == kernels.BF16
-	pg, err := b.pipeline("gemm.metal", "gemm_w16_grouped", []mtlConst{boolConst(0, bf)})
+	fn, name, consts := gemmKernel(dt, true)
+	pg, err := b.pipeline("gemm.metal", fn, consts)
 	if err != nil {
 		return err
 	}
+	bf := dt == kernels.BF16
 	ps, err := b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, bf)})
 	if err != nil {
 		return err
@@ -154,15 +192,32 @@ func (b *Backend) MoEExperts(ye []float32, rk []int32, x []float32, T int, idx [
 		return err
 	}
 	defer j.release()
+	var bgw, bdw mtlBuffer
+	if dt == kernels.F32 {
+		gu := make([]float32, 0, E*2*I*D)
+		dn := make([]float32, 0, E*D*I)
+		for e := 0; e < E; e++ {
+			gu = append(gu, ex.GateUp[e].F32...)
+			dn = append(dn, ex.Down[e].F32...)
+		}
+		bgw, bdw = j.f32(gu), j.f32(dn)
+	} else {
+		gu := make([]uint16, 0, E*2*I*D)
+		dn := make([]uint16, 0, E*D*I)
+		for e := 0; e < E; e++ {
+			gu = append(gu, ex.GateUp[e].U16...)
+			dn = append(dn, ex.Down[e].U16...)
+		}
+		bgw, bdw = j.u16(gu), j.u16(dn)
+	}
 	btiles := j.i32(tiles)
 	bgu, bh, by := j.alloc(4*used*2*I), j.alloc(4*used*I), j.alloc(4*used*D)
-	name := fmt.Sprintf("gemm_w16_grouped_%s_bm32_bn32_bk16", dt)
 	j.dispatch(pg, name, [3]int{(2*I + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		bgu, j.f32(xg), j.u16(gu), btiles, params(used, 2*I, D))
+		bgu, j.f32(xg), bgw, btiles, params(used, 2*I, D))
 	j.dispatch(ps, "swiglu_f32", [3]int{(used*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 		bh, bgu, params(used, I))
 	j.dispatch(pg, name, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		by, bh, j.u16(dn), btiles, params(used, D, I))
+		by, bh, bdw, btiles, params(used, D, I))
 	if err := j.finish(); err != nil {
 		return err
 	}

@@ -129,3 +129,5 @@ func float32bits(v float32) uint32 { return math.Float32bits(v) }
 func f16bits(v float32) uint16 {
 	return float16.Fromfloat32(v).Bits()
 }
+
+func expf64(x float64) float64 { return math.Exp(x) }

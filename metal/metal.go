@@ -64,6 +64,7 @@ type Backend struct {
 	pipes     map[string]mtl.Pipeline
 	ran       map[string]int    // variant name -> dispatch count
 	prefer    map[string]string // op -> kernel chosen by Prefer
+	rope      map[ropeKey][]float32
 }
 
 // New returns a Backend on dev. The device stays owned by the caller.
@@ -241,6 +242,7 @@ func guard32(op string, counts ...int) error {
 
 // mtlConst is a function constant value; mtlBuffer a device buffer.
 type (
-	mtlConst  = mtl.Constant
-	mtlBuffer = mtl.Buffer
+	mtlConst    = mtl.Constant
+	mtlBuffer   = mtl.Buffer
+	mtlPipeline = mtl.Pipeline
 )

@@ -82,6 +82,9 @@ func (b *Backend) MoECombine(out, ye []float32, rows int, rk []int32, w []float3
 // as fma(beta, u, H) in float32. H [T, S*D] updated in place; beta [T, S]; ye [rows, D]; rk, w
 // [T, K]; shared [T, D] or nil. S <= 8. Errors wrap kernels.ErrShape or kernels.ErrArg.
 func (b *Backend) GRApplyMoEC(H, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int) error {
+	if err := moeCheckCombine("GRApplyMoEC", ye, rows, rk, w, T, K, D); err != nil {
+		return err
+	}
 	return b.grApplyMoEC("GRApplyMoEC", H, nil, beta, ye, rows, rk, w, shared, T, S, K, D, nil, 0)
 }
 
@@ -99,14 +102,16 @@ func (b *Backend) GRNormHMoEC(H, Hn, beta, ye []float32, rows int, rk []int32, w
 	if err := checkEps(op, eps); err != nil {
 		return err
 	}
-	return b.grApplyMoEC(op, H, Hn, beta, ye, rows, rk, w, shared, T, S, K, D, norm, eps)
-}
-
-func (b *Backend) grApplyMoEC(op string, H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32,
-	T, S, K, D int, norm []float32, eps float32) error {
 	if err := moeCheckCombine(op, ye, rows, rk, w, T, K, D); err != nil {
 		return err
 	}
+	return b.grApplyMoEC(op, H, Hn, beta, ye, rows, rk, w, shared, T, S, K, D, norm, eps)
+}
+
+// grApplyMoEC runs gr_apply_moec or gr_norm_h_moec (the combine table checked by the caller);
+// with K = 0 and shared = u it is the plain GatedResidual write H += beta (x) u.
+func (b *Backend) grApplyMoEC(op string, H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32,
+	T, S, K, D int, norm []float32, eps float32) error {
 	if S <= 0 || S > 8 || len(H) != T*S*D || len(beta) != T*S || (shared != nil && len(shared) != T*D) {
 		return fmt.Errorf("%s: %w: T=%d S=%d D=%d len(H)=%d len(beta)=%d len(shared)=%d (S must be 1..8)",
 			op, kernels.ErrShape, T, S, D, len(H), len(beta), len(shared))

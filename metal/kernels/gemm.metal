@@ -1,7 +1,9 @@
 // gemm.metal: y = x W^T (nn.Linear without bias) for float32 activations x [rows, K] and 16-bit
-// weights W [N, K] (bfloat16 or half, function constant 0), float32 accumulation on 8x8
-// simdgroup matrices.
+// weights W [N, K] (bfloat16 or half, function constant 0) or float32 weights, float32
+// accumulation on 8x8 simdgroup matrices.
 //   gemm_w16          one weight
+//   gemm_w32          one float32 weight (norm-sized vectors, widened or float32 checkpoints);
+//                     the same tile and summation order as gemm_w16
 //   gemm_w16_grouped  the MoE experts: rows sorted by expert, one weight [N, K] per expert in
 //                     W [E, N, K], a tile table (expert, first row, end row) per 32-row tile
 // Tile: 32 rows x 32 output columns per threadgroup, 4 simdgroups of 16 x 16 (2 x 2 matrices),
@@ -29,10 +31,20 @@ static inline float widen16(ushort b) {
     return float(as_type<half>(b));
 }
 
+// Weight element i as float32: 16-bit weights widen exactly, float32 weights load as they are.
+static inline float wload(const device ushort* w, uint i) {
+    return widen16(w[i]);
+}
+
+static inline float wload(const device float* w, uint i) {
+    return w[i];
+}
+
 // One 32 x 32 output tile: rows r0 .. r1-1 of x and y, output columns n0 .. n0+31 of w.
 // Threadgroup memory (static): A 2 KiB + B 2 KiB + C staging 4 KiB = 8 KiB, 4 threadgroups per
 // core by memory.
-static inline void gemm_tile(device float* y, const device float* x, const device ushort* w,
+template <typename W>
+static inline void gemm_tile(device float* y, const device float* x, const device W* w,
                              uint r0, uint r1, uint n0, uint N, uint K,
                              threadgroup float* as, threadgroup float* bs, threadgroup float* cs,
                              uint tid) {
@@ -58,7 +70,7 @@ static inline void gemm_tile(device float* y, const device float* x, const devic
             uint kk = e % GEMM_BK;
             uint ng = n0 + n;
             uint kg = k0 + kk;
-            bs[kk * GEMM_BN + n] = (ng < N && kg < K) ? widen16(w[ng * K + kg]) : 0.0f;
+            bs[kk * GEMM_BN + n] = (ng < N && kg < K) ? wload(w, ng * K + kg) : 0.0f;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         for (uint kk = 0; kk < GEMM_BK; kk += 8) {
@@ -109,6 +121,21 @@ kernel void gemm_w16(device float* y [[buffer(0)]],
     gemm_tile(y, x, w, r0, min(r0 + GEMM_BM, p.rows), tg.x * GEMM_BN, p.N, p.K, as, bs, cs, tid);
 }
 
+// gemm_w32: gemm_w16 for a float32 weight. Grid (ceil(N / 32), ceil(rows / 32)), 128 threads.
+// Threadgroup memory: 8 KiB.
+kernel void gemm_w32(device float* y [[buffer(0)]],
+                     const device float* x [[buffer(1)]],
+                     const device float* w [[buffer(2)]],
+                     constant GemmParams& p [[buffer(3)]],
+                     uint2 tg [[threadgroup_position_in_grid]],
+                     uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float as[GEMM_BM * GEMM_BK];
+    threadgroup float bs[GEMM_BK * GEMM_BN];
+    threadgroup float cs[GEMM_BM * GEMM_BN];
+    uint r0 = tg.y * GEMM_BM;
+    gemm_tile(y, x, w, r0, min(r0 + GEMM_BM, p.rows), tg.x * GEMM_BN, p.N, p.K, as, bs, cs, tid);
+}
+
 // gemm_w16_grouped: grid (ceil(N / 32), tiles), 128 threads; tiles[3*i ..] = (expert, first row,
 // end row) with at most 32 rows, rows sorted by expert. Threadgroup memory: 8 KiB.
 kernel void gemm_w16_grouped(device float* y [[buffer(0)]],
@@ -125,6 +152,24 @@ kernel void gemm_w16_grouped(device float* y [[buffer(0)]],
     uint r0 = uint(tiles[3 * tg.y + 1]);
     uint r1 = uint(tiles[3 * tg.y + 2]);
     const device ushort* we = w + ulong(e) * p.N * p.K;
+    gemm_tile(y, x, we, r0, r1, tg.x * GEMM_BN, p.N, p.K, as, bs, cs, tid);
+}
+
+// gemm_w32_grouped: gemm_w16_grouped for float32 expert weights. Threadgroup memory: 8 KiB.
+kernel void gemm_w32_grouped(device float* y [[buffer(0)]],
+                             const device float* x [[buffer(1)]],
+                             const device float* w [[buffer(2)]],
+                             const device int* tiles [[buffer(3)]],
+                             constant GemmParams& p [[buffer(4)]],
+                             uint2 tg [[threadgroup_position_in_grid]],
+                             uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float as[GEMM_BM * GEMM_BK];
+    threadgroup float bs[GEMM_BK * GEMM_BN];
+    threadgroup float cs[GEMM_BM * GEMM_BN];
+    uint e = uint(tiles[3 * tg.y]);
+    uint r0 = uint(tiles[3 * tg.y + 1]);
+    uint r1 = uint(tiles[3 * tg.y + 2]);
+    const device float* we = w + ulong(e) * p.N * p.K;
     gemm_tile(y, x, we, r0, r1, tg.x * GEMM_BN, p.N, p.K, as, bs, cs, tid);
 }
 

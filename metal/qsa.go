@@ -1,0 +1,275 @@
+package metal
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/stratakernels/strata/kernels"
+)
+
+// Host side of the QSA preparation and indexer kernels of qsa_prompt.metal.
+
+// ropeKey names one cached RoPE table.
+type ropeKey struct {
+	rot   int
+	theta float64
+}
+
+// ropeTable returns rope[pos, j] = (cos, sin)(pos * theta^(-2j/rot)) for pos < n, j < rot/2, as
+// [n, rot] float32: the angles, cos and sin are evaluated in float64 and rounded once, as
+// kernels.RoPE evaluates them. Tables are cached per (rot, theta) and grown on demand.
+func (b *Backend) ropeTable(rot int, theta float64, n int) []float32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rope == nil {
+		b.rope = map[ropeKey][]float32{}
+	}
+	k := ropeKey{rot, theta}
+	tab := b.rope[k]
+	have := len(tab) / rot
+	if have >= n {
+		return tab[:n*rot]
+	}
+	half := rot / 2
+	invFreq := make([]float64, half)
+	for j := range invFreq {
+		invFreq[j] = math.Pow(theta, -float64(2*j)/float64(rot))
+	}
+	grow := max(n, 2*have, 256)
+	out := make([]float32, grow*rot)
+	copy(out, tab)
+	for p := have; p < grow; p++ {
+		for j := 0; j < half; j++ {
+			a := float64(p) * invFreq[j]
+			out[p*rot+2*j] = float32(math.Cos(a))
+			out[p*rot+2*j+1] = float32(math.Sin(a))
+		}
+	}
+	b.rope[k] = out
+	return out[:n*rot]
+}
+
+func ropeArgs(op string, D, rot, pos0, T int, theta float64) error {
+	if rot <= 0 || rot > D || rot%2 != 0 {
+		return fmt.Errorf("%s: %w: rot=%d with head dim %d (want even, 0 < rot <= dim)", op, kernels.ErrArg, rot, D)
+	}
+	if !(theta > 0) || math.IsInf(theta, 0) {
+		return fmt.Errorf("%s: %w: theta=%g", op, kernels.ErrArg, theta)
+	}
+	if pos0 < 0 {
+		return fmt.Errorf("%s: %w: pos0=%d", op, kernels.ErrArg, pos0)
+	}
+	return guard32(op, (pos0+T)*rot)
+}
+
+// QSAPrep is qsa_prep: the attention layer's step between the projections and qsa_flash
+// (kernels.RMSNorm1pRoPE on the query and key heads plus the query/gate split and the cache
+// append). qg [T, Hq, 2D] is q_proj's output ([query | gate] per head), k, v [T, Hkv, D] the
+// k_proj and v_proj outputs. Writes q = RoPE(RMSNorm1p(query; qNorm)) and gate [T, Hq, D], and
+// the cache rows pos0 .. pos0+T-1 of kc = RoPE(RMSNorm1p(k; kNorm)) and vc = v (kc, vc
+// [>= pos0+T, Hkv, D]; earlier rows are not touched). RoPE at positions pos0+t over the first
+// rot dims (rotate_half pairs), cos/sin from a float64 table; norms in float32 (agreement with
+// the CPU's float64 norm about 1e-6 relative). Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (b *Backend) QSAPrep(q, gate, kc, vc, qg, k, v, qNorm, kNorm []float32, T, Hq, Hkv, D, rot, pos0 int,
+	theta float64, eps float32) error {
+	const op = "qsa_prep"
+	if T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0 {
+		return fmt.Errorf("%s: %w: T=%d Hq=%d Hkv=%d D=%d must be positive", op, kernels.ErrShape, T, Hq, Hkv, D)
+	}
+	if err := ropeArgs(op, D, rot, pos0, T, theta); err != nil {
+		return err
+	}
+	if err := checkEps(op, eps); err != nil {
+		return err
+	}
+	nkv := (pos0 + T) * Hkv * D
+	if err := checkLens(op, lenCheck{"q", q, T * Hq * D}, lenCheck{"gate", gate, T * Hq * D},
+		lenCheck{"qg", qg, 2 * T * Hq * D}, lenCheck{"k", k, T * Hkv * D}, lenCheck{"v", v, T * Hkv * D},
+		lenCheck{"qNorm", qNorm, D}, lenCheck{"kNorm", kNorm, D}); err != nil {
+		return err
+	}
+	if len(kc) < nkv || len(vc) < nkv {
+		return fmt.Errorf("%s: %w: cache of %d/%d elements, rows up to %d need %d", op, kernels.ErrShape, len(kc), len(vc), pos0+T, nkv)
+	}
+	if err := guard32(op, 2*T*Hq*D, nkv); err != nil {
+		return err
+	}
+	pipe, err := b.pipeline("qsa_prompt.metal", "qsa_prep", nil)
+	if err != nil {
+		return err
+	}
+	rope := b.ropeTable(rot, theta, pos0+T)
+	j, err := b.begin()
+	if err != nil {
+		return err
+	}
+	defer j.release()
+	bq, bg := j.alloc(4*len(q)), j.alloc(4*len(gate))
+	// The host-slice form keeps only this call's rows on the device (cache row 0 = token 0).
+	bk, bv := j.alloc(4*T*Hkv*D), j.alloc(4*T*Hkv*D)
+	nt := elemThreads(D)
+	j.dispatch(pipe, fmt.Sprintf("qsa_prep_f32_d%d_rot%d_tg%d", D, rot, nt), [3]int{Hq + Hkv, T, 1}, [3]int{nt, 1, 1}, 0,
+		bq, bg, bk, bv, j.f32(qg), j.f32(k), j.f32(v), j.f32(qNorm), j.f32(kNorm), j.f32(rope),
+		params(T, Hq, Hkv, D, rot, pos0, 0, eps))
+	if err := j.finish(); err != nil {
+		return err
+	}
+	copy(q, f32view(bq, len(q)))
+	copy(gate, f32view(bg, len(gate)))
+	copy(kc[pos0*Hkv*D:nkv], f32view(bk, T*Hkv*D))
+	copy(vc[pos0*Hkv*D:nkv], f32view(bv, T*Hkv*D))
+	return nil
+}
+
+// qsaPlan fills the selection's row layout (dense flags and offsets: integer bookkeeping that
+// depends only on the positions) and returns the total token count and the block count of the
+// last sparse row (0 when every row is dense).
+func qsaPlan(sel *kernels.Selection, p kernels.IndexerParams) (total, nbmax int) {
+	keep := p.Budget / p.Ratio
+	sel.T = p.T
+	sel.Dense = grow(sel.Dense, p.T)
+	sel.Offsets = grow(sel.Offsets, p.T+1)
+	for t := 0; t < p.T; t++ {
+		sel.Offsets[t] = int32(total)
+		vis := p.Pos0 + t + 1
+		nb := vis / p.Ratio
+		sel.Dense[t] = nb <= keep
+		if !sel.Dense[t] {
+			total += keep*p.Ratio + vis - nb*p.Ratio
+			nbmax = nb
+		}
+	}
+	sel.Offsets[p.T] = int32(total)
+	sel.Tokens = grow(sel.Tokens, total)
+	return total, nbmax
+}
+
+func grow[E any](s []E, n int) []E {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]E, n)
+}
+
+func qsaIndexCheck(op string, sel *kernels.Selection, rawKeys, kNorm []float32, p kernels.IndexerParams) error {
+	if sel == nil {
+		return fmt.Errorf("%s: %w: nil selection", op, kernels.ErrArg)
+	}
+	if p.T <= 0 || p.NHeads <= 0 || p.Dim <= 0 || p.Ratio <= 0 {
+		return fmt.Errorf("%s: %w: T=%d NHeads=%d Dim=%d Ratio=%d must be positive", op, kernels.ErrShape, p.T, p.NHeads, p.Dim, p.Ratio)
+	}
+	if p.Budget < p.Ratio {
+		return fmt.Errorf("%s: %w: budget %d below one block of %d tokens", op, kernels.ErrArg, p.Budget, p.Ratio)
+	}
+	if err := ropeArgs(op, p.Dim, p.Rot, p.Pos0, p.T, p.Theta); err != nil {
+		return err
+	}
+	if err := checkEps(op, p.Eps); err != nil {
+		return err
+	}
+	if len(rawKeys) < (p.Pos0+p.T)*p.Dim || len(rawKeys)%p.Dim != 0 || len(kNorm) != p.Dim {
+		return fmt.Errorf("%s: %w: len(rawKeys)=%d (want a multiple of %d holding %d rows), len(kNorm)=%d",
+			op, kernels.ErrShape, len(rawKeys), p.Dim, p.Pos0+p.T, len(kNorm))
+	}
+	return guard32(op, (p.Pos0+p.T)*p.Dim, p.T*(p.NHeads+1)*p.Dim, p.T*((p.Pos0+p.T)/p.Ratio+1), (p.Pos0+p.T)*p.T)
+}
+
+// QSASelect is the QSA indexer's selection on the device (kernels.QSASelect: same arguments and
+// contract): qsa_block_keys, qsa_scores and qsa_select in one command buffer. q [T, NHeads, Dim]
+// are the prepared index queries, rawKeys [>= Pos0+T, Dim] the raw index keys. Block keys and
+// scores are float32 (the CPU op computes block keys in float64), so blocks whose scores agree to
+// about 1e-6 relative may rank differently. Errors wrap kernels.ErrShape or kernels.ErrArg; sel
+// is not modified on error.
+func (b *Backend) QSASelect(sel *kernels.Selection, q, rawKeys, kNorm []float32, p kernels.IndexerParams) error {
+	const op = "qsa_select"
+	if err := qsaIndexCheck(op, sel, rawKeys, kNorm, p); err != nil {
+		return err
+	}
+	if len(q) != p.T*p.NHeads*p.Dim {
+		return fmt.Errorf("%s: %w: len(q)=%d, want %d", op, kernels.ErrShape, len(q), p.T*p.NHeads*p.Dim)
+	}
+	return b.qsaIndex(sel, q, rawKeys, nil, nil, kNorm, p)
+}
+
+// QSAIndex is the whole QSA indexer of a prefill chunk on the device (qsa_index_prep, then
+// QSASelect's kernels), in one command buffer: from iqk [T, NHeads+1, Dim] (index_qk_proj's
+// output: the query heads, then the raw key) it writes the prepared queries
+// iq [T, NHeads, Dim] = RoPE(RMSNorm1p(query; qNorm)) at positions Pos0+t, appends the raw keys
+// into rawKeys rows Pos0 .. Pos0+T-1 ([>= Pos0+T, Dim]), and fills sel as kernels.QSASelect.
+// Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (b *Backend) QSAIndex(sel *kernels.Selection, iq, rawKeys, iqk, qNorm, kNorm []float32, p kernels.IndexerParams) error {
+	const op = "qsa_index"
+	if err := qsaIndexCheck(op, sel, rawKeys, kNorm, p); err != nil {
+		return err
+	}
+	if err := checkLens(op, lenCheck{"iq", iq, p.T * p.NHeads * p.Dim}, lenCheck{"iqk", iqk, p.T * (p.NHeads + 1) * p.Dim},
+		lenCheck{"qNorm", qNorm, p.Dim}); err != nil {
+		return err
+	}
+	return b.qsaIndex(sel, iq, rawKeys, iqk, qNorm, kNorm, p)
+}
+
+// qsaIndex runs the indexer; with iqk == nil q holds prepared queries (QSASelect), else q
+// receives them (QSAIndex).
+func (b *Backend) qsaIndex(sel *kernels.Selection, q, rawKeys, iqk, qNorm, kNorm []float32, p kernels.IndexerParams) error {
+	pre, err := b.pipeline("qsa_prompt.metal", "qsa_index_prep", nil)
+	if err != nil {
+		return err
+	}
+	pbk, err := b.pipeline("qsa_prompt.metal", "qsa_block_keys", nil)
+	if err != nil {
+		return err
+	}
+	psc, err := b.pipeline("qsa_prompt.metal", "qsa_scores", nil)
+	if err != nil {
+		return err
+	}
+	pse, err := b.pipeline("qsa_prompt.metal", "qsa_select", nil)
+	if err != nil {
+		return err
+	}
+	var tmp kernels.Selection
+	total, nbmax := qsaPlan(&tmp, p)
+	keep := p.Budget / p.Ratio
+	n := p.Pos0 + p.T
+	rope := b.ropeTable(p.Rot, p.Theta, n)
+	j, err := b.begin()
+	if err != nil {
+		return err
+	}
+	defer j.release()
+	prm := params(p.T, p.Pos0, p.Pos0, p.NHeads, p.Dim, p.Ratio, p.Rot, keep, nbmax, p.Eps, float32(1/math.Sqrt(float64(p.Dim))))
+	bkeys := j.f32(rawKeys[:n*p.Dim])
+	brope := j.f32(rope)
+	var bq mtlBuffer
+	nt := elemThreads(p.Dim)
+	if iqk != nil {
+		bq = j.alloc(4 * len(q))
+		j.dispatch(pre, fmt.Sprintf("qsa_index_prep_f32_dim%d_rot%d_tg%d", p.Dim, p.Rot, nt), [3]int{p.NHeads + 1, p.T, 1}, [3]int{nt, 1, 1}, 0,
+			bq, bkeys, j.f32(iqk), j.f32(qNorm), brope, prm)
+	} else {
+		bq = j.f32(q)
+	}
+	btok := j.alloc(4 * total)
+	if total > 0 {
+		bbk, bsc := j.alloc(4*nbmax*p.Dim), j.alloc(4*p.T*nbmax)
+		j.dispatch(pbk, fmt.Sprintf("qsa_block_keys_f32_dim%d_r%d_tg%d", p.Dim, p.Ratio, nt), [3]int{nbmax, 1, 1}, [3]int{nt, 1, 1}, 4*p.Dim,
+			bbk, bkeys, j.f32(kNorm), brope, prm)
+		j.dispatch(psc, fmt.Sprintf("qsa_scores_f32_h%d_dim%d", p.NHeads, p.Dim), [3]int{(nbmax + 255) / 256, p.T, 1}, [3]int{256, 1, 1}, 0,
+			bsc, bq, bbk, prm)
+		j.dispatch(pse, "qsa_select_radix32_tg256", [3]int{p.T, 1, 1}, [3]int{256, 1, 1}, 0,
+			btok, bsc, j.i32(tmp.Offsets), prm)
+	}
+	if err := j.finish(); err != nil {
+		return err
+	}
+	if iqk != nil {
+		copy(q, f32view(bq, len(q)))
+		copy(rawKeys[p.Pos0*p.Dim:n*p.Dim], f32view(bkeys, n*p.Dim)[p.Pos0*p.Dim:])
+	}
+	sel.T = tmp.T
+	sel.Dense = append(sel.Dense[:0], tmp.Dense...)
+	sel.Offsets = append(sel.Offsets[:0], tmp.Offsets...)
+	sel.Tokens = append(sel.Tokens[:0], i32view(btok, total)...)
+	return nil
+}
