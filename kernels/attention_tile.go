@@ -128,7 +128,7 @@ func attnBlock(ws *attnScratch, rp, d, nc int, scale float32, mask bool, kb []fl
 			}
 		}
 	}
-	if useAsm {
+	if useAsmVec() {
 		for r := 0; r < rp; r += 8 {
 			attnSoftmax8(&st[r], rp, nc, scale, &ws.m[r], &ws.l[r], &ws.alpha[r])
 		}
@@ -182,7 +182,7 @@ func attnSoftmaxGo(ws *attnScratch, st []float32, rp, nc int, scale float32) {
 // attnScaleRow multiplies x by s (a single rounding per element on either path).
 func attnScaleRow(x []float32, s float32) {
 	n8 := 0
-	if useAsm {
+	if useAsmVec() {
 		n8 = len(x) &^ 7
 		if n8 > 0 {
 			attnScale8(&x[0], n8, s)

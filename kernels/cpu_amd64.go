@@ -8,6 +8,10 @@ import "golang.org/x/sys/cpu"
 // AVX2 and FMA instructions of the assembly micro-kernels.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
 
+// hasAsmPanels: the panel kernels fmaPanel6/fmaPanel1 can run; hasAsmVec: so can the
+// element-wise kernels (attnSoftmax8, attnScale8, gdnScaleCopy8, gdnRHS8).
+var hasAsmPanels, hasAsmVec = hasAVX2FMA, hasAVX2FMA
+
 // cpuAsmName names the assembly kernels of this architecture.
 const cpuAsmName = "avx2-fma asm"
 

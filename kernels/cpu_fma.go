@@ -11,13 +11,18 @@ import "unsafe"
 // which tile, tail or worker computed it. The two kernel sets round differently, so results
 // are bitwise reproducible per build and CPU feature set, not across them.
 
-// useAsm selects the assembly micro-kernels (AVX2+FMA on amd64 CPUs that have them); the tests
-// turn it off to run the portable kernels on the same machine.
-var useAsm = hasAVX2FMA
+// useAsm selects the assembly micro-kernels (AVX2+FMA on amd64 CPUs that have them, NEON on
+// arm64); the tests turn it off to run the portable kernels on the same machine. The
+// element-wise kernels (vector softmax, scaling) exist on amd64 only (hasAsmVec); arm64 runs
+// their portable forms next to its NEON panels.
+var useAsm = hasAsmPanels
+
+// useAsmVec reports whether the element-wise assembly kernels run.
+func useAsmVec() bool { return useAsm && hasAsmVec }
 
 // GDNKernel names the micro-kernels GDNScan runs in this build on this CPU: "avx2-fma asm"
-// (AVX2+FMA assembly, amd64) or "generic Go" (portable code; other CPUs and architectures, or
-// builds with the purego tag).
+// (AVX2+FMA assembly, amd64), "neon asm" (arm64) or "generic Go" (portable code: amd64 CPUs
+// without AVX2/FMA, other architectures, builds with the purego tag).
 func GDNKernel() string { return cpuKernelName() }
 
 // AttentionKernel names the micro-kernels Attention runs in this build on this CPU, with the

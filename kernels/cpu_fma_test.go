@@ -11,7 +11,7 @@ import (
 // kernelSets lists the micro-kernel sets this machine can run: the assembly set when the CPU
 // has it, and always the portable one.
 func kernelSets() []bool {
-	if hasAVX2FMA {
+	if hasAsmPanels {
 		return []bool{true, false}
 	}
 	return []bool{false}
@@ -33,7 +33,10 @@ func TestKernelNames(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) {
 		want := "generic Go"
 		if useAsm {
-			want = "avx2-fma asm"
+			want = cpuAsmName
+		}
+		if want == "" {
+			t.Fatal("no kernel name")
 		}
 		if GDNKernel() != want || AttentionKernel() != want {
 			t.Fatalf("GDNKernel %q, AttentionKernel %q, want %q", GDNKernel(), AttentionKernel(), want)
@@ -136,8 +139,8 @@ func BenchmarkFMAGemm(b *testing.B) {
 // whole exp range, masked (-Inf) scores giving exact zeros, a first block (m = -Inf) and a
 // later one (rescale alpha).
 func TestAttnSoftmax8(t *testing.T) {
-	if !hasAVX2FMA {
-		t.Skip("no AVX2+FMA kernels on this CPU or build")
+	if !hasAsmVec {
+		t.Skip("no vector softmax kernel on this CPU or build")
 	}
 	const rp, nc = 16, 40
 	rng := rand.New(rand.NewPCG(5, 6))

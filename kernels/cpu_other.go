@@ -1,9 +1,9 @@
-//go:build !amd64 || purego
+//go:build (!amd64 && !arm64) || purego
 
 package kernels
 
-// hasAVX2FMA is false: this build has no assembly micro-kernels.
-const hasAVX2FMA = false
+// This build has no assembly micro-kernels.
+const hasAsmPanels, hasAsmVec = false, false
 
 const cpuAsmName = ""
 

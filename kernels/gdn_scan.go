@@ -293,7 +293,7 @@ func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, 
 func gdnScaleCopy(dst, src []float32, s float32) {
 	src = src[:len(dst)]
 	n8 := 0
-	if useAsm {
+	if useAsmVec() {
 		if n8 = len(dst) &^ 7; n8 > 0 {
 			gdnScaleCopy8(&dst[0], &src[0], n8, s)
 		}
@@ -307,7 +307,7 @@ func gdnScaleCopy(dst, src []float32, s float32) {
 func gdnRHS(dst, v, ks []float32, b, e float32) {
 	v, ks = v[:len(dst)], ks[:len(dst)]
 	n8 := 0
-	if useAsm {
+	if useAsmVec() {
 		if n8 = len(dst) &^ 7; n8 > 0 {
 			gdnRHS8(&dst[0], &v[0], &ks[0], n8, b, e)
 		}
