@@ -53,7 +53,9 @@ const (
 // else the positions sel lists for row t. This is the attention core of transformers'
 // Qwen3NextAttention / Qwen4ExpAttention (eager_attention_forward with the causal and QSA masks),
 // computed as a blocked online softmax (FlashAttention, Dao et al. 2022): memory O(tile x block),
-// never a T x T matrix. Accumulation is float32; exp and log run in float64 and round.
+// never a T x T matrix. Accumulation is float32; the log of lse runs in float64. exp runs in
+// float64 (portable kernels) or as a float32 polynomial with about 1e-7 relative error (AVX2
+// kernels, Cephes expf reduction); AttentionKernel names the set in use.
 //
 // Shapes (float32, row-major): q [T, Hq, D]; k, v: the cache [>= Pos0+T, Hkv, D] (rows past
 // Pos0+T-1 are ignored); o [T, Hq, D]; lse [T, Hq] receives the natural log-sum-exp of the scaled
