@@ -13,6 +13,7 @@ import (
 
 // fwd carries one prefill's scratch and timing.
 type fwd struct {
+	be    backend
 	s     *Session
 	c     *hfconfig.Config
 	T     int
@@ -88,7 +89,7 @@ func (f *fwd) timed(stage Stage, layer int, op string, fn func() error) error {
 }
 
 func (f *fwd) matmul(layer int, op string, y, x []float32, T int, w *kernels.Matrix) error {
-	return f.timed(StageGEMM, layer, op, func() error { return kernels.MatMul(y, x, T, w) })
+	return f.timed(StageGEMM, layer, op, func() error { return f.be.matMul(y, x, T, w) })
 }
 
 func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) (*Logits, error) {
@@ -96,7 +97,7 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 	c := m.cfg
 	T, D := len(tokens), c.D
 	S := max(c.Streams, 1)
-	f := &fwd{s: s, c: c, T: T, pos0: s.pos, scratch: map[string][]float32{}}
+	f := &fwd{be: m.dev.be, s: s, c: c, T: T, pos0: s.pos, scratch: map[string][]float32{}}
 	start := time.Now()
 
 	H := make([]float32, T*S*D)
@@ -165,12 +166,12 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 	Hsel := H[first*S*D:]
 	if m.mixer != nil {
 		if err := f.timed(StageGatedResidual, -1, "final mixer", func() error {
-			return kernels.GRRead(xf, nil, Hsel, rows, m.mixer, float32(c.Eps))
+			return f.be.grRead(xf, nil, Hsel, rows, m.mixer, float32(c.Eps))
 		}); err != nil {
 			return nil, err
 		}
 	} else if err := f.timed(StageGatedResidual, -1, "final norm", func() error {
-		return kernels.RMSNorm1p(xf, Hsel[:rows*D], rows, D, m.norm, float32(c.Eps))
+		return f.be.rmsNorm(xf, Hsel[:rows*D], rows, D, m.norm, float32(c.Eps))
 	}); err != nil {
 		return nil, err
 	}
@@ -192,13 +193,13 @@ func (f *fwd) readBlock(layer int, gr *kernels.GRWeights, norm []float32, x, bet
 		return f.timed(StageGatedResidual, layer, "gated residual read", func() error {
 			if f.hnFor == gr {
 				f.hnFor = nil
-				return kernels.GRReadNormed(x, beta, f.hn, f.T, gr)
+				return f.be.grReadNormed(x, beta, f.hn, f.T, gr)
 			}
-			return kernels.GRRead(x, beta, H, f.T, gr, eps)
+			return f.be.grRead(x, beta, H, f.T, gr, eps)
 		})
 	}
 	return f.timed(StageGatedResidual, layer, "rmsnorm", func() error {
-		return kernels.RMSNorm1p(x, H, f.T, f.c.D, norm, eps)
+		return f.be.rmsNorm(x, H, f.T, f.c.D, norm, eps)
 	})
 }
 
@@ -209,17 +210,12 @@ func (f *fwd) writeBlock(layer int, gated bool, H, beta, u []float32, next *kern
 	return f.timed(StageGatedResidual, layer, "residual write", func() error {
 		if gated && next != nil {
 			f.hnFor = next
-			return kernels.GRWriteNormH(H, f.hn, beta, u, f.T, f.c.Streams, f.c.D, next.Norm, float32(f.c.Eps))
+			return f.be.grWriteNormH(H, f.hn, beta, u, f.T, f.c.Streams, f.c.D, next.Norm, float32(f.c.Eps))
 		}
 		if gated {
-			return kernels.GRWrite(H, beta, u, f.T, f.c.Streams, f.c.D)
+			return f.be.grWrite(H, beta, u, f.T, f.c.Streams, f.c.D)
 		}
-		parallelRows(len(u), 1<<14, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				H[i] += u[i]
-			}
-		})
-		return nil
+		return f.be.add(H, u, nil)
 	})
 }
 
@@ -251,13 +247,13 @@ func (f *fwd) gdn(layer int, w *gdnWeights, x, u []float32) error {
 	beta := f.buf("gdn beta", T*Hv, true)
 	p := kernels.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: c.ConvK, Map: kernels.Grouped}
 	if err := f.timed(StageGDN, layer, "gdn_pre", func() error {
-		return kernels.GDNPre(q, k, v, g, beta, qkv, a, b, st.conv[layer], w.convW, w.aLog, w.dt, p)
+		return f.be.gdnPre(q, k, v, g, beta, qkv, a, b, st.conv[layer], w.convW, w.aLog, w.dt, p)
 	}); err != nil {
 		return err
 	}
 	o := f.buf("gdn o", T*Hv*dv, true)
 	if err := f.timed(StageGDN, layer, "gdn_scan", func() error {
-		return kernels.GDNScan(o, st.rec[layer], q, k, v, g, beta, p, kernels.Chunked)
+		return f.be.gdnScan(o, st.rec[layer], q, k, v, g, beta, p)
 	}); err != nil {
 		return err
 	}
@@ -267,7 +263,7 @@ func (f *fwd) gdn(layer int, w *gdnWeights, x, u []float32) error {
 	}
 	y := qkv[:T*Hv*dv] // reuse
 	if err := f.timed(StageGDN, layer, "gdn_post", func() error {
-		return kernels.GDNPost(y, o, z, T, Hv, dv, w.norm, float32(c.Eps), act)
+		return f.be.gdnPost(y, o, z, T, Hv, dv, w.norm, float32(c.Eps), act)
 	}); err != nil {
 		return err
 	}
@@ -284,31 +280,19 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 		return err
 	}
 	kc, vc := st.k[layer], st.v[layer]
-	kNew := kc[pos0*Hkv*hd : (pos0+T)*Hkv*hd]
-	vNew := vc[pos0*Hkv*hd : (pos0+T)*Hkv*hd]
-	if err := f.matmul(layer, "k_proj", kNew, x, T, w.k); err != nil {
+	kRaw := f.buf("attn k", T*Hkv*hd, false)
+	vRaw := f.buf("attn v", T*Hkv*hd, false)
+	if err := f.matmul(layer, "k_proj", kRaw, x, T, w.k); err != nil {
 		return err
 	}
-	if err := f.matmul(layer, "v_proj", vNew, x, T, w.v); err != nil {
+	if err := f.matmul(layer, "v_proj", vRaw, x, T, w.v); err != nil {
 		return err
 	}
 	q := f.buf("attn q", T*Hq*hd, false)
 	gate := f.buf("attn gate", T*Hq*hd, false)
-	parallelRows(T, 16, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			for h := 0; h < Hq; h++ {
-				src := qg[(t*Hq+h)*2*hd:]
-				copy(q[(t*Hq+h)*hd:(t*Hq+h+1)*hd], src[:hd])
-				copy(gate[(t*Hq+h)*hd:(t*Hq+h+1)*hd], src[hd:2*hd])
-			}
-		}
-	})
 	var sel *kernels.Selection
-	if err := f.timed(StageAttention, layer, "q/k norm + rope", func() error {
-		if err := kernels.RMSNorm1pRoPE(q, T, Hq, hd, w.qNorm, eps, c.RotaryDim, pos0, c.RopeTheta); err != nil {
-			return err
-		}
-		return kernels.RMSNorm1pRoPE(kNew, T, Hkv, hd, w.kNorm, eps, c.RotaryDim, pos0, c.RopeTheta)
+	if err := f.timed(StageAttention, layer, "q/k norm + rope (qsa_prep)", func() error {
+		return f.be.attnPrep(q, gate, kc, vc, qg, kRaw, vRaw, w.qNorm, w.kNorm, T, Hq, Hkv, hd, c.RotaryDim, pos0, c.RopeTheta, eps)
 	}); err != nil {
 		return err
 	}
@@ -319,17 +303,9 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 			return err
 		}
 		iq := f.buf("indexer q", T*nh*dh, false)
-		keys := st.idxK[layer]
-		for t := 0; t < T; t++ {
-			copy(iq[t*nh*dh:(t+1)*nh*dh], iqk[t*(nh+1)*dh:])
-			copy(keys[(pos0+t)*dh:(pos0+t+1)*dh], iqk[(t*(nh+1)+nh)*dh:])
-		}
 		sel = &kernels.Selection{}
 		if err := f.timed(StageAttention, layer, "qsa_index", func() error {
-			if err := kernels.RMSNorm1pRoPE(iq, T, nh, dh, w.idxQN, eps, c.RotaryDim, pos0, c.RopeTheta); err != nil {
-				return err
-			}
-			return kernels.QSASelect(sel, iq, keys, w.idxKN, kernels.IndexerParams{
+			return f.be.qsaIndex(sel, iq, st.idxK[layer], iqk, w.idxQN, w.idxKN, kernels.IndexerParams{
 				T: T, Pos0: pos0, NHeads: nh, Dim: dh, Ratio: c.IdxRatio, Budget: c.IdxBudget,
 				Rot: c.RotaryDim, Theta: c.RopeTheta, Eps: eps})
 		}); err != nil {
@@ -347,17 +323,12 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
 	}
 	o := f.buf("attn o", T*Hq*hd, true)
 	if err := f.timed(StageAttention, layer, "qsa_flash", func() error {
-		return kernels.Attention(o, nil, q, kc, vc, kernels.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: hd, Pos0: pos0, Scale: float32(1 / math.Sqrt(float64(hd)))}, sel)
+		return f.be.attention(o, q, kc, vc, kernels.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: hd, Pos0: pos0, Scale: float32(1 / math.Sqrt(float64(hd)))}, sel)
 	}); err != nil {
 		return err
 	}
 	if err := f.timed(StageAttention, layer, "output gate", func() error {
-		parallelRows(len(o), 1<<14, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				o[i] *= float32(sigmoid64(float64(gate[i])))
-			}
-		})
-		return nil
+		return f.be.sigmoidMul(o, gate)
 	}); err != nil {
 		return err
 	}
@@ -372,14 +343,9 @@ func (f *fwd) swiglu(layer int, op string, y, x []float32, w *mlpWeights) error 
 		return err
 	}
 	h := f.buf(op+" h", T*I, false)
-	parallelRows(T, max(1, 4096/I), func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			for j := 0; j < I; j++ {
-				g := float64(gu[t*2*I+j])
-				h[t*I+j] = float32(g*sigmoid64(g)) * gu[t*2*I+I+j]
-			}
-		}
-	})
+	if err := f.timed(StageMoE, layer, op+" swiglu", func() error { return f.be.swiglu(h, gu, T, I) }); err != nil {
+		return err
+	}
 	return f.matmul(layer, op+" down", y, h, T, w.down)
 }
 
@@ -402,10 +368,10 @@ func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta []float32, next *kernels.G
 	ye := f.buf("experts out", T*K*D, false)
 	rk := make([]int32, T*K)
 	if err := f.timed(StageMoE, layer, "route + experts", func() error {
-		if err := kernels.TopKRoute(wts, idx, rl, T, E, K, c.NormTopK); err != nil {
+		if err := f.be.topKRoute(wts, idx, rl, T, E, K, c.NormTopK); err != nil {
 			return err
 		}
-		return kernels.MoEExperts(ye, rk, x, T, idx, K, mw.experts)
+		return f.be.moeExperts(ye, rk, x, T, idx, K, mw.experts)
 	}); err != nil {
 		return err
 	}
@@ -417,35 +383,25 @@ func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta []float32, next *kernels.G
 	if err := f.matmul(layer, "shared_expert_gate", sg, x, T, mw.sharedGate); err != nil {
 		return err
 	}
-	parallelRows(T, max(1, 4096/D), func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			gv := float32(sigmoid64(float64(sg[t])))
-			for j := 0; j < D; j++ {
-				sh[t*D+j] *= gv
-			}
-		}
-	})
+	if err := f.timed(StageMoE, layer, "shared expert gate", func() error { return f.be.rowSigmoidScale(sh, sg, T, D) }); err != nil {
+		return err
+	}
 	if ly.mlpGR != nil && next != nil {
 		f.hnFor = next
 		return f.timed(StageMoE, layer, "gr_norm_h_moec", func() error {
-			return kernels.GRNormHMoEC(H, f.hn, beta, ye, T*K, rk, wts, sh, T, c.Streams, K, D, next.Norm, float32(c.Eps))
+			return f.be.grNormHMoEC(H, f.hn, beta, ye, T*K, rk, wts, sh, T, c.Streams, K, D, next.Norm, float32(c.Eps))
 		})
 	}
 	if ly.mlpGR != nil {
 		return f.timed(StageMoE, layer, "gr_apply_moec", func() error {
-			return kernels.GRApplyMoEC(H, beta, ye, T*K, rk, wts, sh, T, c.Streams, K, D)
+			return f.be.grApplyMoEC(H, beta, ye, T*K, rk, wts, sh, T, c.Streams, K, D)
 		})
 	}
 	return f.timed(StageMoE, layer, "moe_comb", func() error {
-		if err := kernels.MoECombine(u, ye, T*K, rk, wts, T, K, D); err != nil {
+		if err := f.be.moeCombine(u, ye, T*K, rk, wts, T, K, D); err != nil {
 			return err
 		}
-		parallelRows(len(u), 1<<14, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				H[i] += u[i] + sh[i]
-			}
-		})
-		return nil
+		return f.be.add(H, u, sh)
 	})
 }
 
@@ -457,6 +413,6 @@ func (f *fwd) ple(layer int, ly *layer, H []float32, tokens []int32) error {
 		if err := ly.ple.hash.IDs(ids, tokens, st.pleCtx[layer]); err != nil {
 			return err
 		}
-		return kernels.PLEApply(H, f.T, ids, ly.ple.w, st.pleConv[layer], float32(f.c.Eps))
+		return f.be.pleApply(H, f.T, ids, ly.ple.w, st.pleConv[layer], float32(f.c.Eps))
 	})
 }
