@@ -11,6 +11,12 @@
 // the results back. Errors wrap kernels.ErrShape, kernels.ErrArg or kernels.ErrDType for bad input
 // (checked before any work) and mtl.ErrCompile / mtl.ErrExecution for device failures.
 //
+// The ops cover a whole prefill of both model families: GEMM (16-bit and float32 weights, grouped
+// MoE experts), RMSNorm1p and the GatedResidual read/write, MoE routing and combine, Gated
+// DeltaNet, QSA preparation, indexer and attention, PLE, and the element-wise gates. Host-slice
+// wrappers keep every tensor on the host between ops; a device-resident cache with one command
+// buffer per prefill chunk is the next step.
+//
 // Offsets the kernels compute in 32-bit integers are guarded on the host: every buffer a kernel
 // indexes must hold fewer than 2^31 elements.
 package metal

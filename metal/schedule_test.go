@@ -71,3 +71,75 @@ func TestSchedules(t *testing.T) {
 		dev.Close()
 	}
 }
+
+// TestSchedulesPrefill runs the prefill's preparation kernels that share threadgroup memory
+// (qsa_prep, the indexer with its radix top-k, ple_gate, the GatedResidual read) under the
+// reversed and shuffled lane schedules and requires the forward schedule's bits.
+func TestSchedulesPrefill(t *testing.T) {
+	fwd := testBackend(t)
+	r := &rng{s: 47}
+	const T, pos0, Hq, Hkv, D, nh, dim = 9, 40, 4, 1, 64, 2, 32
+	qg, k, v := r.fill(T*Hq*2*D, -2, 2), r.fill(T*Hkv*D, -2, 2), r.fill(T*Hkv*D, -2, 2)
+	qn, kn := r.fill(D, -0.5, 0.5), r.fill(D, -0.5, 0.5)
+	ip := kernels.IndexerParams{T: T, Pos0: pos0, NHeads: nh, Dim: dim, Ratio: 4, Budget: 16, Rot: 16, Theta: 1e4, Eps: 1e-6}
+	iqk, keys0 := r.fill(T*(nh+1)*dim, -2, 2), r.fill((pos0+T)*dim, -2, 2)
+	iqn, ikn := r.fill(dim, -0.5, 0.5), r.fill(dim, -0.5, 0.5)
+	pc := opcases.PLECase{T: 6, S: 4, D: 40, Heads: 4, HeadDim: 8, Rows: 50, ConvK: 4, Dilation: 3, DType: "BF16"}
+	pw := &kernels.PLEWeights{S: pc.S, D: pc.D, EmbedDim: pc.Heads * pc.HeadDim, HeadDim: pc.HeadDim, Dilation: pc.Dilation,
+		NormKey: r.fill(pc.S*pc.D, -0.5, 0.5), NormQuery: r.fill(pc.S*pc.D, -0.5, 0.5), NormConv: r.fill(pc.S*pc.D, -0.5, 0.5),
+		ConvW: r.fill(pc.S*pc.D*pc.ConvK, -0.5, 0.5)}
+	pw.Table = opMatrix(t, 1, pc.Rows, pc.HeadDim, "BF16", 1)
+	pw.Key = opMatrix(t, 2, pc.S*pc.D, pw.EmbedDim, "BF16", 0.2)
+	pw.Value = opMatrix(t, 3, pc.D, pw.EmbedDim, "BF16", 0.2)
+	ids := make([]int32, pc.T*pc.Heads)
+	for i := range ids {
+		ids[i] = int32(r.next() % uint64(pc.Rows))
+	}
+	pH := r.fill(pc.T*pc.S*pc.D, -2, 2)
+	g := &kernels.GRWeights{S: 4, D: 40, R: 8, Norm: r.fill(160, -0.5, 0.5)}
+	g.Down, g.Up, g.Inj = opMatrix(t, 4, 8, 160, "F32", 0.1), opMatrix(t, 5, 160, 8, "BF16", 0.2), opMatrix(t, 6, 4, 160, "F16", 0.1)
+	gH := r.fill(5*160, -2, 2)
+
+	run := func(b *Backend) [][]float32 {
+		q, gate := make([]float32, T*Hq*D), make([]float32, T*Hq*D)
+		kc, vc := make([]float32, (pos0+T)*Hkv*D), make([]float32, (pos0+T)*Hkv*D)
+		if err := b.QSAPrep(q, gate, kc, vc, qg, k, v, qn, kn, T, Hq, Hkv, D, 16, pos0, 1e4, 1e-6); err != nil {
+			t.Fatal(err)
+		}
+		var sel kernels.Selection
+		iq, keys := make([]float32, T*nh*dim), append([]float32(nil), keys0...)
+		if err := b.QSAIndex(&sel, iq, keys, iqk, iqn, ikn, ip); err != nil {
+			t.Fatal(err)
+		}
+		tok := make([]float32, len(sel.Tokens))
+		for i, x := range sel.Tokens {
+			tok[i] = float32(x)
+		}
+		h, st := append([]float32(nil), pH...), make([]float32, pw.ConvStateLen())
+		if err := b.PLEApply(h, pc.T, ids, pw, st, 1e-6); err != nil {
+			t.Fatal(err)
+		}
+		x, beta := make([]float32, 5*40), make([]float32, 5*4)
+		if err := b.GRRead(x, beta, gH, 5, g, 1e-6); err != nil {
+			t.Fatal(err)
+		}
+		return [][]float32{q, gate, kc, iq, tok, h, st, x, beta}
+	}
+	want := run(fwd)
+	for _, s := range []emu.Schedule{emu.Reversed, emu.Shuffled} {
+		dev, err := emu.Open(emu.Options{Threads: 2, Schedule: s, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := New(dev)
+		got := run(b)
+		for i := range want {
+			if len(got[i]) != len(want[i]) {
+				t.Fatalf("%s: output %d has %d values, want %d", s, i, len(got[i]), len(want[i]))
+			}
+			checkBitwise(t, s.String(), got[i], want[i])
+		}
+		dev.Close()
+	}
+}
+

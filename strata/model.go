@@ -20,7 +20,8 @@ type LoadOptions struct {
 	// the products with few rows: the experts). Routed experts are widened first, then the
 	// other matrices in load order, each one only while the running total stays within the
 	// budget. 0 keeps every weight in its file format (memory-mapped); a negative value widens
-	// all of them. A widened matrix holds the same values, so results do not change.
+	// all of them. A widened matrix holds the same values, so results do not change. The metal
+	// backend ignores it (its GEMMs widen in registers).
 	WidenBudget int64
 }
 
@@ -151,7 +152,12 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
-	if opts.WidenBudget != 0 {
+	if opts.WidenBudget != 0 && dev.backend == "metal" {
+		// The Metal GEMMs widen 16-bit weights in registers; float32 copies would only double
+		// the upload (and a partial budget would mix expert dtypes, which the grouped GEMM
+		// rejects).
+		dev.logf(LogInfo, "WidenBudget ignored on the metal backend")
+	} else if opts.WidenBudget != 0 {
 		n, bytes, err := m.widen(opts.WidenBudget)
 		if err != nil {
 			ck.Close()
