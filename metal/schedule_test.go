@@ -142,4 +142,3 @@ func TestSchedulesPrefill(t *testing.T) {
 		dev.Close()
 	}
 }
-
