@@ -2,9 +2,12 @@ package blas
 
 import (
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 
 	"github.com/ebitengine/purego"
+	"golang.org/x/sys/cpu"
 )
 
 // openblasSoname is the library Debian's libopenblas0 installs (through the alternatives
@@ -19,13 +22,19 @@ var openblasState struct {
 
 // loadNative opens OpenBLAS, pins its thread count to threads and returns the backend.
 func loadNative(threads int) (backend, error) {
+	coreNote := chooseCoreType()
 	lib, err := purego.Dlopen(openblasSoname, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if coreNote != "" && coreNote != "OPENBLAS_CORETYPE" {
+		// The variable is read once, by the library's constructor; do not leak it to children.
+		os.Unsetenv("OPENBLAS_CORETYPE")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", openblasSoname, err)
 	}
 	b := &cblasBackend{}
 	var getConfig func() string
 	var getParallel func() int32
+	var getCore func() string
 	for _, s := range []struct {
 		fp   any
 		name string
@@ -35,6 +44,7 @@ func loadNative(threads int) (backend, error) {
 		{&openblasState.getThreads, "openblas_get_num_threads"},
 		{&getConfig, "openblas_get_config"},
 		{&getParallel, "openblas_get_parallel"},
+		{&getCore, "openblas_get_corename"},
 	} {
 		if err := symbol(lib, s.fp, s.name); err != nil {
 			return nil, fmt.Errorf("%s: %v", openblasSoname, err)
@@ -48,7 +58,15 @@ func loadNative(threads int) (backend, error) {
 	if got == 1 {
 		per = "1 thread per call, calls concurrent"
 	}
-	b.label = fmt.Sprintf("openblas %s (%s, %s)", openblasVersion(getConfig()), mode, per)
+	core := "core " + getCore()
+	switch coreNote {
+	case "OPENBLAS_CORETYPE":
+		core += " from OPENBLAS_CORETYPE"
+	case "":
+	default:
+		core += " (set from CPU features " + coreNote + "; OPENBLAS_CORETYPE overrides)"
+	}
+	b.label = fmt.Sprintf("openblas %s (%s, %s, %s)", openblasVersion(getConfig()), core, mode, per)
 	return b, nil
 }
 
@@ -81,4 +99,29 @@ func nativeThreads() int {
 		return 0
 	}
 	return int(openblasState.getThreads())
+}
+
+// chooseCoreType picks OpenBLAS's kernel set before the library loads. OpenBLAS 0.3.21 (Debian
+// 12) does not recognise recent Xeons and falls back to its generic "Prescott" kernels, a 3-5x
+// slower SGEMM. When the user has not set OPENBLAS_CORETYPE, strata sets it from the CPU's
+// features for the library's constructor to read: SkylakeX (AVX-512 F/BW/DQ/VL) or Haswell
+// (AVX2 + FMA); otherwise it leaves detection to the library. It returns "OPENBLAS_CORETYPE"
+// when the user set it, the features it acted on when it set it, and "" otherwise. The core in
+// use is reported by Impl either way.
+func chooseCoreType() string {
+	if _, set := os.LookupEnv("OPENBLAS_CORETYPE"); set {
+		return "OPENBLAS_CORETYPE"
+	}
+	if runtime.GOARCH != "amd64" {
+		return ""
+	}
+	switch {
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL:
+		os.Setenv("OPENBLAS_CORETYPE", "SkylakeX")
+		return "avx512f/bw/dq/vl"
+	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
+		os.Setenv("OPENBLAS_CORETYPE", "Haswell")
+		return "avx2+fma"
+	}
+	return ""
 }
