@@ -69,6 +69,9 @@ const (
 // Work is split over (KV head, query tile) units; each unit owns its output rows and computes
 // them in a fixed order, so results are bitwise identical across runs and GOMAXPROCS.
 func Attention(o, lse []float32, q, k, v []float32, p AttnParams, sel *Selection) error {
+	if err := firstErr(checkElems("Attention", "q", p.T, p.Hq, p.D), checkElems("Attention", "k/v cache", p.Pos0+p.T, p.Hkv, p.D)); err != nil {
+		return err
+	}
 	if err := attnCheck(o, lse, q, k, v, p, sel); err != nil {
 		return err
 	}

@@ -112,6 +112,9 @@ func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 // Errors wrap ErrShape (non-positive sizes, ConvK < 1, a length that does not match) or ErrArg
 // (Hv not a multiple of Hk, unknown Map).
 func GDNPre(q, k, v, g, beta []float32, qkv, a, b []float32, convState, convW, ALog, dtBias []float32, p GDNParams) error {
+	if err := checkElems("GDNPre", "qkv", p.T, 2*p.Hk*p.Dk+p.Hv*p.Dv); err != nil {
+		return err
+	}
 	const op = "gdn_pre"
 	if err := p.gdnCheck(op); err != nil {
 		return err

@@ -32,8 +32,17 @@ import (
 // below 1e-30 are flushed to zero (they are below float32 resolution of any term they multiply,
 // and subnormal arithmetic is slow). o must not alias the inputs or the state.
 //
-// Errors wrap ErrShape (sizes, lengths) or ErrArg (Hv not a multiple of Hk, unknown Map or mode).
+// NaN and Inf are not scanned for (that would cost a pass over every input): a NaN in g, beta,
+// q, k, v or the state propagates under IEEE rules into o and the final state of the value heads
+// that read it, from that token on in Recurrent mode and from the start of its chunk in Chunked
+// mode; other value heads are unaffected, and nothing panics.
+//
+// Errors wrap ErrShape (sizes, lengths, a tensor over MaxElems) or ErrArg (Hv not a multiple of
+// Hk, unknown Map or mode).
 func GDNScan(o, state []float32, q, k, v, g, beta []float32, p GDNParams, mode ScanMode) error {
+	if err := firstErr(checkElems("GDNScan", "v", p.T, p.Hv, p.Dv), checkElems("GDNScan", "q", p.T, p.Hk, p.Dk), checkElems("GDNScan", "state", p.Hv, p.Dk, p.Dv)); err != nil {
+		return err
+	}
 	const op = "gdn_scan"
 	if err := p.gdnCheck(op); err != nil {
 		return err

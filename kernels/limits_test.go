@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -31,5 +32,58 @@ func TestElemLimits(t *testing.T) {
 	}
 	if err := checkElems("x", "t", 46340, 46340); err != nil {
 		t.Errorf("2^31-1 > 46340^2 rejected: %v", err)
+	}
+}
+
+func TestElemLimitsAttentionGDN(t *testing.T) {
+	for name, err := range map[string]error{
+		"Attention": Attention(nil, nil, nil, nil, nil, AttnParams{T: 1 << 20, Hq: 24, Hkv: 2, D: 256, Scale: 1}, nil),
+		"QSASelect": QSASelect(&Selection{}, nil, nil, nil, IndexerParams{T: 1 << 22, NHeads: 4, Dim: 128, Ratio: 4, Budget: 8, Rot: 64, Theta: 1e7}),
+		"GDNScan":   GDNScan(nil, nil, nil, nil, nil, nil, nil, GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}, Chunked),
+		"GDNPre":    GDNPre(nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}),
+	} {
+		if !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "32-bit") {
+			t.Errorf("%s: %v, want ErrShape naming the 32-bit limit", name, err)
+		}
+	}
+}
+
+// TestGDNScanNaNPropagates documents GDNScan's NaN contract: a NaN in g at one token reaches o
+// and the final state of the value head that reads it, in both modes, and no other head.
+func TestGDNScanNaNPropagates(t *testing.T) {
+	p := GDNParams{T: 70, Hk: 1, Hv: 2, Dk: 8, Dv: 8, ConvK: 4}
+	for _, mode := range []ScanMode{Chunked, Recurrent} {
+		q := make([]float32, p.T*p.Hk*p.Dk)
+		k := make([]float32, p.T*p.Hk*p.Dk)
+		v := make([]float32, p.T*p.Hv*p.Dv)
+		g := make([]float32, p.T*p.Hv)
+		beta := make([]float32, p.T*p.Hv)
+		for i := range q {
+			q[i], k[i] = float32(i%7)*0.05, float32(i%5)*0.07
+		}
+		for i := range v {
+			v[i] = float32(i%11) * 0.1
+		}
+		for i := range g {
+			g[i], beta[i] = -0.1, 0.5
+		}
+		g[66*p.Hv+1] = float32(math.NaN()) // head 1, token 66 (second chunk)
+		o := make([]float32, p.T*p.Hv*p.Dv)
+		state := make([]float32, p.Hv*p.Dk*p.Dv)
+		if err := GDNScan(o, state, q, k, v, g, beta, p, mode); err != nil {
+			t.Fatal(err)
+		}
+		last := o[(p.T-1)*p.Hv*p.Dv:]
+		if !math.IsNaN(float64(last[p.Dv])) || !math.IsNaN(float64(state[p.Dk*p.Dv])) {
+			t.Errorf("mode %d: NaN in g did not reach head 1's output/state", mode)
+		}
+		for i := 0; i < p.T*p.Hv*p.Dv; i++ {
+			if (i/p.Dv)%p.Hv == 0 && math.IsNaN(float64(o[i])) {
+				t.Fatalf("mode %d: NaN leaked into head 0 at %d", mode, i)
+			}
+		}
+		if math.IsNaN(float64(o[10*p.Hv*p.Dv+p.Dv])) {
+			t.Errorf("mode %d: NaN reached head 1 before its chunk", mode)
+		}
 	}
 }

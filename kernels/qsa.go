@@ -44,6 +44,9 @@ type IndexerParams struct {
 // sel, a negative Pos0, Budget < Ratio, an odd Rot or Rot > Dim, a non-positive Theta or a
 // negative Eps. sel is not modified when an error is returned.
 func QSASelect(sel *Selection, q []float32, rawKeys []float32, kNorm []float32, p IndexerParams) error {
+	if err := firstErr(checkElems("QSASelect", "q", p.T, p.NHeads, p.Dim), checkElems("QSASelect", "rawKeys", p.Pos0+p.T, p.Dim)); err != nil {
+		return err
+	}
 	if err := qsaCheck(sel, q, rawKeys, kNorm, p); err != nil {
 		return err
 	}
