@@ -3,6 +3,7 @@ package strata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -52,7 +53,9 @@ func loadTinyMetal(t testing.TB, dir string) (*Device, *Model) {
 
 // TestMetalGoldens prefills prompt a (96 tokens) of both tiny checkpoints on the metal backend
 // (MSL emulator): all logits within 2e-3 of the transformers goldens and within 1e-4 of the cpu
-// backend, the qwen4exp layer-3 QSA selection equal to the goldens' mask; then the same prompt
+// backend, every layer's residual stream within 2e-3 relative of the goldens, the qwen3next
+// conv states and layer-3 K/V cache within 2e-3 relative, the qwen4exp layer-3 QSA selection
+// equal to the goldens' mask; then the same prompt
 // in two chunks (37 + 59 tokens) on metal equals the one-shot logits of its last 59 rows within
 // 1e-4.
 func TestMetalGoldens(t *testing.T) {
@@ -67,6 +70,12 @@ func TestMetalGoldens(t *testing.T) {
 			s, err := m.NewSession(SessionOptions{MaxContext: 128})
 			if err != nil {
 				t.Fatal(err)
+			}
+			layerOut := map[int][]float32{}
+			s.trace = func(layer int, name string, data []float32) {
+				if name == "layer_out" {
+					layerOut[layer] = append([]float32(nil), data...)
+				}
 			}
 			sel := make([]uint8, T*T)
 			s.traceSel = func(layer, row int, keys []int32, dense bool) {
@@ -91,6 +100,15 @@ func TestMetalGoldens(t *testing.T) {
 			t.Logf("metal prompt a (T=%d): logits max|diff| vs goldens %.3g", T, d)
 			if d > 2e-3 {
 				t.Errorf("logits max|diff| vs goldens %.3g > 2e-3", d)
+			}
+			for i := 0; i < m.Layers(); i++ {
+				d, scale := maxAbsDiff(layerOut[i], g.f32(fmt.Sprintf("a.layer_out.%d", i)))
+				if d > 2e-3*scale {
+					t.Errorf("layer %d: max|diff| %.3g > 2e-3 * %.3g", i, d, scale)
+				}
+			}
+			if tm.name == "qwen3next" {
+				checkCaches(t, m, s, g, "a", T)
 			}
 			cs, _ := cpu.NewSession(SessionOptions{MaxContext: 128})
 			want, err := cs.Prefill(ctx, ids, PrefillOptions{AllLogits: true})
