@@ -87,25 +87,15 @@ func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
 		return err
 	}
 	fS := float32(S)
-	parallelFor(len(z), 4096, func(lo, hi int) {
-		for i, v := range z[lo:hi] {
-			z[lo+i] = siluFast32(v / fS)
-		}
-	})
+	parallelFor(len(z), 4096, func(lo, hi int) { siluRow(z[lo:hi], z[lo:hi], fS) })
 	a := make([]float32, T*S*D)
 	if err := MatMul(a, z, T, g.Up); err != nil {
 		return err
 	}
 	parallelFor(T, max(1, 2048/(S*D)), func(lo, hi int) {
+		scratch := make([]float32, 2*S*8)
 		for t := lo; t < hi; t++ {
-			at, ht, xt := a[t*S*D:(t+1)*S*D], Hn[t*S*D:(t+1)*S*D], x[t*D:(t+1)*D]
-			for d := range xt {
-				var s float64
-				for k := 0; k < S; k++ {
-					s += float64(sigmoidFast32(at[k*D+d])) * float64(ht[k*D+d])
-				}
-				xt[d] = float32(s / float64(S))
-			}
+			grMeanSigmoidRow(x[t*D:(t+1)*D], a[t*S*D:(t+1)*S*D], Hn[t*S*D:(t+1)*S*D], S, scratch)
 		}
 	})
 	if g.Inj == nil {
@@ -114,8 +104,9 @@ func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
 	if err := MatMul(beta, Hn, T, g.Inj); err != nil {
 		return err
 	}
+	sigmoidRow(beta, beta, fS)
 	for i, v := range beta {
-		beta[i] = 2 * sigmoidFast32(v/fS)
+		beta[i] = 2 * v
 	}
 	return nil
 }

@@ -30,7 +30,9 @@ func denseGRWeights(t *testing.T, c opcases.GRCase, seed uint64) denseGR {
 
 func denseSigmoid64(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-func TestGRReadCases(t *testing.T) {
+func TestGRReadCases(t *testing.T) { forEachKernel(t, testGRReadCases) }
+
+func testGRReadCases(t *testing.T) {
 	const eps = 1e-6
 	for i, c := range opcases.GRCases() {
 		name := fmt.Sprintf("T%d_S%d_D%d_R%d_inj%v_%s", c.T, c.S, c.D, c.R, c.Inject, c.DType)

@@ -244,9 +244,7 @@ func swigluRows(h, gu []float32, rows, I int) {
 func swigluRange(h, gu []float32, lo, hi, I int) {
 	for r := lo; r < hi; r++ {
 		g, u, o := gu[r*2*I:r*2*I+I], gu[r*2*I+I:(r+1)*2*I], h[r*I:(r+1)*I]
-		for i := range o {
-			o[i] = siluFast32(g[i]) * u[i]
-		}
+		swigluRow(o, g, u)
 	}
 }
 
@@ -351,11 +349,7 @@ func SharedExpertMLP(y, x []float32, T int, se *SharedExpert) error {
 	if err := MatMul(u, x, T, se.Up); err != nil {
 		return err
 	}
-	parallelFor(T*I, 4096, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g[i] = siluFast32(g[i]) * u[i]
-		}
-	})
+	parallelFor(T*I, 4096, func(lo, hi int) { swigluRow(g[lo:hi], g[lo:hi], u[lo:hi]) })
 	if err := MatMul(y, g, T, se.Down); err != nil {
 		return err
 	}

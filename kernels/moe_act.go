@@ -9,12 +9,13 @@ import "math"
 // they agree with the float64 definitions to within one float32 ulp. Pure scalar arithmetic:
 // the same bits on every run and every core count.
 
-// expNonPos64 returns e^x for x <= 0 (x below -708 is treated as -708, which keeps 2^k a
-// normal float64; e^-708 times any float32 rounds to zero in float32). Range reduction x = k ln2 + r, |r| <= ln2/2, then a degree-7 Taylor
-// polynomial of e^r scaled by 2^k.
+// expNonPos64 returns e^x for x <= 0, and 0 for x below -708 (which keeps 2^k a normal
+// float64; e^-708 times any float32 rounds to zero in float32, and -Inf gives 0 as the limit
+// does). Range reduction x = k ln2 + r, |r| <= ln2/2, then a degree-7 Taylor polynomial of e^r
+// scaled by 2^k.
 func expNonPos64(x float64) float64 {
 	if x < -708 {
-		x = -708
+		return 0
 	}
 	k := float64(int64(x*math.Log2E - 0.5)) // rounds x/ln2 to within 1/2 (x <= 0)
 	r := x - k*math.Ln2

@@ -89,7 +89,9 @@ func TestTopKRouteCases(t *testing.T) {
 	}
 }
 
-func TestMoEExpertsCases(t *testing.T) {
+func TestMoEExpertsCases(t *testing.T) { forEachKernel(t, testMoEExpertsCases) }
+
+func testMoEExpertsCases(t *testing.T) {
 	for i, c := range opcases.MoECases() {
 		name := fmt.Sprintf("T%d_E%d_K%d_D%d_I%d_%s", c.T, c.E, c.K, c.D, c.I, c.DType)
 		ex := &Experts{E: c.E, D: c.D, I: c.I}
@@ -198,7 +200,9 @@ func TestMoECombineGolden(t *testing.T) {
 	}
 }
 
-func TestSharedExpertMLP(t *testing.T) {
+func TestSharedExpertMLP(t *testing.T) { forEachKernel(t, testSharedExpertMLP) }
+
+func testSharedExpertMLP(t *testing.T) {
 	for _, dt := range opcases.WeightDTypes {
 		for _, T := range []int{1, 17, 65} {
 			const D, I = 96, 40
