@@ -3,16 +3,35 @@ package kernels
 import "fmt"
 
 // rmsScale1p writes y = x * rsqrt(mean(x^2) + eps) * (1 + w) for one vector. The sum of squares
-// runs in float64 in index order and each output is rounded once, so every op that normalises
-// a row through here (RMSNorm1p, the grouped norms of GatedResidual and PLE, their fused
-// variants) produces the same bits for the same row. y may alias x.
+// runs in float64 in four interleaved partial sums (element i into sum i%4, then (s0+s1)+(s2+s3):
+// four independent add chains instead of one, a fixed order) and each output is rounded once,
+// so every op that normalises a row through here (RMSNorm1p, the grouped norms of
+// GatedResidual and PLE, their fused variants) produces the same bits for the same row.
+// y may alias x.
 func rmsScale1p(y, x, w []float32, eps float32) {
 	x = x[:len(y)]
 	w = w[:len(y)]
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		s0 += float64(v[0]) * float64(v[0])
+		s1 += float64(v[1]) * float64(v[1])
+		s2 += float64(v[2]) * float64(v[2])
+		s3 += float64(v[3]) * float64(v[3])
 	}
+	for j, v := range x[i:] {
+		f := float64(v) * float64(v)
+		switch j {
+		case 0:
+			s0 += f
+		case 1:
+			s1 += f
+		default:
+			s2 += f
+		}
+	}
+	ss := (s0 + s1) + (s2 + s3)
 	r := rsqrt64(ss/float64(len(x)) + float64(eps))
 	for i, v := range x {
 		y[i] = float32(float64(v) * r * (1 + float64(w[i])))
