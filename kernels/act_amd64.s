@@ -211,6 +211,30 @@ siludone:
 	VZEROUPPER
 	RET
 
+// func actSigmoidMul8(o, gate *float32, n int)
+//
+// o[i] = o[i] * sigmoid(gate[i]) for i < n, n a multiple of 8.
+TEXT ·actSigmoidMul8(SB), NOSPLIT, $0-24
+	MOVQ o+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   smuldone
+
+smulloop:
+	VMOVUPS (SI), Y0
+	SIGMOID(Y0, Y5, Y1, Y2, Y3, Y4)
+	VMULPS  (DI), Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     smulloop
+
+smuldone:
+	VZEROUPPER
+	RET
+
 // func actSwiGLU8(h, gate, u *float32, n int)
 //
 // h[i] = (gate[i] * sigmoid(gate[i])) * u[i] for i < n, n a multiple of 8.

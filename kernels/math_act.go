@@ -1,5 +1,7 @@
 package kernels
 
+import "fmt"
+
 // Row forms of the element-wise activations that run over whole activation tensors: the
 // GatedResidual gates ([T, S*D] per read) and the experts' SwiGLU ([rows, I] per expert).
 //
@@ -75,6 +77,43 @@ func siluRow(dst, src []float32, div float32) {
 		actSiLU8(&buf[0], &buf[0], 8, div)
 		copy(dst[n8:], buf[:])
 	}
+}
+
+// sigmoidMulRow sets o[i] = o[i] * sigmoid(gate[i]).
+func sigmoidMulRow(o, gate []float32) {
+	n := len(o)
+	gate = gate[:n]
+	if !useAsmAct() {
+		for i, v := range gate {
+			o[i] *= sigmoidFast32(v)
+		}
+		return
+	}
+	n8 := n &^ 7
+	if n8 > 0 {
+		actSigmoidMul8(&o[0], &gate[0], n8)
+	}
+	if n8 < n {
+		var bo, bg [8]float32
+		copy(bo[:], o[n8:])
+		copy(bg[:], gate[n8:])
+		actSigmoidMul8(&bo[0], &bg[0], 8)
+		copy(o[n8:], bo[:])
+	}
+}
+
+// SigmoidMul multiplies o element-wise by sigmoid(gate): o[i] = o[i] * (1 / (1 + e^-gate[i]))
+// (the output gate of gated attention, attn .* sigmoid(gate) in Qwen3NextAttention /
+// Qwen4ExpTextAttention, and any other sigmoid gate of the same shape). o and gate are float32
+// of the same length (any shape, row-major); results as the package's other activations (see
+// ActKernel: within about 2 float32 ulp for the sigmoid in the assembly set, the float64 form
+// elsewhere) and the same bits for any GOMAXPROCS. Parallel over elements. Errors wrap ErrShape.
+func SigmoidMul(o, gate []float32) error {
+	if len(o) != len(gate) {
+		return fmt.Errorf("SigmoidMul: %w: len(o)=%d len(gate)=%d", ErrShape, len(o), len(gate))
+	}
+	parallelFor(len(o), 1<<14, func(lo, hi int) { sigmoidMulRow(o[lo:hi], gate[lo:hi]) })
+	return nil
 }
 
 // swigluRow sets h[i] = silu(g[i]) * u[i] (SwiGLU; h may be g or u).

@@ -15,6 +15,11 @@ func actSigmoid8(dst, src *float32, n int, div float32)
 //go:noescape
 func actSiLU8(dst, src *float32, n int, div float32)
 
+// actSigmoidMul8 sets o[i] *= sigmoid(gate[i]), i < n, n a multiple of 8.
+//
+//go:noescape
+func actSigmoidMul8(o, gate *float32, n int)
+
 // actSwiGLU8 sets h[i] = silu(gate[i]) * u[i], i < n, n a multiple of 8.
 //
 //go:noescape

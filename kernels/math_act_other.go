@@ -15,6 +15,10 @@ func actSiLU8(dst, src *float32, n int, div float32) {
 	panic("kernels: no assembly activation kernels in this build")
 }
 
+func actSigmoidMul8(o, gate *float32, n int) {
+	panic("kernels: no assembly activation kernels in this build")
+}
+
 func actSwiGLU8(h, gate, u *float32, n int) {
 	panic("kernels: no assembly activation kernels in this build")
 }

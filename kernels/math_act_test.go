@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -102,6 +103,11 @@ func testActAccuracy(t *testing.T) {
 			return v * sig(v)
 		}, floorX, 4, 1.2e-7)
 	}
+	copy(got, u)
+	sigmoidMulRow(got, xs)
+	check("sigmoid*o", func(i int) float64 {
+		return float64(float32(sig(float64(xs[i])))) * float64(u[i])
+	}, func(i int) float64 { return tiny * max(1, math.Abs(float64(u[i]))) }, 4, 1.8e-7)
 	swigluRow(got, xs, u)
 	check("swiglu", func(i int) float64 {
 		v := float64(xs[i])
@@ -120,7 +126,7 @@ func testActSpecialValues(t *testing.T) {
 	in := []float32{nan, inf, -inf, 0, negz, 200, -200, 1e38, -1e38}
 	type want struct{ sig, silu float32 }
 	wants := []want{{nan, nan}, {1, inf}, {0, nan}, {0.5, 0}, {0.5, 0}, {1, 200}, {0, 0}, {1, 1e38}, {0, 0}}
-	sg, sl, sw := make([]float32, len(in)), make([]float32, len(in)), make([]float32, len(in))
+	sg, sl, sw, sm := make([]float32, len(in)), make([]float32, len(in)), make([]float32, len(in)), make([]float32, len(in))
 	sigmoidRow(sg, in, 1)
 	siluRow(sl, in, 1)
 	ones := make([]float32, len(in))
@@ -128,9 +134,11 @@ func testActSpecialValues(t *testing.T) {
 		ones[i] = 1
 	}
 	swigluRow(sw, in, ones)
+	copy(sm, ones)
+	sigmoidMulRow(sm, in)
 	same := func(a, b float32) bool { return a == b || (a != a && b != b) }
 	for i, x := range in {
-		if !same(sg[i], wants[i].sig) || !same(sl[i], wants[i].silu) || !same(sw[i], wants[i].silu) {
+		if !same(sg[i], wants[i].sig) || !same(sl[i], wants[i].silu) || !same(sw[i], wants[i].silu) || !same(sm[i], wants[i].sig) {
 			t.Errorf("x=%g: sigmoid %g silu %g swiglu %g, want %g, %g, %g", x, sg[i], sl[i], sw[i], wants[i].sig, wants[i].silu, wants[i].silu)
 		}
 	}
@@ -181,13 +189,14 @@ func testActSplitBitwise(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const n = 203
 	x, u := opcases.Floats(11, n, 20), opcases.Floats(12, n, 2)
-	run := func(cuts []int) [3][]float32 {
-		out := [3][]float32{make([]float32, n), make([]float32, n), make([]float32, n)}
+	run := func(cuts []int) [4][]float32 {
+		out := [4][]float32{make([]float32, n), make([]float32, n), make([]float32, n), append([]float32(nil), u...)}
 		lo := 0
 		for _, hi := range append(cuts, n) {
 			sigmoidRow(out[0][lo:hi], x[lo:hi], 4)
 			siluRow(out[1][lo:hi], x[lo:hi], 4)
 			swigluRow(out[2][lo:hi], x[lo:hi], u[lo:hi])
+			sigmoidMulRow(out[3][lo:hi], x[lo:hi])
 			lo = hi
 		}
 		return out
@@ -239,6 +248,7 @@ func BenchmarkActivations(b *testing.B) {
 			{"sigmoid", func() { sigmoidRow(out, x, 1) }},
 			{"silu", func() { siluRow(out, x, 1) }},
 			{"swiglu", func() { swigluRow(out, x, u) }},
+			{"sigmoidmul", func() { sigmoidMulRow(out, x) }},
 			{"grmean", func() { grMeanSigmoidRow(out[:n/S], x, u, S, nil) }},
 		} {
 			b.Run(k.name+"/"+set, func(b *testing.B) {
@@ -249,5 +259,30 @@ func BenchmarkActivations(b *testing.B) {
 			})
 		}
 		useAsm = prev
+	}
+}
+
+// TestSigmoidMul: the exported gate against float64 on a tensor whose length is not a multiple
+// of 8, the same bits at GOMAXPROCS 1, 2 and 4, and a length mismatch rejected.
+func TestSigmoidMul(t *testing.T) { forEachKernel(t, testSigmoidMul) }
+
+func testSigmoidMul(t *testing.T) {
+	const n = 3*(1<<14) + 5
+	gate, o0 := opcases.Floats(21, n, 8), opcases.Floats(22, n, 2)
+	run := func() []float32 {
+		o := append([]float32(nil), o0...)
+		if err := SigmoidMul(o, gate); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	want := make([]float64, n)
+	for i := range want {
+		want[i] = float64(o0[i]) / (1 + math.Exp(-float64(gate[i])))
+	}
+	denseCheck(t, "SigmoidMul", run(), want, 1e-6)
+	denseSameAcrossProcs(t, "SigmoidMul", run)
+	if err := SigmoidMul(make([]float32, 3), make([]float32, 4)); !errors.Is(err, ErrShape) {
+		t.Fatalf("length mismatch: %v", err)
 	}
 }
