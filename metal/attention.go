@@ -28,41 +28,20 @@ func (b *Backend) Attention(o, lse []float32, q, k, v []float32, p kernels.AttnP
 	if err := attnCheck(o, lse, q, k, v, p, sel); err != nil {
 		return err
 	}
-	hpg := p.Hq / p.Hkv
-	tq := max(1, qsaRowsMax/hpg)
-	sparse := sel != nil
-	if sparse {
-		tq = 1
-	}
-	pipe, err := b.pipeline("qsa_prompt.metal", "qsa_flash", []mtlConst{boolConst(0, sparse)})
-	if err != nil {
-		return err
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
 	nkv := (p.Pos0 + p.T) * p.Hkv * p.D
-	bo, blse := j.alloc(4*len(o)), j.alloc(4*p.T*p.Hq)
-	var bd, boff, btok = j.alloc(4), j.alloc(4), j.alloc(4)
-	if sparse {
-		dense := make([]int32, p.T)
-		for t, d := range sel.Dense {
-			if d {
-				dense[t] = 1
-			}
-		}
-		bd, boff, btok = j.i32(dense), j.i32(sel.Offsets), j.i32(sel.Tokens)
+	bo, blse := j.alloc(len(o)), j.alloc(p.T*p.Hq)
+	var btok *Tensor
+	if sel != nil {
+		btok = j.i32(sel.Tokens)
 	}
-	name := fmt.Sprintf("qsa_flash_f32_hpg%d_tq%d_bk32_bd256", hpg, tq)
-	if sparse {
-		name += "_sparse"
+	if err := j.attention(bo, blse, j.f32(q), j.f32(k[:nkv]), j.f32(v[:nkv]), p, sel, btok); err != nil {
+		return err
 	}
-	rows := hpg * min(tq, p.T)
-	j.dispatch(pipe, name, [3]int{(p.T + tq - 1) / tq, p.Hkv, 1}, [3]int{128, 1, 1}, 4*rows*p.D,
-		bo, blse, j.f32(q), j.f32(k[:nkv]), j.f32(v[:nkv]), bd, boff, btok,
-		params(p.T, p.Hq, p.Hkv, p.D, p.Pos0, p.Scale, hpg, tq))
 	if err := j.finish(); err != nil {
 		return err
 	}
@@ -71,6 +50,64 @@ func (b *Backend) Attention(o, lse []float32, q, k, v []float32, p kernels.AttnP
 		copy(lse, f32view(blse, len(lse)))
 	}
 	return nil
+}
+
+// Attention encodes qsa_flash (Backend.Attention on device tensors, without lse): o [T, Hq, D]
+// from q and the cache kc, vc [>= Pos0+T, Hkv, D]; sel nil (dense causal) or a QSAPlan layout
+// whose tokens are in tok (QSAIndex's output). Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (j *Pass) Attention(o, q, kc, vc *Tensor, p kernels.AttnParams, sel *kernels.Selection, tok *Tensor) error {
+	const op = "attention"
+	if p.T <= 0 || p.Hq <= 0 || p.Hkv <= 0 || p.D <= 0 || p.Pos0 < 0 || p.Hq%p.Hkv != 0 || p.Hq/p.Hkv > qsaRowsMax || p.D > 256 ||
+		!(p.Scale > 0) || math.IsInf(float64(p.Scale), 1) {
+		return j.fail(fmt.Errorf("%s: %w: T=%d Hq=%d Hkv=%d D=%d pos0=%d scale=%v", op, kernels.ErrArg, p.T, p.Hq, p.Hkv, p.D, p.Pos0, p.Scale))
+	}
+	nkv := (p.Pos0 + p.T) * p.Hkv * p.D
+	if err := guard32(op, nkv, p.T*p.Hq*p.D); err != nil {
+		return j.fail(err)
+	}
+	if o.Len() < p.T*p.Hq*p.D || q.Len() < p.T*p.Hq*p.D || kc.Len() < nkv || vc.Len() < nkv ||
+		(sel != nil && (sel.T != p.T || len(sel.Dense) != p.T || len(sel.Offsets) != p.T+1 || tok == nil || tok.Len() < len(sel.Tokens))) {
+		return j.fail(fmt.Errorf("%s: %w: tensors or selection too small for T=%d pos0=%d", op, kernels.ErrShape, p.T, p.Pos0))
+	}
+	return j.attention(o, j.tmp("attn lse", p.T*p.Hq), q, kc, vc, p, sel, tok)
+}
+
+func (j *Pass) attention(bo, blse, bq, bk, bv *Tensor, p kernels.AttnParams, sel *kernels.Selection, btok *Tensor) error {
+	hpg := p.Hq / p.Hkv
+	tq := max(1, qsaRowsMax/hpg)
+	sparse := sel != nil
+	if sparse {
+		tq = 1
+	}
+	pipe, err := j.b.pipeline("qsa_prompt.metal", "qsa_flash", []mtlConst{boolConst(0, sparse)})
+	if err != nil {
+		return j.fail(err)
+	}
+	var bd, boff *Tensor
+	if sparse {
+		// Every layer of a pass has the same selection layout, so one host-written copy serves all.
+		bd, boff = j.tmp("attn dense", p.T), j.tmp("attn offsets", p.T+1)
+		if bd != nil && boff != nil {
+			dense := bd.I32()
+			for t, d := range sel.Dense {
+				dense[t] = 0
+				if d {
+					dense[t] = 1
+				}
+			}
+			copy(boff.I32(), sel.Offsets)
+		}
+	} else {
+		bd, boff, btok = bo, bo, bo // not read by the dense variant
+	}
+	name := fmt.Sprintf("qsa_flash_f32_hpg%d_tq%d_bk32_bd256", hpg, tq)
+	if sparse {
+		name += "_sparse"
+	}
+	rows := hpg * min(tq, p.T)
+	j.dispatch(pipe, name, [3]int{(p.T + tq - 1) / tq, p.Hkv, 1}, [3]int{128, 1, 1}, 4*rows*p.D,
+		bo, blse, bq, bk, bv, bd, boff, btok, params(p.T, p.Hq, p.Hkv, p.D, p.Pos0, p.Scale, hpg, tq))
+	return j.err
 }
 
 func attnCheck(o, lse []float32, q, k, v []float32, p kernels.AttnParams, sel *kernels.Selection) error {

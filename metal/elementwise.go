@@ -18,14 +18,14 @@ const (
 )
 
 // encodeAct encodes y = mul * act(x / div) over n elements into j (y may be x).
-func (b *Backend) encodeAct(j *job, y, x mtlBuffer, n int, div, mul float32, act int) error {
+func (b *Backend) encodeAct(j *Pass, y, x *Tensor, n int, div, mul float32, act int) error {
 	pipe, err := b.pipeline("prompt.metal", "ew_act", nil)
 	if err != nil {
-		return err
+		return j.fail(err)
 	}
 	name := [...]string{"ew_act_identity", "ew_act_silu", "ew_act_sigmoid"}[act]
 	j.dispatch(pipe, name, [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, y, x, params(n, div, mul, act))
-	return nil
+	return j.err
 }
 
 // ewRun runs one element-wise kernel over n elements: out (updated in place and read back) and
@@ -35,31 +35,91 @@ func (b *Backend) ewRun(op, fn string, out []float32, ins [][]float32, D int, ha
 	if err := guard32(op, n); err != nil || n == 0 {
 		return err
 	}
-	pipe, err := b.pipeline("prompt.metal", fn, nil)
-	if err != nil {
-		return err
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
 	bo := j.f32(out)
-	args := []arg{bo}
+	var tins []*Tensor
 	for _, in := range ins {
 		if in == nil {
-			args = append(args, j.alloc(4))
+			tins = append(tins, j.alloc(1))
 		} else {
-			args = append(args, j.f32(in))
+			tins = append(tins, j.f32(in))
 		}
 	}
-	args = append(args, params(n, D, hasV))
-	j.dispatch(pipe, fn+"_f32", [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, args...)
+	if err := j.ew(fn, bo, tins, n, D, hasV); err != nil {
+		return err
+	}
 	if err := j.finish(); err != nil {
 		return err
 	}
 	copy(out, f32view(bo, n))
 	return nil
+}
+
+// ew encodes one element-wise kernel over n elements of out with params (n, D, hasV).
+func (j *Pass) ew(fn string, out *Tensor, ins []*Tensor, n, D int, hasV bool) error {
+	if n == 0 {
+		return j.err
+	}
+	pipe, err := j.b.pipeline("prompt.metal", fn, nil)
+	if err != nil {
+		return j.fail(err)
+	}
+	args := []arg{out}
+	for _, in := range ins {
+		args = append(args, in)
+	}
+	args = append(args, params(n, D, hasV))
+	j.dispatch(pipe, fn+"_f32", [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, args...)
+	return j.err
+}
+
+// Add encodes h[i] += u[i] + v[i] over h's elements (v nil: h += u). Errors wrap kernels.ErrShape.
+func (j *Pass) Add(h, u, v *Tensor) error {
+	n := h.Len()
+	if u.Len() < n || (v != nil && v.Len() < n) {
+		return j.fail(fmt.Errorf("Add: %w: tensors shorter than h", kernels.ErrShape))
+	}
+	vv := v
+	if v == nil {
+		vv = u
+	}
+	return j.ew("ew_add", h, []*Tensor{u, vv}, n, 1, v != nil)
+}
+
+// SigmoidMul encodes o[i] *= sigmoid(g[i]) over o's elements. Errors wrap kernels.ErrShape.
+func (j *Pass) SigmoidMul(o, g *Tensor) error {
+	if g.Len() < o.Len() {
+		return j.fail(fmt.Errorf("SigmoidMul: %w: len(g) < len(o)", kernels.ErrShape))
+	}
+	return j.ew("ew_sigmoid_mul", o, []*Tensor{g}, o.Len(), 1, false)
+}
+
+// RowSigmoidScale encodes x[r, :] *= sigmoid(s[r]) for x [rows, D]. Errors wrap kernels.ErrShape.
+func (j *Pass) RowSigmoidScale(x, s *Tensor, rows, D int) error {
+	if D <= 0 || rows < 0 || x.Len() < rows*D || s.Len() < rows {
+		return j.fail(fmt.Errorf("RowSigmoidScale: %w: rows=%d D=%d", kernels.ErrShape, rows, D))
+	}
+	return j.ew("row_sigmoid_scale", x, []*Tensor{s}, rows*D, D, false)
+}
+
+// SwiGLU encodes h [rows, I] = silu(gu[:, :I]) * gu[:, I:]. Errors wrap kernels.ErrShape.
+func (j *Pass) SwiGLU(h, gu *Tensor, rows, I int) error {
+	if I <= 0 || rows < 0 || h.Len() < rows*I || gu.Len() < 2*rows*I {
+		return j.fail(fmt.Errorf("SwiGLU: %w: rows=%d I=%d", kernels.ErrShape, rows, I))
+	}
+	if rows == 0 {
+		return j.err
+	}
+	pipe, err := j.b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, true)})
+	if err != nil {
+		return j.fail(err)
+	}
+	j.dispatch(pipe, "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, h, gu, params(rows, I))
+	return j.err
 }
 
 // Add is ew_add: h[i] += u[i] + v[i] (u + v first; v may be nil): the residual add of the
@@ -99,20 +159,36 @@ func (b *Backend) SwiGLU(h, gu []float32, rows, I int) error {
 	if err := guard32(op, 2*rows*I); err != nil || rows == 0 {
 		return err
 	}
-	pipe, err := b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, true)})
-	if err != nil {
-		return err
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	bh := j.alloc(4 * len(h))
-	j.dispatch(pipe, "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, bh, j.f32(gu), params(rows, I))
+	bh := j.alloc(len(h))
+	if err := j.SwiGLU(bh, j.f32(gu), rows, I); err != nil {
+		return err
+	}
 	if err := j.finish(); err != nil {
 		return err
 	}
 	copy(h, f32view(bh, len(h)))
 	return nil
+}
+
+// Copy encodes dst[i] = src[i] over src's elements (copy_f32; a compute kernel, since the device
+// interface has no blit encoder). Errors wrap kernels.ErrShape.
+func (j *Pass) Copy(dst, src *Tensor) error {
+	n := src.Len()
+	if dst.Len() < n {
+		return j.fail(fmt.Errorf("Copy: %w: %d elements into %d", kernels.ErrShape, n, dst.Len()))
+	}
+	if err := guard32("Copy", n); err != nil || n == 0 {
+		return j.fail(err)
+	}
+	pipe, err := j.b.pipeline("prompt.metal", "copy_f32", nil)
+	if err != nil {
+		return j.fail(err)
+	}
+	j.dispatch(pipe, "copy_f32_tg256", [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, dst, src, params(n))
+	return j.err
 }

@@ -63,7 +63,7 @@ func (b *Backend) GRReadNormed(x, beta, Hn []float32, T int, g *kernels.GRWeight
 }
 
 func (b *Backend) grRead(op string, x, beta, H []float32, normed bool, T int, g *kernels.GRWeights, eps float32) error {
-	S, D, R := g.S, g.D, g.R
+	S, D := g.S, g.D
 	if T < 0 || len(H) != T*S*D || len(x) != T*D || (g.Inj != nil && len(beta) != T*S) {
 		return fmt.Errorf("%s: %w: T=%d S=%d D=%d len(H)=%d len(x)=%d len(beta)=%d (inject %v)",
 			op, kernels.ErrShape, T, S, D, len(H), len(x), len(beta), g.Inj != nil)
@@ -71,48 +71,18 @@ func (b *Backend) grRead(op string, x, beta, H []float32, normed bool, T int, g 
 	if err := guard32(op, T*S*D); err != nil || T == 0 {
 		return err
 	}
-	pmean, err := b.pipeline("prompt.metal", "gr_stream_mean", nil)
-	if err != nil {
-		return err
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	nt := elemThreads(D)
-	bhn := j.f32(H)
-	if !normed {
-		pn, err := b.pipeline("prompt.metal", "gr_norm_h4", nil)
-		if err != nil {
-			return err
-		}
-		bh := bhn
-		bhn = j.alloc(4 * len(H))
-		j.dispatch(pn, fmt.Sprintf("gr_norm_h4_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-			bhn, bh, j.f32(g.Norm), params(D, S, eps))
-	}
-	bz, ba, bx := j.alloc(4*T*R), j.alloc(4*T*S*D), j.alloc(4*T*D)
-	if err := b.encodeMatMul(j, bz, bhn, T, g.Down, nil); err != nil {
-		return err
-	}
-	if err := b.encodeAct(j, bz, bz, T*R, float32(S), 1, actSilu); err != nil {
-		return err
-	}
-	if err := b.encodeMatMul(j, ba, bz, T, g.Up, nil); err != nil {
-		return err
-	}
-	j.dispatch(pmean, fmt.Sprintf("gr_stream_mean_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-		bx, bhn, ba, params(D, S))
-	var bb mtlBuffer
+	var bb *Tensor
 	if g.Inj != nil {
-		bb = j.alloc(4 * T * S)
-		if err := b.encodeMatMul(j, bb, bhn, T, g.Inj, nil); err != nil {
-			return err
-		}
-		if err := b.encodeAct(j, bb, bb, T*S, float32(S), 2, actSigmoid); err != nil {
-			return err
-		}
+		bb = j.alloc(T * S)
+	}
+	bx := j.alloc(T * D)
+	if err := j.grRead(bx, bb, j.f32(H), normed, T, g, eps); err != nil {
+		return err
 	}
 	if err := j.finish(); err != nil {
 		return err
@@ -122,6 +92,53 @@ func (b *Backend) grRead(op string, x, beta, H []float32, normed bool, T int, g 
 		copy(beta, f32view(bb, T*S))
 	}
 	return nil
+}
+
+// GRRead encodes the GatedResidual read (Backend.GRRead / GRReadNormed on device tensors):
+// x [T, D] and, with g.Inj, beta [T, S] from H [T, S*D] (normed: H already holds the grouped
+// norm Hn). beta may be nil without Inj. Errors wrap kernels.ErrShape, kernels.ErrArg or
+// kernels.ErrDType.
+func (j *Pass) GRRead(x, beta, H *Tensor, normed bool, T int, g *kernels.GRWeights, eps float32) error {
+	const op = "GRRead"
+	if err := grCheck(op, g); err != nil {
+		return j.fail(err)
+	}
+	if err := checkEps(op, eps); err != nil {
+		return j.fail(err)
+	}
+	if T < 0 || H.Len() < T*g.S*g.D || x.Len() < T*g.D || (g.Inj != nil && (beta == nil || beta.Len() < T*g.S)) {
+		return j.fail(fmt.Errorf("%s: %w: tensors too small for T=%d S=%d D=%d", op, kernels.ErrShape, T, g.S, g.D))
+	}
+	if T == 0 {
+		return j.err
+	}
+	return j.grRead(x, beta, H, normed, T, g, eps)
+}
+
+func (j *Pass) grRead(bx, bb, H *Tensor, normed bool, T int, g *kernels.GRWeights, eps float32) error {
+	b := j.b
+	S, D, R := g.S, g.D, g.R
+	pmean, err := b.pipeline("prompt.metal", "gr_stream_mean", nil)
+	if err != nil {
+		return j.fail(err)
+	}
+	nt := elemThreads(D)
+	bhn := H
+	if !normed {
+		bhn = j.tmp("gr hn", T*S*D)
+		j.grNormH4(bhn, H, T, S, D, j.vec(g.Norm), eps)
+	}
+	bz, ba := j.tmp("gr z", T*R), j.tmp("gr a", T*S*D)
+	b.encodeMatMul(j, bz, bhn, T, g.Down)
+	b.encodeAct(j, bz, bz, T*R, float32(S), 1, actSilu)
+	b.encodeMatMul(j, ba, bz, T, g.Up)
+	j.dispatch(pmean, fmt.Sprintf("gr_stream_mean_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
+		bx, bhn, ba, params(D, S))
+	if g.Inj != nil {
+		b.encodeMatMul(j, bb, bhn, T, g.Inj)
+		b.encodeAct(j, bb, bb, T*S, float32(S), 2, actSigmoid)
+	}
+	return j.err
 }
 
 // GRWrite is the GatedResidual write on the device (kernels.GRWrite): H[t, s, :] +=

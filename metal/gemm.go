@@ -27,10 +27,26 @@ func gemmWeight(op string, w *kernels.Matrix) error {
 	return guard32(op, w.N*w.K)
 }
 
-// weight uploads a weight matrix in its own format (16-bit bits or float32).
-func (j *job) weight(w *kernels.Matrix) mtlBuffer {
+// weight returns a weight matrix on the device in its own format (16-bit bits or float32): from
+// the Pass's Weights when it has them, else uploaded for this Pass.
+func (j *Pass) weight(w *kernels.Matrix) mtlBuffer {
+	if j.err != nil {
+		return nil
+	}
+	if j.w != nil {
+		buf, err := j.w.matrix(w)
+		if err != nil {
+			j.fail(err)
+			return nil
+		}
+		return buf
+	}
 	if w.DType == kernels.F32 {
-		return j.f32(w.F32)
+		t := j.f32(w.F32)
+		if t == nil {
+			return nil
+		}
+		return t.buf
 	}
 	return j.u16(w.U16)
 }
@@ -53,19 +69,32 @@ func gemmKernel(dt kernels.DType, grouped bool) (fn, variant string, consts []mt
 	return fn, variant, []mtlConst{boolConst(0, dt == kernels.BF16)}
 }
 
-// encodeMatMul encodes y [T, N] = x [T, K] W^T into j (buffers already on the device).
-func (b *Backend) encodeMatMul(j *job, y, x mtlBuffer, T int, w *kernels.Matrix, wb mtlBuffer) error {
+// encodeMatMul encodes y [T, N] = x [T, K] W^T into j (tensors already on the device).
+func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *kernels.Matrix) error {
 	fn, variant, consts := gemmKernel(w.DType, false)
 	pipe, err := b.pipeline("gemm.metal", fn, consts)
 	if err != nil {
-		return err
-	}
-	if wb == nil {
-		wb = j.weight(w)
+		return j.fail(err)
 	}
 	j.dispatch(pipe, variant, [3]int{(w.N + 31) / 32, (T + 31) / 32, 1}, [3]int{128, 1, 1}, 0,
-		y, x, wb, params(T, w.N, w.K))
-	return nil
+		y, x, j.weight(w), params(T, w.N, w.K))
+	return j.err
+}
+
+// MatMul encodes y [T, N] = x [T, K] W^T (Backend.MatMul on device tensors).
+// Errors wrap kernels.ErrShape, kernels.ErrArg or kernels.ErrDType.
+func (j *Pass) MatMul(y, x *Tensor, T int, w *kernels.Matrix) error {
+	const op = "MatMul"
+	if err := gemmWeight(op, w); err != nil {
+		return j.fail(err)
+	}
+	if T < 0 || x.Len() < T*w.K || y.Len() < T*w.N {
+		return j.fail(fmt.Errorf("%s: %w: T=%d, weight [%d, %d], len(x)=%d len(y)=%d", op, kernels.ErrShape, T, w.N, w.K, x.Len(), y.Len()))
+	}
+	if T == 0 {
+		return j.err
+	}
+	return j.b.encodeMatMul(j, y, x, T, w)
 }
 
 // MatMul is gemm_w16 / gemm_w32 (kernels.MatMul on the device): y [T, N] = x [T, K] W^T for
@@ -90,8 +119,8 @@ func (b *Backend) MatMul(y, x []float32, T int, w *kernels.Matrix) error {
 		return err
 	}
 	defer j.release()
-	by := j.alloc(4 * len(y))
-	if err := b.encodeMatMul(j, by, j.f32(x), T, w, nil); err != nil {
+	by := j.alloc(len(y))
+	if err := b.encodeMatMul(j, by, j.f32(x), T, w); err != nil {
 		return err
 	}
 	if err := j.finish(); err != nil {
@@ -139,88 +168,106 @@ func (b *Backend) MoEExperts(ye []float32, rk []int32, x []float32, T int, idx [
 	if err := guard32(op, T*K*D, T*K*2*I, E*2*I*D); err != nil {
 		return err
 	}
-	// Slot table on the host (it is T*K integers): rows grouped by expert, the same as the CPU op.
-	count := make([]int, E+1)
 	for i, e := range idx {
 		if e < -1 || int(e) >= E {
 			return fmt.Errorf("%s: %w: idx[%d] = %d outside [-1, %d)", op, kernels.ErrArg, i, e, E)
 		}
-		if e >= 0 {
-			count[e+1]++
-		}
 	}
-	for e := 1; e <= E; e++ {
-		count[e] += count[e-1]
-	}
-	used := count[E]
-	next := append([]int(nil), count[:E]...)
-	xg := make([]float32, used*D)
-	for i, e := range idx {
-		if e < 0 {
-			rk[i] = -1
-			continue
-		}
-		r := next[e]
-		next[e]++
-		rk[i] = int32(r)
-		t := i / K
-		copy(xg[r*D:(r+1)*D], x[t*D:(t+1)*D])
-	}
-	clear(ye)
-	if used == 0 {
+	if T == 0 {
 		return nil
-	}
-	var tiles []int32
-	for e := 0; e < E; e++ {
-		for r := count[e]; r < count[e+1]; r += 32 {
-			tiles = append(tiles, int32(e), int32(r), int32(min(r+32, count[e+1])))
-		}
-	}
-	ntiles := len(tiles) / 3
-	fn, name, consts := gemmKernel(dt, true)
-	pg, err := b.pipeline("gemm.metal", fn, consts)
-	if err != nil {
-		return err
-	}
-	bf := dt == kernels.BF16
-	ps, err := b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, bf)})
-	if err != nil {
-		return err
 	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	var bgw, bdw mtlBuffer
-	if dt == kernels.F32 {
-		gu := make([]float32, 0, E*2*I*D)
-		dn := make([]float32, 0, E*D*I)
-		for e := 0; e < E; e++ {
-			gu = append(gu, ex.GateUp[e].F32...)
-			dn = append(dn, ex.Down[e].F32...)
-		}
-		bgw, bdw = j.f32(gu), j.f32(dn)
-	} else {
-		gu := make([]uint16, 0, E*2*I*D)
-		dn := make([]uint16, 0, E*D*I)
-		for e := 0; e < E; e++ {
-			gu = append(gu, ex.GateUp[e].U16...)
-			dn = append(dn, ex.Down[e].U16...)
-		}
-		bgw, bdw = j.u16(gu), j.u16(dn)
+	bye, brk := j.alloc(T*K*D), j.alloc(T*K)
+	if err := j.moeExperts(bye, brk, j.f32(x), T, j.i32(idx), K, ex); err != nil {
+		return err
 	}
-	btiles := j.i32(tiles)
-	bgu, bh, by := j.alloc(4*used*2*I), j.alloc(4*used*I), j.alloc(4*used*D)
-	j.dispatch(pg, name, [3]int{(2*I + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		bgu, j.f32(xg), bgw, btiles, params(used, 2*I, D))
-	j.dispatch(ps, "swiglu_f32", [3]int{(used*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
-		bh, bgu, params(used, I))
-	j.dispatch(pg, name, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		by, bh, bdw, btiles, params(used, D, I))
 	if err := j.finish(); err != nil {
 		return err
 	}
-	copy(ye, f32view(by, used*D))
+	copy(rk, i32view(brk, T*K))
+	used := 0
+	for _, r := range rk {
+		if r >= 0 {
+			used++
+		}
+	}
+	clear(ye)
+	copy(ye, f32view(bye, used*D))
 	return nil
+}
+
+// MoEExperts encodes the routed experts (Backend.MoEExperts on device tensors, the expert
+// weights checked by the caller): ye [T*K, D] and rk [T*K] int32 from x [T, D] and the routed
+// experts idx [T*K] int32 (from Route). The slot table is built on the device
+// (moe_slot_count, moe_slot_plan, moe_slot_scatter, moe_slot_gather: the CPU op's row order);
+// rows of ye past the used ones are left as they were. Errors wrap kernels.ErrShape.
+func (j *Pass) MoEExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *kernels.Experts) error {
+	if ex == nil || ex.E <= 0 || len(ex.GateUp) != ex.E || len(ex.Down) != ex.E {
+		return j.fail(fmt.Errorf("MoEExperts: %w: experts missing or inconsistent", kernels.ErrShape))
+	}
+	if err := guard32("MoEExperts", T*K*ex.D, T*K*2*ex.I, ex.E*2*ex.I*ex.D); err != nil {
+		return j.fail(err)
+	}
+	if x.Len() < T*ex.D || idx.Len() < T*K || rk.Len() < T*K || ye.Len() < T*K*ex.D {
+		return j.fail(fmt.Errorf("MoEExperts: %w: tensors too small for T=%d K=%d D=%d", kernels.ErrShape, T, K, ex.D))
+	}
+	return j.moeExperts(ye, rk, x, T, idx, K, ex)
+}
+
+func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *kernels.Experts) error {
+	b := j.b
+	D, I, E := ex.D, ex.I, ex.E
+	dt := ex.GateUp[0].DType
+	var pipes [6]mtlPipeline
+	fn, name, consts := gemmKernel(dt, true)
+	for i, f := range []string{"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather"} {
+		p, err := b.pipeline("prompt.metal", f, nil)
+		if err != nil {
+			return j.fail(err)
+		}
+		pipes[i] = p
+	}
+	var err error
+	if pipes[4], err = b.pipeline("gemm.metal", fn, consts); err != nil {
+		return j.fail(err)
+	}
+	if pipes[5], err = b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, dt == kernels.BF16)}); err != nil {
+		return j.fail(err)
+	}
+	var bgw, bdw mtlBuffer
+	if j.w != nil {
+		if bgw, bdw, err = j.w.experts(ex); err != nil {
+			return j.fail(err)
+		}
+	} else if bgw, bdw, err = uploadExperts(ex, func(n int) (mtlBuffer, error) {
+		t := j.alloc((n + 3) / 4)
+		if t == nil {
+			return nil, j.err
+		}
+		return t.buf, nil
+	}); err != nil {
+		return j.fail(err)
+	}
+	rows := T * K
+	ntiles := (rows+31)/32 + E // each expert's last tile may be partial
+	prm := params(T, K, E, D, ntiles)
+	count, base := j.tmp("moe count", E), j.tmp("moe base", E+1)
+	tiles, rowtok := j.tmp("moe tiles", 3*ntiles), j.tmp("moe rowtok", rows)
+	xg, gu, h := j.tmp("moe xg", rows*D), j.tmp("moe gate_up", rows*2*I), j.tmp("moe h", rows*I)
+	j.dispatch(pipes[0], "moe_slot_count_tg256", [3]int{(E + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, count, idx, prm)
+	j.dispatch(pipes[1], "moe_slot_plan_tg32", [3]int{1, 1, 1}, [3]int{32, 1, 1}, 0, base, tiles, count, prm)
+	j.dispatch(pipes[2], "moe_slot_scatter_tg256", [3]int{(E + 256) / 256, 1, 1}, [3]int{256, 1, 1}, 0, rk, rowtok, idx, base, prm)
+	nt := elemThreads(D)
+	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
+	j.dispatch(pipes[4], name, [3]int{(2*I + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
+		gu, xg, bgw, tiles, params(rows, 2*I, D))
+	j.dispatch(pipes[5], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+		h, gu, params(rows, I))
+	j.dispatch(pipes[4], name, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
+		ye, h, bdw, tiles, params(rows, D, I))
+	return j.err
 }

@@ -56,24 +56,52 @@ func (b *Backend) MoECombine(out, ye []float32, rows int, rk []int32, w []float3
 	if fn == "moe_comb_slots" && K > 32 {
 		return fmt.Errorf("%s: %w: moe_comb_slots needs K <= 32, have %d", op, kernels.ErrArg, K)
 	}
-	pipe, err := b.pipeline("prompt.metal", fn, nil)
-	if err != nil {
-		return err
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	nt := elemThreads(D)
-	bo := j.alloc(4 * T * D)
-	j.dispatch(pipe, fmt.Sprintf("%s_f32_k%d_tg%d", fn, K, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-		bo, j.f32(ye), j.i32(rk), j.f32(w), params(T, K, D))
+	bo := j.alloc(T * D)
+	if err := j.moeCombine(fn, bo, j.f32(ye), j.i32(rk), j.f32(w), T, K, D); err != nil {
+		return err
+	}
 	if err := j.finish(); err != nil {
 		return err
 	}
 	copy(out, f32view(bo, T*D))
 	return nil
+}
+
+// MoECombine encodes moe_comb (Backend.MoECombine on device tensors): out [T, D] from ye
+// [rows, D], rk [T*K] int32 and w [T*K]; rk is not range-checked here (MoEExperts writes it).
+// Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (j *Pass) MoECombine(out, ye, rk, w *Tensor, T, K, D int) error {
+	if T < 0 || K <= 0 || D <= 0 || out.Len() < T*D || rk.Len() < T*K || w.Len() < T*K {
+		return j.fail(fmt.Errorf("MoECombine: %w: T=%d K=%d D=%d", kernels.ErrShape, T, K, D))
+	}
+	def := "moe_comb"
+	if K <= 32 {
+		def = "moe_comb_slots"
+	}
+	fn := j.b.preferred("moe_comb", def)
+	if fn == "moe_comb_slots" && K > 32 {
+		return j.fail(fmt.Errorf("MoECombine: %w: moe_comb_slots needs K <= 32, have %d", kernels.ErrArg, K))
+	}
+	return j.moeCombine(fn, out, ye, rk, w, T, K, D)
+}
+
+func (j *Pass) moeCombine(fn string, bo, bye, brk, bw *Tensor, T, K, D int) error {
+	if T == 0 {
+		return j.err
+	}
+	pipe, err := j.b.pipeline("prompt.metal", fn, nil)
+	if err != nil {
+		return j.fail(err)
+	}
+	nt := elemThreads(D)
+	j.dispatch(pipe, fmt.Sprintf("%s_f32_k%d_tg%d", fn, K, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
+		bo, bye, brk, bw, params(T, K, D))
+	return j.err
 }
 
 // GRApplyMoEC is gr_apply_moec (kernels.GRApplyMoEC on the device): the MoE combine fused into
@@ -125,46 +153,15 @@ func (b *Backend) grApplyMoEC(op string, H, Hn, beta, ye []float32, rows int, rk
 	}
 	defer j.release()
 	bh, bye, brk, bw, bbeta := j.f32(H), j.f32(ye), j.i32(rk), j.f32(w), j.f32(beta)
-	bsh := j.alloc(4)
+	var bsh, bhn, bnorm *Tensor
 	if shared != nil {
 		bsh = j.f32(shared)
 	}
-	prm := params(T, K, S, D, eps, shared != nil)
-	nt := elemThreads(D)
-	apply := func() error {
-		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
-		if err != nil {
-			return err
-		}
-		j.dispatch(pa, fmt.Sprintf("gr_apply_moec_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-			bh, bye, brk, bw, bbeta, bsh, prm)
-		return nil
+	if Hn != nil {
+		bhn, bnorm = j.alloc(len(Hn)), j.f32(norm)
 	}
-	var bhn mtlBuffer
-	switch {
-	case Hn == nil:
-		if err := apply(); err != nil {
-			return err
-		}
-	case b.preferred("gr_norm_h_moec", "gr_norm_h_moec") == "gr_norm_h_moec":
-		pipe, err := b.pipeline("prompt.metal", "gr_norm_h_moec", nil)
-		if err != nil {
-			return err
-		}
-		bhn = j.alloc(4 * len(Hn))
-		j.dispatch(pipe, fmt.Sprintf("gr_norm_h_moec_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-			bh, bhn, bye, brk, bw, bbeta, j.f32(norm), bsh, prm)
-	default:
-		if err := apply(); err != nil {
-			return err
-		}
-		pn, err := b.pipeline("prompt.metal", "gr_norm_h4", nil)
-		if err != nil {
-			return err
-		}
-		bhn = j.alloc(4 * len(Hn))
-		j.dispatch(pn, fmt.Sprintf("gr_norm_h4_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-			bhn, bh, j.f32(norm), params(D, S, eps))
+	if err := j.grApply(bh, bhn, bbeta, bye, brk, bw, bsh, T, S, K, D, bnorm, eps); err != nil {
+		return err
 	}
 	if err := j.finish(); err != nil {
 		return err
@@ -174,6 +171,69 @@ func (b *Backend) grApplyMoEC(op string, H, Hn, beta, ye []float32, rows int, rk
 		copy(Hn, f32view(bhn, len(Hn)))
 	}
 	return nil
+}
+
+// GRApply encodes the GatedResidual write with the MoE combine fused in (Backend.GRApplyMoEC,
+// GRNormHMoEC, GRWrite and GRWriteNormH on device tensors): H [T, S*D] += beta [T, S] (x)
+// (combine(ye, rk, w) + shared), K = 0 (ye, rk, w nil) for no routed slots, shared nil for none;
+// with Hn set also Hn = grouped RMSNorm1p(H; norm [S*D], a model weight). Errors wrap
+// kernels.ErrShape or kernels.ErrArg.
+func (j *Pass) GRApply(H, Hn, beta, ye, rk, w, shared *Tensor, T, S, K, D int, norm []float32, eps float32) error {
+	const op = "GRApply"
+	if T < 0 || S <= 0 || S > 8 || D <= 0 || K < 0 || H.Len() < T*S*D || beta.Len() < T*S ||
+		(shared != nil && shared.Len() < T*D) || (Hn != nil && (Hn.Len() < T*S*D || len(norm) != S*D)) ||
+		(K > 0 && (ye == nil || rk == nil || w == nil || rk.Len() < T*K || w.Len() < T*K)) {
+		return j.fail(fmt.Errorf("%s: %w: T=%d S=%d K=%d D=%d (S must be 1..8)", op, kernels.ErrShape, T, S, K, D))
+	}
+	if err := checkEps(op, eps); err != nil {
+		return j.fail(err)
+	}
+	var bn *Tensor
+	if Hn != nil {
+		bn = j.vec(norm)
+	}
+	return j.grApply(H, Hn, beta, ye, rk, w, shared, T, S, K, D, bn, eps)
+}
+
+func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int, bnorm *Tensor, eps float32) error {
+	if T == 0 {
+		return j.err
+	}
+	b := j.b
+	hasShared := bsh != nil
+	dummy := func(t *Tensor) *Tensor {
+		if t == nil {
+			return bh
+		}
+		return t
+	}
+	bye, brk, bw, bsh = dummy(bye), dummy(brk), dummy(bw), dummy(bsh)
+	prm := params(T, K, S, D, eps, hasShared)
+	nt := elemThreads(D)
+	apply := func() {
+		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
+		if err != nil {
+			j.fail(err)
+			return
+		}
+		j.dispatch(pa, fmt.Sprintf("gr_apply_moec_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
+			bh, bye, brk, bw, bbeta, bsh, prm)
+	}
+	switch {
+	case bhn == nil:
+		apply()
+	case b.preferred("gr_norm_h_moec", "gr_norm_h_moec") == "gr_norm_h_moec":
+		pipe, err := b.pipeline("prompt.metal", "gr_norm_h_moec", nil)
+		if err != nil {
+			return j.fail(err)
+		}
+		j.dispatch(pipe, fmt.Sprintf("gr_norm_h_moec_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
+			bh, bhn, bye, brk, bw, bbeta, bnorm, bsh, prm)
+	default:
+		apply()
+		j.grNormH4(bhn, bh, T, S, D, bnorm, eps)
+	}
+	return j.err
 }
 
 // TopKRoute is moe_route (kernels.TopKRoute on the device): p = softmax(logits) over E experts in
@@ -199,23 +259,47 @@ func (b *Backend) TopKRoute(w []float32, idx []int32, logits []float32, T, E, K 
 	if err := guard32(op, T*E); err != nil || T == 0 {
 		return err
 	}
-	pipe, err := b.pipeline("prompt.metal", "moe_route", nil)
-	if err != nil {
-		return err
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	nt := 256
-	bw, bi := j.alloc(4*T*K), j.alloc(4*T*K)
-	j.dispatch(pipe, fmt.Sprintf("moe_route_f32_e%d_k%d_tg%d", E, K, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 4*E,
-		bw, bi, j.f32(logits), params(E, K, norm))
+	bw, bi := j.alloc(T*K), j.alloc(T*K)
+	if err := j.route(bw, bi, j.f32(logits), T, E, K, norm); err != nil {
+		return err
+	}
 	if err := j.finish(); err != nil {
 		return err
 	}
 	copy(w, f32view(bw, T*K))
 	copy(idx, i32view(bi, T*K))
 	return nil
+}
+
+// TopKRoute encodes moe_route (Backend.TopKRoute on device tensors): w [T*K] and idx [T*K]
+// int32 from logits [T, E]. The logits are not checked for NaN or infinities here (they are
+// on the device); a NaN logit ranks as the kernel's comparisons make it.
+// Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (j *Pass) TopKRoute(w, idx, logits *Tensor, T, E, K int, norm bool) error {
+	if T < 0 || E <= 0 || logits.Len() < T*E || w.Len() < T*K || idx.Len() < T*K {
+		return j.fail(fmt.Errorf("TopKRoute: %w: T=%d E=%d K=%d", kernels.ErrShape, T, E, K))
+	}
+	if K < 1 || K > E || K > 256 || E > 8192 {
+		return j.fail(fmt.Errorf("TopKRoute: %w: top-k %d of %d experts (K <= 256, E <= 8192)", kernels.ErrArg, K, E))
+	}
+	return j.route(w, idx, logits, T, E, K, norm)
+}
+
+func (j *Pass) route(bw, bi, bl *Tensor, T, E, K int, norm bool) error {
+	if T == 0 {
+		return j.err
+	}
+	pipe, err := j.b.pipeline("prompt.metal", "moe_route", nil)
+	if err != nil {
+		return j.fail(err)
+	}
+	nt := 256
+	j.dispatch(pipe, fmt.Sprintf("moe_route_f32_e%d_k%d_tg%d", E, K, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 4*E,
+		bw, bi, bl, params(E, K, norm))
+	return j.err
 }

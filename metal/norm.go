@@ -61,7 +61,7 @@ func (b *Backend) RMSNorm1pGrouped(y, x []float32, T, S, D int, w []float32, eps
 	}
 	defer j.release()
 	nt := elemThreads(D)
-	by := j.alloc(4 * len(y))
+	by := j.alloc(len(y))
 	j.dispatch(pipe, fmt.Sprintf("gr_norm_h4_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
 		by, j.f32(x), j.f32(w), params(D, S, eps))
 	if err := j.finish(); err != nil {
@@ -76,24 +76,59 @@ func (b *Backend) rmsRows(op string, y, x []float32, rows, S, D int, w []float32
 	if err := guard32(op, rows*D); err != nil || rows == 0 {
 		return err
 	}
-	pipe, err := b.pipeline("prompt.metal", "rms_norm", nil)
-	if err != nil {
-		return err
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	nt := elemThreads(D)
-	by := j.alloc(4 * len(y))
-	j.dispatch(pipe, fmt.Sprintf("rms_norm_f32_s%d_tg%d", S, nt), [3]int{rows, 1, 1}, [3]int{nt, 1, 1}, 0,
-		by, j.f32(x), j.f32(w), params(D, S, eps))
+	by := j.alloc(len(y))
+	if err := j.rmsRows(by, j.f32(x), rows, S, D, j.f32(w), eps); err != nil {
+		return err
+	}
 	if err := j.finish(); err != nil {
 		return err
 	}
 	copy(y, f32view(by, len(y)))
 	return nil
+}
+
+func (j *Pass) rmsRows(y, x *Tensor, rows, S, D int, w *Tensor, eps float32) error {
+	if rows == 0 {
+		return j.err
+	}
+	pipe, err := j.b.pipeline("prompt.metal", "rms_norm", nil)
+	if err != nil {
+		return j.fail(err)
+	}
+	nt := elemThreads(D)
+	j.dispatch(pipe, fmt.Sprintf("rms_norm_f32_s%d_tg%d", S, nt), [3]int{rows, 1, 1}, [3]int{nt, 1, 1}, 0,
+		y, x, w, params(D, S, eps))
+	return j.err
+}
+
+// RMSNorm1p encodes y = RMSNorm1p(x) over rows of D (Backend.RMSNorm1p on device tensors; w
+// [D] is a model weight). Errors wrap kernels.ErrShape or kernels.ErrArg.
+func (j *Pass) RMSNorm1p(y, x *Tensor, rows, D int, w []float32, eps float32) error {
+	const op = "RMSNorm1p"
+	if rows < 0 || D <= 0 || x.Len() < rows*D || y.Len() < rows*D || len(w) != D {
+		return j.fail(fmt.Errorf("%s: %w: rows=%d D=%d len(w)=%d", op, kernels.ErrShape, rows, D, len(w)))
+	}
+	if err := checkEps(op, eps); err != nil {
+		return j.fail(err)
+	}
+	return j.rmsRows(y, x, rows, 1, D, j.vec(w), eps)
+}
+
+// grNormH4 encodes the grouped norm hn [T, S, D] = RMSNorm1p(h) with stream weights w [S*D].
+func (j *Pass) grNormH4(hn, h *Tensor, T, S, D int, w *Tensor, eps float32) error {
+	pn, err := j.b.pipeline("prompt.metal", "gr_norm_h4", nil)
+	if err != nil {
+		return j.fail(err)
+	}
+	nt := elemThreads(D)
+	j.dispatch(pn, fmt.Sprintf("gr_norm_h4_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
+		hn, h, w, params(D, S, eps))
+	return j.err
 }
 
 // GRNormHStreamOut is gr_norm_h_stream_out, the output side of a GatedResidual read (and of the
@@ -124,7 +159,7 @@ func (b *Backend) GRNormHStreamOut(x, H, a, hw []float32, T, S, D int, eps float
 	}
 	defer j.release()
 	nt := elemThreads(D)
-	bx := j.alloc(4 * len(x))
+	bx := j.alloc(len(x))
 	j.dispatch(pipe, fmt.Sprintf("gr_norm_h_stream_out_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
 		bx, j.f32(H), j.f32(a), j.f32(hw), params(D, S, eps))
 	if err := j.finish(); err != nil {
@@ -168,7 +203,7 @@ func (b *Backend) Embed(H []float32, tok []int32, table *kernels.Matrix, S int) 
 	}
 	defer j.release()
 	nt := elemThreads(D)
-	bh := j.alloc(4 * len(H))
+	bh := j.alloc(len(H))
 	j.dispatch(pipe, fmt.Sprintf("embed_%s_s%d", table.DType, S), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
 		bh, j.u16(table.U16), j.i32(tok), params(T, D, S, V, table.DType == kernels.BF16))
 	if err := j.finish(); err != nil {

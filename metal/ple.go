@@ -54,46 +54,14 @@ func (b *Backend) PLEApply(H []float32, T int, ids []int32, w *kernels.PLEWeight
 	if err := guard32(op, T*C, T*E, w.Table.N*Hd); err != nil || T == 0 {
 		return err
 	}
-	var pipes [4]mtlPipeline
-	for i, fn := range []string{"ple_gather", "ple_gate", "ple_conv", "ple_state"} {
-		p, err := b.pipeline("prompt.metal", fn, nil)
-		if err != nil {
-			return err
-		}
-		pipes[i] = p
-	}
 	j, err := b.begin()
 	if err != nil {
 		return err
 	}
 	defer j.release()
-	dtype := map[kernels.DType]int{kernels.F32: 0, kernels.BF16: 1, kernels.F16: 2}[w.Table.DType]
-	t16, t32 := j.alloc(4), j.alloc(4)
-	if w.Table.DType == kernels.F32 {
-		t32 = j.f32(w.Table.F32)
-	} else {
-		t16 = j.u16(w.Table.U16)
-	}
-	bemb, bkey, bval := j.alloc(4*T*E), j.alloc(4*T*C), j.alloc(4*T*D)
-	ne := elemThreads(E)
-	j.dispatch(pipes[0], fmt.Sprintf("ple_gather_%s_h%d_hd%d", w.Table.DType, heads, Hd), [3]int{(E + ne - 1) / ne, T, 1}, [3]int{ne, 1, 1}, 0,
-		bemb, t16, t32, j.i32(ids), params(T, heads, Hd, dtype))
-	if err := b.encodeMatMul(j, bkey, bemb, T, w.Key, nil); err != nil {
+	bh, bst := j.f32(H), j.f32(convState)
+	if err := j.pleApply(bh, T, j.i32(ids), w, bst, eps); err != nil {
 		return err
-	}
-	if err := b.encodeMatMul(j, bval, bemb, T, w.Value, nil); err != nil {
-		return err
-	}
-	bh, bgv, bgvn, bst := j.f32(H), j.alloc(4*T*C), j.alloc(4*T*C), j.f32(convState)
-	nt := elemThreads(D)
-	j.dispatch(pipes[1], fmt.Sprintf("ple_gate_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-		bgv, bgvn, bkey, bval, bh, j.f32(w.NormKey), j.f32(w.NormQuery), j.f32(w.NormConv), params(D, S, eps))
-	prm := params(T, C, K, w.Dilation)
-	j.dispatch(pipes[2], fmt.Sprintf("ple_conv_f32_k%d_dil%d", K, w.Dilation), [3]int{(C + 255) / 256, T, 1}, [3]int{256, 1, 1}, 0,
-		bh, bgv, bgvn, bst, j.f32(w.ConvW), prm)
-	if L > 0 {
-		j.dispatch(pipes[3], fmt.Sprintf("ple_state_f32_steps%d", L), [3]int{(C + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
-			bst, bgvn, prm)
 	}
 	if err := j.finish(); err != nil {
 		return err
@@ -101,4 +69,72 @@ func (b *Backend) PLEApply(H []float32, T int, ids []int32, w *kernels.PLEWeight
 	copy(H, f32view(bh, len(H)))
 	copy(convState, f32view(bst, len(convState)))
 	return nil
+}
+
+// PLEApply encodes one PLE layer (Backend.PLEApply on device tensors): H [T, S*D] and
+// convState [(ConvK-1)*Dilation, S*D] updated in place from the hashed ids [T, Heads] int32.
+// The ids are not range-checked here (the caller hashes them into the table's range).
+// Errors wrap kernels.ErrShape, kernels.ErrArg or kernels.ErrDType.
+func (j *Pass) PLEApply(H *Tensor, T int, ids *Tensor, w *kernels.PLEWeights, convState *Tensor, eps float32) error {
+	const op = "PLEApply"
+	if w == nil || w.S <= 0 || w.S > 8 || w.D <= 0 || w.HeadDim <= 0 || w.EmbedDim <= 0 || w.EmbedDim%w.HeadDim != 0 ||
+		w.Dilation <= 0 || w.ConvK() < 1 || len(w.NormKey) != w.S*w.D || len(w.NormQuery) != w.S*w.D || len(w.NormConv) != w.S*w.D {
+		return j.fail(fmt.Errorf("%s: %w: PLE weights missing or inconsistent (S must be 1..8)", op, kernels.ErrShape))
+	}
+	for _, m := range []*kernels.Matrix{w.Table, w.Key, w.Value} {
+		if err := gemmWeight(op, m); err != nil {
+			return j.fail(err)
+		}
+	}
+	C, L := w.S*w.D, (w.ConvK()-1)*w.Dilation
+	if L > 32 || T < 0 || H.Len() < T*C || ids.Len() < T*(w.EmbedDim/w.HeadDim) || convState.Len() < L*C {
+		return j.fail(fmt.Errorf("%s: %w: T=%d conv state of %d steps (at most 32)", op, kernels.ErrShape, T, L))
+	}
+	if err := guard32(op, T*C, T*w.EmbedDim, w.Table.N*w.HeadDim); err != nil {
+		return j.fail(err)
+	}
+	if T == 0 {
+		return j.err
+	}
+	return j.pleApply(H, T, ids, w, convState, eps)
+}
+
+func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, w *kernels.PLEWeights, bst *Tensor, eps float32) error {
+	b := j.b
+	S, D, E, Hd := w.S, w.D, w.EmbedDim, w.HeadDim
+	heads, C, K := E/Hd, S*D, w.ConvK()
+	L := (K - 1) * w.Dilation
+	var pipes [4]mtlPipeline
+	for i, fn := range []string{"ple_gather", "ple_gate", "ple_conv", "ple_state"} {
+		p, err := b.pipeline("prompt.metal", fn, nil)
+		if err != nil {
+			return j.fail(err)
+		}
+		pipes[i] = p
+	}
+	dtype := map[kernels.DType]int{kernels.F32: 0, kernels.BF16: 1, kernels.F16: 2}[w.Table.DType]
+	var t16, t32 arg = j.tmp("ple dummy16", 1), j.tmp("ple dummy32", 1)
+	if w.Table.DType == kernels.F32 {
+		t32 = j.weight(w.Table)
+	} else {
+		t16 = j.weight(w.Table)
+	}
+	bemb, bkey, bval := j.tmp("ple emb", T*E), j.tmp("ple key", T*C), j.tmp("ple value", T*D)
+	ne := elemThreads(E)
+	j.dispatch(pipes[0], fmt.Sprintf("ple_gather_%s_h%d_hd%d", w.Table.DType, heads, Hd), [3]int{(E + ne - 1) / ne, T, 1}, [3]int{ne, 1, 1}, 0,
+		bemb, t16, t32, bids, params(T, heads, Hd, dtype))
+	b.encodeMatMul(j, bkey, bemb, T, w.Key)
+	b.encodeMatMul(j, bval, bemb, T, w.Value)
+	bgv, bgvn := j.tmp("ple gv", T*C), j.tmp("ple gvn", T*C)
+	nt := elemThreads(D)
+	j.dispatch(pipes[1], fmt.Sprintf("ple_gate_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
+		bgv, bgvn, bkey, bval, bh, j.vec(w.NormKey), j.vec(w.NormQuery), j.vec(w.NormConv), params(D, S, eps))
+	prm := params(T, C, K, w.Dilation)
+	j.dispatch(pipes[2], fmt.Sprintf("ple_conv_f32_k%d_dil%d", K, w.Dilation), [3]int{(C + 255) / 256, T, 1}, [3]int{256, 1, 1}, 0,
+		bh, bgv, bgvn, bst, j.vec(w.ConvW), prm)
+	if L > 0 {
+		j.dispatch(pipes[3], fmt.Sprintf("ple_state_f32_steps%d", L), [3]int{(C + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+			bst, bgvn, prm)
+	}
+	return j.err
 }

@@ -90,6 +90,8 @@ type cache struct {
 	// PLE layers: conv state [9, S*D] and the last 2 token ids
 	pleConv map[int][]float32
 	pleCtx  map[int]*[2]int32
+	// dev is the device side of a resident backend's cache (its slices alias device memory).
+	dev any
 }
 
 // NewSession allocates a session with an empty cache. Errors wrap ErrInvalidArgument.
@@ -113,28 +115,52 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 		return nil, wrapf(ErrInvalidArgument, nil, "MaxContext %d: KV cache of %d x %d x %d elements overflows 32-bit offsets", maxCtx, maxCtx, c.Hkv, c.HeadDim)
 	}
 	s := &Session{m: m, maxCtx: maxCtx}
-	s.state = newCache(m, maxCtx)
+	st, err := allocCache(m, maxCtx)
+	if err != nil {
+		return nil, err
+	}
+	s.state = st
 	return s, nil
 }
 
+// allocCache allocates an empty cache: in device memory on a resident backend, else on the host.
+func allocCache(m *Model, maxCtx int) (*cache, error) {
+	if rb, ok := m.dev.be.(residentBackend); ok {
+		return rb.newCache(m, maxCtx)
+	}
+	return newCache(m, maxCtx), nil
+}
+
+// releaseCache frees a resident backend's device cache (no-op on the host).
+func (s *Session) releaseCache(c *cache) {
+	if rb, ok := s.m.dev.be.(residentBackend); ok && c != nil {
+		rb.releaseCache(c)
+	}
+}
+
 func newCache(m *Model, maxCtx int) *cache {
+	return newCacheAlloc(m, maxCtx, func(n int) []float32 { return make([]float32, n) })
+}
+
+// newCacheAlloc builds an empty cache whose buffers come from alloc (zeroed, n float32).
+func newCacheAlloc(m *Model, maxCtx int, alloc func(n int) []float32) *cache {
 	c := m.cfg
 	st := &cache{k: map[int][]float32{}, v: map[int][]float32{}, idxK: map[int][]float32{},
 		conv: map[int][]float32{}, rec: map[int][]float32{}, pleConv: map[int][]float32{}, pleCtx: map[int]*[2]int32{}}
 	C := 2*c.Hk*c.Dk + c.Hv*c.Dv
 	for i, ly := range m.layers {
 		if ly.kind == hfconfig.LinearAttention {
-			st.conv[i] = make([]float32, (c.ConvK-1)*C)
-			st.rec[i] = make([]float32, c.Hv*c.Dk*c.Dv)
+			st.conv[i] = alloc((c.ConvK - 1) * C)
+			st.rec[i] = alloc(c.Hv * c.Dk * c.Dv)
 		} else {
-			st.k[i] = make([]float32, maxCtx*c.Hkv*c.HeadDim)
-			st.v[i] = make([]float32, maxCtx*c.Hkv*c.HeadDim)
+			st.k[i] = alloc(maxCtx * c.Hkv * c.HeadDim)
+			st.v[i] = alloc(maxCtx * c.Hkv * c.HeadDim)
 			if ly.attn.idx != nil {
-				st.idxK[i] = make([]float32, maxCtx*c.IdxDim)
+				st.idxK[i] = alloc(maxCtx * c.IdxDim)
 			}
 		}
 		if ly.ple != nil {
-			st.pleConv[i] = make([]float32, ly.ple.w.ConvStateLen())
+			st.pleConv[i] = alloc(ly.ple.w.ConvStateLen())
 			ctx := ly.ple.hash.InitialContext()
 			st.pleCtx[i] = &ctx
 		}
@@ -179,6 +205,7 @@ func (s *Session) Close() error {
 		return err
 	}
 	s.closed = true
+	s.releaseCache(s.state)
 	s.state = nil
 	s.busy.Store(false)
 	return nil
@@ -190,7 +217,12 @@ func (s *Session) Reset() error {
 		return err
 	}
 	defer s.release()
-	s.state = newCache(s.m, s.maxCtx)
+	st, err := allocCache(s.m, s.maxCtx)
+	if err != nil {
+		return err
+	}
+	s.releaseCache(s.state)
+	s.state = st
 	s.pos = 0
 	return nil
 }
@@ -232,6 +264,18 @@ func (s *Session) Restore(sn *Snapshot) error {
 	}
 	if sn.pos > s.maxCtx {
 		return wrapf(ErrCapacity, nil, "snapshot holds %d tokens, session capacity is %d", sn.pos, s.maxCtx)
+	}
+	if _, ok := s.m.dev.be.(residentBackend); ok {
+		// Copy into fresh device buffers so that a failure leaves the session as it was.
+		st, err := allocCache(s.m, s.maxCtx)
+		if err != nil {
+			return err
+		}
+		copyCache(st, sn.st, s.m, sn.pos)
+		s.releaseCache(s.state)
+		s.state = st
+		s.pos = sn.pos
+		return nil
 	}
 	s.state = sn.st.clone(s.m, sn.pos, s.maxCtx)
 	s.pos = sn.pos
@@ -341,6 +385,14 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, wrapf(ErrCancelled, err, "before prefill")
+	}
+	if rb, ok := s.m.dev.be.(residentBackend); ok {
+		logits, err := rb.prefill(s, func() (*Logits, error) { return s.runResident(ctx, tokens, opts) })
+		if err != nil {
+			return nil, err
+		}
+		s.pos += T
+		return logits, nil
 	}
 	// Per-token caches (K/V/index keys) are only written at rows >= pos, which a failed call
 	// leaves unused; the fixed-size states are backed up and restored on failure.

@@ -151,6 +151,9 @@ kernel void gemm_w16_grouped(device float* y [[buffer(0)]],
     uint e = uint(tiles[3 * tg.y]);
     uint r0 = uint(tiles[3 * tg.y + 1]);
     uint r1 = uint(tiles[3 * tg.y + 2]);
+    if (r0 >= r1) {
+        return; // an empty entry of a tile table sized for the worst case (uniform per threadgroup)
+    }
     const device ushort* we = w + ulong(e) * p.N * p.K;
     gemm_tile(y, x, we, r0, r1, tg.x * GEMM_BN, p.N, p.K, as, bs, cs, tid);
 }
@@ -169,6 +172,9 @@ kernel void gemm_w32_grouped(device float* y [[buffer(0)]],
     uint e = uint(tiles[3 * tg.y]);
     uint r0 = uint(tiles[3 * tg.y + 1]);
     uint r1 = uint(tiles[3 * tg.y + 2]);
+    if (r0 >= r1) {
+        return; // an empty entry of a tile table sized for the worst case (uniform per threadgroup)
+    }
     const device float* we = w + ulong(e) * p.N * p.K;
     gemm_tile(y, x, we, r0, r1, tg.x * GEMM_BN, p.N, p.K, as, bs, cs, tid);
 }

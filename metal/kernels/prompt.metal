@@ -650,3 +650,124 @@ kernel void ple_state(device float* state [[buffer(0)]],
         state[i * p.C + c] = rows[i];
     }
 }
+
+struct MoESlotParams {
+    uint T;
+    uint K;
+    uint E;
+    uint D;
+    uint ntiles; // tile-table entries to fill (the host's upper bound)
+};
+
+// The MoE slot table on the device (what kernels.MoEExperts builds on the host): rows grouped by
+// expert in expert order, then in slot order within an expert, so the grouped GEMMs see the same
+// rows as the CPU op. Work per expert is a serial pass over the T*K slots in slot order, which
+// makes the row assignment deterministic without atomics.
+// moe_slot_count: count[e] = slots routed to expert e. Grid ceil(E / 256), 256 threads.
+kernel void moe_slot_count(device int* count [[buffer(0)]],
+                           const device int* idx [[buffer(1)]],
+                           constant MoESlotParams& p [[buffer(2)]],
+                           uint e [[thread_position_in_grid]]) {
+    if (e >= p.E) {
+        return;
+    }
+    int n = 0;
+    uint tk = p.T * p.K;
+    for (uint i = 0; i < tk; ++i) {
+        n += idx[i] == int(e) ? 1 : 0;
+    }
+    count[e] = n;
+}
+
+// moe_slot_plan: base[e] = first row of expert e, base[E] = rows used; tiles[3 i ..] =
+// (expert, first row, end row) per 32-row tile in expert order, the unused entries up to ntiles
+// empty (0, 0, 0: the grouped GEMM skips them). One thread (grid 1, 32 threads, lane 0 works).
+kernel void moe_slot_plan(device int* base [[buffer(0)]],
+                          device int* tiles [[buffer(1)]],
+                          const device int* count [[buffer(2)]],
+                          constant MoESlotParams& p [[buffer(3)]],
+                          uint tid [[thread_position_in_grid]]) {
+    if (tid != 0) {
+        return;
+    }
+    int r = 0;
+    uint nt = 0;
+    for (uint e = 0; e < p.E; ++e) {
+        base[e] = r;
+        int end = r + count[e];
+        for (int r0 = r; r0 < end && nt < p.ntiles; r0 += 32) {
+            tiles[3 * nt] = int(e);
+            tiles[3 * nt + 1] = r0;
+            tiles[3 * nt + 2] = min(r0 + 32, end);
+            ++nt;
+        }
+        r = end;
+    }
+    base[p.E] = r;
+    for (; nt < p.ntiles; ++nt) {
+        tiles[3 * nt] = 0;
+        tiles[3 * nt + 1] = 0;
+        tiles[3 * nt + 2] = 0;
+    }
+}
+
+// moe_slot_scatter: thread e < E gives its slots the rows base[e].. in slot order: rk[slot] = row,
+// rowtok[row] = token; thread E marks empty slots (idx outside [0, E)) with rk = -1.
+// Grid ceil((E + 1) / 256), 256 threads.
+kernel void moe_slot_scatter(device int* rk [[buffer(0)]],
+                             device int* rowtok [[buffer(1)]],
+                             const device int* idx [[buffer(2)]],
+                             const device int* base [[buffer(3)]],
+                             constant MoESlotParams& p [[buffer(4)]],
+                             uint e [[thread_position_in_grid]]) {
+    if (e > p.E) {
+        return;
+    }
+    uint tk = p.T * p.K;
+    if (e == p.E) {
+        for (uint i = 0; i < tk; ++i) {
+            if (idx[i] < 0 || idx[i] >= int(p.E)) {
+                rk[i] = -1;
+            }
+        }
+        return;
+    }
+    int r = base[e];
+    for (uint i = 0; i < tk; ++i) {
+        if (idx[i] == int(e)) {
+            rk[i] = r;
+            rowtok[r] = int(i / p.K);
+            ++r;
+        }
+    }
+}
+
+// moe_slot_gather: xg[row, :] = x[rowtok[row], :] for the rows in use. Grid (ceil(D / ntg), T*K).
+kernel void moe_slot_gather(device float* xg [[buffer(0)]],
+                            const device float* x [[buffer(1)]],
+                            const device int* rowtok [[buffer(2)]],
+                            const device int* base [[buffer(3)]],
+                            constant MoESlotParams& p [[buffer(4)]],
+                            uint2 gid [[thread_position_in_grid]]) {
+    uint d = gid.x;
+    uint r = gid.y;
+    if (d >= p.D || int(r) >= base[p.E]) {
+        return;
+    }
+    xg[r * p.D + d] = x[uint(rowtok[r]) * p.D + d];
+}
+
+struct CopyParams {
+    uint n;
+};
+
+// copy_f32: dst[i] = src[i] (the session's fixed-size states backed up inside a prefill's
+// command buffer). Grid ceil(n / 256), 256 threads.
+kernel void copy_f32(device float* dst [[buffer(0)]],
+                     const device float* src [[buffer(1)]],
+                     constant CopyParams& p [[buffer(2)]],
+                     uint i [[thread_position_in_grid]]) {
+    if (i < p.n) {
+        dst[i] = src[i];
+    }
+}

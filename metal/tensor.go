@@ -1,0 +1,262 @@
+package metal
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+// Tensor is a range of 4-byte elements (float32 or int32) of a shared-storage device buffer: the
+// activations, caches and states a prefill keeps on the device. F32 and I32 alias the buffer's
+// memory (unified memory: no copy); read or write them only while no Pass that uses the tensor
+// is in flight.
+type Tensor struct {
+	buf mtl.Buffer
+	off int // bytes
+	n   int // elements
+	own bool
+}
+
+// NewTensor allocates a zeroed device tensor of n 4-byte elements (its own buffer; Release
+// frees it). Errors wrap kernels.ErrShape (n outside [0, 2^31)) or the device's errors.
+func (b *Backend) NewTensor(n int) (*Tensor, error) {
+	if err := guard32("NewTensor", n); err != nil {
+		return nil, err
+	}
+	buf, err := b.dev.NewBuffer(max(4*n, 16))
+	if err != nil {
+		return nil, fmt.Errorf("metal: buffer of %d bytes: %w", 4*n, err)
+	}
+	return &Tensor{buf: buf, n: n, own: true}, nil
+}
+
+// Len is the number of elements.
+func (t *Tensor) Len() int { return t.n }
+
+// F32 aliases the tensor's memory as float32 [Len].
+func (t *Tensor) F32() []float32 {
+	if t.n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&t.buf.Contents()[t.off])), t.n)
+}
+
+// I32 aliases the tensor's memory as int32 [Len].
+func (t *Tensor) I32() []int32 {
+	if t.n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&t.buf.Contents()[t.off])), t.n)
+}
+
+// Slice is elements [lo, hi) of t (same buffer). It panics on a range outside t, like a Go
+// slice expression.
+func (t *Tensor) Slice(lo, hi int) *Tensor {
+	if lo < 0 || hi < lo || hi > t.n {
+		panic(fmt.Sprintf("metal: tensor slice [%d:%d] of %d elements", lo, hi, t.n))
+	}
+	return &Tensor{buf: t.buf, off: t.off + 4*lo, n: hi - lo}
+}
+
+// Release frees the tensor's buffer when it owns one (NewTensor); slices release nothing.
+func (t *Tensor) Release() {
+	if t != nil && t.own && t.buf != nil {
+		t.buf.Release()
+		t.buf = nil
+	}
+}
+
+// Weights keeps one model's weights on the device: each weight matrix is uploaded on its first
+// use in its file format (bf16 and f16 stay 16-bit; the GEMMs widen in registers) into a
+// shared-storage buffer and reused by every later Pass; small float32 vectors (norm weights,
+// gates) likewise. A Weights is safe for concurrent use. Release frees the buffers.
+type Weights struct {
+	b     *Backend
+	mu    sync.Mutex
+	mats  map[*kernels.Matrix]mtl.Buffer
+	exps  map[*kernels.Experts][2]mtl.Buffer
+	vecs  map[vecKey]*Tensor
+	bytes int64
+}
+
+type vecKey struct {
+	p *float32
+	n int
+}
+
+// NewWeights returns an empty weight store on b.
+func (b *Backend) NewWeights() *Weights {
+	return &Weights{b: b, mats: map[*kernels.Matrix]mtl.Buffer{}, exps: map[*kernels.Experts][2]mtl.Buffer{}, vecs: map[vecKey]*Tensor{}}
+}
+
+// Bytes is the number of weight bytes uploaded so far.
+func (w *Weights) Bytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bytes
+}
+
+// Release frees every uploaded weight; later passes upload them again.
+func (w *Weights) Release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, b := range w.mats {
+		b.Release()
+	}
+	for _, e := range w.exps {
+		e[0].Release()
+		e[1].Release()
+	}
+	for _, t := range w.vecs {
+		t.Release()
+	}
+	clear(w.mats)
+	clear(w.exps)
+	clear(w.vecs)
+	w.bytes = 0
+}
+
+// upload16 or upload32 copies one weight's elements into a new buffer.
+func (w *Weights) newBuf(n int) (mtl.Buffer, error) {
+	buf, err := w.b.dev.NewBuffer(max(n, 16))
+	if err != nil {
+		return nil, fmt.Errorf("metal: weight buffer of %d bytes: %w", n, err)
+	}
+	w.bytes += int64(n)
+	return buf, nil
+}
+
+func copyU16(buf mtl.Buffer, off int, x []uint16) {
+	if len(x) > 0 {
+		copy(unsafe.Slice((*uint16)(unsafe.Pointer(&buf.Contents()[off])), len(x)), x)
+	}
+}
+
+func copyF32(buf mtl.Buffer, off int, x []float32) {
+	if len(x) > 0 {
+		copy(unsafe.Slice((*float32)(unsafe.Pointer(&buf.Contents()[off])), len(x)), x)
+	}
+}
+
+// matrix returns m's device buffer (16-bit elements or float32, as stored).
+func (w *Weights) matrix(m *kernels.Matrix) (mtl.Buffer, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if buf, ok := w.mats[m]; ok {
+		return buf, nil
+	}
+	var buf mtl.Buffer
+	var err error
+	if m.DType == kernels.F32 {
+		if buf, err = w.newBuf(4 * len(m.F32)); err == nil {
+			copyF32(buf, 0, m.F32)
+		}
+	} else if buf, err = w.newBuf(2 * len(m.U16)); err == nil {
+		copyU16(buf, 0, m.U16)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.mats[m] = buf
+	return buf, nil
+}
+
+// experts returns the routed experts' gate_up [E, 2I, D] and down [E, D, I] weights, each
+// concatenated over the experts into one buffer (the grouped GEMM's layout).
+func (w *Weights) experts(ex *kernels.Experts) (gu, dn mtl.Buffer, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e, ok := w.exps[ex]; ok {
+		return e[0], e[1], nil
+	}
+	if gu, dn, err = uploadExperts(ex, w.newBuf); err != nil {
+		return nil, nil, err
+	}
+	w.exps[ex] = [2]mtl.Buffer{gu, dn}
+	return gu, dn, nil
+}
+
+// uploadExperts concatenates the experts' matrices into two new buffers from alloc (bytes).
+func uploadExperts(ex *kernels.Experts, alloc func(int) (mtl.Buffer, error)) (gu, dn mtl.Buffer, err error) {
+	es := 2
+	if ex.GateUp[0].DType == kernels.F32 {
+		es = 4
+	}
+	ngu, ndn := 2*ex.I*ex.D, ex.D*ex.I
+	if gu, err = alloc(es * ex.E * ngu); err != nil {
+		return nil, nil, err
+	}
+	if dn, err = alloc(es * ex.E * ndn); err != nil {
+		return nil, nil, err
+	}
+	for e := 0; e < ex.E; e++ {
+		if es == 4 {
+			copyF32(gu, 4*e*ngu, ex.GateUp[e].F32)
+			copyF32(dn, 4*e*ndn, ex.Down[e].F32)
+		} else {
+			copyU16(gu, 2*e*ngu, ex.GateUp[e].U16)
+			copyU16(dn, 2*e*ndn, ex.Down[e].U16)
+		}
+	}
+	return gu, dn, nil
+}
+
+// vec returns x on the device, keyed by its first element and length.
+func (w *Weights) vec(x []float32) (*Tensor, error) {
+	if len(x) == 0 {
+		return nil, fmt.Errorf("metal: %w: empty weight vector", kernels.ErrShape)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := vecKey{&x[0], len(x)}
+	if t, ok := w.vecs[k]; ok {
+		return t, nil
+	}
+	buf, err := w.newBuf(4 * len(x))
+	if err != nil {
+		return nil, err
+	}
+	copyF32(buf, 0, x)
+	t := &Tensor{buf: buf, n: len(x), own: true}
+	w.vecs[k] = t
+	return t, nil
+}
+
+// Arena keeps a prefill's scratch tensors by name so that layers and later prefills reuse them
+// (a tensor is reallocated only when a call needs more elements than it holds). An Arena belongs
+// to one sequence of passes at a time (a session); Release frees its buffers.
+type Arena struct {
+	b *Backend
+	m map[string]*Tensor
+}
+
+// NewArena returns an empty scratch arena on b.
+func (b *Backend) NewArena() *Arena { return &Arena{b: b, m: map[string]*Tensor{}} }
+
+// Tensor returns the arena's tensor called name with n elements (contents unspecified).
+func (a *Arena) Tensor(name string, n int) (*Tensor, error) {
+	if t, ok := a.m[name]; ok && t.n >= n {
+		return t.Slice(0, n), nil
+	}
+	if t, ok := a.m[name]; ok {
+		t.Release()
+		delete(a.m, name)
+	}
+	t, err := a.b.NewTensor(n)
+	if err != nil {
+		return nil, err
+	}
+	a.m[name] = t
+	return t.Slice(0, n), nil
+}
+
+// Release frees the arena's tensors.
+func (a *Arena) Release() {
+	for _, t := range a.m {
+		t.Release()
+	}
+	clear(a.m)
+}
