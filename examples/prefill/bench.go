@@ -28,6 +28,7 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 	}
 	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("kernels   %s\n", dev.Kernels())
+	fmt.Printf("          GDN %s, attention %s, activations %s\n", kernels.GDNKernel(), kernels.AttentionKernel(), kernels.ActKernel())
 	P, how, err := blas.Peak(2048, 3)
 	if err != nil {
 		return err
@@ -110,6 +111,10 @@ func benchOps(P float64) error {
 			}
 			best = min(best, time.Since(t0))
 		}
+		if flops == 0 { // memory-bound element-wise ops: time only
+			fmt.Printf("  %-44s %9.2f ms\n", name, float64(best.Microseconds())/1000)
+			return nil
+		}
 		g := flops / best.Seconds() / 1e9
 		fmt.Printf("  %-44s %9.2f ms  %7.1f GFLOP/s  %5.1f%% of P\n", name, float64(best.Microseconds())/1000, g, 100*g/P)
 		return nil
@@ -157,6 +162,21 @@ func benchOps(P float64) error {
 	Hn := make([]float32, T*S*D)
 	if err := report("GRNormHMoEC T512 S4 D2560 top-10", 2*T*K*D, func() error {
 		return kernels.GRNormHMoEC(H, Hn, beta, ye, T*K, rk, w, y[:T*D], T, S, K, D, g.Norm, 1e-6)
+	}); err != nil {
+		return err
+	}
+	// The element-wise gates: SwiGLU over one layer's routed rows [T*K, I] and the attention
+	// output gate over [T, 24*256].
+	hh := make([]float32, T*K*I)
+	gu := rnd(T*K*2*I, 2)
+	if err := report("SwiGLU T512 x top-10, I640", 0, func() error {
+		return kernels.SwiGLU(hh, gu, T*K, I)
+	}); err != nil {
+		return err
+	}
+	ao, ag := rnd(T*24*256, 1), rnd(T*24*256, 2)
+	if err := report("SigmoidMul T512 24 heads x 256", 0, func() error {
+		return kernels.SigmoidMul(ao, ag)
 	}); err != nil {
 		return err
 	}
