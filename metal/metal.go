@@ -5,17 +5,21 @@
 // metal/emu, which is how the kernels are tested without Apple hardware.
 //
 // Every op mirrors the CPU op of package kernels with the same name and argument order and is
-// tested against it on the op-case list of internal/opcases. Each host-slice wrapper
-// ((*Backend).MoECombine, (*Backend).GDNScan, ...) uploads its inputs into shared-storage
-// buffers, encodes its dispatches into one command buffer, commits it once, waits once and reads
-// the results back. Errors wrap kernels.ErrShape, kernels.ErrArg or kernels.ErrDType for bad input
-// (checked before any work) and mtl.ErrCompile / mtl.ErrExecution for device failures.
+// tested against it on the op-case list of internal/opcases. Each op has two forms. The
+// host-slice wrapper ((*Backend).MoECombine, (*Backend).GDNScan, ...) uploads its inputs into
+// shared-storage buffers, encodes its dispatches into one command buffer, commits it once, waits
+// once and reads the results back. The Pass method of the same name ((*Pass).MoECombine, ...)
+// only encodes, over device tensors (Tensor): a prefill chunk opens one Pass (NewPass), encodes
+// every layer into it with weights from a per-model Weights (uploaded on first use, 16-bit
+// weights stay 16-bit) and scratch from a per-session Arena, and commits once. Both forms run
+// the same encoder, so the op tests cover the prefill's path. Errors wrap kernels.ErrShape,
+// kernels.ErrArg or kernels.ErrDType for bad input (checked before any work) and
+// mtl.ErrCompile / mtl.ErrExecution for device failures.
 //
 // The ops cover a whole prefill of both model families: GEMM (16-bit and float32 weights, grouped
-// MoE experts), RMSNorm1p and the GatedResidual read/write, MoE routing and combine, Gated
-// DeltaNet, QSA preparation, indexer and attention, PLE, and the element-wise gates. Host-slice
-// wrappers keep every tensor on the host between ops; a device-resident cache with one command
-// buffer per prefill chunk is the next step.
+// MoE experts with the slot table built on the device), RMSNorm1p and the GatedResidual
+// read/write, MoE routing and combine, Gated DeltaNet, QSA preparation, indexer and attention,
+// PLE, the element-wise gates and a copy kernel (the device interface has no blit encoder).
 //
 // Offsets the kernels compute in 32-bit integers are guarded on the host: every buffer a kernel
 // indexes must hold fewer than 2^31 elements.
@@ -59,8 +63,8 @@ func Sources() []string {
 }
 
 // Backend runs strata's ops on one mtl.Device. Libraries are compiled on first use and pipelines
-// cached by (file, kernel, function constants). A Backend is safe for concurrent use; each op call
-// uses its own command buffer.
+// cached by (file, kernel, function constants). A Backend is safe for concurrent use; each
+// host-slice op call and each Pass uses its own command buffer (a Pass belongs to one goroutine).
 type Backend struct {
 	dev mtl.Device
 

@@ -8,8 +8,9 @@ import (
 // cpuBackend runs package kernels, metalBackend runs package metal (Metal GPUs, or the MSL
 // emulator through an injected device). Shapes and errors are those of the kernels ops of the
 // same names; a failed op leaves its outputs unspecified, and the runner restores the session's
-// fixed-size state (Prefill's contract). In the metal backend every op uploads its inputs,
-// runs one command buffer and reads its outputs back (the session cache stays on the host).
+// fixed-size state (Prefill's contract). The metal backend also implements residentBackend
+// (backend_metal_session.go): its sessions keep the cache on the device and a prefill chunk is
+// one command buffer; its host-slice ops here run one command buffer each.
 type backend interface {
 	// matMul: y [T, N] = x [T, K] W^T.
 	matMul(y, x []float32, T int, w *kernels.Matrix) error

@@ -5,10 +5,10 @@ import (
 	"github.com/stratakernels/strata/metal"
 )
 
-// metalBackend runs every op on a metal.Backend (a Metal GPU, or the MSL emulator through an
-// injected device). Each op is one command buffer over host slices: inputs are uploaded and
-// outputs read back, and the session cache stays on the host. A device-resident cache with one
-// command buffer per prefill chunk is the next step.
+// metalBackend runs on a metal.Backend (a Metal GPU, or the MSL emulator through an injected
+// device). It is a residentBackend: sessions keep their cache in device buffers and a prefill
+// chunk runs as one command buffer (backend_metal_forward.go). The host-slice ops below (one
+// command buffer per op) serve callers that hold host tensors.
 type metalBackend struct{ b *metal.Backend }
 
 func (m metalBackend) matMul(y, x []float32, T int, w *kernels.Matrix) error {
