@@ -297,13 +297,18 @@ func PLEApply(H []float32, T int, ids []int32, w *PLEWeights, convState []float3
 		return float64(gvn[t*C+c])
 	}
 	parallelFor(T, 4, func(lo, hi int) {
+		conv := make([]float32, C)
 		for t := lo; t < hi; t++ {
 			for c := 0; c < C; c++ {
 				var acc float64
 				for j := 0; j < K; j++ {
 					acc += float64(w.ConvW[c*K+j]) * at(t-(K-1-j)*dil, c)
 				}
-				H[t*C+c] += gv[t*C+c] + siluFast32(float32(acc))
+				conv[c] = float32(acc)
+			}
+			siluRow(conv, conv, 1)
+			for c, v := range conv {
+				H[t*C+c] += gv[t*C+c] + v
 			}
 		}
 	})

@@ -293,7 +293,9 @@ func densePLERef64(p densePLE, H []float32, T int, ids []int32, eps float64) []f
 	return out
 }
 
-func TestPLEApplyCases(t *testing.T) {
+func TestPLEApplyCases(t *testing.T) { forEachKernel(t, testPLEApplyCases) }
+
+func testPLEApplyCases(t *testing.T) {
 	const eps = 1e-6
 	for i, c := range opcases.PLECases() {
 		name := fmt.Sprintf("T%d_S%d_D%d_heads%d_split%d_%s", c.T, c.S, c.D, c.Heads, c.Split, c.DType)
