@@ -27,7 +27,7 @@ type residentBackend interface {
 var modelWeights metalModels
 
 // metalModels keeps each model's device-resident weights, uploaded on first use and released
-// when the model is garbage collected (a Model has no backend hook on Close).
+// by Model.Close (or when the model is garbage collected without being closed).
 type metalModels struct {
 	mu sync.Mutex
 	w  map[weak.Pointer[Model]]*metal.Weights
@@ -58,6 +58,18 @@ func (mm *metalModels) weights(b *metal.Backend, m *Model) *metal.Weights {
 		e.mm.mu.Unlock()
 	}, entry{mm, k})
 	return w
+}
+
+// release frees m's device-resident weights now (Model.Close); later prefills of a closed model
+// are refused before they could upload again.
+func (mm *metalModels) release(m *Model) {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	k := weak.Make(m)
+	if w, ok := mm.w[k]; ok {
+		w.Release()
+		delete(mm.w, k)
+	}
 }
 
 // metalCache is the device side of a session cache: the tensor behind each cache slice, the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
@@ -38,7 +39,7 @@ type Model struct {
 	norm   []float32          // qwen3_next final norm
 	mixer  *kernels.GRWeights // qwen4_exp final read-only mixer
 	layers []*layer
-	closed bool
+	closed atomic.Bool
 }
 
 type layer struct {
@@ -119,10 +120,10 @@ func (m *Model) Describe() string {
 
 // Close releases the checkpoint mapping. Sessions of the model must not be used afterwards.
 func (m *Model) Close() error {
-	if m == nil || m.closed {
+	if m == nil || !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	m.closed = true
+	modelWeights.release(m)
 	return m.ck.Close()
 }
 

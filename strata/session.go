@@ -96,7 +96,7 @@ type cache struct {
 
 // NewSession allocates a session with an empty cache. Errors wrap ErrInvalidArgument.
 func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
-	if m == nil || m.closed {
+	if m == nil || m.closed.Load() {
 		return nil, wrapf(ErrClosed, nil, "model is closed")
 	}
 	c := m.cfg
@@ -184,7 +184,7 @@ func (s *Session) acquire() error {
 	if !s.busy.CompareAndSwap(false, true) {
 		return wrapf(ErrBusy, nil, "session is in use by another call")
 	}
-	if s.closed || s.m.closed {
+	if s.closed || s.m.closed.Load() {
 		s.busy.Store(false)
 		return wrapf(ErrClosed, nil, "session or model is closed")
 	}
