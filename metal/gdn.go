@@ -178,6 +178,9 @@ func (j *Pass) GDNScan(o, state, q, k, v, g, beta *Tensor, p kernels.GDNParams) 
 }
 
 func (j *Pass) gdnScan(bo, bs, bq, bk, bv, bg, bbeta *Tensor, p kernels.GDNParams) error {
+	if j.b.preferred("gdn_scan", "gdn_scan") == gdnScanChunkKernel {
+		return j.gdnScanChunk(bo, bs, bq, bk, bv, bg, bbeta, p)
+	}
 	pipe, err := j.b.pipeline("gdn_prompt.metal", "gdn_scan", nil)
 	if err != nil {
 		return j.fail(err)

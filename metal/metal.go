@@ -134,8 +134,10 @@ func (b *Backend) Prefer(op, kernel string) error {
 	return nil
 }
 
-// alternatives lists, per op, the kernels that compute it bitwise alike.
+// alternatives lists, per op, the kernels that compute it bitwise alike, except gdn_scan, whose
+// chunked kernel agrees with the recurrent one (the default) within float32 rounding.
 var alternatives = map[string][]string{
+	"gdn_scan":       {"gdn_scan", gdnScanChunkKernel},
 	"moe_comb":       {"moe_comb", "moe_comb_slots"},
 	"gr_norm_h4":     {"gr_norm_h4", "rms_norm"},
 	"gr_norm_h_moec": {"gr_norm_h_moec", "gr_apply_moec+gr_norm_h4"},
