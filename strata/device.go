@@ -126,13 +126,21 @@ func (d *Device) openMetal(dev mtl.Device) error {
 	return nil
 }
 
-// Backend names the backend in use: "cpu" or "metal".
-func (d *Device) Backend() string { return d.backend }
+// Backend names the backend in use: "cpu" or "metal" ("" for a nil Device).
+func (d *Device) Backend() string {
+	if d == nil {
+		return ""
+	}
+	return d.backend
+}
 
 // Kernels describes the kernels the backend runs: for cpu which BLAS serves GEMM; for metal the
 // device and every kernel variant dispatched so far with its count (metal.Backend.Variants),
 // e.g. "metal kernels on emu; variants: gemm_w16_BF16_bm32_bn32_bk16 x40, ...".
 func (d *Device) Kernels() string {
+	if d == nil {
+		return ""
+	}
 	if d.metal == nil {
 		return d.kernels
 	}

@@ -3,7 +3,7 @@ package strata
 import (
 	"fmt"
 	"os"
-	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
@@ -40,6 +40,9 @@ type Model struct {
 	mixer  *kernels.GRWeights // qwen4_exp final read-only mixer
 	layers []*layer
 	closed atomic.Bool
+	// use is held shared by every session call in flight and exclusively by Close, so Close
+	// waits for running prefills before it unmaps the weights.
+	use sync.RWMutex
 }
 
 type layer struct {
@@ -118,9 +121,16 @@ func (m *Model) Describe() string {
 		m.Arch(), c.ModelType, c.D, c.Layers, nGDN, nAttn, c.Hq, c.Hkv, c.HeadDim, c.Hk, c.Hv, c.Dk, c.Experts, c.TopK, c.Vocab, max(c.Streams, 1))
 }
 
-// Close releases the checkpoint mapping. Sessions of the model must not be used afterwards.
+// Close releases the checkpoint mapping (and, on the metal backend, the device-resident weights).
+// It waits for session calls already running to finish; later calls of the model's sessions
+// return an error wrapping ErrClosed. Closing twice is a no-op.
 func (m *Model) Close() error {
-	if m == nil || !m.closed.CompareAndSwap(false, true) {
+	if m == nil {
+		return nil
+	}
+	m.use.Lock()
+	defer m.use.Unlock()
+	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	modelWeights.release(m)
@@ -137,12 +147,14 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	if dev == nil {
 		return nil, wrapf(ErrInvalidArgument, nil, "nil device")
 	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+	if st, err := os.Stat(dir); err != nil {
 		return nil, wrapf(ErrCheckpoint, err, "checkpoint directory %q", dir)
+	} else if !st.IsDir() {
+		return nil, wrapf(ErrCheckpoint, nil, "checkpoint %q is not a directory (want the folder holding config.json and the safetensors files)", dir)
 	}
 	cfg, err := hfconfig.Load(dir)
 	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "%s", filepath.Join(dir, "config.json"))
+		return nil, wrapf(ErrCheckpoint, err, "config")
 	}
 	ck, err := safetensors.OpenDir(dir)
 	if err != nil {

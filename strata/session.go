@@ -13,7 +13,9 @@ import (
 // SessionOptions configure NewSession.
 type SessionOptions struct {
 	// MaxContext is the most tokens the session can hold (cache capacity). 0 means 4096 or the
-	// model's max_position_embeddings, whichever is smaller.
+	// model's max_position_embeddings, whichever is smaller. At most 2^24, and the K/V cache of
+	// one layer (MaxContext x Hkv x head_dim elements) must stay under 2^31 (32-bit offsets):
+	// 2^21 tokens for the real models' 2 x 256.
 	MaxContext int
 }
 
@@ -64,7 +66,9 @@ type Stats struct {
 	Stage  [numStages]time.Duration
 }
 
-// Session holds one sequence's cache (ARCHITECTURE.md "Session state") and runs prefills
+// Session holds one sequence's cache (per attention layer K after k_norm and RoPE, V and the
+// indexer's raw keys; per GDN layer the short-conv and fp32 recurrent states; per PLE layer its
+// conv state and last two token ids) and runs prefills
 // that extend it. A Session is used by one goroutine at a time: a concurrent call returns an
 // error wrapping ErrBusy and changes nothing.
 type Session struct {
@@ -94,9 +98,13 @@ type cache struct {
 	dev any
 }
 
-// NewSession allocates a session with an empty cache. Errors wrap ErrInvalidArgument.
+// NewSession allocates a session with an empty cache. Errors wrap ErrInvalidArgument (nil
+// model, MaxContext out of range) or ErrClosed.
 func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
-	if m == nil || m.closed.Load() {
+	if m == nil {
+		return nil, wrapf(ErrInvalidArgument, nil, "nil model")
+	}
+	if m.closed.Load() {
 		return nil, wrapf(ErrClosed, nil, "model is closed")
 	}
 	c := m.cfg
@@ -184,30 +192,38 @@ func (s *Session) acquire() error {
 	if !s.busy.CompareAndSwap(false, true) {
 		return wrapf(ErrBusy, nil, "session is in use by another call")
 	}
+	s.m.use.RLock()
 	if s.closed || s.m.closed.Load() {
+		s.m.use.RUnlock()
 		s.busy.Store(false)
 		return wrapf(ErrClosed, nil, "session or model is closed")
 	}
 	return nil
 }
 
-func (s *Session) release() { s.busy.Store(false) }
+func (s *Session) release() {
+	s.m.use.RUnlock()
+	s.busy.Store(false)
+}
 
-// Close releases the session's cache. Further calls return ErrClosed.
+// Close releases the session's cache (also after its model was closed). Further calls return
+// ErrClosed; closing twice is a no-op; closing while another call runs returns ErrBusy.
 func (s *Session) Close() error {
 	if s == nil {
 		return nil
 	}
-	if err := s.acquire(); err != nil {
-		if s.closed {
-			return nil
-		}
-		return err
+	if !s.busy.CompareAndSwap(false, true) {
+		return wrapf(ErrBusy, nil, "session is in use by another call")
 	}
+	defer s.busy.Store(false)
+	if s.closed {
+		return nil
+	}
+	s.m.use.RLock()
+	defer s.m.use.RUnlock()
 	s.closed = true
 	s.releaseCache(s.state)
 	s.state = nil
-	s.busy.Store(false)
 	return nil
 }
 
@@ -229,7 +245,8 @@ func (s *Session) Reset() error {
 
 // Snapshot is a copy of a session's whole state (hybrid models cannot rewind a recurrent state
 // by truncating a cache, so a branch point is a full copy). It can be restored into any session
-// of the same model with enough capacity.
+// of the same Model (the value LoadModel returned; a second load of the same checkpoint is
+// another Model) with enough capacity.
 type Snapshot struct {
 	m   *Model
 	pos int

@@ -262,3 +262,40 @@ func TestBusySession(t *testing.T) {
 	}
 	s.release()
 }
+
+// TestCloseModelDuringPrefill: Model.Close waits for a running prefill (which completes), and
+// the session's later calls return ErrClosed; no unmapped memory is touched.
+func TestCloseModelDuringPrefill(t *testing.T) {
+	dev, _ := Open(Options{Backend: "cpu"})
+	m, err := LoadModel(dev, testdata("qwen4exp-tiny"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.NewSession(SessionOptions{MaxContext: 512})
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Prefill(context.Background(), make([]int32, 400), PrefillOptions{Progress: func(done, total int) {
+			if done == 1 {
+				close(started)
+			}
+		}})
+		done <- err
+	}()
+	<-started
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("prefill running while Close was called: %v", err)
+	}
+	if _, err := s.Prefill(context.Background(), []int32{1}, PrefillOptions{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("prefill after model close: %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("session close after model close: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second model close: %v", err)
+	}
+}
