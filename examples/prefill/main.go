@@ -64,6 +64,29 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--chunk", *chunk}, {"--random-tokens", *randomN}, {"--max-context", *maxCtx}} {
+		if f.v < 0 {
+			return fmt.Errorf("%s %d: must be >= 0", f.name, f.v)
+		}
+	}
+	// Open the output first: a bad path should fail before a long prefill, not after it.
+	var saveFile *os.File
+	if *saveLogits != "" {
+		f, err := os.Create(*saveLogits)
+		if err != nil {
+			return fmt.Errorf("--save-logits: %w", err)
+		}
+		saveFile = f
+		defer func() {
+			if saveFile != nil { // not written: do not leave an empty file behind
+				saveFile.Close()
+				os.Remove(*saveLogits)
+			}
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
@@ -178,9 +201,12 @@ func run() error {
 		fmt.Printf("  %d (%.4f)", id, row[id])
 	}
 	fmt.Println()
-	if *saveLogits != "" {
-		if err := writeNPY(*saveLogits, all, row, len(tokens), m.Vocab(), *allLogits); err != nil {
-			return err
+	if saveFile != nil {
+		f := saveFile
+		saveFile = nil
+		if err := writeNPY(f, all, row, len(tokens), m.Vocab(), *allLogits); err != nil {
+			os.Remove(*saveLogits)
+			return fmt.Errorf("--save-logits: %w", err)
 		}
 		fmt.Printf("saved     %s\n", *saveLogits)
 	}
@@ -233,6 +259,9 @@ func promptTokens(list, file string, randomN int, seed uint64, generated bool, v
 			return nil, err
 		}
 		list = string(b)
+		if strings.TrimSpace(list) == "" {
+			return nil, fmt.Errorf("--tokens-file %s holds no token ids", file)
+		}
 	}
 	if list != "" {
 		var out []int32
@@ -267,15 +296,19 @@ func topK(row []float32, k int) []int {
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return row[idx[a]] > row[idx[b]] })
+	// NaN ranks last (a NaN logit means a broken checkpoint; it must not reorder the others).
+	greater := func(x, y float32) bool {
+		if x != x {
+			return false
+		}
+		return y != y || x > y
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return greater(row[idx[a]], row[idx[b]]) })
 	return idx[:min(k, len(idx))]
 }
 
-func writeNPY(path string, all, last []float32, T, vocab int, allRows bool) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
+// writeNPY writes the logits to f and closes it.
+func writeNPY(f *os.File, all, last []float32, T, vocab int, allRows bool) error {
 	var v any = last
 	if allRows {
 		rows := make([][]float32, T)
