@@ -58,11 +58,17 @@ func loadNative(threads int) (backend, error) {
 	if got == 1 {
 		per = "1 thread per call, calls concurrent"
 	}
-	core := "core " + getCore()
-	switch coreNote {
-	case "OPENBLAS_CORETYPE":
+	name := getCore()
+	core := "core " + name
+	switch {
+	case coreNote == "OPENBLAS_CORETYPE":
 		core += " from OPENBLAS_CORETYPE"
-	case "":
+	case coreNote == "":
+	case !strings.EqualFold(name, chosenCore):
+		// The library was already loaded and initialised by the host process (e.g. numpy),
+		// so the kernel set strata chose could not take effect. Say so rather than claim it.
+		core += fmt.Sprintf(" (OpenBLAS was loaded before strata; the %s kernels this CPU supports (%s) need OPENBLAS_CORETYPE=%s set before the process starts)",
+			chosenCore, coreNote, chosenCore)
 	default:
 		core += " (set from CPU features " + coreNote + "; OPENBLAS_CORETYPE overrides)"
 	}
@@ -108,6 +114,9 @@ func nativeThreads() int {
 // (AVX2 + FMA); otherwise it leaves detection to the library. It returns "OPENBLAS_CORETYPE"
 // when the user set it, the features it acted on when it set it, and "" otherwise. The core in
 // use is reported by Impl either way.
+// chosenCore is the kernel set chooseCoreType asked for ("" when it asked for none).
+var chosenCore string
+
 func chooseCoreType() string {
 	if _, set := os.LookupEnv("OPENBLAS_CORETYPE"); set {
 		return "OPENBLAS_CORETYPE"
@@ -118,9 +127,11 @@ func chooseCoreType() string {
 	switch {
 	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL:
 		os.Setenv("OPENBLAS_CORETYPE", "SkylakeX")
+		chosenCore = "SkylakeX"
 		return "avx512f/bw/dq/vl"
 	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
 		os.Setenv("OPENBLAS_CORETYPE", "Haswell")
+		chosenCore = "Haswell"
 		return "avx2+fma"
 	}
 	return ""
