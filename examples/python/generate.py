@@ -25,6 +25,8 @@ def main():
     ap.add_argument("--eos", type=int, default=-1, help="stop after this token id (default: none)")
     ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "metal"])
     args = ap.parse_args()
+    if args.new_tokens < 1:
+        ap.error("--new-tokens must be >= 1")
 
     prompt = np.asarray([int(x) for x in args.tokens.replace(",", " ").split()], dtype=np.int32)
     try:

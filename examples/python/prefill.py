@@ -46,6 +46,9 @@ def main():
     ap.add_argument("--max-context", type=int, default=0, help="session capacity (default: prompt length, at least 4096)")
     ap.add_argument("-v", action="store_true", help="log library messages to stderr")
     args = ap.parse_args()
+    for name in ("chunk", "random_tokens", "max_context"):
+        if (getattr(args, name) or 0) < 0:
+            ap.error(f"--{name.replace('_', '-')} must be >= 0")
 
     if args.v:
         strata.set_log_callback(lambda lvl, msg: print(f"[{lvl}] {msg}", file=sys.stderr), level=0)

@@ -7,7 +7,9 @@ from ctypes import byref, c_int32, c_int64, c_size_t, c_void_p
 import numpy as np
 
 from . import _lib
-from .errors import InvalidArgumentError, check
+import os
+
+from .errors import CheckpointError, InvalidArgumentError, check
 
 _BACKENDS = {"auto": _lib.BACKEND_AUTO, "cpu": _lib.BACKEND_CPU, "metal": _lib.BACKEND_METAL}
 _log_keep = None  # the installed ctypes callback, kept alive while installed
@@ -104,6 +106,9 @@ class Model(_Handle):
     _free = "strata_model_free"
 
     def __init__(self, device, checkpoint_dir, progress=None):
+        if not isinstance(device, Device):
+            raise InvalidArgumentError(f"device must be a strata.Device, got {type(device).__name__}")
+        checkpoint_dir = _path(checkpoint_dir)
         lib = device._lib
         p = lib.strata_model_default_params()
         keep = None
@@ -111,7 +116,7 @@ class Model(_Handle):
             keep = _lib.PROGRESS_FN(lambda d, t, n, ud: progress(int(d), int(t), n.decode()))
             p.progress = keep
         h = c_void_p()
-        check(lib.strata_model_load(device._h, str(checkpoint_dir).encode(), byref(p), byref(h)), lib)
+        check(lib.strata_model_load(device._h, checkpoint_dir, byref(p), byref(h)), lib)
         del keep  # the callback is only called during the load
         super().__init__(lib, h.value)
         props = _lib.ModelProps(struct_size=ctypes.sizeof(_lib.ModelProps))
@@ -168,6 +173,10 @@ class Session(_Handle):
     _free = "strata_session_free"
 
     def __init__(self, model, max_context=0):
+        if not isinstance(model, Model):
+            raise InvalidArgumentError(f"model must be a strata.Model, got {type(model).__name__}")
+        if isinstance(max_context, bool) or not isinstance(max_context, (int, np.integer)) or not 0 <= max_context < 2**63:
+            raise InvalidArgumentError(f"max_context must be an integer in [0, 2^63), got {max_context!r}")
         lib = model._lib
         p = lib.strata_session_default_params()
         p.max_context = int(max_context)
@@ -205,6 +214,8 @@ class Session(_Handle):
 
     def restore(self, snapshot):
         """Replaces the state with a copy of snapshot's."""
+        if not isinstance(snapshot, Snapshot):
+            raise InvalidArgumentError(f"snapshot must be a strata.Snapshot, got {type(snapshot).__name__}")
         check(self._lib.strata_session_restore(self._h, snapshot._h), self._lib)
 
 
@@ -225,11 +236,21 @@ def prefill(checkpoint_dir, tokens, all_logits=False):
     and releases everything. Returns the logits like Session.prefill; the vocabulary size is read
     from the checkpoint's config."""
     import json
-    import os
-    with open(os.path.join(checkpoint_dir, "config.json")) as f:
-        cfg = json.load(f)
+    path = _path(checkpoint_dir)
+    try:
+        with open(os.path.join(path, b"config.json")) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{checkpoint_dir}: cannot read config.json: {e}") from None
     vocab = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
     if not vocab:
         raise InvalidArgumentError(f"{checkpoint_dir}/config.json has no vocab_size")
     lib = _lib.load()
-    return _prefill_call(lib.strata_prefill, str(checkpoint_dir).encode(), lib, tokens, int(vocab), all_logits)
+    return _prefill_call(lib.strata_prefill, path, lib, tokens, int(vocab), all_logits)
+
+
+def _path(p):
+    """A checkpoint path (str, bytes or os.PathLike) as the bytes the C ABI takes."""
+    if isinstance(p, (str, bytes, os.PathLike)):
+        return os.fsencode(p)
+    raise InvalidArgumentError(f"checkpoint_dir must be a path (str, bytes or os.PathLike), got {type(p).__name__}")
