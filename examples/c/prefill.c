@@ -38,7 +38,10 @@ static size_t parse_tokens(const char* arg, int32_t** out) {
   char* text = NULL;
   if (arg[0] == '@') {
     FILE* f = fopen(arg + 1, "rb");
-    if (f == NULL) return 0;
+    if (f == NULL) {
+      perror(arg + 1);
+      return 0;
+    }
     size_t cap = 1 << 16, len = 0;
     text = malloc(cap);
     size_t got;
@@ -96,7 +99,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--all-logits") == 0) all_logits = 1;
     else if (strcmp(argv[i], "-v") == 0) verbose = 1;
-    else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) chunk = strtol(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
+      char* end;
+      chunk = strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != 0) return usage();
+    }
     else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_path = argv[++i];
     else if (argv[i][0] == '-' && argv[i][1] == '-') return usage();
     else if (nargs < 2) args[nargs++] = argv[i];
@@ -112,8 +119,8 @@ int main(int argc, char** argv) {
 
   int32_t* tokens = NULL;
   size_t n = parse_tokens(args[1], &tokens);
-  if (n == 0) {
-    fprintf(stderr, "no token ids in %s\n", args[1]);
+  if (n == 0) { /* parse_tokens printed why, unless the list was simply empty */
+    fprintf(stderr, "no usable token ids in %s\n", args[1]);
     return 1;
   }
 
