@@ -140,26 +140,9 @@ func (cpuBackend) attention(o, q, kc, vc []float32, p kernels.AttnParams, sel *k
 	return kernels.Attention(o, nil, q, kc, vc, p, sel)
 }
 
-func (cpuBackend) sigmoidMul(o, g []float32) error {
-	parallelRows(len(o), 1<<14, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			o[i] *= float32(sigmoid64(float64(g[i])))
-		}
-	})
-	return nil
-}
+func (cpuBackend) sigmoidMul(o, g []float32) error { return kernels.SigmoidMul(o, g) }
 
-func (cpuBackend) swiglu(h, gu []float32, T, I int) error {
-	parallelRows(T, max(1, 4096/I), func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			for j := 0; j < I; j++ {
-				g := float64(gu[t*2*I+j])
-				h[t*I+j] = float32(g*sigmoid64(g)) * gu[t*2*I+I+j]
-			}
-		}
-	})
-	return nil
-}
+func (cpuBackend) swiglu(h, gu []float32, T, I int) error { return kernels.SwiGLU(h, gu, T, I) }
 
 func (cpuBackend) rowSigmoidScale(x, s []float32, T, D int) error {
 	parallelRows(T, max(1, 4096/D), func(lo, hi int) {
