@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal"
 	"github.com/stratakernels/strata/metal/mtl"
 )
@@ -111,7 +112,8 @@ func Open(opts Options) (*Device, error) {
 func (d *Device) useCPU() {
 	d.backend = "cpu"
 	d.be = cpuBackend{}
-	d.kernels = fmt.Sprintf("cpu kernels (Go, GOMAXPROCS=%d), GEMM via %s", runtime.GOMAXPROCS(0), blas.Impl())
+	d.kernels = fmt.Sprintf("cpu kernels (GOMAXPROCS=%d): attention %s, GDN %s (chunked scan), activations %s; GEMM via %s",
+		runtime.GOMAXPROCS(0), kernels.AttentionKernel(), kernels.GDNKernel(), kernels.ActKernel(), blas.Impl())
 }
 
 func (d *Device) openMetal(dev mtl.Device) error {
