@@ -101,7 +101,7 @@ func OpenDir(dir string) (*Checkpoint, error) {
 	for _, s := range shardNames {
 		f, err := Open(filepath.Join(dir, s))
 		if err != nil {
-			return fail(fmt.Errorf("index %s maps tensor %q to shard %s: %w", idxPath, firstTensor[s], s, err))
+			return fail(fmt.Errorf("shard %s (named by %s, e.g. for tensor %q): %w", s, idxPath, firstTensor[s], err))
 		}
 		shards[s] = f
 		c.files = append(c.files, f)
