@@ -489,12 +489,14 @@ func TestLoadPrefillFreeCycles(t *testing.T) {
 	if heapGrowth > 0.05 {
 		t.Errorf("Go heap in use grew %.1f%% over %d cycles", 100*heapGrowth, cycles)
 	}
-	// RSS also sees the checkpoint mappings and C allocations. With the tiny model the process
-	// sits near 13 MiB, where one more OS thread (the runtime adds one when a cgo or system call
-	// blocks; its stack and malloc arena) moves RSS by about 1 MiB, so growth is allowed up to
-	// 5% or 2 MiB, whichever is larger. One leaked model per cycle would add 14 MiB, one leaked
-	// session 1.2 MiB (its Gated DeltaNet states): hundreds of MiB over the run.
-	if limit := max(0.05*float64(rss0), 2<<20); float64(rss1-rss0) > limit {
+	// RSS also sees the checkpoint mappings, C allocations and the runtime's OS threads. With
+	// the tiny model the process sits near 13-16 MiB, where one more OS thread (the runtime adds
+	// one when a system call blocks, more often on a busy machine; its stack and malloc arena)
+	// moves RSS by about 1 MiB: up to 3.1 MiB of such one-off growth was seen on a loaded
+	// 2-core machine with the Go heap flat. So growth is allowed up to 5% or 4 MiB, whichever
+	// is larger: a leak of 20 KiB per cycle would still fail, and the smallest real leak (one
+	// session: its Gated DeltaNet states, 1.2 MiB) would add 240 MiB over the run.
+	if limit := max(0.05*float64(rss0), 4<<20); float64(rss1-rss0) > limit {
 		t.Errorf("RSS grew %.1f%% (%.2f MiB) over %d cycles", 100*growth, float64(rss1-rss0)/(1<<20), cycles)
 	}
 	for k := kindDevice; k <= kindSnapshot; k++ {
