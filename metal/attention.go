@@ -73,6 +73,9 @@ func (j *Pass) Attention(o, q, kc, vc *Tensor, p kernels.AttnParams, sel *kernel
 }
 
 func (j *Pass) attention(bo, blse, bq, bk, bv *Tensor, p kernels.AttnParams, sel *kernels.Selection, btok *Tensor) error {
+	if k := j.b.preferred("attention", attnFlashKernel); k != attnFlashKernel {
+		return j.attentionVariant(k, bo, blse, bq, bk, bv, p, sel, btok)
+	}
 	hpg := p.Hq / p.Hkv
 	tq := max(1, qsaRowsMax/hpg)
 	sparse := sel != nil

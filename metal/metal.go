@@ -135,8 +135,10 @@ func (b *Backend) Prefer(op, kernel string) error {
 }
 
 // alternatives lists, per op, the kernels that compute it bitwise alike, except gdn_scan, whose
-// chunked kernel agrees with the recurrent one (the default) within float32 rounding.
+// chunked kernel agrees with the recurrent one (the default) within float32 rounding, and
+// attention, whose variants (attention_variants.go) agree with qsa_flash within their tolerances.
 var alternatives = map[string][]string{
+	"attention":      {attnFlashKernel, attnMMKernel, attnFlashPHKernel},
 	"gdn_scan":       {"gdn_scan", gdnScanChunkKernel},
 	"moe_comb":       {"moe_comb", "moe_comb_slots"},
 	"gr_norm_h4":     {"gr_norm_h4", "rms_norm"},
