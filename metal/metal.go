@@ -113,8 +113,10 @@ func (b *Backend) SetSource(file, src string) error {
 
 // Prefer makes op run kernel instead of the variant the host would pick from the shapes, where
 // both compute the same result (e.g. Prefer("moe_comb", "moe_comb") turns off the slot
-// compaction of moe_comb_slots). Variants of one op are bitwise equal; the A/B harness and the
-// tests use this to compare them. An empty kernel restores the default.
+// compaction of moe_comb_slots). Variants of moe_comb, the GatedResidual norms and the router
+// are bitwise equal; those of gdn_scan (gdn_scan_chunk) and attention (qsa_attn_mm,
+// qsa_flash_ph) agree within the tolerances their tests state. The A/B harness and the tests use
+// this to compare them. An empty kernel restores the default.
 // Errors wrap kernels.ErrArg for an op or kernel without alternatives.
 func (b *Backend) Prefer(op, kernel string) error {
 	alts, ok := alternatives[op]
