@@ -38,7 +38,7 @@ type Logits struct {
 	Stats Stats
 }
 
-// Row returns row r ([Vocab]).
+// Row returns row r ([Vocab]), aliasing Data; like slice indexing it panics when r is outside [0, Rows).
 func (l *Logits) Row(r int) []float32 { return l.Data[r*l.Vocab : (r+1)*l.Vocab] }
 
 // Stage names the parts of a prefill timed in Stats.
