@@ -17,11 +17,18 @@ import "unsafe"
 // their portable forms next to its NEON panels.
 var useAsm = hasAsmPanels
 
+// useAsm512 selects, when useAsm is set, the AVX-512F forms of the panel kernels (amd64 CPUs
+// with AVX-512F); they compute every element with the same fused multiply-adds in the same
+// order as the AVX2 forms, so the two sets give bitwise the same results. The tests turn it
+// off to run the AVX2 set on the same machine.
+var useAsm512 = hasAsm512
+
 // useAsmVec reports whether the element-wise assembly kernels run.
 func useAsmVec() bool { return useAsm && hasAsmVec }
 
-// GDNKernel names the micro-kernels GDNScan runs in this build on this CPU: "avx2-fma asm"
-// (AVX2+FMA assembly, amd64), "neon asm" (arm64) or "generic Go" (portable code: amd64 CPUs
+// GDNKernel names the micro-kernels GDNScan runs in this build on this CPU: "avx512 asm"
+// (AVX-512F panels beside the AVX2+FMA element-wise kernels, amd64 CPUs with AVX-512F),
+// "avx2-fma asm" (AVX2+FMA assembly, amd64), "neon asm" (arm64) or "generic Go" (portable code: amd64 CPUs
 // without AVX2/FMA, other architectures, builds with the purego tag).
 func GDNKernel() string { return cpuKernelName() }
 
@@ -31,6 +38,9 @@ func AttentionKernel() string { return cpuKernelName() }
 
 func cpuKernelName() string {
 	if useAsm {
+		if useAsm512 {
+			return cpuAsm512Name
+		}
 		return cpuAsmName
 	}
 	return "generic Go"
@@ -69,8 +79,17 @@ func fmaGemm(c []float32, ldc int, a []float32, ars, as int, b []*float32, m, n,
 		}
 		return
 	}
-	tail := &fmaTailMask[8-n%8]
 	i := 0
+	if useAsm512 {
+		for ; i+6 <= m; i += 6 {
+			fmaPanel6x16(&c[i*ldc], ldc, &a[i*ars], ars, as, &b[0], n, k)
+		}
+		for ; i < m; i++ {
+			fmaPanel1x16(&c[i*ldc], &a[i*ars], as, &b[0], n, k)
+		}
+		return
+	}
+	tail := &fmaTailMask[8-n%8]
 	for ; i+6 <= m; i += 6 {
 		fmaPanel6(&c[i*ldc], ldc, &a[i*ars], ars, as, &b[0], n, k, tail)
 	}
@@ -88,6 +107,10 @@ func fmaRow(c, a []float32, as int, b []*float32) {
 	_ = a[(k-1)*as]
 	if !useAsm {
 		fmaRowGo(c, a, as, b)
+		return
+	}
+	if useAsm512 {
+		fmaPanel1x16(&c[0], &a[0], as, &b[0], n, k)
 		return
 	}
 	fmaPanel1(&c[0], &a[0], as, &b[0], n, k, &fmaTailMask[8-n%8])

@@ -8,22 +8,38 @@ import (
 	"testing"
 )
 
-// kernelSets lists the micro-kernel sets this machine can run: the assembly set when the CPU
-// has it, and always the portable one.
-func kernelSets() []bool {
-	if hasAsmPanels {
-		return []bool{true, false}
-	}
-	return []bool{false}
+// kernelSet is one micro-kernel set: the portable Go kernels, the assembly kernels with their
+// AVX2 (or NEON) panels, or the assembly kernels with the AVX-512F panels.
+type kernelSet struct {
+	name        string
+	asm, avx512 bool
 }
 
-// forEachKernel runs f once per kernel set (subtests "asm" and "go").
+// kernelSets lists the micro-kernel sets this machine can run: the AVX-512 set when the CPU
+// has it, the assembly set when the CPU has it, and always the portable one.
+func kernelSets() []kernelSet {
+	var sets []kernelSet
+	if hasAsm512 {
+		sets = append(sets, kernelSet{"avx512", true, true})
+	}
+	if hasAsmPanels {
+		sets = append(sets, kernelSet{"asm", true, false})
+	}
+	return append(sets, kernelSet{"go", false, false})
+}
+
+// use selects the set and returns a function that restores the previous one.
+func (s kernelSet) use() (restore func()) {
+	prevAsm, prev512 := useAsm, useAsm512
+	useAsm, useAsm512 = s.asm, s.avx512
+	return func() { useAsm, useAsm512 = prevAsm, prev512 }
+}
+
+// forEachKernel runs f once per kernel set (subtests "avx512", "asm" and "go").
 func forEachKernel(t *testing.T, f func(t *testing.T)) {
-	for _, asm := range kernelSets() {
-		t.Run(map[bool]string{true: "asm", false: "go"}[asm], func(t *testing.T) {
-			prev := useAsm
-			useAsm = asm
-			defer func() { useAsm = prev }()
+	for _, s := range kernelSets() {
+		t.Run(s.name, func(t *testing.T) {
+			defer s.use()()
 			f(t)
 		})
 	}
@@ -34,6 +50,9 @@ func TestKernelNames(t *testing.T) {
 		want := "generic Go"
 		if useAsm {
 			want = cpuAsmName
+			if useAsm512 {
+				want = cpuAsm512Name
+			}
 		}
 		if want == "" {
 			t.Fatal("no kernel name")
@@ -122,11 +141,9 @@ func BenchmarkFMAGemm(b *testing.B) {
 	c := make([]float32, n*n)
 	rows := make([]*float32, n)
 	fmaRowTable(rows, x[n*n:], n, n)
-	for _, asm := range kernelSets() {
-		b.Run(map[bool]string{true: "asm", false: "go"}[asm], func(b *testing.B) {
-			prev := useAsm
-			useAsm = asm
-			defer func() { useAsm = prev }()
+	for _, s := range kernelSets() {
+		b.Run(s.name, func(b *testing.B) {
+			defer s.use()()
 			for b.Loop() {
 				fmaGemm(c, n, x, n, 1, rows, n, n, n)
 			}
@@ -230,4 +247,43 @@ func TestGDNElementwise(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFMAGemmSetsAgree: the AVX-512 panels give bitwise the values of the AVX2 panels (the same
+// fused multiply-adds in the same order per element) on shapes that cross every column block
+// (64, 32, 16 and the masked tail of the six-row form; 128, 64, 16 and the tail of the
+// one-row form).
+func TestFMAGemmSetsAgree(t *testing.T) {
+	if !hasAsm512 {
+		t.Skip("no AVX-512 kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, m := range []int{1, 6, 7, 12, 13} {
+		for _, n := range []int{15, 16, 33, 63, 64, 100, 127, 128, 200, 255, 256} {
+			const k = 29
+			ldc, ldb := n+1, n+3
+			a := make([]float32, m*k)
+			bm := make([]float32, k*ldb)
+			c0 := make([]float32, m*ldc)
+			for _, x := range [][]float32{a, bm, c0} {
+				for i := range x {
+					x[i] = float32(rng.Float64()*2 - 1)
+				}
+			}
+			b := make([]*float32, k)
+			fmaRowTable(b, bm, ldb, n)
+			var got [2][]float32
+			for s, set := range []kernelSet{{"avx512", true, true}, {"asm", true, false}} {
+				restore := set.use()
+				got[s] = slices.Clone(c0)
+				fmaGemm(got[s], ldc, a, k, 1, b, m, n, k)
+				restore()
+			}
+			for i := range c0 {
+				if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
+					t.Fatalf("m%d n%d: C[%d] = %v (avx512), %v (avx2)", m, n, i, got[0][i], got[1][i])
+				}
+			}
+		}
+	}
 }
