@@ -157,6 +157,9 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 			opts.Progress(i+1, len(m.layers))
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, wrapf(ErrCancelled, err, "after the last layer")
+	}
 	// final read / norm and lm_head
 	rows, first := 1, T-1
 	if opts.AllLogits {

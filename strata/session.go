@@ -403,10 +403,37 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 	if err := ctx.Err(); err != nil {
 		return nil, wrapf(ErrCancelled, err, "before prefill")
 	}
+	// A panic in the caller's Progress callback must not leave a half-run prefill behind: it is
+	// recovered, the prefill stops at the next layer boundary as if cancelled (so the state is
+	// restored), and the call returns an error naming the panic.
+	var cbPanic any
+	if p := opts.Progress; p != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		opts.Progress = func(done, total int) {
+			if cbPanic != nil {
+				return
+			}
+			defer func() {
+				if r := recover(); r != nil {
+					cbPanic = r
+					cancel()
+				}
+			}()
+			p(done, total)
+		}
+	}
+	failed := func(err error) error {
+		if cbPanic != nil {
+			return wrapf(ErrInvalidArgument, nil, "PrefillOptions.Progress panicked (%v); the prefill was abandoned and the session is unchanged", cbPanic)
+		}
+		return err
+	}
 	if rb, ok := s.m.dev.be.(residentBackend); ok {
 		logits, err := rb.prefill(s, func() (*Logits, error) { return s.runResident(ctx, tokens, opts) })
 		if err != nil {
-			return nil, err
+			return nil, failed(err)
 		}
 		s.pos += T
 		return logits, nil
@@ -417,7 +444,7 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 	logits, err := s.run(ctx, tokens, opts)
 	if err != nil {
 		s.state.restoreFixed(backup)
-		return nil, err
+		return nil, failed(err)
 	}
 	s.pos += T
 	return logits, nil

@@ -299,3 +299,29 @@ func TestCloseModelDuringPrefill(t *testing.T) {
 		t.Errorf("second model close: %v", err)
 	}
 }
+
+// TestProgressPanicLeavesSessionUnchanged: a panic in the caller's Progress callback (at any
+// layer, the last included) becomes an error and the session is bitwise what it was.
+func TestProgressPanicLeavesSessionUnchanged(t *testing.T) {
+	m := loadTiny(t, "qwen4exp-tiny")
+	ids := openGoldens(t, "q4_model_goldens.safetensors").i32("a.input_ids")
+	s, _ := m.NewSession(SessionOptions{MaxContext: 128})
+	if _, err := s.Prefill(context.Background(), ids[:20], PrefillOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Snapshot()
+	for at := 1; at <= m.Layers(); at++ {
+		_, err := s.Prefill(context.Background(), ids[20:27], PrefillOptions{Progress: func(done, total int) {
+			if done == at {
+				panic("callback failure")
+			}
+		}})
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("panic at layer %d: %v, want ErrInvalidArgument", at, err)
+		}
+		after, _ := s.Snapshot()
+		if s.Position() != 20 || !before.Equal(after) {
+			t.Fatalf("panic at layer %d: session changed (position %d)", at, s.Position())
+		}
+	}
+}
