@@ -112,7 +112,7 @@ func Open(opts Options) (*Device, error) {
 func (d *Device) useCPU() {
 	d.backend = "cpu"
 	d.be = cpuBackend{}
-	d.kernels = fmt.Sprintf("cpu kernels (GOMAXPROCS=%d): attention %s, GDN %s (chunked scan), activations %s; GEMM via %s",
+	d.kernels = fmt.Sprintf("cpu (GOMAXPROCS=%d): attention %s, GDN %s, activations %s; GEMM %s",
 		runtime.GOMAXPROCS(0), kernels.AttentionKernel(), kernels.GDNKernel(), kernels.ActKernel(), blas.Impl())
 }
 

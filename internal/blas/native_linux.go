@@ -54,9 +54,9 @@ func loadNative(threads int) (backend, error) {
 	got := int(openblasState.getThreads())
 	b.single = got == 1
 	mode := map[int32]string{0: "sequential", 1: "pthread", 2: "openmp"}[getParallel()]
-	per := fmt.Sprintf("%d threads per call, calls serialised", got)
+	per := fmt.Sprintf("%d threads/call, serialised", got)
 	if got == 1 {
-		per = "1 thread per call, calls concurrent"
+		per = "1 thread/call, concurrent"
 	}
 	name := getCore()
 	core := "core " + name
@@ -65,12 +65,11 @@ func loadNative(threads int) (backend, error) {
 		core += " from OPENBLAS_CORETYPE"
 	case coreNote == "":
 	case !strings.EqualFold(name, chosenCore):
-		// The library was already loaded and initialised by the host process (e.g. numpy),
-		// so the kernel set strata chose could not take effect. Say so rather than claim it.
-		core += fmt.Sprintf(" (OpenBLAS was loaded before strata; the %s kernels this CPU supports (%s) need OPENBLAS_CORETYPE=%s set before the process starts)",
-			chosenCore, coreNote, chosenCore)
+		// The host process (e.g. numpy) loaded and initialised the library first, so the kernel
+		// set strata chose could not take effect: say so, and what would select it.
+		core += ": loaded before strata, export OPENBLAS_CORETYPE=" + chosenCore
 	default:
-		core += " (set from CPU features " + coreNote + "; OPENBLAS_CORETYPE overrides)"
+		core += " from CPU features"
 	}
 	b.label = fmt.Sprintf("openblas %s (%s, %s, %s)", openblasVersion(getConfig()), core, mode, per)
 	return b, nil
