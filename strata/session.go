@@ -122,6 +122,9 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	if int64(maxCtx)*int64(max(c.Hkv, 1))*int64(c.HeadDim) >= 1<<31 {
 		return nil, wrapf(ErrInvalidArgument, nil, "MaxContext %d: KV cache of %d x %d x %d elements overflows 32-bit offsets", maxCtx, maxCtx, c.Hkv, c.HeadDim)
 	}
+	if c.MaxPositions > 0 && maxCtx > c.MaxPositions {
+		m.dev.logf(LogWarn, "session MaxContext %d exceeds the model's max_position_embeddings %d: positions past it were never trained", maxCtx, c.MaxPositions)
+	}
 	s := &Session{m: m, maxCtx: maxCtx}
 	st, err := allocCache(m, maxCtx)
 	if err != nil {
@@ -176,8 +179,13 @@ func newCacheAlloc(m *Model, maxCtx int, alloc func(n int) []float32) *cache {
 	return st
 }
 
-// Position is the number of tokens in the cache (pos0 of the next prefill).
-func (s *Session) Position() int { return s.pos }
+// Position is the number of tokens in the cache (pos0 of the next prefill); 0 for nil.
+func (s *Session) Position() int {
+	if s == nil {
+		return 0
+	}
+	return s.pos
+}
 
 // MaxContext is the session's capacity in tokens.
 func (s *Session) MaxContext() int { return s.maxCtx }
@@ -253,8 +261,13 @@ type Snapshot struct {
 	st  *cache
 }
 
-// Position of the snapshot.
-func (sn *Snapshot) Position() int { return sn.pos }
+// Position of the snapshot; 0 for nil.
+func (sn *Snapshot) Position() int {
+	if sn == nil {
+		return 0
+	}
+	return sn.pos
+}
 
 // Snapshot copies the session's state.
 func (s *Session) Snapshot() (*Snapshot, error) {

@@ -49,6 +49,12 @@ def main():
     for name in ("chunk", "random_tokens", "max_context"):
         if (getattr(args, name) or 0) < 0:
             ap.error(f"--{name.replace('_', '-')} must be >= 0")
+    out = None
+    if args.save_logits:  # open first: a bad path should fail before a long prefill
+        try:
+            out = open(args.save_logits, "wb")
+        except OSError as e:
+            ap.error(f"--save-logits: {e}")
 
     if args.v:
         strata.set_log_callback(lambda lvl, msg: print(f"[{lvl}] {msg}", file=sys.stderr), level=0)
@@ -79,8 +85,9 @@ def main():
             top = np.argsort(-last, kind="stable")[:5]
             print(f"top-5     next token after position {s.position - 1}: " +
                   "  ".join(f"{i} ({last[i]:.4f})" for i in top))
-        if args.save_logits:
-            np.save(args.save_logits, logits)
+        if out is not None:
+            with out:
+                np.save(out, logits)
             print(f"saved     {args.save_logits}")
     except strata.Error as e:
         sys.exit(f"prefill: {e}")

@@ -252,5 +252,8 @@ def prefill(checkpoint_dir, tokens, all_logits=False):
 def _path(p):
     """A checkpoint path (str, bytes or os.PathLike) as the bytes the C ABI takes."""
     if isinstance(p, (str, bytes, os.PathLike)):
-        return os.fsencode(p)
+        b = os.fsencode(p)
+        if b"\0" in b:
+            raise InvalidArgumentError(f"checkpoint_dir {p!r} contains a NUL byte")
+        return b
     raise InvalidArgumentError(f"checkpoint_dir must be a path (str, bytes or os.PathLike), got {type(p).__name__}")
