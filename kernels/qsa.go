@@ -51,23 +51,7 @@ func QSASelect(sel *Selection, q []float32, rawKeys []float32, kNorm []float32, 
 		return err
 	}
 	keep := p.Budget / p.Ratio
-	sel.T = p.T
-	sel.Dense = qsaGrow(sel.Dense, p.T)
-	sel.Offsets = qsaGrow(sel.Offsets, p.T+1)
-	total := 0
-	nbSparse := 0
-	for t := 0; t < p.T; t++ {
-		sel.Offsets[t] = int32(total)
-		vis := p.Pos0 + t + 1
-		nb := vis / p.Ratio
-		sel.Dense[t] = nb <= keep
-		if !sel.Dense[t] {
-			total += keep*p.Ratio + vis - nb*p.Ratio
-			nbSparse = nb
-		}
-	}
-	sel.Offsets[p.T] = int32(total)
-	sel.Tokens = qsaGrow(sel.Tokens, total)
+	total, nbSparse := QSALayout(sel, p)
 	if total == 0 {
 		return nil
 	}
@@ -88,6 +72,31 @@ func QSASelect(sel *Selection, q []float32, rawKeys []float32, kNorm []float32, 
 		}
 	})
 	return nil
+}
+
+// QSALayout fills sel's row layout for p: T, Dense (a row is dense when its min(Budget/Ratio,
+// nb) kept blocks are all its nb complete blocks) and Offsets, and sizes Tokens to the total
+// selected-token count without filling it. It returns that total and the block count of the
+// last sparse row (0 when every row is dense). The layout depends only on the positions, so the
+// CPU and Metal indexers share it. p must already be valid (QSASelect checks it).
+func QSALayout(sel *Selection, p IndexerParams) (total, nbLast int) {
+	keep := p.Budget / p.Ratio
+	sel.T = p.T
+	sel.Dense = qsaGrow(sel.Dense, p.T)
+	sel.Offsets = qsaGrow(sel.Offsets, p.T+1)
+	for t := 0; t < p.T; t++ {
+		sel.Offsets[t] = int32(total)
+		vis := p.Pos0 + t + 1
+		nb := vis / p.Ratio
+		sel.Dense[t] = nb <= keep
+		if !sel.Dense[t] {
+			total += keep*p.Ratio + vis - nb*p.Ratio
+			nbLast = nb
+		}
+	}
+	sel.Offsets[p.T] = int32(total)
+	sel.Tokens = qsaGrow(sel.Tokens, total)
+	return total, nbLast
 }
 
 func qsaGrow[E any](s []E, n int) []E {

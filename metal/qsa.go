@@ -157,36 +157,6 @@ func (j *Pass) qsaPrep(bq, bg, bk, bv, bqg, bkr, bvr, bqn, bkn, brope *Tensor, T
 	return j.err
 }
 
-// qsaPlan fills the selection's row layout (dense flags and offsets: integer bookkeeping that
-// depends only on the positions) and returns the total token count and the block count of the
-// last sparse row (0 when every row is dense).
-func qsaPlan(sel *kernels.Selection, p kernels.IndexerParams) (total, nbmax int) {
-	keep := p.Budget / p.Ratio
-	sel.T = p.T
-	sel.Dense = grow(sel.Dense, p.T)
-	sel.Offsets = grow(sel.Offsets, p.T+1)
-	for t := 0; t < p.T; t++ {
-		sel.Offsets[t] = int32(total)
-		vis := p.Pos0 + t + 1
-		nb := vis / p.Ratio
-		sel.Dense[t] = nb <= keep
-		if !sel.Dense[t] {
-			total += keep*p.Ratio + vis - nb*p.Ratio
-			nbmax = nb
-		}
-	}
-	sel.Offsets[p.T] = int32(total)
-	sel.Tokens = grow(sel.Tokens, total)
-	return total, nbmax
-}
-
-func grow[E any](s []E, n int) []E {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]E, n)
-}
-
 func qsaIndexCheck(op string, sel *kernels.Selection, rawKeys, kNorm []float32, p kernels.IndexerParams) error {
 	if sel == nil {
 		return fmt.Errorf("%s: %w: nil selection", op, kernels.ErrArg)
@@ -285,7 +255,7 @@ func (b *Backend) qsaIndex(sel *kernels.Selection, q, rawKeys, iqk, qNorm, kNorm
 // not filled; QSAIndex writes the tokens into a device tensor of that length.
 func QSAPlan(p kernels.IndexerParams) *kernels.Selection {
 	sel := &kernels.Selection{}
-	qsaPlan(sel, p)
+	kernels.QSALayout(sel, p)
 	return sel
 }
 
