@@ -98,65 +98,75 @@ func TestGoldens(t *testing.T) {
 			m := loadTiny(t, tm.dir)
 			g := openGoldens(t, tm.goldens)
 			for _, prompt := range []string{"a", "b"} {
-				ids := g.i32(prompt + ".input_ids")
-				T := len(ids)
 				s, err := m.NewSession(SessionOptions{MaxContext: 512})
 				if err != nil {
 					t.Fatal(err)
 				}
-				layerOut := map[int][]float32{}
-				s.trace = func(layer int, name string, data []float32) {
-					if name == "layer_out" {
-						layerOut[layer] = append([]float32(nil), data...)
-					}
-				}
-				sel := make([]uint8, T*T)
-				s.traceSel = func(layer, row int, keys []int32, dense bool) {
-					if layer != 3 {
-						return
-					}
-					if dense {
-						for k := 0; k <= row; k++ {
-							sel[row*T+k] = 1
-						}
-						return
-					}
-					for _, k := range keys {
-						sel[row*T+int(k)] = 1
-					}
-				}
-				lg, err := s.Prefill(context.Background(), ids, PrefillOptions{AllLogits: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d, _ := maxAbsDiff(lg.Data, g.f32(prompt+".logits"))
-				t.Logf("%s prompt %s (T=%d): logits max|diff| %.3g", tm.name, prompt, T, d)
-				if d > 2e-3 {
-					t.Errorf("prompt %s: logits max|diff| %.3g > 2e-3", prompt, d)
-				}
-				for i := 0; i < m.Layers(); i++ {
-					d, scale := maxAbsDiff(layerOut[i], g.f32(fmt.Sprintf("%s.layer_out.%d", prompt, i)))
-					if d > 2e-3*scale {
-						t.Errorf("prompt %s layer %d: max|diff| %.3g > 2e-3 * %.3g", prompt, i, d, scale)
-					}
-				}
-				if tm.name == "qwen4exp" {
-					want := g.i32(prompt + ".qsa_selected.3")
-					bad := 0
-					for i := range want {
-						if uint8(want[i]) != sel[i] {
-							bad++
-						}
-					}
-					if bad > 0 {
-						t.Errorf("prompt %s: layer 3 QSA selection differs from qsa_selected.3 in %d of %d entries", prompt, bad, len(want))
-					}
-				} else {
-					checkCaches(t, m, s, g, prompt, T)
-				}
+				goldenRun(t, tm.name, m, s, g, prompt)
 			}
 		})
 	}
+}
+
+// goldenRun prefills a golden prompt in one shot on s (an empty session of m, either backend),
+// tracing every layer, and checks against the transformers goldens: all logits within 2e-3,
+// every layer_out within 2e-3 * max|x|, and the qwen3next caches (checkCaches) or the qwen4exp
+// layer-3 QSA selection (exactly qsa_selected.3). It returns the logits.
+func goldenRun(t *testing.T, name string, m *Model, s *Session, g *goldens, prompt string) *Logits {
+	t.Helper()
+	ids := g.i32(prompt + ".input_ids")
+	T := len(ids)
+	layerOut := map[int][]float32{}
+	s.trace = func(layer int, name string, data []float32) {
+		if name == "layer_out" {
+			layerOut[layer] = append([]float32(nil), data...)
+		}
+	}
+	sel := make([]uint8, T*T)
+	s.traceSel = func(layer, row int, keys []int32, dense bool) {
+		if layer != 3 {
+			return
+		}
+		if dense {
+			for k := 0; k <= row; k++ {
+				sel[row*T+k] = 1
+			}
+			return
+		}
+		for _, k := range keys {
+			sel[row*T+int(k)] = 1
+		}
+	}
+	lg, err := s.Prefill(context.Background(), ids, PrefillOptions{AllLogits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := maxAbsDiff(lg.Data, g.f32(prompt+".logits"))
+	t.Logf("%s on %s, prompt %s (T=%d): logits max|diff| %.3g", name, m.dev.Backend(), prompt, T, d)
+	if d > 2e-3 {
+		t.Errorf("prompt %s: logits max|diff| %.3g > 2e-3", prompt, d)
+	}
+	for i := 0; i < m.Layers(); i++ {
+		d, scale := maxAbsDiff(layerOut[i], g.f32(fmt.Sprintf("%s.layer_out.%d", prompt, i)))
+		if d > 2e-3*scale {
+			t.Errorf("prompt %s layer %d: max|diff| %.3g > 2e-3 * %.3g", prompt, i, d, scale)
+		}
+	}
+	if name == "qwen4exp" {
+		want := g.i32(prompt + ".qsa_selected.3")
+		bad := 0
+		for i := range want {
+			if uint8(want[i]) != sel[i] {
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("prompt %s: layer 3 QSA selection differs from qsa_selected.3 in %d of %d entries", prompt, bad, len(want))
+		}
+	} else {
+		checkCaches(t, m, s, g, prompt, T)
+	}
+	return lg
 }
 
 // checkCaches compares the qwen3next session caches with the goldens: the last 3 conv inputs of

@@ -3,7 +3,6 @@ package strata
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -65,72 +64,21 @@ func TestMetalGoldens(t *testing.T) {
 			cpu := loadTiny(t, tm.dir)
 			g := openGoldens(t, tm.goldens)
 			ids := g.i32("a.input_ids")
-			T := len(ids)
 			ctx := context.Background()
 			s, err := m.NewSession(SessionOptions{MaxContext: 128})
 			if err != nil {
 				t.Fatal(err)
 			}
-			layerOut := map[int][]float32{}
-			s.trace = func(layer int, name string, data []float32) {
-				if name == "layer_out" {
-					layerOut[layer] = append([]float32(nil), data...)
-				}
-			}
-			sel := make([]uint8, T*T)
-			s.traceSel = func(layer, row int, keys []int32, dense bool) {
-				if layer != 3 {
-					return
-				}
-				if dense {
-					for k := 0; k <= row; k++ {
-						sel[row*T+k] = 1
-					}
-					return
-				}
-				for _, k := range keys {
-					sel[row*T+int(k)] = 1
-				}
-			}
-			got, err := s.Prefill(ctx, ids, PrefillOptions{AllLogits: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, _ := maxAbsDiff(got.Data, g.f32("a.logits"))
-			t.Logf("metal prompt a (T=%d): logits max|diff| vs goldens %.3g", T, d)
-			if d > 2e-3 {
-				t.Errorf("logits max|diff| vs goldens %.3g > 2e-3", d)
-			}
-			for i := 0; i < m.Layers(); i++ {
-				d, scale := maxAbsDiff(layerOut[i], g.f32(fmt.Sprintf("a.layer_out.%d", i)))
-				if d > 2e-3*scale {
-					t.Errorf("layer %d: max|diff| %.3g > 2e-3 * %.3g", i, d, scale)
-				}
-			}
-			if tm.name == "qwen3next" {
-				checkCaches(t, m, s, g, "a", T)
-			}
+			got := goldenRun(t, tm.name, m, s, g, "a")
 			cs, _ := cpu.NewSession(SessionOptions{MaxContext: 128})
 			want, err := cs.Prefill(ctx, ids, PrefillOptions{AllLogits: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, _ = maxAbsDiff(got.Data, want.Data)
+			d, _ := maxAbsDiff(got.Data, want.Data)
 			t.Logf("metal prompt a: logits max|diff| vs cpu backend %.3g", d)
 			if d > 1e-4 {
 				t.Errorf("logits max|diff| vs cpu %.3g > 1e-4", d)
-			}
-			if tm.name == "qwen4exp" {
-				mask := g.i32("a.qsa_selected.3")
-				bad := 0
-				for i := range mask {
-					if uint8(mask[i]) != sel[i] {
-						bad++
-					}
-				}
-				if bad > 0 {
-					t.Errorf("layer 3 QSA selection differs from the goldens in %d of %d entries", bad, len(mask))
-				}
 			}
 			// Chunked: 37 then 59 tokens.
 			c, _ := m.NewSession(SessionOptions{MaxContext: 128})
