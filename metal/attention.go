@@ -88,18 +88,7 @@ func (j *Pass) attention(bo, blse, bq, bk, bv *Tensor, p kernels.AttnParams, sel
 	}
 	var bd, boff *Tensor
 	if sparse {
-		// Every layer of a pass has the same selection layout, so one host-written copy serves all.
-		bd, boff = j.tmp("attn dense", p.T), j.tmp("attn offsets", p.T+1)
-		if bd != nil && boff != nil {
-			dense := bd.I32()
-			for t, d := range sel.Dense {
-				dense[t] = 0
-				if d {
-					dense[t] = 1
-				}
-			}
-			copy(boff.I32(), sel.Offsets)
-		}
+		bd, boff = j.selectionLayout(sel, p.T)
 	} else {
 		bd, boff, btok = bo, bo, bo // not read by the dense variant
 	}
@@ -174,4 +163,22 @@ func selCheck(s *kernels.Selection, T, pos0 int) error {
 		}
 	}
 	return nil
+}
+
+// selectionLayout writes sel's row layout (dense flags as int32, offsets) into the pass's
+// scratch tensors for the attention kernels' sparse form. Every layer of a pass has the same
+// layout, so one host-written copy serves all. Nil tensors mean the pass has already failed.
+func (j *Pass) selectionLayout(sel *kernels.Selection, T int) (bd, boff *Tensor) {
+	bd, boff = j.tmp("attn dense", T), j.tmp("attn offsets", T+1)
+	if bd != nil && boff != nil {
+		dense := bd.I32()
+		for t, d := range sel.Dense {
+			dense[t] = 0
+			if d {
+				dense[t] = 1
+			}
+		}
+		copy(boff.I32(), sel.Offsets)
+	}
+	return bd, boff
 }

@@ -54,17 +54,7 @@ func (j *Pass) attentionVariant(kernel string, bo, blse, bq, bk, bv *Tensor, p k
 	}
 	var bd, boff *Tensor
 	if sparse {
-		bd, boff = j.tmp("attn dense", p.T), j.tmp("attn offsets", p.T+1)
-		if bd != nil && boff != nil {
-			dense := bd.I32()
-			for t, d := range sel.Dense {
-				dense[t] = 0
-				if d {
-					dense[t] = 1
-				}
-			}
-			copy(boff.I32(), sel.Offsets)
-		}
+		bd, boff = j.selectionLayout(sel, p.T)
 		name += "_sparse"
 	} else {
 		bd, boff, btok = bo, bo, bo // not read by the dense form
