@@ -79,7 +79,7 @@ func (cpuBackend) grWriteNormH(H, Hn, beta, u []float32, T, S, D int, norm []flo
 }
 
 func (cpuBackend) add(H, u, v []float32) error {
-	parallelRows(len(u), 1<<14, func(lo, hi int) {
+	kernels.ParallelFor(len(u), 1<<14, func(lo, hi int) {
 		if v == nil {
 			for i := lo; i < hi; i++ {
 				H[i] += u[i]
@@ -109,7 +109,7 @@ func (cpuBackend) attnPrep(q, gate, kc, vc, qg, k, v, qNorm, kNorm []float32, T,
 	kNew := kc[pos0*Hkv*D : (pos0+T)*Hkv*D]
 	copy(kNew, k)
 	copy(vc[pos0*Hkv*D:(pos0+T)*Hkv*D], v)
-	parallelRows(T, 16, func(lo, hi int) {
+	kernels.ParallelFor(T, 16, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			for h := 0; h < Hq; h++ {
 				src := qg[(t*Hq+h)*2*D:]
@@ -145,7 +145,7 @@ func (cpuBackend) sigmoidMul(o, g []float32) error { return kernels.SigmoidMul(o
 func (cpuBackend) swiglu(h, gu []float32, T, I int) error { return kernels.SwiGLU(h, gu, T, I) }
 
 func (cpuBackend) rowSigmoidScale(x, s []float32, T, D int) error {
-	parallelRows(T, max(1, 4096/D), func(lo, hi int) {
+	kernels.ParallelFor(T, max(1, 4096/D), func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			gv := float32(sigmoid64(float64(s[t])))
 			for j := 0; j < D; j++ {

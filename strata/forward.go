@@ -3,8 +3,6 @@ package strata
 import (
 	"context"
 	"math"
-	"runtime"
-	"sync"
 	"time"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
@@ -42,28 +40,6 @@ func (f *fwd) buf(name string, n int, zero bool) []float32 {
 		clear(b)
 	}
 	return b
-}
-
-// parallelRows runs fn over [0, n) split into contiguous ranges on up to GOMAXPROCS
-// goroutines; each index is owned by one call, so per-index results do not depend on the split.
-func parallelRows(n, grain int, fn func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), (n+grain-1)/max(grain, 1))
-	if workers <= 1 {
-		if n > 0 {
-			fn(0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, min(lo+chunk, n))
-	}
-	wg.Wait()
 }
 
 // sigmoid64 is the logistic function in float64 (the attention output gate, the shared-expert
