@@ -1,39 +1,13 @@
 package kernels
 
 import (
-	"fmt"
-	"math"
+	"github.com/stratakernels/strata/op"
+
 	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
 )
-
-// Selection lists, per query row t, the key positions that row may attend (the QSA indexer's
-// output, see QSASelect). A row is either dense (Dense[t]: every position 0..pos0+t, no tokens
-// listed, so long dense prompts cost no index memory) or sparse: the absolute positions
-// Tokens[Offsets[t]:Offsets[t+1]], strictly ascending, each in 0..pos0+t, at least one.
-//
-// Shapes: Dense [T], Offsets [T+1] with Offsets[0] = 0 and Offsets[T] = len(Tokens). Dense rows
-// list no tokens (Offsets[t+1] = Offsets[t]).
-type Selection struct {
-	T       int
-	Dense   []bool
-	Offsets []int32
-	Tokens  []int32
-}
-
-// AttnParams describes one attention prefill call.
-//
-//	T     new query tokens, at absolute positions Pos0..Pos0+T-1
-//	Hq    query heads; Hkv KV heads; HPG = Hq/Hkv query heads per KV head (query head h reads KV head h/HPG)
-//	D     head dim (256 in both real models)
-//	Pos0  tokens already in the cache before this call
-//	Scale score scale (1/sqrt(D) = 1/16 in the real models)
-type AttnParams struct {
-	T, Hq, Hkv, D, Pos0 int
-	Scale               float32
-}
 
 // Tile sizes of the CPU attention kernel. attnTileRows is the target number of score rows per
 // tile (HPG query heads times query tokens of one KV group share every K/V load); attnBlockKeys
@@ -61,19 +35,44 @@ const (
 // Pos0+T-1 are ignored); o [T, Hq, D]; lse [T, Hq] receives the natural log-sum-exp of the scaled
 // scores of each row (lse may be nil).
 //
-// Errors: ErrShape for non-positive sizes (T = 0 included) or slice lengths that do not match;
-// ErrArg for HPG not dividing Hq, a negative Pos0, a non-finite or non-positive Scale, or a
+// Errors: op.ErrShape for non-positive sizes (T = 0 included) or slice lengths that do not match;
+// op.ErrInvalidArgument for HPG not dividing Hq, a negative Pos0, a non-finite or non-positive Scale, or a
 // malformed selection (wrong T, offsets, tokens not strictly ascending, out of range or beyond
 // the causal limit, an empty sparse row). Nothing is written when an error is returned.
 //
 // Work is split over (KV head, query tile) units; each unit owns its output rows and computes
 // them in a fixed order, so results are bitwise identical across runs and GOMAXPROCS.
-func Attention(o, lse []float32, q, k, v []float32, p AttnParams, sel *Selection) error {
-	if err := firstErr(checkElems("Attention", "q", p.T, p.Hq, p.D), checkElems("Attention", "k/v cache", p.Pos0+p.T, p.Hkv, p.D)); err != nil {
+func Attention(o, lse []float32, q, k, v []float32, p op.AttnParams, sel *op.Selection) error {
+	a := op.Attention{O: op.HostF32(o), Q: op.HostF32(q), K: op.HostF32(k), V: op.HostF32(v), P: p, Sel: sel}
+	if lse != nil {
+		a.LSE = op.HostF32(lse)
+	}
+	if sel != nil {
+		a.Tok = op.HostI32(sel.Tokens)
+	}
+	return execAttention(a)
+}
+
+// execAttention is the CPU attention op: the selection's tokens are host memory and are checked
+// (Selection.CheckTokens) before any work.
+func execAttention(a op.Attention) error {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := attnCheck(o, lse, q, k, v, p, sel); err != nil {
-		return err
+	p, sel := a.P, a.Sel
+	if sel != nil {
+		tok := a.Tok.I32()
+		if err := sel.CheckTokens("attention", p.T, p.Pos0, tok); err != nil {
+			return err
+		}
+		s := *sel
+		s.Tokens = tok
+		sel = &s
+	}
+	o, q, k, v := a.O.F32(), a.Q.F32(), a.K.F32(), a.V.F32()
+	var lse []float32
+	if op.Present(a.LSE) {
+		lse = a.LSE.F32()
 	}
 	hpg := p.Hq / p.Hkv
 	tiles := attnPlanTiles(p, hpg, sel)
@@ -126,7 +125,7 @@ type attnTile struct {
 
 // attnPlanTiles groups dense rows into tiles of about attnTileRows score rows and gives each
 // sparse row its own tile, ordered by decreasing cost (keys x rows), ties by position.
-func attnPlanTiles(p AttnParams, hpg int, sel *Selection) []attnTile {
+func attnPlanTiles(p op.AttnParams, hpg int, sel *op.Selection) []attnTile {
 	bt := max(1, (attnTileRows+hpg-1)/hpg)
 	var tiles []attnTile
 	t := 0
@@ -146,82 +145,4 @@ func attnPlanTiles(p AttnParams, hpg int, sel *Selection) []attnTile {
 	}
 	sort.SliceStable(tiles, func(i, j int) bool { return tiles[i].cost > tiles[j].cost })
 	return tiles
-}
-
-func attnCheck(o, lse []float32, q, k, v []float32, p AttnParams, sel *Selection) error {
-	if p.T <= 0 || p.Hq <= 0 || p.Hkv <= 0 || p.D <= 0 {
-		return fmt.Errorf("attention: T=%d Hq=%d Hkv=%d D=%d must be positive: %w", p.T, p.Hq, p.Hkv, p.D, ErrShape)
-	}
-	if p.Pos0 < 0 {
-		return fmt.Errorf("attention: pos0=%d is negative: %w", p.Pos0, ErrArg)
-	}
-	if p.Hq%p.Hkv != 0 {
-		return fmt.Errorf("attention: Hkv=%d does not divide Hq=%d (HPG must be an integer): %w", p.Hkv, p.Hq, ErrArg)
-	}
-	if !(p.Scale > 0) || math.IsInf(float64(p.Scale), 1) {
-		return fmt.Errorf("attention: scale=%v must be finite and positive: %w", p.Scale, ErrArg)
-	}
-	const lim = 1 << 40
-	if p.T > lim || p.Hq > lim || p.D > lim || p.Pos0 > lim ||
-		float64(p.Pos0+p.T)*float64(p.Hq)*float64(p.D) > lim {
-		return fmt.Errorf("attention: sizes T=%d pos0=%d Hq=%d D=%d too large: %w", p.T, p.Pos0, p.Hq, p.D, ErrShape)
-	}
-	nq := p.T * p.Hq * p.D
-	nkv := (p.Pos0 + p.T) * p.Hkv * p.D
-	if len(q) != nq {
-		return fmt.Errorf("attention: len(q)=%d, want T*Hq*D=%d: %w", len(q), nq, ErrShape)
-	}
-	if len(o) != nq {
-		return fmt.Errorf("attention: len(o)=%d, want T*Hq*D=%d: %w", len(o), nq, ErrShape)
-	}
-	if lse != nil && len(lse) != p.T*p.Hq {
-		return fmt.Errorf("attention: len(lse)=%d, want T*Hq=%d: %w", len(lse), p.T*p.Hq, ErrShape)
-	}
-	if len(k) < nkv || len(k)%(p.Hkv*p.D) != 0 {
-		return fmt.Errorf("attention: len(k)=%d, want a multiple of Hkv*D=%d and >= (pos0+T)*Hkv*D=%d: %w", len(k), p.Hkv*p.D, nkv, ErrShape)
-	}
-	if len(v) < nkv || len(v)%(p.Hkv*p.D) != 0 {
-		return fmt.Errorf("attention: len(v)=%d, want a multiple of Hkv*D=%d and >= (pos0+T)*Hkv*D=%d: %w", len(v), p.Hkv*p.D, nkv, ErrShape)
-	}
-	if sel != nil {
-		return sel.check(p.T, p.Pos0)
-	}
-	return nil
-}
-
-// check validates a selection for T query rows at positions pos0..pos0+T-1.
-func (s *Selection) check(T, pos0 int) error {
-	if s.T != T || len(s.Dense) != T || len(s.Offsets) != T+1 {
-		return fmt.Errorf("attention: selection T=%d len(Dense)=%d len(Offsets)=%d, want T=%d and %d offsets: %w",
-			s.T, len(s.Dense), len(s.Offsets), T, T+1, ErrArg)
-	}
-	if s.Offsets[0] != 0 || int(s.Offsets[T]) != len(s.Tokens) {
-		return fmt.Errorf("attention: selection offsets run %d..%d, want 0..len(Tokens)=%d: %w",
-			s.Offsets[0], s.Offsets[T], len(s.Tokens), ErrArg)
-	}
-	for t := 0; t < T; t++ {
-		a, b := s.Offsets[t], s.Offsets[t+1]
-		if b < a || int(b) > len(s.Tokens) {
-			return fmt.Errorf("attention: selection offsets of row %d (%d..%d) decrease or exceed %d tokens: %w", t, a, b, len(s.Tokens), ErrArg)
-		}
-		if s.Dense[t] {
-			if b != a {
-				return fmt.Errorf("attention: dense selection row %d lists %d tokens: %w", t, b-a, ErrArg)
-			}
-			continue
-		}
-		if b == a {
-			return fmt.Errorf("attention: sparse selection row %d lists no tokens: %w", t, ErrArg)
-		}
-		limit := int64(pos0 + t)
-		prev := int64(-1)
-		for _, tok := range s.Tokens[a:b] {
-			if int64(tok) <= prev || int64(tok) > limit {
-				return fmt.Errorf("attention: selection row %d (position %d): token %d after %d is not ascending within 0..%d: %w",
-					t, limit, tok, prev, limit, ErrArg)
-			}
-			prev = int64(tok)
-		}
-	}
-	return nil
 }

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -14,7 +16,7 @@ import (
 
 // attnNaive is the float64 reference: for each row, the full softmax over the visible keys
 // (0..pos0+t, or the row's listed tokens), then the weighted sum of values.
-func attnNaive(q, k, v []float32, p AttnParams, sel *Selection) (o, lse []float64) {
+func attnNaive(q, k, v []float32, p op.AttnParams, sel *op.Selection) (o, lse []float64) {
 	hpg := p.Hq / p.Hkv
 	d := p.D
 	o = make([]float64, p.T*p.Hq*d)
@@ -76,8 +78,8 @@ func attnRelDiff(got []float32, want []float64) float64 {
 	return md / mw
 }
 
-func attnParams(c opcases.AttentionCase) AttnParams {
-	return AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
+func attnParams(c opcases.AttentionCase) op.AttnParams {
+	return op.AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
 }
 
 func TestAttentionGolden(t *testing.T) { forEachKernel(t, testAttentionGolden) }
@@ -101,7 +103,7 @@ func testAttentionGolden(t *testing.T) {
 	}
 	q, k, v := get("attn.q"), get("attn.k"), get("attn.v")
 	wantO, wantLSE := get("attn.o"), get("attn.lse")
-	p := AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
+	p := op.AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
 	o := make([]float32, len(wantO))
 	lse := make([]float32, len(wantLSE))
 	if err := Attention(o, lse, q, k, v, p, nil); err != nil {
@@ -147,8 +149,8 @@ func testAttentionCases(t *testing.T) {
 
 // attnRandomSelection lists, for each row, a random ascending subset of 0..pos0+t (always
 // non-empty; every fifth row dense).
-func attnRandomSelection(rng *rand.Rand, T, pos0 int) *Selection {
-	s := &Selection{T: T, Dense: make([]bool, T), Offsets: make([]int32, T+1)}
+func attnRandomSelection(rng *rand.Rand, T, pos0 int) *op.Selection {
+	s := &op.Selection{T: T, Dense: make([]bool, T), Offsets: make([]int32, T+1)}
 	for t := 0; t < T; t++ {
 		s.Offsets[t] = int32(len(s.Tokens))
 		if t%5 == 4 {
@@ -191,7 +193,7 @@ func testAttentionSelectionLists(t *testing.T) {
 				t.Fatalf("listed selection: o rel diff %.3g, lse rel diff %.3g", dO, dL)
 			}
 			// Listing every position explicitly must give bitwise the dense result.
-			full := &Selection{T: c.T, Dense: make([]bool, c.T), Offsets: make([]int32, c.T+1)}
+			full := &op.Selection{T: c.T, Dense: make([]bool, c.T), Offsets: make([]int32, c.T+1)}
 			for tt := 0; tt < c.T; tt++ {
 				full.Offsets[tt] = int32(len(full.Tokens))
 				for pos := 0; pos <= c.Pos0+tt; pos++ {
@@ -236,7 +238,7 @@ func testAttentionDeterministic(t *testing.T) {
 	q, k, v := c.Inputs()
 	p := attnParams(c)
 	sel := attnRandomSelection(rand.New(rand.NewPCG(3, 4)), c.T, c.Pos0)
-	for _, s := range []*Selection{nil, sel} {
+	for _, s := range []*op.Selection{nil, sel} {
 		run := func(procs int) ([]float32, []float32) {
 			prev := runtime.GOMAXPROCS(procs)
 			defer runtime.GOMAXPROCS(prev)
@@ -259,11 +261,11 @@ func testAttentionDeterministic(t *testing.T) {
 }
 
 func TestAttentionErrors(t *testing.T) {
-	good := AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: 0.25}
+	good := op.AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: 0.25}
 	nq, nkv := 3*4*8, 5*2*8
 	mk := func(n int) []float32 { return make([]float32, n) }
-	goodSel := func() *Selection {
-		return &Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{0, 3, 1, 4}}
+	goodSel := func() *op.Selection {
+		return &op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{0, 3, 1, 4}}
 	}
 	if err := Attention(mk(nq), mk(12), mk(nq), mk(nkv), mk(nkv), good, goodSel()); err != nil {
 		t.Fatalf("valid call failed: %v", err)
@@ -272,40 +274,40 @@ func TestAttentionErrors(t *testing.T) {
 		name    string
 		o, lse  []float32
 		q, k, v []float32
-		p       AttnParams
-		sel     *Selection
+		p       op.AttnParams
+		sel     *op.Selection
 		want    error
 	}{
-		{"T=0", mk(0), nil, mk(0), mk(nkv), mk(nkv), AttnParams{T: 0, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: 1}, nil, ErrShape},
-		{"D=0", mk(0), nil, mk(0), mk(0), mk(0), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 0, Scale: 1}, nil, ErrShape},
-		{"HPG not dividing", mk(3 * 3 * 8), nil, mk(3 * 3 * 8), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 3, Hkv: 2, D: 8, Pos0: 2, Scale: 1}, nil, ErrArg},
-		{"negative pos0", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: -1, Scale: 1}, nil, ErrArg},
-		{"zero scale", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2}, nil, ErrArg},
-		{"NaN scale", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: float32(math.NaN())}, nil, ErrArg},
-		{"short q", mk(nq), nil, mk(nq - 1), mk(nkv), mk(nkv), good, nil, ErrShape},
-		{"short o", mk(nq - 8), nil, mk(nq), mk(nkv), mk(nkv), good, nil, ErrShape},
-		{"bad lse", mk(nq), mk(11), mk(nq), mk(nkv), mk(nkv), good, nil, ErrShape},
-		{"short k", mk(nq), nil, mk(nq), mk(nkv - 16), mk(nkv), good, nil, ErrShape},
-		{"ragged v", mk(nq), nil, mk(nq), mk(nkv), mk(nkv + 3), good, nil, ErrShape},
-		{"selection T", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good, &Selection{T: 2, Dense: []bool{true, true}, Offsets: []int32{0, 0, 0}}, ErrArg},
+		{"T=0", mk(0), nil, mk(0), mk(nkv), mk(nkv), op.AttnParams{T: 0, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: 1}, nil, op.ErrShape},
+		{"D=0", mk(0), nil, mk(0), mk(0), mk(0), op.AttnParams{T: 3, Hq: 4, Hkv: 2, D: 0, Scale: 1}, nil, op.ErrShape},
+		{"HPG not dividing", mk(3 * 3 * 8), nil, mk(3 * 3 * 8), mk(nkv), mk(nkv), op.AttnParams{T: 3, Hq: 3, Hkv: 2, D: 8, Pos0: 2, Scale: 1}, nil, op.ErrInvalidArgument},
+		{"negative pos0", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), op.AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: -1, Scale: 1}, nil, op.ErrInvalidArgument},
+		{"zero scale", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), op.AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2}, nil, op.ErrInvalidArgument},
+		{"NaN scale", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), op.AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: float32(math.NaN())}, nil, op.ErrInvalidArgument},
+		{"short q", mk(nq), nil, mk(nq - 1), mk(nkv), mk(nkv), good, nil, op.ErrShape},
+		{"short o", mk(nq - 8), nil, mk(nq), mk(nkv), mk(nkv), good, nil, op.ErrShape},
+		{"bad lse", mk(nq), mk(11), mk(nq), mk(nkv), mk(nkv), good, nil, op.ErrShape},
+		{"short k", mk(nq), nil, mk(nq), mk(nkv - 16), mk(nkv), good, nil, op.ErrShape},
+		{"ragged v", mk(nq), nil, mk(nq), mk(nkv), mk(nkv + 3), good, nil, op.ErrShape},
+		{"selection T", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good, &op.Selection{T: 2, Dense: []bool{true, true}, Offsets: []int32{0, 0, 0}}, op.ErrInvalidArgument},
 		{"token beyond causal limit", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{0, 4, 1, 4}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{0, 4, 1, 4}}, op.ErrInvalidArgument},
 		{"token out of range", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{-1, 3, 1, 4}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{-1, 3, 1, 4}}, op.ErrInvalidArgument},
 		{"tokens not ascending", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{3, 0, 1, 4}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{3, 0, 1, 4}}, op.ErrInvalidArgument},
 		{"duplicate token", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{3, 3, 1, 4}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{3, 3, 1, 4}}, op.ErrInvalidArgument},
 		{"empty sparse row", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 0, 2}, Tokens: []int32{1, 4}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 0, 2}, Tokens: []int32{1, 4}}, op.ErrInvalidArgument},
 		{"dense row with tokens", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true, true, true}, Offsets: []int32{0, 1, 1, 1}, Tokens: []int32{0}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true, true, true}, Offsets: []int32{0, 1, 1, 1}, Tokens: []int32{0}}, op.ErrInvalidArgument},
 		{"offsets past tokens", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 5}, Tokens: []int32{0, 3, 1, 4}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 5}, Tokens: []int32{0, 3, 1, 4}}, op.ErrInvalidArgument},
 		{"decreasing offsets", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{false, false, false}, Offsets: []int32{0, 3, 2, 4}, Tokens: []int32{0, 3, 1, 4}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{false, false, false}, Offsets: []int32{0, 3, 2, 4}, Tokens: []int32{0, 3, 1, 4}}, op.ErrInvalidArgument},
 		{"short Dense", mk(nq), nil, mk(nq), mk(nkv), mk(nkv), good,
-			&Selection{T: 3, Dense: []bool{true}, Offsets: []int32{0, 0, 0, 0}}, ErrArg},
+			&op.Selection{T: 3, Dense: []bool{true}, Offsets: []int32{0, 0, 0, 0}}, op.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,10 @@
 package kernels
 
-import "math"
+import (
+	"math"
+
+	"github.com/stratakernels/strata/op"
+)
 
 // attnScratch is one worker's tile memory, reused across the units it runs.
 type attnScratch struct {
@@ -47,7 +51,7 @@ func newAttnScratch(rowsMax, d int) *attnScratch {
 // row (column of st), then O = alpha O + P V_block. Both products run on the shared panel
 // kernel (fmaGemm); K rows are read in place for dense tiles and gathered for sparse ones,
 // V rows through a row table.
-func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p AttnParams, hpg, g int, tl attnTile, sel *Selection) {
+func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p op.AttnParams, hpg, g int, tl attnTile, sel *op.Selection) {
 	d := p.D
 	rows := (tl.t1 - tl.t0) * hpg
 	rp := attnRowPad(rows)

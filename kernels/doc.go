@@ -6,5 +6,5 @@
 // The math follows transformers' models/qwen4_exp/modeling_qwen4_exp.py and
 // models/qwen3_next/modeling_qwen3_next.py (v5.17). All activations are float32, row-major and
 // token-major ([T, D], [T, H, d]); Gated DeltaNet state is float32 [Hv, dk, dv]. Invalid shapes
-// return errors wrapping ErrShape (or another sentinel of this package); no op panics on bad input.
+// return errors wrapping op.ErrShape (or another sentinel of package op); no op panics on bad input.
 package kernels

@@ -1,84 +1,56 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
 
-// GRWeights is one GatedResidual (hyper-connection) module of qwen4_exp with S streams of D
-// and low rank R: Norm [S*D] (hc_norm, grouped RMSNorm1p per stream), Down [R, S*D]
-// (input_mix_weight_down), Up [S*D, R] (input_mix_weight_up), Inj [S, S*D]
-// (block_inject_weight; nil for the final hyper_connection_mixer, which only reads).
-// Source: Qwen4ExpTextGatedResidual in modeling_qwen4_exp.py.
-type GRWeights struct {
-	S, D, R int
-	Norm    []float32
-	Down    *Matrix
-	Up      *Matrix
-	Inj     *Matrix
-}
-
-func (g *GRWeights) validate(op string) error {
-	if g == nil {
-		return fmt.Errorf("%s: %w: nil GatedResidual weights", op, ErrArg)
-	}
-	S, D, R := g.S, g.D, g.R
-	if S <= 0 || D <= 0 || R <= 0 || len(g.Norm) != S*D {
-		return fmt.Errorf("%s: %w: S=%d D=%d R=%d len(Norm)=%d", op, ErrShape, S, D, R, len(g.Norm))
-	}
-	for _, m := range []*Matrix{g.Down, g.Up} {
-		if err := m.validate(op); err != nil {
-			return err
-		}
-	}
-	if g.Down.N != R || g.Down.K != S*D || g.Up.N != S*D || g.Up.K != R {
-		return fmt.Errorf("%s: %w: down [%d, %d] (want [%d, %d]), up [%d, %d] (want [%d, %d])",
-			op, ErrShape, g.Down.N, g.Down.K, R, S*D, g.Up.N, g.Up.K, S*D, R)
-	}
-	if g.Inj != nil {
-		if err := g.Inj.validate(op); err != nil {
-			return err
-		}
-		if g.Inj.N != S || g.Inj.K != S*D {
-			return fmt.Errorf("%s: %w: inject [%d, %d] (want [%d, %d])", op, ErrShape, g.Inj.N, g.Inj.K, S, S*D)
-		}
-	}
-	return nil
-}
+	"github.com/stratakernels/strata/op"
+)
 
 // GRRead is the GatedResidual read (gr_norm_h4 followed by the mixing GEMMs): from the raw
 // streams H [T, S*D] it computes Hn = grouped RMSNorm1p(H; Norm),
 // A = sigmoid(Up silu((Down Hn) / S)) [T, S, D], the block input x[t] = mean_s(A_s * Hn_s) [T, D]
 // and, when Inj != nil, the write gates beta = 2 sigmoid((Inj Hn) / S) [T, S]. beta is not
 // touched (and may be nil) for the final mixer (Inj == nil). H is not modified.
-// Errors wrap ErrShape, ErrArg or ErrDType.
-func GRRead(x, beta, H []float32, T int, g *GRWeights, eps float32) error {
-	if g != nil {
-		if err := checkElems("GRRead", "H", T, g.S, g.D); err != nil {
+// Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
+func GRRead(x, beta, H []float32, T int, g *op.GRWeights, eps float32) error {
+	return execGRRead(op.GRRead{X: op.HostF32(x), Beta: hostOpt(beta), H: op.HostF32(H), T: T, G: g, Eps: eps})
+}
+
+// hostOpt wraps an optional slice: nil stays an absent tensor.
+func hostOpt(x []float32) op.Tensor {
+	if x == nil {
+		return nil
+	}
+	return op.HostF32(x)
+}
+
+func execGRRead(a op.GRRead) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	var beta []float32
+	if op.Present(a.Beta) {
+		beta = a.Beta.F32()
+	}
+	g, T := a.G, a.T
+	Hn := a.H.F32()
+	if !a.Normed {
+		Hn = make([]float32, a.H.Len())
+		if err := RMSNorm1pGrouped(Hn, a.H.F32(), T, g.S, g.D, g.Norm, a.Eps); err != nil {
 			return err
 		}
 	}
-	if err := g.validate("GRRead"); err != nil {
-		return err
-	}
-	if T < 0 || len(H) != T*g.S*g.D {
-		return fmt.Errorf("GRRead: %w: T=%d len(H)=%d, want %d", ErrShape, T, len(H), T*g.S*g.D)
-	}
-	Hn := make([]float32, len(H))
-	if err := RMSNorm1pGrouped(Hn, H, T, g.S, g.D, g.Norm, eps); err != nil {
-		return err
-	}
-	return GRReadNormed(x, beta, Hn, T, g)
+	return grReadNormed(a.X.F32(), beta, Hn, T, g)
 }
 
 // GRReadNormed is GRRead from already normalised streams Hn [T, S*D] (as GRNormHMoEC and
-// GRWriteNormH produce them); g.Norm is not used. Errors wrap ErrShape, ErrArg or ErrDType.
-func GRReadNormed(x, beta, Hn []float32, T int, g *GRWeights) error {
-	if err := g.validate("GRReadNormed"); err != nil {
-		return err
-	}
+// GRWriteNormH produce them); g.Norm is not used. Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
+func GRReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
+	return execGRRead(op.GRRead{X: op.HostF32(x), Beta: hostOpt(beta), H: op.HostF32(Hn), Normed: true, T: T, G: g})
+}
+
+func grReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
 	S, D, R := g.S, g.D, g.R
-	if T < 0 || len(Hn) != T*S*D || len(x) != T*D || (g.Inj != nil && len(beta) != T*S) {
-		return fmt.Errorf("GRReadNormed: %w: T=%d S=%d D=%d len(Hn)=%d len(x)=%d len(beta)=%d (inject %v)",
-			ErrShape, T, S, D, len(Hn), len(x), len(beta), g.Inj != nil)
-	}
 	if T == 0 {
 		return nil
 	}
@@ -122,22 +94,28 @@ func grWriteRow(H, beta, u []float32) {
 	}
 }
 
-func grCheckWrite(op string, H, beta []float32, T, S, D int) error {
-	if T < 0 || S <= 0 || D <= 0 || len(H) != T*S*D || len(beta) != T*S {
-		return fmt.Errorf("%s: %w: T=%d S=%d D=%d len(H)=%d len(beta)=%d", op, ErrShape, T, S, D, len(H), len(beta))
-	}
-	return nil
-}
-
 // GRWrite is the GatedResidual write: H[t, s, :] += beta[t, s] * u[t, :] for H [T, S*D],
 // beta [T, S], u [T, D] (the raw streams plus the gated block output, as
-// Qwen4ExpTextDecoderLayer adds the injection). Parallel over tokens. Errors wrap ErrShape.
+// Qwen4ExpTextDecoderLayer adds the injection). Parallel over tokens. Errors wrap op.ErrShape.
 func GRWrite(H, beta, u []float32, T, S, D int) error {
-	if err := grCheckWrite("GRWrite", H, beta, T, S, D); err != nil {
+	return execGRWrite(op.GRWrite{H: op.HostF32(H), Beta: op.HostF32(beta), U: op.HostF32(u), T: T, S: S, D: D})
+}
+
+func execGRWrite(a op.GRWrite) error {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if len(u) != T*D {
-		return fmt.Errorf("GRWrite: %w: len(u)=%d, want %d", ErrShape, len(u), T*D)
+	H, beta, u, T, S, D := a.H.F32(), a.Beta.F32(), a.U.F32(), a.T, a.S, a.D
+	if op.Present(a.Hn) {
+		Hn, norm, eps := a.Hn.F32(), a.Norm, a.Eps
+		parallelFor(T, max(1, 2048/(S*D)), func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				ht := H[t*S*D : (t+1)*S*D]
+				grWriteRow(ht, beta[t*S:(t+1)*S], u[t*D:(t+1)*D])
+				grNormRow(Hn[t*S*D:(t+1)*S*D], ht, norm, D, eps)
+			}
+		})
+		return nil
 	}
 	parallelFor(T, max(1, 2048/(S*D)), func(lo, hi int) {
 		for t := lo; t < hi; t++ {
@@ -149,22 +127,10 @@ func GRWrite(H, beta, u []float32, T, S, D int) error {
 
 // GRWriteNormH is GRWrite followed by the next read's gr_norm_h4 in the same pass:
 // Hn = grouped RMSNorm1p(H after the write; norm [S*D]). Bitwise equal to GRWrite then
-// RMSNorm1pGrouped. Errors wrap ErrShape or ErrArg.
+// RMSNorm1pGrouped. Errors wrap op.ErrShape or op.ErrInvalidArgument.
 func GRWriteNormH(H, Hn, beta, u []float32, T, S, D int, norm []float32, eps float32) error {
-	if err := grCheckWrite("GRWriteNormH", H, beta, T, S, D); err != nil {
-		return err
-	}
-	if len(u) != T*D || len(Hn) != T*S*D || len(norm) != S*D || !(eps >= 0) {
-		return fmt.Errorf("GRWriteNormH: %w: len(u)=%d len(Hn)=%d len(norm)=%d eps=%g", ErrShape, len(u), len(Hn), len(norm), eps)
-	}
-	parallelFor(T, max(1, 2048/(S*D)), func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			ht := H[t*S*D : (t+1)*S*D]
-			grWriteRow(ht, beta[t*S:(t+1)*S], u[t*D:(t+1)*D])
-			grNormRow(Hn[t*S*D:(t+1)*S*D], ht, norm, D, eps)
-		}
-	})
-	return nil
+	return execGRWrite(op.GRWrite{H: op.HostF32(H), Hn: op.HostF32(Hn), Beta: op.HostF32(beta), U: op.HostF32(u),
+		T: T, S: S, D: D, Norm: norm, Eps: eps})
 }
 
 // grNormRow normalises the S streams of one token (the row form of RMSNorm1pGrouped).
@@ -179,36 +145,50 @@ func grNormRow(dst, src, norm []float32, D int, eps float32) {
 // expert output, already gated; nil for none), then H[t, s, :] += beta[t, s] * u.
 // H [T, S*D], beta [T, S], ye [rows, D], rk and w [T, K], shared [T, D] or nil.
 // Bitwise equal to MoECombine, an elementwise add of shared, then GRWrite.
-// Errors wrap ErrShape, or ErrArg for rk outside [-1, rows).
+// Errors wrap op.ErrShape, or op.ErrInvalidArgument for rk outside [-1, rows).
 func GRApplyMoEC(H, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int) error {
-	if err := firstErr(checkElems("GRApplyMoEC", "H", T, S, D), checkElems("GRApplyMoEC", "ye", rows, D)); err != nil {
+	a := op.GRApplyMoEC{H: op.HostF32(H), Beta: op.HostF32(beta), YE: op.HostF32(ye), RK: op.HostI32(rk),
+		W: op.HostF32(w), Shared: hostOpt(shared), T: T, S: S, K: K, D: D}
+	if err := a.Check(); err != nil {
 		return err
 	}
-	return grApplyMoEC("GRApplyMoEC", H, nil, beta, ye, rows, rk, w, shared, T, S, K, D, nil, 0)
+	if rows < 0 || len(ye) != rows*D {
+		return fmt.Errorf("GRApplyMoEC: %w: rows=%d D=%d len(ye)=%d", op.ErrShape, rows, D, len(ye))
+	}
+	return execGRApplyMoEC(a)
 }
 
 // GRNormHMoEC is gr_norm_h_moec: GRApplyMoEC plus the next read's grouped norm in the same
 // pass, Hn [T, S*D] = grouped RMSNorm1p(H after the write; norm [S*D], eps). Bitwise equal to
-// GRApplyMoEC then RMSNorm1pGrouped. Errors wrap ErrShape or ErrArg.
+// GRApplyMoEC then RMSNorm1pGrouped. Errors wrap op.ErrShape or op.ErrInvalidArgument.
 func GRNormHMoEC(H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int,
 	norm []float32, eps float32) error {
-	if len(Hn) != T*S*D || len(norm) != S*D || !(eps >= 0) {
-		return fmt.Errorf("GRNormHMoEC: %w: len(Hn)=%d len(norm)=%d eps=%g (T=%d S=%d D=%d)",
-			ErrShape, len(Hn), len(norm), eps, T, S, D)
+	a := op.GRApplyMoEC{H: op.HostF32(H), Hn: op.HostF32(Hn), Beta: op.HostF32(beta), YE: op.HostF32(ye),
+		RK: op.HostI32(rk), W: op.HostF32(w), Shared: hostOpt(shared), T: T, S: S, K: K, D: D, Norm: norm, Eps: eps}
+	if err := a.Check(); err != nil {
+		return err
 	}
-	return grApplyMoEC("GRNormHMoEC", H, Hn, beta, ye, rows, rk, w, shared, T, S, K, D, norm, eps)
+	if rows < 0 || len(ye) != rows*D {
+		return fmt.Errorf("GRNormHMoEC: %w: rows=%d D=%d len(ye)=%d", op.ErrShape, rows, D, len(ye))
+	}
+	return execGRApplyMoEC(a)
 }
 
-func grApplyMoEC(op string, H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32,
-	T, S, K, D int, norm []float32, eps float32) error {
-	if err := grCheckWrite(op, H, beta, T, S, D); err != nil {
+func execGRApplyMoEC(a op.GRApplyMoEC) error {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := moeCheckCombine(op, ye, rows, rk, w, T, K, D); err != nil {
+	if err := a.CheckSlots(a.RK.I32()); err != nil {
 		return err
 	}
-	if shared != nil && len(shared) != T*D {
-		return fmt.Errorf("%s: %w: len(shared)=%d, want %d", op, ErrShape, len(shared), T*D)
+	H, beta, ye, rk, w := a.H.F32(), a.Beta.F32(), a.YE.F32(), a.RK.I32(), a.W.F32()
+	T, S, K, D, norm, eps := a.T, a.S, a.K, a.D, a.Norm, a.Eps
+	var Hn, shared []float32
+	if op.Present(a.Hn) {
+		Hn = a.Hn.F32()
+	}
+	if op.Present(a.Shared) {
+		shared = a.Shared.F32()
 	}
 	parallelFor(T, max(1, 2048/(S*D)), func(lo, hi int) {
 		u := make([]float32, D)

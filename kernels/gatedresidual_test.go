@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -10,7 +12,7 @@ import (
 )
 
 type denseGR struct {
-	g                    *GRWeights
+	g                    *op.GRWeights
 	down, up, inj, normW []float32
 }
 
@@ -18,7 +20,7 @@ func denseGRWeights(t *testing.T, c opcases.GRCase, seed uint64) denseGR {
 	S, D, R := c.S, c.D, c.R
 	var r denseGR
 	r.normW = opcases.Floats(seed, S*D, 0.3)
-	g := &GRWeights{S: S, D: D, R: R, Norm: r.normW}
+	g := &op.GRWeights{S: S, D: D, R: R, Norm: r.normW}
 	g.Down, r.down = denseMatrix(t, seed+1, R, S*D, c.DType, 0.05)
 	g.Up, r.up = denseMatrix(t, seed+2, S*D, R, c.DType, 0.2)
 	if c.Inject {
@@ -173,22 +175,22 @@ func TestGRErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"nil weights", ErrArg, func() error { return GRRead(x, beta, H, 2, nil, 1e-6) }},
-		{"bad up", ErrShape, func() error { return GRRead(x, beta, H, 2, &bad, 1e-6) }},
-		{"short H", ErrShape, func() error { return GRRead(x, beta, H[:31], 2, gw.g, 1e-6) }},
-		{"beta missing", ErrShape, func() error { return GRRead(x, nil, H, 2, gw.g, 1e-6) }},
-		{"write u", ErrShape, func() error { return GRWrite(H, beta, x[:15], 2, 2, 8) }},
-		{"write beta", ErrShape, func() error { return GRWrite(H, beta[:3], x, 2, 2, 8) }},
-		{"moec rk", ErrArg, func() error {
+		{"nil weights", op.ErrInvalidArgument, func() error { return GRRead(x, beta, H, 2, nil, 1e-6) }},
+		{"bad up", op.ErrShape, func() error { return GRRead(x, beta, H, 2, &bad, 1e-6) }},
+		{"short H", op.ErrShape, func() error { return GRRead(x, beta, H[:31], 2, gw.g, 1e-6) }},
+		{"beta missing", op.ErrInvalidArgument, func() error { return GRRead(x, nil, H, 2, gw.g, 1e-6) }},
+		{"write u", op.ErrShape, func() error { return GRWrite(H, beta, x[:15], 2, 2, 8) }},
+		{"write beta", op.ErrShape, func() error { return GRWrite(H, beta[:3], x, 2, 2, 8) }},
+		{"moec rk", op.ErrInvalidArgument, func() error {
 			return GRApplyMoEC(H, beta, ye, 3, []int32{0, 3, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8)
 		}},
-		{"moec shared", ErrShape, func() error {
+		{"moec shared", op.ErrShape, func() error {
 			return GRApplyMoEC(H, beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), x[:3], 2, 2, 2, 8)
 		}},
-		{"normh Hn", ErrShape, func() error {
+		{"normh Hn", op.ErrShape, func() error {
 			return GRNormHMoEC(H, H[:8], beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8, gw.normW, 1e-6)
 		}},
-		{"writenorm norm", ErrShape, func() error {
+		{"writenorm norm", op.ErrShape, func() error {
 			return GRWriteNormH(H, make([]float32, 32), beta, x, 2, 2, 8, gw.normW[:8], 1e-6)
 		}},
 	}
@@ -200,13 +202,13 @@ func TestGRErrors(t *testing.T) {
 }
 
 // BenchmarkGatedResidual runs the GatedResidual read and the fused MoE-combine write + next
-// norm at the real shapes (S 4, D 2560, R 320, top-10) for T = 512, weights F32.
+// norm at the real shapes (S 4, D 2560, R 320, top-10) for T = 512, weights op.F32.
 func BenchmarkGatedResidual(b *testing.B) {
 	const T, S, D, R, K = 512, 4, 2560, 320, 10
 	down, _ := denseMatrix(b, 1, R, S*D, "F32", 0.02)
 	up, _ := denseMatrix(b, 2, S*D, R, "F32", 0.05)
 	inj, _ := denseMatrix(b, 3, S, S*D, "F32", 0.02)
-	g := &GRWeights{S: S, D: D, R: R, Norm: opcases.Floats(4, S*D, 0.1), Down: down, Up: up, Inj: inj}
+	g := &op.GRWeights{S: S, D: D, R: R, Norm: opcases.Floats(4, S*D, 0.1), Down: down, Up: up, Inj: inj}
 	H := opcases.Floats(5, T*S*D, 1)
 	x, beta, Hn := make([]float32, T*D), make([]float32, T*S), make([]float32, T*S*D)
 	b.Run("read", func(b *testing.B) {

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"fmt"
 	"math"
 )
@@ -9,85 +11,15 @@ import (
 // Rule", 2024), as used by the linear-attention layers of Qwen3-Next and Qwen3.8-Flash-Next.
 // The math follows transformers' Qwen3NextGatedDeltaNet / Qwen4Exp gated delta net (v5.17):
 // gdn_pre (short conv, silu, l2norm of q and k, gates), gdn_scan (the delta-rule recurrence,
-// token by token or in chunks of GDNChunk), gdn_post (gated RMSNorm). The projections around
+// token by token or in chunks of op.GDNChunk), gdn_post (gated RMSNorm). The projections around
 // them are plain GEMMs.
 
-// HeadMap says which qk head a value head reads when Hv > Hk (r = Hv/Hk value heads per qk head).
-type HeadMap int
-
-const (
-	// Grouped: value head h reads qk head h / r (transformers' repeat_interleave order).
-	Grouped HeadMap = iota
-	// Tiled: value head h reads qk head h % Hk (the order of GGUF conversions).
-	Tiled
-)
-
-// ScanMode selects the algorithm of GDNScan. Both compute the same recurrence; they differ only
-// in float32 rounding (agreement about 1e-6 relative to max |o|).
-type ScanMode int
-
-const (
-	// Chunked is the WY / UT-transform form over chunks of GDNChunk tokens: small dense
-	// matrix products on [C, dk], [dk, dv] and [C, C] blocks. The fast path.
-	Chunked ScanMode = iota
-	// Recurrent applies the recurrence token by token (two passes over the state per token).
-	Recurrent
-)
-
-// GateAct is the activation of the output gate in GDNPost.
-type GateAct int
-
-const (
-	// ActSilu: act(z) = z * sigmoid(z) (Qwen3-Next).
-	ActSilu GateAct = iota
-	// ActSigmoid: act(z) = sigmoid(z) (Qwen3.8-Flash-Next, output_gate_type "sigmoid").
-	ActSigmoid
-)
-
-// GDNChunk is the chunk length C of the Chunked scan.
-const GDNChunk = 64
-
-// GDNParams are the sizes of one Gated DeltaNet call.
-//
-// T new tokens; Hk qk heads of size Dk; Hv value heads of size Dv (Hv a multiple of Hk);
-// ConvK the short-conv kernel length (4 in both models; only GDNPre reads it); Map the
-// value-head to qk-head mapping (only GDNScan reads it).
-type GDNParams struct {
-	T, Hk, Hv, Dk, Dv, ConvK int
-	Map                      HeadMap
-}
-
-// gdnConvChannels is the channel count of the conv input: [q Hk*Dk | k Hk*Dk | v Hv*Dv].
-func (p GDNParams) gdnConvChannels() int { return 2*p.Hk*p.Dk + p.Hv*p.Dv }
-
-func (p GDNParams) gdnCheck(op string) error {
-	if p.T <= 0 || p.Hk <= 0 || p.Hv <= 0 || p.Dk <= 0 || p.Dv <= 0 {
-		return fmt.Errorf("%s: T=%d Hk=%d Hv=%d Dk=%d Dv=%d must be positive: %w",
-			op, p.T, p.Hk, p.Hv, p.Dk, p.Dv, ErrShape)
-	}
-	if p.Hv%p.Hk != 0 {
-		return fmt.Errorf("%s: Hv=%d is not a multiple of Hk=%d: %w", op, p.Hv, p.Hk, ErrArg)
-	}
-	if p.Map != Grouped && p.Map != Tiled {
-		return fmt.Errorf("%s: unknown head map %d: %w", op, int(p.Map), ErrArg)
-	}
-	return nil
-}
-
 // gdnLen checks len(x) == want, naming the operand in the error.
-func gdnLen(op, name string, x []float32, want int) error {
+func gdnLen(opName, name string, x []float32, want int) error {
 	if len(x) != want {
-		return fmt.Errorf("%s: len(%s)=%d, want %d: %w", op, name, len(x), want, ErrShape)
+		return fmt.Errorf("%s: len(%s)=%d, want %d: %w", opName, name, len(x), want, op.ErrShape)
 	}
 	return nil
-}
-
-// gdnValueHead returns the m-th value head (m < Hv/Hk) that reads qk head j.
-func gdnValueHead(p GDNParams, j, m int) int {
-	if p.Map == Tiled {
-		return m*p.Hk + j
-	}
-	return j*(p.Hv/p.Hk) + m
 }
 
 func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
@@ -109,36 +41,24 @@ func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 // decay (softplus(x) = x for x > 20, as torch). Exponentials and the norm sums are evaluated in
 // float64 and rounded once.
 //
-// Errors wrap ErrShape (non-positive sizes, ConvK < 1, a length that does not match) or ErrArg
+// Errors wrap op.ErrShape (non-positive sizes, ConvK < 1, a length that does not match) or op.ErrInvalidArgument
 // (Hv not a multiple of Hk, unknown Map).
-func GDNPre(q, k, v, g, beta []float32, qkv, a, b []float32, convState, convW, ALog, dtBias []float32, p GDNParams) error {
-	if err := checkElems("GDNPre", "qkv", p.T, 2*p.Hk*p.Dk+p.Hv*p.Dv); err != nil {
+func GDNPre(q, k, v, g, beta []float32, qkv, a, b []float32, convState, convW, ALog, dtBias []float32, p op.GDNParams) error {
+	h := op.HostF32
+	return execGDNPre(op.GDNPre{Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), QKV: h(qkv), A: h(a), B: h(b),
+		ConvState: h(convState), ConvW: convW, ALog: ALog, DtBias: dtBias, P: p})
+}
+
+func execGDNPre(args op.GDNPre) error {
+	if err := args.Check(); err != nil {
 		return err
 	}
-	const op = "gdn_pre"
-	if err := p.gdnCheck(op); err != nil {
-		return err
-	}
-	if p.ConvK < 1 {
-		return fmt.Errorf("%s: ConvK=%d must be >= 1: %w", op, p.ConvK, ErrShape)
-	}
-	C := p.gdnConvChannels()
+	p := args.P
+	q, k, v, g, beta := args.Q.F32(), args.K.F32(), args.V.F32(), args.G.F32(), args.Beta.F32()
+	qkv, a, b, convState := args.QKV.F32(), args.A.F32(), args.B.F32(), args.ConvState.F32()
+	convW, ALog, dtBias := args.ConvW, args.ALog, args.DtBias
+	C := p.Channels()
 	T, K := p.T, p.ConvK
-	for _, c := range []struct {
-		name string
-		x    []float32
-		n    int
-	}{
-		{"q", q, T * p.Hk * p.Dk}, {"k", k, T * p.Hk * p.Dk}, {"v", v, T * p.Hv * p.Dv},
-		{"g", g, T * p.Hv}, {"beta", beta, T * p.Hv},
-		{"qkv", qkv, T * C}, {"a", a, T * p.Hv}, {"b", b, T * p.Hv},
-		{"convState", convState, (K - 1) * C}, {"convW", convW, C * K},
-		{"ALog", ALog, p.Hv}, {"dtBias", dtBias, p.Hv},
-	} {
-		if err := gdnLen(op, c.name, c.x, c.n); err != nil {
-			return err
-		}
-	}
 
 	qkC := p.Hk * p.Dk
 	const blk = 64
@@ -212,16 +132,16 @@ func GDNPre(q, k, v, g, beta []float32, qkv, a, b []float32, convState, convW, A
 // GDNNormQK normalises q and k [T, Hk, Dk] in place per head: x / sqrt(sum x^2 + 1e-6), and
 // scales q by Dk^-0.5 (transformers' l2norm with use_qk_l2norm_in_kernel and the 1/sqrt(dk)
 // query scale). The sum is taken in float64. It is the normalisation part of GDNPre alone.
-// Errors wrap ErrShape when a size is not positive or a length is not T*Hk*Dk.
+// Errors wrap op.ErrShape when a size is not positive or a length is not T*Hk*Dk.
 func GDNNormQK(q, k []float32, T, Hk, Dk int) error {
-	const op = "gdn_norm_qk"
+	const opName = "gdn_norm_qk"
 	if T <= 0 || Hk <= 0 || Dk <= 0 {
-		return fmt.Errorf("%s: T=%d Hk=%d Dk=%d must be positive: %w", op, T, Hk, Dk, ErrShape)
+		return fmt.Errorf("%s: T=%d Hk=%d Dk=%d must be positive: %w", opName, T, Hk, Dk, op.ErrShape)
 	}
-	if err := gdnLen(op, "q", q, T*Hk*Dk); err != nil {
+	if err := gdnLen(opName, "q", q, T*Hk*Dk); err != nil {
 		return err
 	}
-	if err := gdnLen(op, "k", k, T*Hk*Dk); err != nil {
+	if err := gdnLen(opName, "k", k, T*Hk*Dk); err != nil {
 		return err
 	}
 	scale := 1 / math.Sqrt(float64(Dk))
@@ -249,29 +169,18 @@ func gdnL2Norm(x []float32, scale float64) {
 // y = w * (o / sqrt(mean(o^2) + eps)) * act(z), act sigmoid or silu (transformers'
 // RMSNormGated; the weight is plain, not 1+w). y, o, z [T, Hv, Dv] float32, w [Dv]; y may alias
 // o or z. The mean and the activation are evaluated in float64 and rounded once.
-// Errors wrap ErrShape (sizes, lengths) or ErrArg (unknown act, eps < 0 or NaN).
-func GDNPost(y, o, z []float32, T, Hv, Dv int, w []float32, eps float32, act GateAct) error {
-	const op = "gdn_post"
-	if T <= 0 || Hv <= 0 || Dv <= 0 {
-		return fmt.Errorf("%s: T=%d Hv=%d Dv=%d must be positive: %w", op, T, Hv, Dv, ErrShape)
+// Errors wrap op.ErrShape (sizes, lengths) or op.ErrInvalidArgument (unknown act, eps < 0 or NaN).
+func GDNPost(y, o, z []float32, T, Hv, Dv int, w []float32, eps float32, act op.GateAct) error {
+	return execGDNPost(op.GDNPost{Y: op.HostF32(y), O: op.HostF32(o), Z: op.HostF32(z), T: T, Hv: Hv, Dv: Dv, W: w, Eps: eps, Act: act})
+}
+
+func execGDNPost(a op.GDNPost) error {
+	if err := a.Check(); err != nil {
+		return err
 	}
-	if act != ActSilu && act != ActSigmoid {
-		return fmt.Errorf("%s: unknown gate activation %d: %w", op, int(act), ErrArg)
-	}
-	if !(eps >= 0) {
-		return fmt.Errorf("%s: eps=%v: %w", op, eps, ErrArg)
-	}
-	n := T * Hv * Dv
-	for _, c := range []struct {
-		name string
-		x    []float32
-		n    int
-	}{{"y", y, n}, {"o", o, n}, {"z", z, n}, {"w", w, Dv}} {
-		if err := gdnLen(op, c.name, c.x, c.n); err != nil {
-			return err
-		}
-	}
-	parallelFor(T*Hv, 64, func(lo, hi int) {
+	y, o, z, w, eps, act := a.Y.F32(), a.O.F32(), a.Z.F32(), a.W, a.Eps, a.Act
+	Hv, Dv := a.Hv, a.Dv
+	parallelFor(a.T*Hv, 64, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			or, zr, yr := o[i*Dv:(i+1)*Dv], z[i*Dv:(i+1)*Dv], y[i*Dv:(i+1)*Dv]
 			var s float64
@@ -282,7 +191,7 @@ func GDNPost(y, o, z []float32, T, Hv, Dv int, w []float32, eps float32, act Gat
 			for d := range yr {
 				zd := float64(zr[d])
 				gate := gdnSigmoid(zd)
-				if act == ActSilu {
+				if act == op.ActSilu {
 					gate *= zd
 				}
 				yr[d] = w[d] * float32(float64(or[d])*r) * float32(gate)

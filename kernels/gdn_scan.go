@@ -1,13 +1,14 @@
 package kernels
 
 import (
-	"fmt"
+	"github.com/stratakernels/strata/op"
+
 	"math"
 	"runtime"
 )
 
 // GDNScan is gdn_scan, the gated delta rule over T tokens for every value head h, with qk head
-// j = h / (Hv/Hk) (Grouped) or h % Hk (Tiled):
+// j = h / (Hv/Hk) (op.Grouped) or h % Hk (op.Tiled):
 //
 //	S = exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S = S + k_t delta^T;  o_t = S^T q_t
 //
@@ -15,7 +16,7 @@ import (
 // normalised and q scaled (GDNPre or GDNNormQK); v [T, Hv, Dv]; g (log decay) and beta [T, Hv];
 // state [Hv, Dk, Dv] float32 holds the initial state and receives the final one; o [T, Hv, Dv].
 //
-// Chunked computes, per chunk of C = GDNChunk tokens with G the in-chunk inclusive cumsum of g,
+// op.Chunked computes, per chunk of C = op.GDNChunk tokens with G the in-chunk inclusive cumsum of g,
 // Gamma_ij = exp(G_i - G_j) (formed as running products of exp(g_t) in float64) and L = strict_lower(diag(beta) K K^T .* Gamma):
 //
 //	Vn = (I + L)^-1 diag(beta) (V - diag(exp(G)) K S)     (forward substitution)
@@ -25,7 +26,7 @@ import (
 // which is the WY form of the chunked kernel of flash-linear-attention / transformers'
 // torch_chunk_gated_delta_rule, with W S folded into the right-hand side of the solve.
 // K K^T and Q K^T depend only on the qk head, so they are computed once per chunk for the value
-// heads that share it. Recurrent applies the recurrence token by token.
+// heads that share it. op.Recurrent applies the recurrence token by token.
 //
 // Work is split over (qk head, value heads of that qk head); every head's arithmetic is the same
 // whatever the split, so results are bitwise identical across runs and GOMAXPROCS. Decay factors
@@ -34,37 +35,26 @@ import (
 //
 // NaN and Inf are not scanned for (that would cost a pass over every input): a NaN in g, beta,
 // q, k, v or the state propagates under IEEE rules into o and the final state of the value heads
-// that read it, from that token on in Recurrent mode and from the start of its chunk in Chunked
+// that read it, from that token on in op.Recurrent mode and from the start of its chunk in op.Chunked
 // mode; other value heads are unaffected, and nothing panics.
 //
-// Errors wrap ErrShape (sizes, lengths, a tensor over MaxElems) or ErrArg (Hv not a multiple of
+// Errors wrap op.ErrShape (sizes, lengths, a tensor over op.MaxElems) or op.ErrInvalidArgument (Hv not a multiple of
 // Hk, unknown Map or mode).
-func GDNScan(o, state []float32, q, k, v, g, beta []float32, p GDNParams, mode ScanMode) error {
-	if err := firstErr(checkElems("GDNScan", "v", p.T, p.Hv, p.Dv), checkElems("GDNScan", "q", p.T, p.Hk, p.Dk), checkElems("GDNScan", "state", p.Hv, p.Dk, p.Dv)); err != nil {
-		return err
-	}
-	const op = "gdn_scan"
-	if err := p.gdnCheck(op); err != nil {
-		return err
-	}
-	if mode != Chunked && mode != Recurrent {
-		return fmt.Errorf("%s: unknown scan mode %d: %w", op, int(mode), ErrArg)
-	}
-	T := p.T
-	for _, c := range []struct {
-		name string
-		x    []float32
-		n    int
-	}{
-		{"o", o, T * p.Hv * p.Dv}, {"state", state, p.Hv * p.Dk * p.Dv},
-		{"q", q, T * p.Hk * p.Dk}, {"k", k, T * p.Hk * p.Dk}, {"v", v, T * p.Hv * p.Dv},
-		{"g", g, T * p.Hv}, {"beta", beta, T * p.Hv},
-	} {
-		if err := gdnLen(op, c.name, c.x, c.n); err != nil {
-			return err
-		}
-	}
+func GDNScan(o, state []float32, q, k, v, g, beta []float32, p op.GDNParams, mode op.ScanMode) error {
+	h := op.HostF32
+	return execGDNScan(op.GDNScan{O: h(o), State: h(state), Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), P: p, Mode: mode})
+}
 
+func execGDNScan(a op.GDNScan) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	p, mode := a.P, a.Mode
+	if mode == op.ScanAuto {
+		mode = op.Chunked
+	}
+	o, state, q, k, v, g, beta := a.O.F32(), a.State.F32(), a.Q.F32(), a.K.F32(), a.V.F32(), a.G.F32(), a.Beta.F32()
+	T := p.T
 	r := p.Hv / p.Hk
 	// Units are (qk head, slice of its value heads). Slicing a group only when there are fewer
 	// qk heads than workers keeps the shared K K^T / Q K^T products shared where it pays.
@@ -75,7 +65,7 @@ func GDNScan(o, state []float32, q, k, v, g, beta []float32, p GDNParams, mode S
 	parallelFor(p.Hk*nsplit, 1, func(lo, hi int) {
 		var ws *gdnScratch
 		var delta []float32
-		if mode == Chunked {
+		if mode == op.Chunked {
 			ws = newGDNScratch(p)
 		} else {
 			delta = make([]float32, p.Dv)
@@ -83,17 +73,17 @@ func GDNScan(o, state []float32, q, k, v, g, beta []float32, p GDNParams, mode S
 		for u := lo; u < hi; u++ {
 			j, part := u/nsplit, u%nsplit
 			m0, m1 := part*r/nsplit, (part+1)*r/nsplit
-			if mode == Recurrent {
+			if mode == op.Recurrent {
 				for m := m0; m < m1; m++ {
-					gdnRecurrentHead(o, state, q, k, v, g, beta, delta, p, j, gdnValueHead(p, j, m))
+					gdnRecurrentHead(o, state, q, k, v, g, beta, delta, p, j, p.ValueHead(j, m))
 				}
 				continue
 			}
-			for t0 := 0; t0 < T; t0 += GDNChunk {
-				c := min(GDNChunk, T-t0)
+			for t0 := 0; t0 < T; t0 += op.GDNChunk {
+				c := min(op.GDNChunk, T-t0)
 				ws.loadQK(q, k, p, j, t0, c)
 				for m := m0; m < m1; m++ {
-					ws.chunk(o, state, v, g, beta, p, gdnValueHead(p, j, m), t0, c)
+					ws.chunk(o, state, v, g, beta, p, p.ValueHead(j, m), t0, c)
 				}
 			}
 		}
@@ -114,7 +104,7 @@ func gdnFlush(e float64) float32 {
 
 // gdnRecurrentHead runs the token-by-token recurrence of value head h (qk head j); delta is
 // [Dv] scratch.
-func gdnRecurrentHead(o, state, q, k, v, g, beta, delta []float32, p GDNParams, j, h int) {
+func gdnRecurrentHead(o, state, q, k, v, g, beta, delta []float32, p op.GDNParams, j, h int) {
 	Dk, Dv, Hk, Hv := p.Dk, p.Dv, p.Hk, p.Hv
 	S := state[h*Dk*Dv : (h+1)*Dk*Dv]
 	for t := 0; t < p.T; t++ {
@@ -175,8 +165,8 @@ type gdnScratch struct {
 	vnRows []*float32
 }
 
-func newGDNScratch(p GDNParams) *gdnScratch {
-	const C = GDNChunk
+func newGDNScratch(p op.GDNParams) *gdnScratch {
+	const C = op.GDNChunk
 	ws := &gdnScratch{
 		Dk: p.Dk, Dv: p.Dv,
 		qk: make([]float32, 2*C*p.Dk), kT: make([]float32, p.Dk*C), qkk: make([]float32, 2*C*C),
@@ -191,7 +181,7 @@ func newGDNScratch(p GDNParams) *gdnScratch {
 
 // loadQK gathers the chunk's rows of qk head j and forms [Q; K] K^T (rows of stride c): Q K^T
 // in rows 0..c-1, K K^T in rows c..2c-1 (only their lower triangles are read).
-func (ws *gdnScratch) loadQK(q, k []float32, p GDNParams, j, t0, c int) {
+func (ws *gdnScratch) loadQK(q, k []float32, p op.GDNParams, j, t0, c int) {
 	Dk, Hk := p.Dk, p.Hk
 	for i := 0; i < c; i++ {
 		src := ((t0+i)*Hk + j) * Dk
@@ -225,8 +215,8 @@ func gdnTriAcc(x []float32, ld int, a []float32, lda int, rows []*float32, c, n,
 }
 
 // chunk advances value head h over tokens t0..t0+c-1 (loadQK done for its qk head).
-func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p GDNParams, h, t0, c int) {
-	const C = GDNChunk
+func (ws *gdnScratch) chunk(o, state, v, g, beta []float32, p op.GDNParams, h, t0, c int) {
+	const C = op.GDNChunk
 	Dk, Dv, Hv := p.Dk, p.Dv, p.Hv
 	S := state[h*Dk*Dv : (h+1)*Dk*Dv]
 

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -140,7 +142,7 @@ func gdnRefScan(c opcases.GDNCase, q, k, v, g, beta, state []float64) (o, st []f
 	return o, st
 }
 
-func gdnRefPost(o, z []float32, Dv int, w []float32, eps float64, act GateAct) []float64 {
+func gdnRefPost(o, z []float32, Dv int, w []float32, eps float64, act op.GateAct) []float64 {
 	y := make([]float64, len(o))
 	for r := 0; r < len(o)/Dv; r++ {
 		var s float64
@@ -151,7 +153,7 @@ func gdnRefPost(o, z []float32, Dv int, w []float32, eps float64, act GateAct) [
 		for d := 0; d < Dv; d++ {
 			zd := float64(z[r*Dv+d])
 			a := gdnRefSigmoid(zd)
-			if act == ActSilu {
+			if act == op.ActSilu {
 				a *= zd
 			}
 			y[r*Dv+d] = float64(w[d]) * float64(o[r*Dv+d]) * inv * a
@@ -184,16 +186,16 @@ func gdnRelDiff(got []float32, want []float64) float64 {
 	return d / m
 }
 
-func gdnParams(c opcases.GDNCase) GDNParams {
-	p := GDNParams{T: c.T, Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, ConvK: c.ConvK, Map: Grouped}
+func gdnParams(c opcases.GDNCase) op.GDNParams {
+	p := op.GDNParams{T: c.T, Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, ConvK: c.ConvK, Map: op.Grouped}
 	if c.Tiled {
-		p.Map = Tiled
+		p.Map = op.Tiled
 	}
 	return p
 }
 
 // gdnRunScan normalises in.Q/in.K with GDNNormQK and scans with the given mode.
-func gdnRunScan(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, mode ScanMode) (o, state, q, k []float32) {
+func gdnRunScan(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, mode op.ScanMode) (o, state, q, k []float32) {
 	q, k = slices.Clone(in.Q), slices.Clone(in.K)
 	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
 		t.Fatal(err)
@@ -227,11 +229,11 @@ func testGDNGolden(t *testing.T) {
 	}
 	q, k, v, g, beta := get("q"), get("k"), get("v"), get("g"), get("beta")
 	stIn, oWant, stWant := get("state_in"), get("o"), get("state_out")
-	p := GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, Map: Grouped}
+	p := op.GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, Map: op.Grouped}
 	if err := GDNNormQK(q, k, p.T, p.Hk, p.Dk); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []ScanMode{Chunked, Recurrent} {
+	for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 		o := make([]float32, len(oWant))
 		st := slices.Clone(stIn)
 		if err := GDNScan(o, st, q, k, v, g, beta, p, mode); err != nil {
@@ -256,7 +258,7 @@ func testGDNScanCases(t *testing.T) {
 			kn := gdnRefNorm(in.K, c.Dk, 1)
 			oRef, stRef := gdnRefScan(c, qn, kn, gdnF64(in.V), gdnF64(in.G), gdnF64(in.Beta), gdnF64(in.State))
 			var outs [2][]float32
-			for mi, mode := range []ScanMode{Chunked, Recurrent} {
+			for mi, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 				o, st, q, k := gdnRunScan(t, c, in, mode)
 				if d := max(gdnRelDiff(q, qn), gdnRelDiff(k, kn)); d > 1e-6 {
 					t.Fatalf("GDNNormQK rel diff %.3g", d)
@@ -287,7 +289,7 @@ func testGDNHeadMaps(t *testing.T) {
 		c.Tiled = tiled
 		oRef, _ := gdnRefScan(c, gdnRefNorm(in.Q, c.Dk, 1/math.Sqrt(float64(c.Dk))), gdnRefNorm(in.K, c.Dk, 1),
 			gdnF64(in.V), gdnF64(in.G), gdnF64(in.Beta), gdnF64(in.State))
-		for _, mode := range []ScanMode{Chunked, Recurrent} {
+		for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 			o, _, _, _ := gdnRunScan(t, c, in, mode)
 			if d := gdnRelDiff(o, oRef); d > 1e-5 {
 				t.Errorf("tiled=%v mode %d: rel diff %.3g", tiled, mode, d)
@@ -310,7 +312,7 @@ func testGDNScanSplit(t *testing.T) {
 	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []ScanMode{Chunked, Recurrent} {
+	for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 		oOne := make([]float32, c.T*c.Hv*c.Dv)
 		stOne := slices.Clone(in.State)
 		if err := GDNScan(oOne, stOne, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
@@ -407,7 +409,7 @@ func TestGDNPost(t *testing.T) {
 		}
 		in := c.Inputs()
 		o := in.V // any [T, Hv, Dv] tensor
-		for _, act := range []GateAct{ActSilu, ActSigmoid} {
+		for _, act := range []op.GateAct{op.ActSilu, op.ActSigmoid} {
 			y := make([]float32, len(o))
 			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
 				t.Fatal(err)
@@ -442,14 +444,14 @@ func testGDNDeterminism(t *testing.T) {
 		q, k, v, g, beta := gdnCallPre(t, c, in, st)
 		res := [][]float32{q, k, v, g, beta, st}
 		p := gdnParams(c)
-		for _, mode := range []ScanMode{Chunked, Recurrent} {
+		for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 			o := make([]float32, len(v))
 			state := slices.Clone(in.State)
 			if err := GDNScan(o, state, q, k, v, g, beta, p, mode); err != nil {
 				t.Fatal(err)
 			}
 			y := make([]float32, len(o))
-			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, ActSigmoid); err != nil {
+			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, op.ActSigmoid); err != nil {
 				t.Fatal(err)
 			}
 			res = append(res, o, state, y)
@@ -482,37 +484,37 @@ func TestGDNBadInput(t *testing.T) {
 	good := gdnParams(c)
 	n := func(x int) []float32 { return make([]float32, x) }
 	T, HkDk, HvDv, C := c.T, c.Hk*c.Dk, c.Hv*c.Dv, c.Channels()
-	pre := func(p GDNParams, qkv, st []float32) error {
+	pre := func(p op.GDNParams, qkv, st []float32) error {
 		return GDNPre(n(T*HkDk), n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), qkv, in.A, in.B, st, in.ConvW, in.ALog, in.DtBias, p)
 	}
-	scan := func(p GDNParams, mode ScanMode, o, q []float32) error {
+	scan := func(p op.GDNParams, mode op.ScanMode, o, q []float32) error {
 		return GDNScan(o, n(c.Hv*c.Dk*c.Dv), q, n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), p, mode)
 	}
-	with := func(f func(p *GDNParams)) GDNParams { p := good; f(&p); return p }
+	with := func(f func(p *op.GDNParams)) op.GDNParams { p := good; f(&p); return p }
 	for _, tc := range []struct {
 		name string
 		err  error
 		want error
 	}{
-		{"pre qkv length", pre(good, n(T*C-1), n(3*C)), ErrShape},
-		{"pre state length", pre(good, n(T*C), n(2*C)), ErrShape},
-		{"pre Hv%Hk", pre(with(func(p *GDNParams) { p.Hk = 4 }), n(T*C), n(3*C)), ErrArg},
-		{"pre T=0", pre(with(func(p *GDNParams) { p.T = 0 }), n(0), n(3*C)), ErrShape},
-		{"pre ConvK=0", pre(with(func(p *GDNParams) { p.ConvK = 0 }), n(T*C), n(3*C)), ErrShape},
-		{"scan o length", scan(good, Chunked, n(T*HvDv+1), n(T*HkDk)), ErrShape},
-		{"scan q length", scan(good, Recurrent, n(T*HvDv), n(T*HkDk-1)), ErrShape},
-		{"scan Hv%Hk", scan(with(func(p *GDNParams) { p.Hv = 5 }), Chunked, n(T*HvDv), n(T*HkDk)), ErrArg},
-		{"scan T=0", scan(with(func(p *GDNParams) { p.T = 0 }), Chunked, n(0), n(0)), ErrShape},
-		{"scan negative Dk", scan(with(func(p *GDNParams) { p.Dk = -4 }), Chunked, n(T*HvDv), n(T*HkDk)), ErrShape},
-		{"scan unknown mode", scan(good, ScanMode(7), n(T*HvDv), n(T*HkDk)), ErrArg},
-		{"scan unknown map", scan(with(func(p *GDNParams) { p.Map = HeadMap(-1) }), Chunked, n(T*HvDv), n(T*HkDk)), ErrArg},
-		{"norm length", GDNNormQK(n(T*HkDk), n(T*HkDk+1), T, c.Hk, c.Dk), ErrShape},
-		{"norm T=0", GDNNormQK(nil, nil, 0, c.Hk, c.Dk), ErrShape},
-		{"post z length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv-1), T, c.Hv, c.Dv, n(c.Dv), 1e-6, ActSilu), ErrShape},
-		{"post w length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv+1), 1e-6, ActSilu), ErrShape},
-		{"post T=0", GDNPost(nil, nil, nil, 0, c.Hv, c.Dv, n(c.Dv), 1e-6, ActSilu), ErrShape},
-		{"post unknown act", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), 1e-6, GateAct(9)), ErrArg},
-		{"post NaN eps", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), float32(math.NaN()), ActSilu), ErrArg},
+		{"pre qkv length", pre(good, n(T*C-1), n(3*C)), op.ErrShape},
+		{"pre state length", pre(good, n(T*C), n(2*C)), op.ErrShape},
+		{"pre Hv%Hk", pre(with(func(p *op.GDNParams) { p.Hk = 4 }), n(T*C), n(3*C)), op.ErrInvalidArgument},
+		{"pre T=0", pre(with(func(p *op.GDNParams) { p.T = 0 }), n(0), n(3*C)), op.ErrShape},
+		{"pre ConvK=0", pre(with(func(p *op.GDNParams) { p.ConvK = 0 }), n(T*C), n(3*C)), op.ErrShape},
+		{"scan o length", scan(good, op.Chunked, n(T*HvDv+1), n(T*HkDk)), op.ErrShape},
+		{"scan q length", scan(good, op.Recurrent, n(T*HvDv), n(T*HkDk-1)), op.ErrShape},
+		{"scan Hv%Hk", scan(with(func(p *op.GDNParams) { p.Hv = 5 }), op.Chunked, n(T*HvDv), n(T*HkDk)), op.ErrInvalidArgument},
+		{"scan T=0", scan(with(func(p *op.GDNParams) { p.T = 0 }), op.Chunked, n(0), n(0)), op.ErrShape},
+		{"scan negative Dk", scan(with(func(p *op.GDNParams) { p.Dk = -4 }), op.Chunked, n(T*HvDv), n(T*HkDk)), op.ErrShape},
+		{"scan unknown mode", scan(good, op.ScanMode(7), n(T*HvDv), n(T*HkDk)), op.ErrInvalidArgument},
+		{"scan unknown map", scan(with(func(p *op.GDNParams) { p.Map = op.HeadMap(-1) }), op.Chunked, n(T*HvDv), n(T*HkDk)), op.ErrInvalidArgument},
+		{"norm length", GDNNormQK(n(T*HkDk), n(T*HkDk+1), T, c.Hk, c.Dk), op.ErrShape},
+		{"norm T=0", GDNNormQK(nil, nil, 0, c.Hk, c.Dk), op.ErrShape},
+		{"post z length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv-1), T, c.Hv, c.Dv, n(c.Dv), 1e-6, op.ActSilu), op.ErrShape},
+		{"post w length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv+1), 1e-6, op.ActSilu), op.ErrShape},
+		{"post T=0", GDNPost(nil, nil, nil, 0, c.Hv, c.Dv, n(c.Dv), 1e-6, op.ActSilu), op.ErrShape},
+		{"post unknown act", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), 1e-6, op.GateAct(9)), op.ErrInvalidArgument},
+		{"post NaN eps", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), float32(math.NaN()), op.ActSilu), op.ErrInvalidArgument},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: got %v, want an error wrapping %v", tc.name, tc.err, tc.want)
@@ -522,7 +524,7 @@ func TestGDNBadInput(t *testing.T) {
 	if err := pre(good, n(T*C), n(3*C)); err != nil {
 		t.Errorf("good pre: %v", err)
 	}
-	if err := scan(good, Chunked, n(T*HvDv), n(T*HkDk)); err != nil {
+	if err := scan(good, op.Chunked, n(T*HvDv), n(T*HkDk)); err != nil {
 		t.Errorf("good scan: %v", err)
 	}
 }
@@ -542,12 +544,12 @@ func BenchmarkGDNScan(b *testing.B) {
 		}
 		p := gdnParams(c)
 		o := make([]float32, c.T*c.Hv*c.Dv)
-		flops := opcases.GDNScanFLOPs(c.T, c.Dk, c.Dv, GDNChunk) * float64(c.Hv)
-		for _, mode := range []ScanMode{Chunked, Recurrent} {
-			if mode == Recurrent && T != 512 {
+		flops := opcases.GDNScanFLOPs(c.T, c.Dk, c.Dv, op.GDNChunk) * float64(c.Hv)
+		for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
+			if mode == op.Recurrent && T != 512 {
 				continue
 			}
-			name := fmt.Sprintf("%s/T%d", map[ScanMode]string{Chunked: "chunked", Recurrent: "recurrent"}[mode], T)
+			name := fmt.Sprintf("%s/T%d", map[op.ScanMode]string{op.Chunked: "chunked", op.Recurrent: "recurrent"}[mode], T)
 			b.Run(name, func(b *testing.B) {
 				state := slices.Clone(in.State)
 				for b.Loop() {

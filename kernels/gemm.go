@@ -9,106 +9,35 @@ import (
 	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/op"
 )
-
-// DType is the element type of a weight Matrix.
-type DType int
-
-const (
-	// F32 is IEEE float32, stored in Matrix.F32.
-	F32 DType = iota
-	// BF16 is bfloat16 (the upper 16 bits of a float32), stored as bits in Matrix.U16.
-	BF16
-	// F16 is IEEE half precision, stored as bits in Matrix.U16.
-	F16
-)
-
-// String names the dtype as safetensors does.
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "F32"
-	case BF16:
-		return "BF16"
-	case F16:
-		return "F16"
-	}
-	return fmt.Sprintf("DType(%d)", int(d))
-}
-
-// Matrix is a weight W [N, K], row-major, as transformers' nn.Linear stores it (out_features N,
-// in_features K). F32 weights live in F32; BF16 and F16 weights keep their 16-bit patterns in
-// U16 and are widened to float32 (exactly) when used.
-type Matrix struct {
-	N, K  int
-	DType DType
-	F32   []float32
-	U16   []uint16
-}
-
-// NewMatrixF32 wraps data (length n*k, not copied) as an F32 Matrix [n, k].
-// Errors wrap ErrShape.
-func NewMatrixF32(n, k int, data []float32) (*Matrix, error) {
-	m := &Matrix{N: n, K: k, DType: F32, F32: data}
-	return m, m.validate("NewMatrixF32")
-}
-
-// NewMatrixU16 wraps bits (length n*k, not copied) as a BF16 or F16 Matrix [n, k].
-// Errors wrap ErrShape, or ErrDType when dt is not BF16/F16.
-func NewMatrixU16(n, k int, dt DType, bits []uint16) (*Matrix, error) {
-	m := &Matrix{N: n, K: k, DType: dt, U16: bits}
-	return m, m.validate("NewMatrixU16")
-}
-
-// validate checks the Matrix's sizes against its storage.
-func (m *Matrix) validate(op string) error {
-	if m == nil {
-		return fmt.Errorf("%s: %w: nil weight matrix", op, ErrArg)
-	}
-	if m.N <= 0 || m.K <= 0 || m.N > math.MaxInt32 || m.K > math.MaxInt32 {
-		return fmt.Errorf("%s: %w: weight [%d, %d]", op, ErrShape, m.N, m.K)
-	}
-	switch m.DType {
-	case F32:
-		if len(m.F32) != m.N*m.K {
-			return fmt.Errorf("%s: %w: F32 weight [%d, %d] has %d elements", op, ErrShape, m.N, m.K, len(m.F32))
-		}
-	case BF16, F16:
-		if len(m.U16) != m.N*m.K {
-			return fmt.Errorf("%s: %w: %v weight [%d, %d] has %d elements", op, ErrShape, m.DType, m.N, m.K, len(m.U16))
-		}
-	default:
-		return fmt.Errorf("%s: %w: %v", op, ErrDType, m.DType)
-	}
-	return nil
-}
 
 // WidenF32 returns an F32 copy of m (m itself when it is already F32): widening 16-bit weights
 // once at load trades twice the memory for skipping the per-call widening in MatMul.
-// Errors wrap ErrShape or ErrDType.
-func (m *Matrix) WidenF32() (*Matrix, error) {
-	if err := m.validate("WidenF32"); err != nil {
+// Errors wrap op.ErrShape or op.ErrDType.
+func WidenF32(m *op.Matrix) (*op.Matrix, error) {
+	if err := m.Validate("WidenF32"); err != nil {
 		return nil, err
 	}
-	if m.DType == F32 {
+	if m.DType == op.F32 {
 		return m, nil
 	}
 	out := make([]float32, m.N*m.K)
 	parallelFor(m.N, 64, func(lo, hi int) {
 		widenU16(out[lo*m.K:hi*m.K], m.U16[lo*m.K:hi*m.K], m.DType)
 	})
-	return &Matrix{N: m.N, K: m.K, DType: F32, F32: out}, nil
+	return &op.Matrix{N: m.N, K: m.K, DType: op.F32, F32: out}, nil
 }
 
-// RowF32 widens row n of m into dst (length K). Errors wrap ErrShape, ErrArg or ErrDType.
-func (m *Matrix) RowF32(dst []float32, n int) error {
-	if err := m.validate("RowF32"); err != nil {
+// RowF32 widens row n of m into dst (length K). Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
+func RowF32(dst []float32, m *op.Matrix, n int) error {
+	if err := m.Validate("RowF32"); err != nil {
 		return err
 	}
 	if n < 0 || n >= m.N || len(dst) != m.K {
-		return fmt.Errorf("RowF32: %w: row %d of [%d, %d] into %d", ErrShape, n, m.N, m.K, len(dst))
+		return fmt.Errorf("RowF32: %w: row %d of [%d, %d] into %d", op.ErrShape, n, m.N, m.K, len(dst))
 	}
-	if m.DType == F32 {
+	if m.DType == op.F32 {
 		copy(dst, m.F32[n*m.K:(n+1)*m.K])
 	} else {
 		widenU16(dst, m.U16[n*m.K:(n+1)*m.K], m.DType)
@@ -146,9 +75,9 @@ func F16ToF32(h uint16) float32 {
 }
 
 // widenU16 converts len(dst) 16-bit values of dtype dt to float32.
-func widenU16(dst []float32, src []uint16, dt DType) {
+func widenU16(dst []float32, src []uint16, dt op.DType) {
 	src = src[:len(dst)]
-	if dt == BF16 {
+	if dt == op.BF16 {
 		for i, b := range src {
 			dst[i] = math.Float32frombits(uint32(b) << 16)
 		}
@@ -188,7 +117,7 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // The product is split into column blocks of y (gemmBlockRows rows of W each, a split that
 // depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
 // OpenBLAS, Accelerate or gonum) writing the columns it owns, and the blocks run on up to
-// GOMAXPROCS goroutines, taken in order from a shared counter. BF16 and F16 weights are widened
+// GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are widened
 // exactly, block by block, into the scratch of the goroutine that multiplies the block, so the
 // widening runs in parallel and stays in cache. Every block has the same shape and inputs
 // whichever goroutine runs it, so results are bitwise identical across runs, GOMAXPROCS and
@@ -199,32 +128,22 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // its own threads. Widening per call costs up to half the speed for weights multiplied with few
 // rows (experts); callers with memory to spare widen once with WidenF32.
 // T may be 0 (nothing to do). len(x) must be T*K and len(y) T*N.
-// Errors wrap ErrShape, ErrArg (nil weight) or ErrDType.
-func MatMul(y, x []float32, T int, w *Matrix) error {
-	if err := matMulCheck(y, x, T, w); err != nil {
-		return err
-	}
-	return matMul(y, x, T, w, true)
+// Errors wrap op.ErrShape, op.ErrInvalidArgument (nil weight) or op.ErrDType.
+func MatMul(y, x []float32, T int, w *op.Matrix) error {
+	return execMatMul(op.MatMul{Y: op.HostF32(y), X: op.HostF32(x), T: T, W: w})
 }
 
-func matMulCheck(y, x []float32, T int, w *Matrix) error {
-	if err := w.validate("MatMul"); err != nil {
+func execMatMul(a op.MatMul) error {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := firstErr(checkElems("MatMul", "x", T, w.K), checkElems("MatMul", "y", T, w.N)); err != nil {
-		return err
-	}
-	if T < 0 || len(x) != T*w.K || len(y) != T*w.N {
-		return fmt.Errorf("MatMul: %w: T=%d, weight [%d, %d], len(x)=%d (want %d), len(y)=%d (want %d)",
-			ErrShape, T, w.N, w.K, len(x), T*w.K, len(y), T*w.N)
-	}
-	return nil
+	return matMul(a.Y.F32(), a.X.F32(), a.T, a.W, true)
 }
 
 // matMul is MatMul after validation. With parallel false every block runs on the calling
 // goroutine (callers that already run one product per core, such as MoEExperts); the blocks,
 // and so the bits, are the same either way.
-func matMul(y, x []float32, T int, w *Matrix, parallel bool) error {
+func matMul(y, x []float32, T int, w *op.Matrix, parallel bool) error {
 	if T == 0 {
 		return nil
 	}
@@ -236,7 +155,7 @@ func matMul(y, x []float32, T int, w *Matrix, parallel bool) error {
 		n0 := b * nb
 		rows := min(nb, N-n0)
 		var wb []float32
-		if w.DType == F32 {
+		if w.DType == op.F32 {
 			wb = w.F32[n0*K : (n0+rows)*K]
 		} else {
 			wb = panel[:rows*K]
@@ -259,7 +178,7 @@ func matMul(y, x []float32, T int, w *Matrix, parallel bool) error {
 	if workers <= 1 {
 		sp := gemmScratch.Get().(*[]float32)
 		defer gemmScratch.Put(sp)
-		if w.DType != F32 && cap(*sp) < nb*K {
+		if w.DType != op.F32 && cap(*sp) < nb*K {
 			*sp = make([]float32, nb*K)
 		}
 		for b := 0; b < nblk; b++ {
@@ -278,7 +197,7 @@ func matMul(y, x []float32, T int, w *Matrix, parallel bool) error {
 			defer wg.Done()
 			sp := gemmScratch.Get().(*[]float32)
 			defer gemmScratch.Put(sp)
-			if w.DType != F32 && cap(*sp) < nb*K {
+			if w.DType != op.F32 && cap(*sp) < nb*K {
 				*sp = make([]float32, nb*K)
 			}
 			for {

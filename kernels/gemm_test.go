@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -11,15 +13,15 @@ import (
 	"github.com/x448/float16"
 )
 
-// denseDType maps an opcases dtype name to a DType.
-func denseDType(t testing.TB, s string) DType {
+// denseDType maps an opcases dtype name to a op.DType.
+func denseDType(t testing.TB, s string) op.DType {
 	switch s {
 	case "F32":
-		return F32
+		return op.F32
 	case "BF16":
-		return BF16
+		return op.BF16
 	case "F16":
-		return F16
+		return op.F16
 	}
 	t.Fatalf("unknown dtype %q", s)
 	return 0
@@ -27,15 +29,15 @@ func denseDType(t testing.TB, s string) DType {
 
 // denseMatrix builds a weight [n, k] of dtype from deterministic values and returns it with the
 // widened float32 values a reference must use.
-func denseMatrix(t testing.TB, seed uint64, n, k int, dtype string, scale float32) (*Matrix, []float32) {
+func denseMatrix(t testing.TB, seed uint64, n, k int, dtype string, scale float32) (*op.Matrix, []float32) {
 	t.Helper()
 	bits, wide := opcases.Round16(opcases.Floats(seed, n*k, scale), dtype)
-	var m *Matrix
+	var m *op.Matrix
 	var err error
 	if bits == nil {
-		m, err = NewMatrixF32(n, k, wide)
+		m, err = op.NewMatrixF32(n, k, wide)
 	} else {
-		m, err = NewMatrixU16(n, k, denseDType(t, dtype), bits)
+		m, err = op.NewMatrixU16(n, k, denseDType(t, dtype), bits)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +141,7 @@ func TestMatMulPanels(t *testing.T) {
 			t.Fatal(err)
 		}
 		denseCheck(t, "panels "+dt, y, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
-		wf, err := w.WidenF32()
+		wf, err := WidenF32(w)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +173,7 @@ func TestWidenExact(t *testing.T) {
 			t.Fatalf("F16ToF32(%#04x) = %g, want %g", b, got, h)
 		}
 		dst := []float32{0}
-		widenU16(dst, []uint16{uint16(b)}, F16)
+		widenU16(dst, []uint16{uint16(b)}, op.F16)
 		if math.Float32bits(dst[0]) != math.Float32bits(got) {
 			t.Fatalf("table widening of %#04x differs", b)
 		}
@@ -183,22 +185,22 @@ func TestWidenExact(t *testing.T) {
 
 func TestMatMulErrors(t *testing.T) {
 	w, _ := denseMatrix(t, 1, 4, 3, "F32", 1)
-	bad16 := &Matrix{N: 4, K: 3, DType: BF16, U16: make([]uint16, 11)}
+	bad16 := &op.Matrix{N: 4, K: 3, DType: op.BF16, U16: make([]uint16, 11)}
 	cases := []struct {
 		name string
 		err  error
 		call func() error
 	}{
-		{"nil weight", ErrArg, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, nil) }},
-		{"short x", ErrShape, func() error { return MatMul(make([]float32, 8), make([]float32, 5), 2, w) }},
-		{"short y", ErrShape, func() error { return MatMul(make([]float32, 7), make([]float32, 6), 2, w) }},
-		{"negative T", ErrShape, func() error { return MatMul(nil, nil, -1, w) }},
-		{"short bf16", ErrShape, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, bad16) }},
-		{"bad dtype", ErrDType, func() error {
-			return MatMul(make([]float32, 4), make([]float32, 3), 1, &Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
+		{"nil weight", op.ErrInvalidArgument, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, nil) }},
+		{"short x", op.ErrShape, func() error { return MatMul(make([]float32, 8), make([]float32, 5), 2, w) }},
+		{"short y", op.ErrShape, func() error { return MatMul(make([]float32, 7), make([]float32, 6), 2, w) }},
+		{"negative T", op.ErrShape, func() error { return MatMul(nil, nil, -1, w) }},
+		{"short bf16", op.ErrShape, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, bad16) }},
+		{"bad dtype", op.ErrDType, func() error {
+			return MatMul(make([]float32, 4), make([]float32, 3), 1, &op.Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
 		}},
-		{"NewMatrixU16 F32", ErrShape, func() error { _, err := NewMatrixU16(2, 2, F32, make([]uint16, 4)); return err }},
-		{"NewMatrixF32 size", ErrShape, func() error { _, err := NewMatrixF32(2, 2, make([]float32, 3)); return err }},
+		{"NewMatrixU16 F32", op.ErrShape, func() error { _, err := op.NewMatrixU16(2, 2, op.F32, make([]uint16, 4)); return err }},
+		{"NewMatrixF32 size", op.ErrShape, func() error { _, err := op.NewMatrixF32(2, 2, make([]float32, 3)); return err }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {

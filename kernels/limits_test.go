@@ -1,16 +1,18 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"math"
 	"strings"
 	"testing"
 )
 
-// TestElemLimits: shapes whose tensors exceed 2^31-1 elements are rejected with ErrShape naming
+// TestElemLimits: shapes whose tensors exceed 2^31-1 elements are rejected with op.ErrShape naming
 // the 32-bit limit, before any slice is touched (the slices here are tiny on purpose).
 func TestElemLimits(t *testing.T) {
-	w, _ := NewMatrixF32(1, 1<<16, make([]float32, 1<<16))
+	w, _ := op.NewMatrixF32(1, 1<<16, make([]float32, 1<<16))
 	big := 1 << 16 // T*K = 2^32
 	cases := []struct {
 		name string
@@ -23,8 +25,8 @@ func TestElemLimits(t *testing.T) {
 		{"GRApplyMoEC", GRApplyMoEC(nil, nil, nil, 1, nil, nil, nil, 1<<20, 4, 10, 2560)},
 	}
 	for _, c := range cases {
-		if !errors.Is(c.err, ErrShape) || !strings.Contains(c.err.Error(), "32-bit") {
-			t.Errorf("%s: %v, want ErrShape naming the 32-bit limit", c.name, c.err)
+		if !errors.Is(c.err, op.ErrShape) || !strings.Contains(c.err.Error(), "32-bit") {
+			t.Errorf("%s: %v, want op.ErrShape naming the 32-bit limit", c.name, c.err)
 		}
 	}
 	if err := checkElems("x", "t", 1<<40, 1<<40); err == nil {
@@ -37,13 +39,13 @@ func TestElemLimits(t *testing.T) {
 
 func TestElemLimitsAttentionGDN(t *testing.T) {
 	for name, err := range map[string]error{
-		"Attention": Attention(nil, nil, nil, nil, nil, AttnParams{T: 1 << 20, Hq: 24, Hkv: 2, D: 256, Scale: 1}, nil),
-		"QSASelect": QSASelect(&Selection{}, nil, nil, nil, IndexerParams{T: 1 << 22, NHeads: 4, Dim: 128, Ratio: 4, Budget: 8, Rot: 64, Theta: 1e7}),
-		"GDNScan":   GDNScan(nil, nil, nil, nil, nil, nil, nil, GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}, Chunked),
-		"GDNPre":    GDNPre(nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}),
+		"Attention": Attention(nil, nil, nil, nil, nil, op.AttnParams{T: 1 << 20, Hq: 24, Hkv: 2, D: 256, Scale: 1}, nil),
+		"QSASelect": QSASelect(&op.Selection{}, nil, nil, nil, op.IndexerParams{T: 1 << 22, NHeads: 4, Dim: 128, Ratio: 4, Budget: 8, Rot: 64, Theta: 1e7}),
+		"GDNScan":   GDNScan(nil, nil, nil, nil, nil, nil, nil, op.GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}, op.Chunked),
+		"GDNPre":    GDNPre(nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, op.GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}),
 	} {
-		if !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "32-bit") {
-			t.Errorf("%s: %v, want ErrShape naming the 32-bit limit", name, err)
+		if !errors.Is(err, op.ErrShape) || !strings.Contains(err.Error(), "32-bit") {
+			t.Errorf("%s: %v, want op.ErrShape naming the 32-bit limit", name, err)
 		}
 	}
 }
@@ -51,8 +53,8 @@ func TestElemLimitsAttentionGDN(t *testing.T) {
 // TestGDNScanNaNPropagates documents GDNScan's NaN contract: a NaN in g at one token reaches o
 // and the final state of the value head that reads it, in both modes, and no other head.
 func TestGDNScanNaNPropagates(t *testing.T) {
-	p := GDNParams{T: 70, Hk: 1, Hv: 2, Dk: 8, Dv: 8, ConvK: 4}
-	for _, mode := range []ScanMode{Chunked, Recurrent} {
+	p := op.GDNParams{T: 70, Hk: 1, Hv: 2, Dk: 8, Dv: 8, ConvK: 4}
+	for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 		q := make([]float32, p.T*p.Hk*p.Dk)
 		k := make([]float32, p.T*p.Hk*p.Dk)
 		v := make([]float32, p.T*p.Hv*p.Dv)

@@ -1,6 +1,8 @@
 package kernels
 
-import "fmt"
+import (
+	"github.com/stratakernels/strata/op"
+)
 
 // Row forms of the element-wise activations that run over whole activation tensors: the
 // GatedResidual gates ([T, S*D] per read) and the experts' SwiGLU ([rows, I] per expert).
@@ -107,11 +109,16 @@ func sigmoidMulRow(o, gate []float32) {
 // Qwen4ExpTextAttention, and any other sigmoid gate of the same shape). o and gate are float32
 // of the same length (any shape, row-major); results as the package's other activations (see
 // ActKernel: within about 2 float32 ulp for the sigmoid in the assembly set, the float64 form
-// elsewhere) and the same bits for any GOMAXPROCS. Parallel over elements. Errors wrap ErrShape.
+// elsewhere) and the same bits for any GOMAXPROCS. Parallel over elements. Errors wrap op.ErrShape.
 func SigmoidMul(o, gate []float32) error {
-	if len(o) != len(gate) {
-		return fmt.Errorf("SigmoidMul: %w: len(o)=%d len(gate)=%d", ErrShape, len(o), len(gate))
+	return execSigmoidMul(op.SigmoidMul{O: op.HostF32(o), G: op.HostF32(gate)})
+}
+
+func execSigmoidMul(a op.SigmoidMul) error {
+	if err := a.Check(); err != nil {
+		return err
 	}
+	o, gate := a.O.F32(), a.G.F32()
 	parallelFor(len(o), 1<<14, func(lo, hi int) { sigmoidMulRow(o[lo:hi], gate[lo:hi]) })
 	return nil
 }

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -285,7 +287,7 @@ func testSigmoidMul(t *testing.T) {
 	}
 	denseCheck(t, "SigmoidMul", run(), want, 1e-6)
 	denseSameAcrossProcs(t, "SigmoidMul", run)
-	if err := SigmoidMul(make([]float32, 3), make([]float32, 4)); !errors.Is(err, ErrShape) {
+	if err := SigmoidMul(make([]float32, 3), make([]float32, 4)); !errors.Is(err, op.ErrShape) {
 		t.Fatalf("length mismatch: %v", err)
 	}
 }

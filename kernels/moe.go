@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -18,22 +20,19 @@ import (
 // unspecified; this is the rule strata fixes). With norm (norm_topk_prob), w = p / sum of the
 // K selected p; else w = p. logits: [T, E]; w, idx: [T, K] (slot order = rank).
 // Source: Qwen3NextTopKRouter / Qwen4ExpTextTopKRouter. Parallel over tokens.
-// Errors wrap ErrShape, or ErrArg for K outside [1, E] or a NaN/Inf logit.
+// Errors wrap op.ErrShape, or op.ErrInvalidArgument for K outside [1, E] or a NaN/Inf logit.
 func TopKRoute(w []float32, idx []int32, logits []float32, T, E, K int, norm bool) error {
-	if err := checkElems("TopKRoute", "logits", T, E); err != nil {
+	return execTopKRoute(op.TopKRoute{W: op.HostF32(w), Idx: op.HostI32(idx), Logits: op.HostF32(logits), T: T, E: E, K: K, Norm: norm})
+}
+
+func execTopKRoute(a op.TopKRoute) error {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if T < 0 || E <= 0 || E > math.MaxInt32 || len(logits) != T*E || len(w) != T*K || len(idx) != T*K {
-		return fmt.Errorf("TopKRoute: %w: T=%d E=%d K=%d len(logits)=%d len(w)=%d len(idx)=%d",
-			ErrShape, T, E, K, len(logits), len(w), len(idx))
-	}
-	if K < 1 || K > E {
-		return fmt.Errorf("TopKRoute: %w: top-k %d of %d experts", ErrArg, K, E)
-	}
-	for i, v := range logits {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("TopKRoute: %w: logit %d (token %d) is %g", ErrArg, i, i/E, v)
-		}
+	w, idx, logits := a.W.F32(), a.Idx.I32(), a.Logits.F32()
+	T, E, K, norm := a.T, a.E, a.K, a.Norm
+	if err := a.CheckLogits(logits); err != nil {
+		return err
 	}
 	parallelFor(T, 16, func(lo, hi int) {
 		p := make([]float32, E)
@@ -86,39 +85,6 @@ func moeSoftmaxRow(p, x []float32) {
 	}
 }
 
-// Experts holds one MoE layer's routed experts: E experts of hidden size D and intermediate
-// size I. GateUp[e] is [2I, D] with the gate rows first (transformers' fused
-// experts.gate_up_proj[e]; published per-expert files concatenate gate_proj then up_proj),
-// Down[e] is [D, I] (experts.down_proj[e]). Weights may be F32, BF16 or F16, mixed freely.
-type Experts struct {
-	E, D, I int
-	GateUp  []*Matrix
-	Down    []*Matrix
-}
-
-func (ex *Experts) validate(op string) error {
-	if ex == nil {
-		return fmt.Errorf("%s: %w: nil experts", op, ErrArg)
-	}
-	if ex.E <= 0 || ex.D <= 0 || ex.I <= 0 || len(ex.GateUp) != ex.E || len(ex.Down) != ex.E {
-		return fmt.Errorf("%s: %w: E=%d D=%d I=%d with %d gate_up and %d down matrices",
-			op, ErrShape, ex.E, ex.D, ex.I, len(ex.GateUp), len(ex.Down))
-	}
-	for e := 0; e < ex.E; e++ {
-		if err := ex.GateUp[e].validate(op); err != nil {
-			return fmt.Errorf("expert %d gate_up: %w", e, err)
-		}
-		if err := ex.Down[e].validate(op); err != nil {
-			return fmt.Errorf("expert %d down: %w", e, err)
-		}
-		if gu, dn := ex.GateUp[e], ex.Down[e]; gu.N != 2*ex.I || gu.K != ex.D || dn.N != ex.D || dn.K != ex.I {
-			return fmt.Errorf("%s: %w: expert %d gate_up [%d, %d] (want [%d, %d]), down [%d, %d] (want [%d, %d])",
-				op, ErrShape, e, gu.N, gu.K, 2*ex.I, ex.D, dn.N, dn.K, ex.D, ex.I)
-		}
-	}
-	return nil
-}
-
 // MoEExperts runs the routed experts without their routing weights. Slots (t, j) are grouped
 // by expert (expert order, then token order), each expert runs as two GEMMs over its rows:
 // h = silu(x Wg^T) * (x Wu^T), out = h Wd^T (SwiGLU). The unweighted output of slot (t, j)
@@ -126,26 +92,23 @@ func (ex *Experts) validate(op string) error {
 // empty slot: it gets rk = -1 and no row; the unused tail rows of ye are zeroed.
 // x: [T, D]; idx, rk: [T, K]; ye: [T*K, D]. MoECombine (or GRApplyMoEC) applies the weights.
 // Source: Qwen3NextExperts / Qwen4ExpTextExperts (the combine is moe_comb).
-// Errors wrap ErrShape, ErrArg (expert index outside [-1, E)) or ErrDType.
-func MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *Experts) error {
-	if ex != nil {
-		if err := firstErr(checkElems("MoEExperts", "ye", T, K, ex.D), checkElems("MoEExperts", "x", T, ex.D)); err != nil {
-			return err
-		}
+// Errors wrap op.ErrShape, op.ErrInvalidArgument (expert index outside [-1, E)) or op.ErrDType.
+func MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *op.Experts) error {
+	return execMoEExperts(op.MoEExperts{YE: op.HostF32(ye), RK: op.HostI32(rk), X: op.HostF32(x), Idx: op.HostI32(idx), T: T, K: K, Ex: ex})
+}
+
+func execMoEExperts(a op.MoEExperts) error {
+	if err := a.Check(); err != nil {
+		return err
 	}
-	if err := ex.validate("MoEExperts"); err != nil {
+	ye, rk, x, idx := a.YE.F32(), a.RK.I32(), a.X.F32(), a.Idx.I32()
+	K, ex := a.K, a.Ex
+	if err := a.CheckIdx(idx); err != nil {
 		return err
 	}
 	D, I := ex.D, ex.I
-	if T < 0 || K <= 0 || len(x) != T*D || len(idx) != T*K || len(rk) != T*K || len(ye) != T*K*D {
-		return fmt.Errorf("MoEExperts: %w: T=%d K=%d D=%d len(x)=%d len(idx)=%d len(rk)=%d len(ye)=%d",
-			ErrShape, T, K, D, len(x), len(idx), len(rk), len(ye))
-	}
 	count := make([]int, ex.E+1)
-	for i, e := range idx {
-		if e < -1 || int(e) >= ex.E {
-			return fmt.Errorf("MoEExperts: %w: idx[%d] = %d outside [-1, %d)", ErrArg, i, e, ex.E)
-		}
+	for _, e := range idx {
 		if e >= 0 {
 			count[e+1]++
 		}
@@ -169,7 +132,7 @@ func MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int
 		slots[r] = int32(i)
 	}
 	clear(ye[used*D:])
-	// Experts with rows, largest first (ties by index) so the dynamic schedule ends evenly; the
+	// op.Experts with rows, largest first (ties by index) so the dynamic schedule ends evenly; the
 	// order only decides who runs an expert, never its bits.
 	var order []int
 	for e := 0; e < ex.E; e++ {
@@ -249,29 +212,22 @@ func swigluRange(h, gu []float32, lo, hi, I int) {
 }
 
 // SwiGLU writes h = silu(gu[:, :I]) * gu[:, I:] for gu [rows, 2I] (gate columns first, as the
-// fused gate_up projection produces them) into h [rows, I]. Errors wrap ErrShape.
+// fused gate_up projection produces them) into h [rows, I]. Errors wrap op.ErrShape.
 func SwiGLU(h, gu []float32, rows, I int) error {
-	if rows < 0 || I <= 0 || len(h) != rows*I || len(gu) != rows*2*I {
-		return fmt.Errorf("SwiGLU: %w: rows=%d I=%d len(h)=%d len(gu)=%d", ErrShape, rows, I, len(h), len(gu))
+	return execSwiGLU(op.SwiGLU{H: op.HostF32(h), GU: op.HostF32(gu), Rows: rows, I: I})
+}
+
+func execSwiGLU(a op.SwiGLU) error {
+	if err := a.Check(); err != nil {
+		return err
 	}
+	h, gu, rows, I := a.H.F32(), a.GU.F32(), a.Rows, a.I
 	swigluRows(h, gu, rows, I)
 	return nil
 }
 
 // moeCheckCombine validates the slot table of a combine: ye [rows, D], rk and w [T, K], every
 // rk in [-1, rows).
-func moeCheckCombine(op string, ye []float32, rows int, rk []int32, w []float32, T, K, D int) error {
-	if rows < 0 || T < 0 || K <= 0 || D <= 0 || len(ye) != rows*D || len(rk) != T*K || len(w) != T*K {
-		return fmt.Errorf("%s: %w: rows=%d T=%d K=%d D=%d len(ye)=%d len(rk)=%d len(w)=%d",
-			op, ErrShape, rows, T, K, D, len(ye), len(rk), len(w))
-	}
-	for i, r := range rk {
-		if r < -1 || int(r) >= rows {
-			return fmt.Errorf("%s: %w: rk[%d] = %d outside [-1, %d)", op, ErrArg, i, r, rows)
-		}
-	}
-	return nil
-}
 
 // moeCombineRow writes dst = sum over slots j in order of w[j] * ye[rk[j]] (float32
 // accumulation from zero; empty slots skipped). Every combine goes through here, so fused and
@@ -292,16 +248,26 @@ func moeCombineRow(dst, ye []float32, rk []int32, w []float32) {
 
 // MoECombine is moe_comb: out[t] = sum over slots j (in slot order) of w[t*K+j] * ye[rk[t*K+j]],
 // skipping slots with rk = -1. ye: [rows, D]; rk, w: [T, K]; out: [T, D]. float32 accumulation.
-// Parallel over tokens. Errors wrap ErrShape, or ErrArg for rk outside [-1, rows).
+// Parallel over tokens. Errors wrap op.ErrShape, or op.ErrInvalidArgument for rk outside [-1, rows).
 func MoECombine(out, ye []float32, rows int, rk []int32, w []float32, T, K, D int) error {
-	if err := firstErr(checkElems("MoECombine", "ye", rows, D), checkElems("MoECombine", "out", T, D), checkElems("MoECombine", "rk", T, K)); err != nil {
+	a := op.MoECombine{Out: op.HostF32(out), YE: op.HostF32(ye), RK: op.HostI32(rk), W: op.HostF32(w), T: T, K: K, D: D}
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := moeCheckCombine("MoECombine", ye, rows, rk, w, T, K, D); err != nil {
+	if rows < 0 || len(ye) != rows*D {
+		return fmt.Errorf("MoECombine: %w: rows=%d D=%d len(ye)=%d", op.ErrShape, rows, D, len(ye))
+	}
+	return execMoECombine(a)
+}
+
+func execMoECombine(a op.MoECombine) error {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if len(out) != T*D {
-		return fmt.Errorf("MoECombine: %w: len(out)=%d, want %d", ErrShape, len(out), T*D)
+	out, ye, rk, w := a.Out.F32(), a.YE.F32(), a.RK.I32(), a.W.F32()
+	T, K, D := a.T, a.K, a.D
+	if err := a.CheckSlots(rk); err != nil {
+		return err
 	}
 	parallelFor(T, max(1, 4096/D), func(lo, hi int) {
 		for t := lo; t < hi; t++ {
@@ -316,30 +282,30 @@ func MoECombine(out, ye []float32, rows int, rk []int32, w []float32, T, K, D in
 // (shared_expert_gate.weight, one row); GateW nil means ungated.
 type SharedExpert struct {
 	D, I           int
-	Gate, Up, Down *Matrix
+	Gate, Up, Down *op.Matrix
 	GateW          []float32
 }
 
 // SharedExpertMLP computes y = sigmoid(x . GateW) * Down(silu(Gate x) * Up x) for x, y [T, D]
 // (the shared expert and its gate in Qwen3NextSparseMoeBlock / Qwen4ExpTextSparseMoeBlock; the
-// gate dot runs in float64). y must not alias x. Errors wrap ErrShape, ErrArg or ErrDType.
+// gate dot runs in float64). y must not alias x. Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
 func SharedExpertMLP(y, x []float32, T int, se *SharedExpert) error {
 	if se == nil {
-		return fmt.Errorf("SharedExpertMLP: %w: nil shared expert", ErrArg)
+		return fmt.Errorf("SharedExpertMLP: %w: nil shared expert", op.ErrInvalidArgument)
 	}
 	D, I := se.D, se.I
-	for _, m := range []*Matrix{se.Gate, se.Up, se.Down} {
-		if err := m.validate("SharedExpertMLP"); err != nil {
+	for _, m := range []*op.Matrix{se.Gate, se.Up, se.Down} {
+		if err := m.Validate("SharedExpertMLP"); err != nil {
 			return err
 		}
 	}
 	if D <= 0 || I <= 0 || se.Gate.N != I || se.Gate.K != D || se.Up.N != I || se.Up.K != D ||
 		se.Down.N != D || se.Down.K != I || (se.GateW != nil && len(se.GateW) != D) {
 		return fmt.Errorf("SharedExpertMLP: %w: D=%d I=%d gate [%d, %d] up [%d, %d] down [%d, %d] len(GateW)=%d",
-			ErrShape, D, I, se.Gate.N, se.Gate.K, se.Up.N, se.Up.K, se.Down.N, se.Down.K, len(se.GateW))
+			op.ErrShape, D, I, se.Gate.N, se.Gate.K, se.Up.N, se.Up.K, se.Down.N, se.Down.K, len(se.GateW))
 	}
 	if T < 0 || len(x) != T*D || len(y) != T*D {
-		return fmt.Errorf("SharedExpertMLP: %w: T=%d D=%d len(x)=%d len(y)=%d", ErrShape, T, D, len(x), len(y))
+		return fmt.Errorf("SharedExpertMLP: %w: T=%d D=%d len(x)=%d len(y)=%d", op.ErrShape, T, D, len(x), len(y))
 	}
 	g := make([]float32, T*I)
 	u := make([]float32, T*I)

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -94,10 +96,10 @@ func TestMoEExpertsCases(t *testing.T) { forEachKernel(t, testMoEExpertsCases) }
 func testMoEExpertsCases(t *testing.T) {
 	for i, c := range opcases.MoECases() {
 		name := fmt.Sprintf("T%d_E%d_K%d_D%d_I%d_%s", c.T, c.E, c.K, c.D, c.I, c.DType)
-		ex := &Experts{E: c.E, D: c.D, I: c.I}
+		ex := &op.Experts{E: c.E, D: c.D, I: c.I}
 		gw, dw := make([][]float32, c.E), make([][]float32, c.E)
 		for e := 0; e < c.E; e++ {
-			var gu, dn *Matrix
+			var gu, dn *op.Matrix
 			gu, gw[e] = denseMatrix(t, uint64(1000*i+2*e), 2*c.I, c.D, c.DType, 0.1)
 			dn, dw[e] = denseMatrix(t, uint64(1000*i+2*e+1), c.D, c.I, c.DType, 0.1)
 			ex.GateUp = append(ex.GateUp, gu)
@@ -237,8 +239,8 @@ func testSharedExpertMLP(t *testing.T) {
 func TestMoEErrors(t *testing.T) {
 	gu, _ := denseMatrix(t, 1, 8, 6, "F32", 1)
 	dn, _ := denseMatrix(t, 2, 6, 4, "F32", 1)
-	ex := &Experts{E: 2, D: 6, I: 4, GateUp: []*Matrix{gu, gu}, Down: []*Matrix{dn, dn}}
-	badEx := &Experts{E: 2, D: 6, I: 4, GateUp: []*Matrix{gu, dn}, Down: []*Matrix{dn, dn}}
+	ex := &op.Experts{E: 2, D: 6, I: 4, GateUp: []*op.Matrix{gu, gu}, Down: []*op.Matrix{dn, dn}}
+	badEx := &op.Experts{E: 2, D: 6, I: 4, GateUp: []*op.Matrix{gu, dn}, Down: []*op.Matrix{dn, dn}}
 	x := make([]float32, 2*6)
 	ye := make([]float32, 4*6)
 	rk := make([]int32, 4)
@@ -248,38 +250,38 @@ func TestMoEErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"K > E", ErrArg, func() error {
+		{"K > E", op.ErrInvalidArgument, func() error {
 			return TopKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true)
 		}},
-		{"K 0", ErrArg, func() error { return TopKRoute(nil, nil, make([]float32, 2), 1, 2, 0, true) }},
-		{"NaN logit", ErrArg, func() error {
+		{"K 0", op.ErrInvalidArgument, func() error { return TopKRoute(nil, nil, make([]float32, 2), 1, 2, 0, true) }},
+		{"NaN logit", op.ErrInvalidArgument, func() error {
 			return TopKRoute(make([]float32, 1), make([]int32, 1), []float32{0, nan}, 1, 2, 1, true)
 		}},
-		{"route lengths", ErrShape, func() error {
+		{"route lengths", op.ErrShape, func() error {
 			return TopKRoute(make([]float32, 1), make([]int32, 2), make([]float32, 2), 1, 2, 2, true)
 		}},
-		{"expert idx", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 2, 0}, 2, ex) }},
-		{"expert idx -2", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, -2, 0}, 2, ex) }},
-		{"expert shapes", ErrShape, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, badEx) }},
-		{"nil experts", ErrArg, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, nil) }},
-		{"ye length", ErrShape, func() error { return MoEExperts(ye[:20], rk, x, 2, []int32{0, 1, 1, 0}, 2, ex) }},
-		{"rk range", ErrArg, func() error {
+		{"expert idx", op.ErrInvalidArgument, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 2, 0}, 2, ex) }},
+		{"expert idx -2", op.ErrInvalidArgument, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, -2, 0}, 2, ex) }},
+		{"expert shapes", op.ErrShape, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, badEx) }},
+		{"nil experts", op.ErrInvalidArgument, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, nil) }},
+		{"ye length", op.ErrShape, func() error { return MoEExperts(ye[:20], rk, x, 2, []int32{0, 1, 1, 0}, 2, ex) }},
+		{"rk range", op.ErrInvalidArgument, func() error {
 			return MoECombine(make([]float32, 6), ye, 4, []int32{0, 4}, []float32{1, 1}, 1, 2, 6)
 		}},
-		{"rk -2", ErrArg, func() error {
+		{"rk -2", op.ErrInvalidArgument, func() error {
 			return MoECombine(make([]float32, 6), ye, 4, []int32{0, -2}, []float32{1, 1}, 1, 2, 6)
 		}},
-		{"rows vs ye", ErrShape, func() error {
+		{"rows vs ye", op.ErrShape, func() error {
 			return MoECombine(make([]float32, 6), ye, 5, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
 		}},
-		{"out length", ErrShape, func() error {
+		{"out length", op.ErrShape, func() error {
 			return MoECombine(make([]float32, 5), ye, 4, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
 		}},
-		{"shared nil", ErrArg, func() error { return SharedExpertMLP(x, x, 2, nil) }},
-		{"shared shapes", ErrShape, func() error {
+		{"shared nil", op.ErrInvalidArgument, func() error { return SharedExpertMLP(x, x, 2, nil) }},
+		{"shared shapes", op.ErrShape, func() error {
 			return SharedExpertMLP(make([]float32, 12), x, 2, &SharedExpert{D: 6, I: 4, Gate: gu, Up: gu, Down: dn})
 		}},
-		{"swiglu", ErrShape, func() error { return SwiGLU(make([]float32, 4), make([]float32, 7), 1, 4) }},
+		{"swiglu", op.ErrShape, func() error { return SwiGLU(make([]float32, 4), make([]float32, 7), 1, 4) }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {
@@ -314,12 +316,12 @@ func TestFastActivations(t *testing.T) {
 }
 
 // BenchmarkMoEExperts runs the routed experts of one layer at the real width (D 2560, I 640,
-// top-10) for 64 experts (the benchmark slice) at T = 512, weights F32 (widened at load) and
-// BF16 (widened per call). Short by default (-benchtime to extend).
+// top-10) for 64 experts (the benchmark slice) at T = 512, weights op.F32 (widened at load) and
+// op.BF16 (widened per call). Short by default (-benchtime to extend).
 func BenchmarkMoEExperts(b *testing.B) {
 	const T, E, K, D, I = 512, 64, 10, 2560, 640
 	for _, dt := range []string{"F32", "BF16"} {
-		ex := &Experts{E: E, D: D, I: I}
+		ex := &op.Experts{E: E, D: D, I: I}
 		for e := 0; e < E; e++ {
 			gu, _ := denseMatrix(b, uint64(2*e+1), 2*I, D, dt, 0.05)
 			dn, _ := denseMatrix(b, uint64(2*e+2), D, I, dt, 0.05)

@@ -1,6 +1,10 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/stratakernels/strata/op"
+)
 
 // rmsScale1p writes y = x * rsqrt(mean(x^2) + eps) * (1 + w) for one vector. The sum of squares
 // runs in float64 in four interleaved partial sums (element i into sum i%4, then (s0+s1)+(s2+s3):
@@ -41,18 +45,16 @@ func rmsScale1p(y, x, w []float32, eps float32) {
 // RMSNorm1p normalises each of rows vectors of D: y = x * rsqrt(mean(x^2) + eps) * (1 + w),
 // with the sum of squares in float64 and one rounding per output (the zero-centred RMSNorm of
 // qwen3_next and qwen4_exp: Qwen3NextRMSNorm, Qwen4ExpTextRMSNorm). x, y: [rows, D]; w: [D]. y may alias x.
-// Parallel over rows. Errors wrap ErrShape (or ErrArg for a negative eps).
+// Parallel over rows. Errors wrap op.ErrShape (or op.ErrInvalidArgument for a negative eps).
 func RMSNorm1p(y, x []float32, rows, D int, w []float32, eps float32) error {
-	if err := checkElems("RMSNorm1p", "x", rows, D); err != nil {
+	return execRMSNorm(op.RMSNorm{Y: op.HostF32(y), X: op.HostF32(x), Rows: rows, D: D, W: w, Eps: eps})
+}
+
+func execRMSNorm(a op.RMSNorm) error {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	if rows < 0 || D <= 0 || len(x) != rows*D || len(y) != rows*D || len(w) != D {
-		return fmt.Errorf("RMSNorm1p: %w: rows=%d D=%d len(x)=%d len(y)=%d len(w)=%d",
-			ErrShape, rows, D, len(x), len(y), len(w))
-	}
-	if !(eps >= 0) {
-		return fmt.Errorf("RMSNorm1p: %w: eps=%g", ErrArg, eps)
-	}
+	y, x, rows, D, w, eps := a.Y.F32(), a.X.F32(), a.Rows, a.D, a.W, a.Eps
 	parallelFor(rows, max(1, 4096/D), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			rmsScale1p(y[r*D:(r+1)*D], x[r*D:(r+1)*D], w, eps)
@@ -64,14 +66,14 @@ func RMSNorm1p(y, x []float32, rows, D int, w []float32, eps float32) error {
 // RMSNorm1pGrouped is the grouped form (group_size = D) used by GatedResidual's hc_norm and
 // PLE's norms: x, y [T, S*D]; each of the S streams of D of a token is normalised separately
 // with its own weights w[s*D:(s+1)*D] (w has S*D entries). y may alias x.
-// Errors wrap ErrShape (or ErrArg for a negative eps).
+// Errors wrap op.ErrShape (or op.ErrInvalidArgument for a negative eps).
 func RMSNorm1pGrouped(y, x []float32, T, S, D int, w []float32, eps float32) error {
 	if T < 0 || S <= 0 || D <= 0 || len(x) != T*S*D || len(y) != T*S*D || len(w) != S*D {
 		return fmt.Errorf("RMSNorm1pGrouped: %w: T=%d S=%d D=%d len(x)=%d len(y)=%d len(w)=%d",
-			ErrShape, T, S, D, len(x), len(y), len(w))
+			op.ErrShape, T, S, D, len(x), len(y), len(w))
 	}
 	if !(eps >= 0) {
-		return fmt.Errorf("RMSNorm1pGrouped: %w: eps=%g", ErrArg, eps)
+		return fmt.Errorf("RMSNorm1pGrouped: %w: eps=%g", op.ErrInvalidArgument, eps)
 	}
 	parallelFor(T*S, max(1, 4096/D), func(lo, hi int) {
 		for r := lo; r < hi; r++ {

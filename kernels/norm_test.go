@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -79,12 +81,12 @@ func TestRMSNorm1pErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"short x", ErrShape, func() error { return RMSNorm1p(x, x[:7], 2, 4, x[:4], 1e-6) }},
-		{"short w", ErrShape, func() error { return RMSNorm1p(x, x, 2, 4, x[:3], 1e-6) }},
-		{"D zero", ErrShape, func() error { return RMSNorm1p(nil, nil, 2, 0, nil, 1e-6) }},
-		{"eps NaN", ErrArg, func() error { return RMSNorm1p(x, x, 2, 4, x[:4], float32(math.NaN())) }},
-		{"grouped w", ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 2, 4, x[:4], 1e-6) }},
-		{"grouped S", ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 0, 4, x[:4], 1e-6) }},
+		{"short x", op.ErrShape, func() error { return RMSNorm1p(x, x[:7], 2, 4, x[:4], 1e-6) }},
+		{"short w", op.ErrShape, func() error { return RMSNorm1p(x, x, 2, 4, x[:3], 1e-6) }},
+		{"D zero", op.ErrShape, func() error { return RMSNorm1p(nil, nil, 2, 0, nil, 1e-6) }},
+		{"eps NaN", op.ErrInvalidArgument, func() error { return RMSNorm1p(x, x, 2, 4, x[:4], float32(math.NaN())) }},
+		{"grouped w", op.ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 2, 4, x[:4], 1e-6) }},
+		{"grouped S", op.ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 0, 4, x[:4], 1e-6) }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {

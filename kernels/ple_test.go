@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +49,7 @@ func TestPLEHashIndependent(t *testing.T) {
 		{151936, 2, 4, 5000, 64, 3, -77},
 	}
 	for _, c := range cases {
-		h, err := NewPLEHash(c.vocab, c.ngram, c.hpn, c.base, c.div, c.index, c.seed, 0)
+		h, err := op.NewPLEHash(c.vocab, c.ngram, c.hpn, c.base, c.div, c.index, c.seed, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +115,7 @@ func TestPLEHashTinyTable(t *testing.T) {
 	cfg, shape := denseTinyPLE(t)
 	n := func(k string) int { return int(cfg[k].(float64)) }
 	// layer index 1 is PLE because 1+1 is in ple_layer_ids; its position in that list is 0
-	h, err := NewPLEHash(n("vocab_size"), n("ngram_size"), n("heads_per_ngram"), n("ngram_vocab_size_base"),
+	h, err := op.NewPLEHash(n("vocab_size"), n("ngram_size"), n("heads_per_ngram"), n("ngram_vocab_size_base"),
 		n("make_ngram_vocab_size_divisible_by"), 0, int64(n("seed")), int32(n("eos_token_id")))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +128,7 @@ func TestPLEHashTinyTable(t *testing.T) {
 
 // densePLEIDsRef hashes by definition: for each new token, walk back up to s positions in the
 // history and stop at an eos that precedes the current token.
-func densePLEIDsRef(h *PLEHash, ctx [2]int32, tokens []int32) []int32 {
+func densePLEIDsRef(h *op.PLEHash, ctx [2]int32, tokens []int32) []int32 {
 	hist := append([]int32{ctx[0], ctx[1]}, tokens...)
 	heads := h.Heads()
 	ids := make([]int32, len(tokens)*heads)
@@ -160,7 +162,7 @@ func densePLEIDsRef(h *PLEHash, ctx [2]int32, tokens []int32) []int32 {
 }
 
 func TestPLEIDs(t *testing.T) {
-	h, err := NewPLEHash(512, 3, 8, 1000, 128, 0, 1234, 511)
+	h, err := op.NewPLEHash(512, 3, 8, 1000, 128, 0, 1234, 511)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,14 +211,14 @@ func TestPLEIDs(t *testing.T) {
 }
 
 type densePLE struct {
-	w                 *PLEWeights
+	w                 *op.PLEWeights
 	table, key, value []float32
 }
 
 func densePLEWeights(t *testing.T, c opcases.PLECase, seed uint64) densePLE {
 	S, D, E := c.S, c.D, c.Heads*c.HeadDim
 	var r densePLE
-	w := &PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: c.HeadDim, Dilation: c.Dilation}
+	w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: c.HeadDim, Dilation: c.Dilation}
 	w.Table, r.table = denseMatrix(t, seed, c.Rows, c.HeadDim, c.DType, 1)
 	w.Key, r.key = denseMatrix(t, seed+1, S*D, E, c.DType, 0.2)
 	w.Value, r.value = denseMatrix(t, seed+2, D, E, c.DType, 0.2)
@@ -336,7 +338,7 @@ func TestPLEErrors(t *testing.T) {
 	p := densePLEWeights(t, c, 1)
 	H := make([]float32, 2*16)
 	state := make([]float32, p.w.ConvStateLen())
-	h, err := NewPLEHash(512, 3, 8, 1000, 128, 0, 1234, 511)
+	h, err := op.NewPLEHash(512, 3, 8, 1000, 128, 0, 1234, 511)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,18 +349,18 @@ func TestPLEErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"id past table", ErrArg, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 10}, p.w, state, 1e-6) }},
-		{"negative id", ErrArg, func() error { return PLEApply(H, 2, []int32{0, -1, 2, 3}, p.w, state, 1e-6) }},
-		{"ids length", ErrShape, func() error { return PLEApply(H, 2, []int32{0, 1, 2}, p.w, state, 1e-6) }},
-		{"state length", ErrShape, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 3}, p.w, state[1:], 1e-6) }},
-		{"H length", ErrShape, func() error { return PLEApply(H[1:], 2, []int32{0, 1, 2, 3}, p.w, state, 1e-6) }},
-		{"nil weights", ErrArg, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 3}, nil, state, 1e-6) }},
-		{"token range", ErrArg, func() error { return h.IDs(make([]int32, 16), []int32{512}, &ctx) }},
-		{"context range", ErrArg, func() error { return h.IDs(make([]int32, 16), []int32{5}, &badCtx) }},
-		{"ids size", ErrShape, func() error { return h.IDs(make([]int32, 15), []int32{5}, &ctx) }},
-		{"nil ctx", ErrArg, func() error { return h.IDs(make([]int32, 16), []int32{5}, nil) }},
-		{"ngram 4", ErrArg, func() error { _, err := NewPLEHash(512, 4, 8, 1000, 128, 0, 1, 5); return err }},
-		{"eos range", ErrArg, func() error { _, err := NewPLEHash(512, 3, 8, 1000, 128, 0, 1, 512); return err }},
+		{"id past table", op.ErrInvalidArgument, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 10}, p.w, state, 1e-6) }},
+		{"negative id", op.ErrInvalidArgument, func() error { return PLEApply(H, 2, []int32{0, -1, 2, 3}, p.w, state, 1e-6) }},
+		{"ids length", op.ErrShape, func() error { return PLEApply(H, 2, []int32{0, 1, 2}, p.w, state, 1e-6) }},
+		{"state length", op.ErrShape, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 3}, p.w, state[1:], 1e-6) }},
+		{"H length", op.ErrShape, func() error { return PLEApply(H[1:], 2, []int32{0, 1, 2, 3}, p.w, state, 1e-6) }},
+		{"nil weights", op.ErrInvalidArgument, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 3}, nil, state, 1e-6) }},
+		{"token range", op.ErrInvalidArgument, func() error { return h.IDs(make([]int32, 16), []int32{512}, &ctx) }},
+		{"context range", op.ErrInvalidArgument, func() error { return h.IDs(make([]int32, 16), []int32{5}, &badCtx) }},
+		{"ids size", op.ErrShape, func() error { return h.IDs(make([]int32, 15), []int32{5}, &ctx) }},
+		{"nil ctx", op.ErrInvalidArgument, func() error { return h.IDs(make([]int32, 16), []int32{5}, nil) }},
+		{"ngram 4", op.ErrInvalidArgument, func() error { _, err := op.NewPLEHash(512, 4, 8, 1000, 128, 0, 1, 5); return err }},
+		{"eos range", op.ErrInvalidArgument, func() error { _, err := op.NewPLEHash(512, 3, 8, 1000, 128, 0, 1, 512); return err }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {

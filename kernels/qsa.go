@@ -1,24 +1,12 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"fmt"
 	"math"
 	"slices"
 )
-
-// IndexerParams describes one QSA indexer call (qwen4_exp's query-sparse attention).
-//
-//	T, Pos0  new query tokens at absolute positions Pos0..Pos0+T-1
-//	NHeads   index heads (4); Dim index head dim (128)
-//	Ratio    compress ratio: block b holds tokens Ratio*b..Ratio*b+Ratio-1 (4)
-//	Budget   token budget (2048): a row keeps Budget/Ratio blocks plus its tail
-//	Rot      rotary dims of the block keys (64); Theta the RoPE base (1e7)
-//	Eps      epsilon of the k_layernorm RMSNorm1p (1e-6)
-type IndexerParams struct {
-	T, Pos0, NHeads, Dim, Ratio, Budget, Rot int
-	Theta                                    float64
-	Eps                                      float32
-}
 
 // QSASelect runs the QSA indexer for a prefill chunk and writes, for each query row, the key
 // positions that row may attend into sel (its slices are reused when large enough).
@@ -40,10 +28,10 @@ type IndexerParams struct {
 // their positions; rawKeys [>= Pos0+T, Dim], the raw (unnormalised) index keys of every cached
 // and new token; kNorm [Dim], the k_layernorm weight.
 //
-// Errors: ErrShape for non-positive sizes or slice lengths that do not match; ErrArg for a nil
+// Errors: op.ErrShape for non-positive sizes or slice lengths that do not match; op.ErrInvalidArgument for a nil
 // sel, a negative Pos0, Budget < Ratio, an odd Rot or Rot > Dim, a non-positive Theta or a
 // negative Eps. sel is not modified when an error is returned.
-func QSASelect(sel *Selection, q []float32, rawKeys []float32, kNorm []float32, p IndexerParams) error {
+func QSASelect(sel *op.Selection, q []float32, rawKeys []float32, kNorm []float32, p op.IndexerParams) error {
 	if err := firstErr(checkElems("QSASelect", "q", p.T, p.NHeads, p.Dim), checkElems("QSASelect", "rawKeys", p.Pos0+p.T, p.Dim)); err != nil {
 		return err
 	}
@@ -51,7 +39,7 @@ func QSASelect(sel *Selection, q []float32, rawKeys []float32, kNorm []float32, 
 		return err
 	}
 	keep := p.Budget / p.Ratio
-	total, nbSparse := QSALayout(sel, p)
+	total, nbSparse := op.QSALayout(sel, p)
 	if total == 0 {
 		return nil
 	}
@@ -74,80 +62,48 @@ func QSASelect(sel *Selection, q []float32, rawKeys []float32, kNorm []float32, 
 	return nil
 }
 
-// QSALayout fills sel's row layout for p: T, Dense (a row is dense when its min(Budget/Ratio,
-// nb) kept blocks are all its nb complete blocks) and Offsets, and sizes Tokens to the total
-// selected-token count without filling it. It returns that total and the block count of the
-// last sparse row (0 when every row is dense). The layout depends only on the positions, so the
-// CPU and Metal indexers share it. p must already be valid (QSASelect checks it).
-func QSALayout(sel *Selection, p IndexerParams) (total, nbLast int) {
-	keep := p.Budget / p.Ratio
-	sel.T = p.T
-	sel.Dense = qsaGrow(sel.Dense, p.T)
-	sel.Offsets = qsaGrow(sel.Offsets, p.T+1)
-	for t := 0; t < p.T; t++ {
-		sel.Offsets[t] = int32(total)
-		vis := p.Pos0 + t + 1
-		nb := vis / p.Ratio
-		sel.Dense[t] = nb <= keep
-		if !sel.Dense[t] {
-			total += keep*p.Ratio + vis - nb*p.Ratio
-			nbLast = nb
-		}
-	}
-	sel.Offsets[p.T] = int32(total)
-	sel.Tokens = qsaGrow(sel.Tokens, total)
-	return total, nbLast
-}
-
-func qsaGrow[E any](s []E, n int) []E {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]E, n)
-}
-
-func qsaCheck(sel *Selection, q, rawKeys, kNorm []float32, p IndexerParams) error {
+func qsaCheck(sel *op.Selection, q, rawKeys, kNorm []float32, p op.IndexerParams) error {
 	if sel == nil {
-		return fmt.Errorf("qsa select: nil selection: %w", ErrArg)
+		return fmt.Errorf("qsa select: nil selection: %w", op.ErrInvalidArgument)
 	}
 	if p.T <= 0 || p.NHeads <= 0 || p.Dim <= 0 || p.Ratio <= 0 {
-		return fmt.Errorf("qsa select: T=%d NHeads=%d Dim=%d Ratio=%d must be positive: %w", p.T, p.NHeads, p.Dim, p.Ratio, ErrShape)
+		return fmt.Errorf("qsa select: T=%d NHeads=%d Dim=%d Ratio=%d must be positive: %w", p.T, p.NHeads, p.Dim, p.Ratio, op.ErrShape)
 	}
 	const lim = 1 << 30
 	if p.T > lim || p.NHeads > lim || p.Dim > lim || p.Pos0 > lim || p.Budget > lim ||
 		float64(p.Pos0+p.T)*float64(max(p.NHeads, 1))*float64(p.Dim) > 1<<40 {
-		return fmt.Errorf("qsa select: sizes T=%d pos0=%d NHeads=%d Dim=%d Budget=%d too large: %w", p.T, p.Pos0, p.NHeads, p.Dim, p.Budget, ErrShape)
+		return fmt.Errorf("qsa select: sizes T=%d pos0=%d NHeads=%d Dim=%d Budget=%d too large: %w", p.T, p.Pos0, p.NHeads, p.Dim, p.Budget, op.ErrShape)
 	}
 	if p.Pos0 < 0 {
-		return fmt.Errorf("qsa select: pos0=%d is negative: %w", p.Pos0, ErrArg)
+		return fmt.Errorf("qsa select: pos0=%d is negative: %w", p.Pos0, op.ErrInvalidArgument)
 	}
 	if p.Budget < p.Ratio {
-		return fmt.Errorf("qsa select: budget %d below one block of %d tokens: %w", p.Budget, p.Ratio, ErrArg)
+		return fmt.Errorf("qsa select: budget %d below one block of %d tokens: %w", p.Budget, p.Ratio, op.ErrInvalidArgument)
 	}
 	if p.Rot < 0 || p.Rot%2 != 0 || p.Rot > p.Dim {
-		return fmt.Errorf("qsa select: rotary dim %d must be even and within 0..%d: %w", p.Rot, p.Dim, ErrArg)
+		return fmt.Errorf("qsa select: rotary dim %d must be even and within 0..%d: %w", p.Rot, p.Dim, op.ErrInvalidArgument)
 	}
 	if !(p.Theta > 0) || math.IsInf(p.Theta, 1) {
-		return fmt.Errorf("qsa select: theta %v must be finite and positive: %w", p.Theta, ErrArg)
+		return fmt.Errorf("qsa select: theta %v must be finite and positive: %w", p.Theta, op.ErrInvalidArgument)
 	}
 	if !(p.Eps >= 0) || math.IsInf(float64(p.Eps), 1) {
-		return fmt.Errorf("qsa select: eps %v must be finite and non-negative: %w", p.Eps, ErrArg)
+		return fmt.Errorf("qsa select: eps %v must be finite and non-negative: %w", p.Eps, op.ErrInvalidArgument)
 	}
 	if want := p.T * p.NHeads * p.Dim; len(q) != want {
-		return fmt.Errorf("qsa select: len(q)=%d, want T*NHeads*Dim=%d: %w", len(q), want, ErrShape)
+		return fmt.Errorf("qsa select: len(q)=%d, want T*NHeads*Dim=%d: %w", len(q), want, op.ErrShape)
 	}
 	if want := (p.Pos0 + p.T) * p.Dim; len(rawKeys) < want || len(rawKeys)%p.Dim != 0 {
-		return fmt.Errorf("qsa select: len(rawKeys)=%d, want a multiple of Dim=%d and >= (pos0+T)*Dim=%d: %w", len(rawKeys), p.Dim, want, ErrShape)
+		return fmt.Errorf("qsa select: len(rawKeys)=%d, want a multiple of Dim=%d and >= (pos0+T)*Dim=%d: %w", len(rawKeys), p.Dim, want, op.ErrShape)
 	}
 	if len(kNorm) != p.Dim {
-		return fmt.Errorf("qsa select: len(kNorm)=%d, want Dim=%d: %w", len(kNorm), p.Dim, ErrShape)
+		return fmt.Errorf("qsa select: len(kNorm)=%d, want Dim=%d: %w", len(kNorm), p.Dim, op.ErrShape)
 	}
 	return nil
 }
 
 // qsaBlockKeys returns the keys [nb, Dim] of blocks 0..nb-1: pooled mean, RMSNorm1p, RoPE at the
 // block's first position, all in float64, rounded once.
-func qsaBlockKeys(rawKeys, kNorm []float32, p IndexerParams, nb int) []float32 {
+func qsaBlockKeys(rawKeys, kNorm []float32, p op.IndexerParams, nb int) []float32 {
 	dim, half := p.Dim, p.Rot/2
 	invFreq := make([]float64, half)
 	for i := range invFreq {

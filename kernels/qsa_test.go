@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -24,7 +26,7 @@ type qsaNaiveRow struct {
 // qsaNaive recomputes the indexer in float64 from its definition: pooled mean, RMSNorm1p, RoPE
 // with cos/sin of pos*theta^(-2i/rot), relu-summed head dots, then a full sort by
 // (score descending, block ascending).
-func qsaNaive(q, rawKeys, kNorm []float32, p IndexerParams) []qsaNaiveRow {
+func qsaNaive(q, rawKeys, kNorm []float32, p op.IndexerParams) []qsaNaiveRow {
 	dim := p.Dim
 	nbMax := (p.Pos0 + p.T) / p.Ratio
 	keys := make([][]float64, nbMax)
@@ -95,20 +97,20 @@ func qsaNaive(q, rawKeys, kNorm []float32, p IndexerParams) []qsaNaiveRow {
 	return rows
 }
 
-func qsaParams(c opcases.QSACase) IndexerParams {
-	return IndexerParams{T: c.T, Pos0: c.Pos0, NHeads: c.NHeads, Dim: c.Dim, Ratio: c.Ratio,
+func qsaParams(c opcases.QSACase) op.IndexerParams {
+	return op.IndexerParams{T: c.T, Pos0: c.Pos0, NHeads: c.NHeads, Dim: c.Dim, Ratio: c.Ratio,
 		Budget: c.Budget, Rot: c.Rot, Theta: c.Theta, Eps: c.Eps}
 }
 
 // qsaCompare checks a selection against the reference. Blocks whose float64 scores lie within
 // a relative 1e-5 of the row's cut-off may swap (float32 scoring of a near tie); any other
 // difference fails. It returns the number of such near-tie swaps.
-func qsaCompare(t *testing.T, sel *Selection, ref []qsaNaiveRow, p IndexerParams) int {
+func qsaCompare(t *testing.T, sel *op.Selection, ref []qsaNaiveRow, p op.IndexerParams) int {
 	t.Helper()
 	if sel.T != p.T || len(sel.Dense) != p.T || len(sel.Offsets) != p.T+1 {
 		t.Fatalf("selection shape T=%d dense=%d offsets=%d", sel.T, len(sel.Dense), len(sel.Offsets))
 	}
-	if err := sel.check(p.T, p.Pos0); err != nil {
+	if err := sel.CheckTokens("qsa", p.T, p.Pos0, sel.Tokens); err != nil {
 		t.Fatalf("selection does not validate: %v", err)
 	}
 	swaps := 0
@@ -165,7 +167,7 @@ func TestQSASelectCases(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			iq, rawKeys, kNorm, q, k, v := c.Inputs()
 			p := qsaParams(c)
-			var sel Selection
+			var sel op.Selection
 			if err := QSASelect(&sel, iq, rawKeys, kNorm, p); err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +181,7 @@ func TestQSASelectCases(t *testing.T) {
 					nSparse++
 				}
 			}
-			ap := AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
+			ap := op.AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
 			o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
 			if err := Attention(o, lse, q, k, v, ap, &sel); err != nil {
 				t.Fatal(err)
@@ -220,7 +222,7 @@ func TestQSASelectTies(t *testing.T) {
 	_, rawKeys, kNorm, _, _, _ := c.Inputs()
 	p := qsaParams(c)
 	iq := make([]float32, c.T*c.NHeads*c.Dim)
-	var sel Selection
+	var sel op.Selection
 	if err := QSASelect(&sel, iq, rawKeys, kNorm, p); err != nil {
 		t.Fatal(err)
 	}
@@ -281,17 +283,17 @@ func TestQSASelectDeterministic(t *testing.T) {
 	c := opcases.QSACases()[6]
 	iq, rawKeys, kNorm, _, _, _ := c.Inputs()
 	p := qsaParams(c)
-	run := func(procs int) Selection {
+	run := func(procs int) op.Selection {
 		prev := runtime.GOMAXPROCS(procs)
 		defer runtime.GOMAXPROCS(prev)
-		var s Selection
+		var s op.Selection
 		if err := QSASelect(&s, iq, rawKeys, kNorm, p); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	a, b, c1 := run(2), run(1), run(2)
-	for _, s := range []Selection{b, c1} {
+	for _, s := range []op.Selection{b, c1} {
 		if !slices.Equal(a.Dense, s.Dense) || !slices.Equal(a.Offsets, s.Offsets) || !slices.Equal(a.Tokens, s.Tokens) {
 			t.Fatal("selections differ across runs or GOMAXPROCS")
 		}
@@ -299,7 +301,7 @@ func TestQSASelectDeterministic(t *testing.T) {
 	// Reusing a selection that held a larger result gives the same lists as a fresh one.
 	big := opcases.QSACases()[7]
 	biq, braw, bnorm, _, _, _ := big.Inputs()
-	var reused Selection
+	var reused op.Selection
 	if err := QSASelect(&reused, biq, braw, bnorm, qsaParams(big)); err != nil {
 		t.Fatal(err)
 	}
@@ -312,34 +314,34 @@ func TestQSASelectDeterministic(t *testing.T) {
 }
 
 func TestQSASelectErrors(t *testing.T) {
-	good := IndexerParams{T: 2, Pos0: 6, NHeads: 2, Dim: 8, Ratio: 2, Budget: 4, Rot: 4, Theta: 1e4, Eps: 1e-6}
+	good := op.IndexerParams{T: 2, Pos0: 6, NHeads: 2, Dim: 8, Ratio: 2, Budget: 4, Rot: 4, Theta: 1e4, Eps: 1e-6}
 	mk := func(n int) []float32 { return make([]float32, n) }
 	nq, nk := 2*2*8, 8*8
-	var sel Selection
+	var sel op.Selection
 	if err := QSASelect(&sel, mk(nq), mk(nk), mk(8), good); err != nil {
 		t.Fatalf("valid call failed: %v", err)
 	}
-	with := func(f func(*IndexerParams)) IndexerParams { p := good; f(&p); return p }
+	with := func(f func(*op.IndexerParams)) op.IndexerParams { p := good; f(&p); return p }
 	cases := []struct {
 		name          string
-		sel           *Selection
+		sel           *op.Selection
 		q, keys, norm []float32
-		p             IndexerParams
+		p             op.IndexerParams
 		want          error
 	}{
-		{"nil selection", nil, mk(nq), mk(nk), mk(8), good, ErrArg},
-		{"T=0", &sel, mk(0), mk(nk), mk(8), with(func(p *IndexerParams) { p.T = 0 }), ErrShape},
-		{"ratio 0", &sel, mk(nq), mk(nk), mk(8), with(func(p *IndexerParams) { p.Ratio = 0 }), ErrShape},
-		{"negative pos0", &sel, mk(nq), mk(nk), mk(8), with(func(p *IndexerParams) { p.Pos0 = -1 }), ErrArg},
-		{"budget below a block", &sel, mk(nq), mk(nk), mk(8), with(func(p *IndexerParams) { p.Budget = 1 }), ErrArg},
-		{"odd rot", &sel, mk(nq), mk(nk), mk(8), with(func(p *IndexerParams) { p.Rot = 3 }), ErrArg},
-		{"rot > dim", &sel, mk(nq), mk(nk), mk(8), with(func(p *IndexerParams) { p.Rot = 10 }), ErrArg},
-		{"theta 0", &sel, mk(nq), mk(nk), mk(8), with(func(p *IndexerParams) { p.Theta = 0 }), ErrArg},
-		{"negative eps", &sel, mk(nq), mk(nk), mk(8), with(func(p *IndexerParams) { p.Eps = -1 }), ErrArg},
-		{"short q", &sel, mk(nq - 1), mk(nk), mk(8), good, ErrShape},
-		{"short keys", &sel, mk(nq), mk(nk - 8), mk(8), good, ErrShape},
-		{"ragged keys", &sel, mk(nq), mk(nk + 3), mk(8), good, ErrShape},
-		{"short norm", &sel, mk(nq), mk(nk), mk(7), good, ErrShape},
+		{"nil selection", nil, mk(nq), mk(nk), mk(8), good, op.ErrInvalidArgument},
+		{"T=0", &sel, mk(0), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.T = 0 }), op.ErrShape},
+		{"ratio 0", &sel, mk(nq), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.Ratio = 0 }), op.ErrShape},
+		{"negative pos0", &sel, mk(nq), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.Pos0 = -1 }), op.ErrInvalidArgument},
+		{"budget below a block", &sel, mk(nq), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.Budget = 1 }), op.ErrInvalidArgument},
+		{"odd rot", &sel, mk(nq), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.Rot = 3 }), op.ErrInvalidArgument},
+		{"rot > dim", &sel, mk(nq), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.Rot = 10 }), op.ErrInvalidArgument},
+		{"theta 0", &sel, mk(nq), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.Theta = 0 }), op.ErrInvalidArgument},
+		{"negative eps", &sel, mk(nq), mk(nk), mk(8), with(func(p *op.IndexerParams) { p.Eps = -1 }), op.ErrInvalidArgument},
+		{"short q", &sel, mk(nq - 1), mk(nk), mk(8), good, op.ErrShape},
+		{"short keys", &sel, mk(nq), mk(nk - 8), mk(8), good, op.ErrShape},
+		{"ragged keys", &sel, mk(nq), mk(nk + 3), mk(8), good, op.ErrShape},
+		{"short norm", &sel, mk(nq), mk(nk), mk(7), good, op.ErrShape},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"fmt"
 	"math"
 )
@@ -16,46 +18,46 @@ import (
 // (transformers' apply_rotary_pos_emb with rotate_half; qwen4_exp's interleaved mrope reduces
 // to this for text). Angles, cos, sin and the rotation are evaluated in float64 and rounded
 // once, which matches the float64 reference more closely than torch's fp32 path.
-// Parallel over tokens. Errors wrap ErrShape or ErrArg (odd or out-of-range rot, negative pos0,
+// Parallel over tokens. Errors wrap op.ErrShape or op.ErrInvalidArgument (odd or out-of-range rot, negative pos0,
 // theta <= 0).
 func RoPE(x []float32, T, H, d, rot, pos0 int, theta float64) error {
 	if err := ropeCheck("RoPE", x, T, H, d, rot, theta); err != nil {
 		return err
 	}
 	if pos0 < 0 || pos0 > math.MaxInt32 {
-		return fmt.Errorf("RoPE: %w: pos0=%d", ErrArg, pos0)
+		return fmt.Errorf("RoPE: %w: pos0=%d", op.ErrInvalidArgument, pos0)
 	}
 	ropeRunNorm(x, T, H, d, rot, theta, func(t int) float64 { return float64(pos0 + t) }, nil, 0)
 	return nil
 }
 
 // RoPEAt is RoPE with one position per row: x [n, H, d], row i at pos[i] (len(pos) = n,
-// every pos >= 0). Errors wrap ErrShape or ErrArg.
+// every pos >= 0). Errors wrap op.ErrShape or op.ErrInvalidArgument.
 func RoPEAt(x []float32, n, H, d, rot int, pos []int32, theta float64) error {
 	if err := ropeCheck("RoPEAt", x, n, H, d, rot, theta); err != nil {
 		return err
 	}
 	if len(pos) != n {
-		return fmt.Errorf("RoPEAt: %w: %d positions for %d rows", ErrShape, len(pos), n)
+		return fmt.Errorf("RoPEAt: %w: %d positions for %d rows", op.ErrShape, len(pos), n)
 	}
 	for i, p := range pos {
 		if p < 0 {
-			return fmt.Errorf("RoPEAt: %w: pos[%d]=%d", ErrArg, i, p)
+			return fmt.Errorf("RoPEAt: %w: pos[%d]=%d", op.ErrInvalidArgument, i, p)
 		}
 	}
 	ropeRunNorm(x, n, H, d, rot, theta, func(t int) float64 { return float64(pos[t]) }, nil, 0)
 	return nil
 }
 
-func ropeCheck(op string, x []float32, T, H, d, rot int, theta float64) error {
+func ropeCheck(opName string, x []float32, T, H, d, rot int, theta float64) error {
 	if T < 0 || H <= 0 || d <= 0 || len(x) != T*H*d {
-		return fmt.Errorf("%s: %w: T=%d H=%d d=%d len(x)=%d", op, ErrShape, T, H, d, len(x))
+		return fmt.Errorf("%s: %w: T=%d H=%d d=%d len(x)=%d", opName, op.ErrShape, T, H, d, len(x))
 	}
 	if rot <= 0 || rot > d || rot%2 != 0 {
-		return fmt.Errorf("%s: %w: rot=%d with d=%d (want even, 0 < rot <= d)", op, ErrArg, rot, d)
+		return fmt.Errorf("%s: %w: rot=%d with d=%d (want even, 0 < rot <= d)", opName, op.ErrInvalidArgument, rot, d)
 	}
 	if !(theta > 0) || math.IsInf(theta, 0) {
-		return fmt.Errorf("%s: %w: theta=%g", op, ErrArg, theta)
+		return fmt.Errorf("%s: %w: theta=%g", opName, op.ErrInvalidArgument, theta)
 	}
 	return nil
 }
@@ -94,16 +96,16 @@ func ropeRunNorm(x []float32, T, H, d, rot int, theta float64, pos func(t int) f
 // RMSNorm1pRoPE is RMSNorm1p over each head of x [T, H, d] (weights w [d]) followed by RoPE
 // at positions pos0+t, in one pass over x (the q_norm/k_norm + rotary step of the attention
 // layers, and the indexer's query). In place; bitwise equal to RMSNorm1p then RoPE.
-// Errors wrap ErrShape or ErrArg as those two do.
+// Errors wrap op.ErrShape or op.ErrInvalidArgument as those two do.
 func RMSNorm1pRoPE(x []float32, T, H, d int, w []float32, eps float32, rot, pos0 int, theta float64) error {
 	if err := ropeCheck("RMSNorm1pRoPE", x, T, H, d, rot, theta); err != nil {
 		return err
 	}
 	if len(w) != d || !(eps >= 0) {
-		return fmt.Errorf("RMSNorm1pRoPE: %w: len(w)=%d d=%d eps=%g", ErrShape, len(w), d, eps)
+		return fmt.Errorf("RMSNorm1pRoPE: %w: len(w)=%d d=%d eps=%g", op.ErrShape, len(w), d, eps)
 	}
 	if pos0 < 0 || pos0 > math.MaxInt32 {
-		return fmt.Errorf("RMSNorm1pRoPE: %w: pos0=%d", ErrArg, pos0)
+		return fmt.Errorf("RMSNorm1pRoPE: %w: pos0=%d", op.ErrInvalidArgument, pos0)
 	}
 	ropeRunNorm(x, T, H, d, rot, theta, func(t int) float64 { return float64(pos0 + t) }, w, eps)
 	return nil

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/op"
+
 	"errors"
 	"fmt"
 	"math"
@@ -76,14 +78,14 @@ func TestRoPEErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"odd rot", ErrArg, func() error { return RoPE(x, 2, 2, 8, 3, 0, 1e4) }},
-		{"rot > d", ErrArg, func() error { return RoPE(x, 2, 2, 8, 10, 0, 1e4) }},
-		{"rot 0", ErrArg, func() error { return RoPE(x, 2, 2, 8, 0, 0, 1e4) }},
-		{"negative pos0", ErrArg, func() error { return RoPE(x, 2, 2, 8, 8, -1, 1e4) }},
-		{"theta 0", ErrArg, func() error { return RoPE(x, 2, 2, 8, 8, 0, 0) }},
-		{"short x", ErrShape, func() error { return RoPE(x[:31], 2, 2, 8, 8, 0, 1e4) }},
-		{"pos count", ErrShape, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1}, 1e4) }},
-		{"negative pos", ErrArg, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1, -2}, 1e4) }},
+		{"odd rot", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 3, 0, 1e4) }},
+		{"rot > d", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 10, 0, 1e4) }},
+		{"rot 0", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 0, 0, 1e4) }},
+		{"negative pos0", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 8, -1, 1e4) }},
+		{"theta 0", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 8, 0, 0) }},
+		{"short x", op.ErrShape, func() error { return RoPE(x[:31], 2, 2, 8, 8, 0, 1e4) }},
+		{"pos count", op.ErrShape, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1}, 1e4) }},
+		{"negative pos", op.ErrInvalidArgument, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1, -2}, 1e4) }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {
@@ -114,7 +116,7 @@ func TestRMSNorm1pRoPEFused(t *testing.T) {
 			return got
 		})
 	}
-	if err := RMSNorm1pRoPE(make([]float32, 16), 2, 1, 8, make([]float32, 7), 1e-6, 4, 0, 1e7); !errors.Is(err, ErrShape) {
+	if err := RMSNorm1pRoPE(make([]float32, 16), 2, 1, 8, make([]float32, 7), 1e-6, 4, 0, 1e7); !errors.Is(err, op.ErrShape) {
 		t.Fatalf("short weights: %v", err)
 	}
 }

@@ -1,0 +1,293 @@
+package kernels
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/op"
+)
+
+// Backend is the CPU implementation of op.Backend: tensors are Go memory (op.Host), weights are
+// used in place (memory-mapped 16-bit or float32), and a Pass runs each op at once on the calling
+// goroutine (the ops spread their own work over GOMAXPROCS goroutines). The zero value is ready.
+type Backend struct{}
+
+var _ op.Backend = Backend{}
+
+// Name implements op.Backend.
+func (Backend) Name() string { return "cpu" }
+
+// Kernels implements op.Backend: the instruction sets of the attention, GDN and activation
+// kernels and the BLAS behind GEMM.
+func (Backend) Kernels() string {
+	return fmt.Sprintf("cpu (GOMAXPROCS=%d): attention %s, GDN %s, activations %s; GEMM %s",
+		runtime.GOMAXPROCS(0), AttentionKernel(), GDNKernel(), ActKernel(), blas.Impl())
+}
+
+// NewTensor implements op.Backend.
+func (Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
+	if n < 0 || n > op.MaxElems {
+		return nil, fmt.Errorf("cpu: %w: tensor of %d elements", op.ErrShape, n)
+	}
+	switch dt {
+	case op.F32:
+		return op.HostF32(make([]float32, n)), nil
+	case op.I32:
+		return op.HostI32(make([]int32, n)), nil
+	}
+	return nil, fmt.Errorf("cpu: %w: tensor of %v", op.ErrDType, dt)
+}
+
+// Free implements op.Backend (Go memory is collected).
+func (Backend) Free(op.Tensor) {}
+
+// NewWeights implements op.Backend: weights are read in place.
+func (Backend) NewWeights() op.Weights { return hostWeights{} }
+
+// NewScratch implements op.Backend.
+func (Backend) NewScratch() op.Scratch { return &scratch{m: map[string]*op.Host{}} }
+
+// Begin implements op.Backend.
+func (Backend) Begin(w op.Weights, s op.Scratch) (op.Pass, error) {
+	return &pass{}, nil
+}
+
+// Variants implements op.Backend: the CPU has one kernel set per op (Kernels names it).
+func (Backend) Variants() []string { return nil }
+
+type hostWeights struct{}
+
+func (hostWeights) Bytes() int64 { return 0 }
+func (hostWeights) Release()     {}
+
+// scratch keeps named host tensors; a tensor is reallocated only when a call needs more.
+type scratch struct {
+	mu sync.Mutex
+	m  map[string]*op.Host
+}
+
+func (s *scratch) Tensor(name string, dt op.DType, n int) (op.Tensor, error) {
+	if n < 0 || n > op.MaxElems {
+		return nil, fmt.Errorf("cpu: %w: scratch %s of %d elements", op.ErrShape, name, n)
+	}
+	if dt != op.F32 && dt != op.I32 {
+		return nil, fmt.Errorf("cpu: %w: scratch %s of %v", op.ErrDType, name, dt)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.m[name]; ok && t.DType() == dt && t.Len() >= n {
+		return t.Slice(0, n), nil
+	}
+	var t *op.Host
+	if dt == op.F32 {
+		t = op.HostF32(make([]float32, n))
+	} else {
+		t = op.HostI32(make([]int32, n))
+	}
+	s.m[name] = t
+	return t, nil
+}
+
+func (s *scratch) Release() {
+	s.mu.Lock()
+	clear(s.m)
+	s.mu.Unlock()
+}
+
+// pass runs each op at once and times it under the current stage.
+type pass struct {
+	stage int
+	times []time.Duration
+}
+
+func (p *pass) Stage(stage int) { p.stage = stage }
+
+// run times one op under the current stage.
+func (p *pass) run(fn func() error) error {
+	t0 := time.Now()
+	err := fn()
+	if p.stage >= 0 && p.stage < 64 {
+		for len(p.times) <= p.stage {
+			p.times = append(p.times, 0)
+		}
+		p.times[p.stage] += time.Since(t0)
+	}
+	return err
+}
+
+func (p *pass) Commit() (op.Timing, error) {
+	var total time.Duration
+	for _, d := range p.times {
+		total += d
+	}
+	return op.Timing{Stage: p.times, PerStage: true, Total: total}, nil
+}
+
+func (p *pass) Abandon() {}
+
+func (p *pass) MatMul(a op.MatMul) error     { return p.run(func() error { return execMatMul(a) }) }
+func (p *pass) RMSNorm(a op.RMSNorm) error   { return p.run(func() error { return execRMSNorm(a) }) }
+func (p *pass) GRRead(a op.GRRead) error     { return p.run(func() error { return execGRRead(a) }) }
+func (p *pass) GRWrite(a op.GRWrite) error   { return p.run(func() error { return execGRWrite(a) }) }
+func (p *pass) GDNPre(a op.GDNPre) error     { return p.run(func() error { return execGDNPre(a) }) }
+func (p *pass) GDNScan(a op.GDNScan) error   { return p.run(func() error { return execGDNScan(a) }) }
+func (p *pass) GDNPost(a op.GDNPost) error   { return p.run(func() error { return execGDNPost(a) }) }
+func (p *pass) SwiGLU(a op.SwiGLU) error     { return p.run(func() error { return execSwiGLU(a) }) }
+func (p *pass) PLEApply(a op.PLEApply) error { return p.run(func() error { return execPLEApply(a) }) }
+func (p *pass) Attention(a op.Attention) error {
+	return p.run(func() error { return execAttention(a) })
+}
+func (p *pass) SigmoidMul(a op.SigmoidMul) error {
+	return p.run(func() error { return execSigmoidMul(a) })
+}
+func (p *pass) TopKRoute(a op.TopKRoute) error {
+	return p.run(func() error { return execTopKRoute(a) })
+}
+func (p *pass) MoEExperts(a op.MoEExperts) error {
+	return p.run(func() error { return execMoEExperts(a) })
+}
+func (p *pass) MoECombine(a op.MoECombine) error {
+	return p.run(func() error { return execMoECombine(a) })
+}
+func (p *pass) GRApplyMoEC(a op.GRApplyMoEC) error {
+	return p.run(func() error { return execGRApplyMoEC(a) })
+}
+func (p *pass) RowSigmoidScale(a op.RowSigmoidScale) error {
+	return p.run(func() error { return execRowSigmoidScale(a) })
+}
+func (p *pass) Add(a op.Add) error         { return p.run(func() error { return execAdd(a) }) }
+func (p *pass) Copy(a op.Copy) error       { return p.run(func() error { return execCopy(a) }) }
+func (p *pass) Embed(a op.Embed) error     { return p.run(func() error { return execEmbed(a) }) }
+func (p *pass) QSAPrep(a op.QSAPrep) error { return p.run(func() error { return execQSAPrep(a) }) }
+func (p *pass) QSAIndex(a op.QSAIndex) error {
+	return p.run(func() error { return execQSAIndex(a) })
+}
+
+// execAdd is H += U (+ V).
+func execAdd(a op.Add) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	H, u := a.H.F32(), a.U.F32()
+	var v []float32
+	if op.Present(a.V) {
+		v = a.V.F32()
+	}
+	parallelFor(len(u), 1<<14, func(lo, hi int) {
+		if v == nil {
+			for i := lo; i < hi; i++ {
+				H[i] += u[i]
+			}
+			return
+		}
+		for i := lo; i < hi; i++ {
+			H[i] += u[i] + v[i]
+		}
+	})
+	return nil
+}
+
+// execRowSigmoidScale is x[r, :] *= sigmoid(s[r]), the gate in float64.
+func execRowSigmoidScale(a op.RowSigmoidScale) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	x, s, D := a.X.F32(), a.S.F32(), a.D
+	parallelFor(a.Rows, max(1, 4096/D), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			gv := float32(sigmoid64(float64(s[t])))
+			for j := 0; j < D; j++ {
+				x[t*D+j] *= gv
+			}
+		}
+	})
+	return nil
+}
+
+func execCopy(a op.Copy) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	if a.Src.DType() == op.I32 {
+		copy(a.Dst.I32(), a.Src.I32())
+	} else {
+		copy(a.Dst.F32(), a.Src.F32())
+	}
+	return nil
+}
+
+// execEmbed gathers table rows (widened exactly) into every stream of H.
+func execEmbed(a op.Embed) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	tok := a.Tokens.I32()
+	if err := a.CheckTokens(tok); err != nil {
+		return err
+	}
+	H, S, D := a.H.F32(), a.S, a.Table.K
+	var err error
+	parallelFor(a.T, 16, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			row := H[t*S*D : t*S*D+D]
+			if e := RowF32(row, a.Table, int(tok[t])); e != nil {
+				err = e
+				return
+			}
+			for s := 1; s < S; s++ {
+				copy(H[(t*S+s)*D:(t*S+s+1)*D], row)
+			}
+		}
+	})
+	return err
+}
+
+// execQSAPrep splits qg into query and gate, appends k and v to the cache rows pos0.., and
+// normalises and rotates the queries and the new keys in place (RMSNorm1pRoPE).
+func execQSAPrep(a op.QSAPrep) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	T, Hq, Hkv, D, pos0 := a.T, a.Hq, a.Hkv, a.D, a.Pos0
+	q, gate, qg := a.Q.F32(), a.Gate.F32(), a.QG.F32()
+	kNew := a.KC.F32()[pos0*Hkv*D : (pos0+T)*Hkv*D]
+	copy(kNew, a.K.F32())
+	copy(a.VC.F32()[pos0*Hkv*D:(pos0+T)*Hkv*D], a.V.F32())
+	parallelFor(T, 16, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			for h := 0; h < Hq; h++ {
+				src := qg[(t*Hq+h)*2*D:]
+				copy(q[(t*Hq+h)*D:(t*Hq+h+1)*D], src[:D])
+				copy(gate[(t*Hq+h)*D:(t*Hq+h+1)*D], src[D:2*D])
+			}
+		}
+	})
+	if err := RMSNorm1pRoPE(q, T, Hq, D, a.QNorm, a.Eps, a.Rot, pos0, a.Theta); err != nil {
+		return err
+	}
+	return RMSNorm1pRoPE(kNew, T, Hkv, D, a.KNorm, a.Eps, a.Rot, pos0, a.Theta)
+}
+
+// execQSAIndex splits iqk into the index queries and the raw keys (appended to the key cache),
+// prepares the queries (RMSNorm1pRoPE) and runs the selection into the token tensor.
+func execQSAIndex(a op.QSAIndex) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	p := a.P
+	nh, dh := p.NHeads, p.Dim
+	iq, keys, iqk := a.IQ.F32(), a.Keys.F32(), a.IQK.F32()
+	for t := 0; t < p.T; t++ {
+		copy(iq[t*nh*dh:(t+1)*nh*dh], iqk[t*(nh+1)*dh:])
+		copy(keys[(p.Pos0+t)*dh:(p.Pos0+t+1)*dh], iqk[(t*(nh+1)+nh)*dh:])
+	}
+	if err := RMSNorm1pRoPE(iq, p.T, nh, dh, a.QNorm, p.Eps, p.Rot, p.Pos0, p.Theta); err != nil {
+		return err
+	}
+	tok := a.Tok.I32()
+	sel := &op.Selection{Tokens: tok[:0:len(tok)]}
+	return QSASelect(sel, iq, keys, a.KNorm, p)
+}

@@ -1,0 +1,32 @@
+package op
+
+import "fmt"
+
+// DType is the element type of a tensor or a weight.
+type DType int
+
+const (
+	// F32 is IEEE float32 (activations, states, float32 weights in Matrix.F32).
+	F32 DType = iota
+	// BF16 is bfloat16 (the upper 16 bits of a float32), stored as bits in Matrix.U16.
+	BF16
+	// F16 is IEEE half precision, stored as bits in Matrix.U16.
+	F16
+	// I32 is a 32-bit signed integer (token ids, expert indices, slot rows, selections).
+	I32
+)
+
+// String names the dtype as safetensors does.
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	case I32:
+		return "I32"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
