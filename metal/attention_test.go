@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // TestAttentionOpCases runs qsa_flash on the shared attention case list against
@@ -16,7 +17,7 @@ func TestAttentionOpCases(t *testing.T) {
 	for _, c := range opcases.AttentionCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			q, k, v := c.Inputs()
-			p := kernels.AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
+			p := op.AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
 			wo, wl := make([]float32, len(q)), make([]float32, c.T*c.Hq)
 			if err := kernels.Attention(wo, wl, q, k, v, p, nil); err != nil {
 				t.Fatal(err)
@@ -36,7 +37,7 @@ func TestAttentionOpCases(t *testing.T) {
 // 200, 24 q / 2 kv heads x 256), tolerance 1e-6 relative.
 func TestAttentionGolden(t *testing.T) {
 	g := golden(t, "op_attn_moe.safetensors", "attn.q", "attn.k", "attn.v", "attn.o", "attn.lse")
-	p := kernels.AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
+	p := op.AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
 	b := testBackend(t)
 	o, lse := make([]float32, len(g["attn.o"])), make([]float32, len(g["attn.lse"]))
 	if err := b.Attention(o, lse, g["attn.q"], g["attn.k"], g["attn.v"], p, nil); err != nil {
@@ -48,8 +49,8 @@ func TestAttentionGolden(t *testing.T) {
 
 // randomSelection makes a selection: every third row dense, the others a random ascending
 // subset of 0..pos0+t (always including the row's own position).
-func randomSelection(r *rng, T, pos0 int) *kernels.Selection {
-	s := &kernels.Selection{T: T, Dense: make([]bool, T), Offsets: make([]int32, T+1)}
+func randomSelection(r *rng, T, pos0 int) *op.Selection {
+	s := &op.Selection{T: T, Dense: make([]bool, T), Offsets: make([]int32, T+1)}
 	for t := 0; t < T; t++ {
 		if t%3 == 0 {
 			s.Dense[t] = true
@@ -75,7 +76,7 @@ func TestAttentionSparse(t *testing.T) {
 			n := c.Pos0 + c.T
 			q, k, v := r.fill(c.T*c.Hq*c.D, -2, 2), r.fill(n*c.Hkv*c.D, -2, 2), r.fill(n*c.Hkv*c.D, -1, 1)
 			sel := randomSelection(r, c.T, c.Pos0)
-			p := kernels.AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
+			p := op.AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
 			wo, wl := make([]float32, len(q)), make([]float32, c.T*c.Hq)
 			if err := kernels.Attention(wo, wl, q, k, v, p, sel); err != nil {
 				t.Fatal(err)

@@ -3,11 +3,11 @@ package metal
 import (
 	"fmt"
 
-	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // Variants of op "attention" (qsa_prompt.metal), chosen with Backend.Prefer("attention", kernel).
-// Both compute kernels.Attention as qsa_flash does, over the same tiles (the HPG query heads of
+// Both compute op.Attention as qsa_flash does, over the same tiles (the HPG query heads of
 // one KV head x tq tokens, tq = 16 / HPG, one token per tile when a selection is given), but not
 // with qsa_flash's bits:
 //   - attnMMKernel multiplies on 8x8 simdgroup matrices (scores Q K^T and P V, float
@@ -28,8 +28,8 @@ const attnMMChunk = 64
 // attentionVariant encodes kernel (attnMMKernel or attnFlashPHKernel) with the arguments of
 // Pass.attention. The variant record names the tile: qsa_attn_mm_f32_hpg12_tq1_bm16_bk32_bd64
 // (16 padded rows, 32 keys, 64-dim staging chunks), qsa_flash_ph_f32_hpg12_tq1_bk32_bd256.
-// Errors wrap kernels.ErrArg for an unknown kernel.
-func (j *Pass) attentionVariant(kernel string, bo, blse, bq, bk, bv *Tensor, p kernels.AttnParams, sel *kernels.Selection, btok *Tensor) error {
+// Errors wrap op.ErrInvalidArgument for an unknown kernel.
+func (j *Pass) attentionVariant(kernel string, bo, blse, bq, bk, bv *Tensor, p op.AttnParams, sel *op.Selection, btok *Tensor) error {
 	hpg := p.Hq / p.Hkv
 	tq := max(1, qsaRowsMax/hpg)
 	sparse := sel != nil
@@ -46,7 +46,7 @@ func (j *Pass) attentionVariant(kernel string, bo, blse, bq, bk, bv *Tensor, p k
 		name = fmt.Sprintf("qsa_flash_ph_f32_hpg%d_tq%d_bk32_bd256", hpg, tq)
 		tgMem = 4 * hpg * min(tq, p.T) * p.D
 	default:
-		return j.fail(fmt.Errorf("attention: %w: no kernel %q", kernels.ErrArg, kernel))
+		return j.fail(fmt.Errorf("attention: %w: no kernel %q", op.ErrInvalidArgument, kernel))
 	}
 	pipe, err := j.b.pipeline("qsa_prompt.metal", kernel, []mtlConst{boolConst(0, sparse)})
 	if err != nil {

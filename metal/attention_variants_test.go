@@ -9,6 +9,7 @@ import (
 	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/op"
 )
 
 // attnVariantTols are the variants of op attention with their tolerances against the CPU op
@@ -25,12 +26,12 @@ var attnVariantTols = []struct {
 	{attnFlashPHKernel, "qsa_flash_ph_f32_hpg", 1e-3, 2e-6},
 }
 
-func attnParams(T, Pos0, Hq, Hkv, D int) kernels.AttnParams {
-	return kernels.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: D, Pos0: Pos0, Scale: float32(1 / math.Sqrt(float64(D)))}
+func attnParams(T, Pos0, Hq, Hkv, D int) op.AttnParams {
+	return op.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: D, Pos0: Pos0, Scale: float32(1 / math.Sqrt(float64(D)))}
 }
 
 // runAttnVariant runs kernel on b (after Prefer) and checks the variant record names it.
-func runAttnVariant(t *testing.T, b *Backend, kernel, prefix string, q, k, v []float32, p kernels.AttnParams, sel *kernels.Selection) (o, lse []float32) {
+func runAttnVariant(t *testing.T, b *Backend, kernel, prefix string, q, k, v []float32, p op.AttnParams, sel *op.Selection) (o, lse []float32) {
 	t.Helper()
 	if err := b.Prefer("attention", kernel); err != nil {
 		t.Fatal(err)
@@ -101,7 +102,7 @@ func TestAttentionVariantsSparse(t *testing.T) {
 // lse 7.4e-8), qsa_flash_ph o within 1e-3 (measured 1.0e-4).
 func TestAttentionVariantsGolden(t *testing.T) {
 	g := golden(t, "op_attn_moe.safetensors", "attn.q", "attn.k", "attn.v", "attn.o", "attn.lse")
-	p := kernels.AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
+	p := op.AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
 	b := testBackend(t)
 	for _, c := range []struct {
 		kernel, prefix string

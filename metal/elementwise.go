@@ -3,12 +3,12 @@ package metal
 import (
 	"fmt"
 
-	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // Host side of the element-wise kernels of prompt.metal (ew_act, ew_add, ew_sigmoid_mul,
-// row_sigmoid_scale) and of swiglu (gemm.metal). Activations are float32 with the device's exp;
-// agreement with the CPU's float64 activations about 1e-7 relative per element.
+// row_sigmoid_scale, copy_f32) and of swiglu (gemm.metal). Activations are float32 with the
+// device's exp; agreement with the CPU's float64 activations about 1e-7 relative per element.
 
 // Activations of ew_act.
 const (
@@ -28,39 +28,11 @@ func (b *Backend) encodeAct(j *Pass, y, x *Tensor, n int, div, mul float32, act 
 	return j.err
 }
 
-// ewRun runs one element-wise kernel over n elements: out (updated in place and read back) and
-// the read-only inputs, with params (n, D, hasV).
-func (b *Backend) ewRun(op, fn string, out []float32, ins [][]float32, D int, hasV bool) error {
-	n := len(out)
-	if err := guard32(op, n); err != nil || n == 0 {
-		return err
-	}
-	j, err := b.begin()
-	if err != nil {
-		return err
-	}
-	defer j.release()
-	bo := j.f32(out)
-	var tins []*Tensor
-	for _, in := range ins {
-		if in == nil {
-			tins = append(tins, j.alloc(1))
-		} else {
-			tins = append(tins, j.f32(in))
-		}
-	}
-	if err := j.ew(fn, bo, tins, n, D, hasV); err != nil {
-		return err
-	}
-	if err := j.finish(); err != nil {
-		return err
-	}
-	copy(out, f32view(bo, n))
-	return nil
-}
-
 // ew encodes one element-wise kernel over n elements of out with params (n, D, hasV).
 func (j *Pass) ew(fn string, out *Tensor, ins []*Tensor, n, D int, hasV bool) error {
+	if err := guard32(fn, n); err != nil {
+		return j.fail(err)
+	}
 	if n == 0 {
 		return j.err
 	}
@@ -77,40 +49,62 @@ func (j *Pass) ew(fn string, out *Tensor, ins []*Tensor, n, D int, hasV bool) er
 	return j.err
 }
 
-// Add encodes h[i] += u[i] + v[i] over h's elements (v nil: h += u). Errors wrap kernels.ErrShape.
-func (j *Pass) Add(h, u, v *Tensor) error {
-	n := h.Len()
-	if u.Len() < n || (v != nil && v.Len() < n) {
-		return j.fail(fmt.Errorf("Add: %w: tensors shorter than h", kernels.ErrShape))
+// Add implements op.Pass with ew_add: h[i] += u[i] + v[i] (u + v first; v nil: h += u).
+func (j *Pass) Add(a op.Add) error {
+	if err := a.Check(); err != nil {
+		return j.fail(err)
+	}
+	h, u, v := j.dev("H", a.H), j.dev("u", a.U), j.dev("v", a.V)
+	if j.err != nil {
+		return j.err
 	}
 	vv := v
 	if v == nil {
 		vv = u
 	}
-	return j.ew("ew_add", h, []*Tensor{u, vv}, n, 1, v != nil)
+	return j.ew("ew_add", h, []*Tensor{u, vv}, h.Len(), 1, v != nil)
 }
 
-// SigmoidMul encodes o[i] *= sigmoid(g[i]) over o's elements. Errors wrap kernels.ErrShape.
-func (j *Pass) SigmoidMul(o, g *Tensor) error {
-	if g.Len() < o.Len() {
-		return j.fail(fmt.Errorf("SigmoidMul: %w: len(g) < len(o)", kernels.ErrShape))
+// SigmoidMul implements op.Pass with ew_sigmoid_mul: o[i] *= sigmoid(g[i]).
+func (j *Pass) SigmoidMul(a op.SigmoidMul) error {
+	if err := a.Check(); err != nil {
+		return j.fail(err)
+	}
+	o, g := j.dev("o", a.O), j.dev("gate", a.G)
+	if j.err != nil {
+		return j.err
 	}
 	return j.ew("ew_sigmoid_mul", o, []*Tensor{g}, o.Len(), 1, false)
 }
 
-// RowSigmoidScale encodes x[r, :] *= sigmoid(s[r]) for x [rows, D]. Errors wrap kernels.ErrShape.
-func (j *Pass) RowSigmoidScale(x, s *Tensor, rows, D int) error {
-	if D <= 0 || rows < 0 || x.Len() < rows*D || s.Len() < rows {
-		return j.fail(fmt.Errorf("RowSigmoidScale: %w: rows=%d D=%d", kernels.ErrShape, rows, D))
+// RowSigmoidScale implements op.Pass with row_sigmoid_scale: x[r, :] *= sigmoid(s[r]).
+func (j *Pass) RowSigmoidScale(a op.RowSigmoidScale) error {
+	if err := a.Check(); err != nil {
+		return j.fail(err)
 	}
-	return j.ew("row_sigmoid_scale", x, []*Tensor{s}, rows*D, D, false)
+	x, s := j.dev("x", a.X), j.dev("s", a.S)
+	if j.err != nil {
+		return j.err
+	}
+	return j.ew("row_sigmoid_scale", x, []*Tensor{s}, a.Rows*a.D, a.D, false)
 }
 
-// SwiGLU encodes h [rows, I] = silu(gu[:, :I]) * gu[:, I:]. Errors wrap kernels.ErrShape.
-func (j *Pass) SwiGLU(h, gu *Tensor, rows, I int) error {
-	if I <= 0 || rows < 0 || h.Len() < rows*I || gu.Len() < 2*rows*I {
-		return j.fail(fmt.Errorf("SwiGLU: %w: rows=%d I=%d", kernels.ErrShape, rows, I))
+// SwiGLU implements op.Pass with swiglu: h [rows, I] = silu(gu[:, :I]) * gu[:, I:].
+func (j *Pass) SwiGLU(a op.SwiGLU) error {
+	if err := a.Check(); err != nil {
+		return j.fail(err)
 	}
+	h, gu := j.dev("h", a.H), j.dev("gu", a.GU)
+	if j.err != nil {
+		return j.err
+	}
+	if err := guard32("SwiGLU", 2*a.Rows*a.I); err != nil {
+		return j.fail(err)
+	}
+	return j.swiglu(h, gu, a.Rows, a.I)
+}
+
+func (j *Pass) swiglu(h, gu *Tensor, rows, I int) error {
 	if rows == 0 {
 		return j.err
 	}
@@ -122,66 +116,21 @@ func (j *Pass) SwiGLU(h, gu *Tensor, rows, I int) error {
 	return j.err
 }
 
-// Add is ew_add: h[i] += u[i] + v[i] (u + v first; v may be nil): the residual add of the
-// qwen3_next blocks. h, u, v of one length. Errors wrap kernels.ErrShape.
-func (b *Backend) Add(h, u, v []float32) error {
-	if len(u) != len(h) || (v != nil && len(v) != len(h)) {
-		return fmt.Errorf("Add: %w: len(h)=%d len(u)=%d len(v)=%d", kernels.ErrShape, len(h), len(u), len(v))
+// Copy implements op.Pass with copy_f32 (a compute kernel, since the device interface has no
+// blit encoder; it copies 4-byte elements, so it serves I32 tensors too).
+func (j *Pass) Copy(a op.Copy) error {
+	if err := a.Check(); err != nil {
+		return j.fail(err)
 	}
-	return b.ewRun("Add", "ew_add", h, [][]float32{u, v}, 1, v != nil)
+	dst, src := j.dev("dst", a.Dst), j.dev("src", a.Src)
+	if j.err != nil {
+		return j.err
+	}
+	return j.copy(dst, src)
 }
 
-// SigmoidMul is ew_sigmoid_mul: o[i] *= sigmoid(g[i]) (the attention output gate, o and g
-// [T, Hq, D]). Errors wrap kernels.ErrShape.
-func (b *Backend) SigmoidMul(o, g []float32) error {
-	if len(g) != len(o) {
-		return fmt.Errorf("SigmoidMul: %w: len(o)=%d len(g)=%d", kernels.ErrShape, len(o), len(g))
-	}
-	return b.ewRun("SigmoidMul", "ew_sigmoid_mul", o, [][]float32{g}, 1, false)
-}
-
-// RowSigmoidScale is row_sigmoid_scale: x[r, :] *= sigmoid(s[r]) for x [rows, D], s [rows] (the
-// shared expert's gate). Errors wrap kernels.ErrShape.
-func (b *Backend) RowSigmoidScale(x, s []float32, rows, D int) error {
-	if rows < 0 || D <= 0 || len(x) != rows*D || len(s) != rows {
-		return fmt.Errorf("RowSigmoidScale: %w: rows=%d D=%d len(x)=%d len(s)=%d", kernels.ErrShape, rows, D, len(x), len(s))
-	}
-	return b.ewRun("RowSigmoidScale", "row_sigmoid_scale", x, [][]float32{s}, D, false)
-}
-
-// SwiGLU is swiglu: h [rows, I] = silu(gu[:, :I]) * gu[:, I:] for gu [rows, 2I] (gate columns
-// first, the fused gate_up output of a dense MLP or shared expert). Errors wrap kernels.ErrShape.
-func (b *Backend) SwiGLU(h, gu []float32, rows, I int) error {
-	const op = "SwiGLU"
-	if rows < 0 || I <= 0 || len(h) != rows*I || len(gu) != 2*rows*I {
-		return fmt.Errorf("%s: %w: rows=%d I=%d len(h)=%d len(gu)=%d", op, kernels.ErrShape, rows, I, len(h), len(gu))
-	}
-	if err := guard32(op, 2*rows*I); err != nil || rows == 0 {
-		return err
-	}
-	j, err := b.begin()
-	if err != nil {
-		return err
-	}
-	defer j.release()
-	bh := j.alloc(len(h))
-	if err := j.SwiGLU(bh, j.f32(gu), rows, I); err != nil {
-		return err
-	}
-	if err := j.finish(); err != nil {
-		return err
-	}
-	copy(h, f32view(bh, len(h)))
-	return nil
-}
-
-// Copy encodes dst[i] = src[i] over src's elements (copy_f32; a compute kernel, since the device
-// interface has no blit encoder). Errors wrap kernels.ErrShape.
-func (j *Pass) Copy(dst, src *Tensor) error {
+func (j *Pass) copy(dst, src *Tensor) error {
 	n := src.Len()
-	if dst.Len() < n {
-		return j.fail(fmt.Errorf("Copy: %w: %d elements into %d", kernels.ErrShape, n, dst.Len()))
-	}
 	if err := guard32("Copy", n); err != nil || n == 0 {
 		return j.fail(err)
 	}
@@ -191,4 +140,9 @@ func (j *Pass) Copy(dst, src *Tensor) error {
 	}
 	j.dispatch(pipe, "copy_f32_tg256", [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, dst, src, params(n))
 	return j.err
+}
+
+// unsupported records an error wrapping op.ErrUnsupported naming what the Metal kernels lack.
+func (j *Pass) unsupported(opName, format string, args ...any) error {
+	return j.fail(fmt.Errorf("metal: %s: %w: %s", opName, op.ErrUnsupported, fmt.Sprintf(format, args...)))
 }

@@ -4,26 +4,29 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"unsafe"
+	"time"
 
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
 )
 
-// Pass is one command buffer with one compute encoder. The host-slice wrappers open a Pass per
-// call (upload, encode, commit, wait, read back); a prefill chunk encodes all its ops into one
-// Pass over device tensors (NewPass), commits once and waits once. Encoding errors are sticky:
-// the first one is returned by every later op and by Commit.
+// Pass is one command buffer with one compute encoder (op.Pass): a prefill chunk encodes all its
+// ops into one Pass over device tensors (Begin), commits once and waits once. Encoding errors are
+// sticky: the first one is returned by every later op and by Commit.
 type Pass struct {
-	b    *Backend
-	cb   mtl.CommandBuffer
-	enc  mtl.ComputeEncoder
-	w    *Weights // device-resident weights; nil: weights are uploaded into bufs per Pass
-	a    *Arena   // scratch of a prefill; nil: scratch is allocated per Pass
-	bufs []mtl.Buffer
-	err  error
-	done bool
+	b      *Backend
+	cb     mtl.CommandBuffer
+	enc    mtl.ComputeEncoder
+	w      *Weights // device-resident weights of the model
+	a      *Arena   // scratch of the session
+	bufs   []mtl.Buffer
+	err    error
+	done   bool
+	stage  int
+	stages []int // the Stage tag of each dispatch, in order
 }
+
+var _ op.Pass = (*Pass)(nil)
 
 func (b *Backend) begin() (*Pass, error) {
 	cb, err := b.dev.NewCommandBuffer()
@@ -37,34 +40,63 @@ func (b *Backend) begin() (*Pass, error) {
 	return &Pass{b: b, cb: cb, enc: enc}, nil
 }
 
-// NewPass starts one command buffer whose ops read their weights from w (uploaded on first use
-// and kept for the next passes) and take their internal scratch from a. Encode ops with the Pass methods, then Commit once; Abandon
-// drops an encoded Pass without running it (nothing it would write changes).
-// Errors wrap the device's errors.
-func (b *Backend) NewPass(w *Weights, a *Arena) (*Pass, error) {
-	if w == nil || w.b != b || a == nil || a.b != b {
-		return nil, fmt.Errorf("metal: %w: weights or arena of another backend", kernels.ErrArg)
+// Begin implements op.Backend: one command buffer whose ops read their weights from w (this
+// backend's NewWeights: uploaded on first use and kept for the next passes) and take their
+// internal scratch from s (this backend's NewScratch). Encode ops with the Pass methods, then
+// Commit once; Abandon drops an encoded Pass without running it (nothing it would write
+// changes). Errors wrap op.ErrInvalidArgument (a store of another backend) or the device's errors.
+func (b *Backend) Begin(w op.Weights, s op.Scratch) (op.Pass, error) {
+	mw, ok1 := w.(*Weights)
+	ma, ok2 := s.(*Arena)
+	if !ok1 || !ok2 || mw.b != b || ma.b != b {
+		return nil, fmt.Errorf("metal: %w: weights or scratch of another backend", op.ErrInvalidArgument)
 	}
 	j, err := b.begin()
 	if err != nil {
 		return nil, err
 	}
-	j.w, j.a = w, a
+	j.w, j.a = mw, ma
 	return j, nil
 }
 
 // Err is the first encoding error of the Pass (nil while it is fine).
 func (j *Pass) Err() error { return j.err }
 
-// Commit ends encoding, commits the command buffer and waits for it; it returns the first
-// encoding error (then nothing runs) or the command buffer's error (wrapping mtl.ErrExecution).
-// Buffers the Pass allocated itself are released.
-func (j *Pass) Commit() error {
+// Stage implements op.Pass: later dispatches are timed under stage.
+func (j *Pass) Stage(stage int) { j.stage = stage }
+
+// dispatchTimer is implemented by command buffers that time each dispatch (the emulator).
+type dispatchTimer interface{ DispatchTimes() []time.Duration }
+
+// Commit implements op.Pass: it ends encoding, commits the command buffer and waits for it; it
+// returns the first encoding error (then nothing runs) or the command buffer's error (wrapping
+// op.ErrBackend and mtl.ErrExecution). Buffers the Pass allocated itself are released. Timing:
+// per Stage where the device times each dispatch (the emulator: wall time per dispatch), else
+// the wall time of the commit and wait as Total.
+func (j *Pass) Commit() (op.Timing, error) {
 	if j.done {
-		return fmt.Errorf("metal: %w: pass already finished", kernels.ErrArg)
+		return op.Timing{}, fmt.Errorf("metal: %w: pass already finished", op.ErrInvalidArgument)
 	}
 	defer j.release()
-	return j.finish()
+	t0 := time.Now()
+	if err := j.finish(); err != nil {
+		return op.Timing{}, err
+	}
+	tm := op.Timing{Total: time.Since(t0)}
+	if dt, ok := j.cb.(dispatchTimer); ok {
+		if times := dt.DispatchTimes(); len(times) == len(j.stages) {
+			tm.PerStage, tm.Total = true, 0
+			for i, d := range times {
+				st := j.stages[i]
+				for len(tm.Stage) <= st {
+					tm.Stage = append(tm.Stage, 0)
+				}
+				tm.Stage[st] += d
+				tm.Total += d
+			}
+		}
+	}
+	return tm, nil
 }
 
 // Abandon ends encoding without committing: the encoded work never runs.
@@ -87,7 +119,7 @@ func (j *Pass) finish() error {
 	}
 	j.cb.Commit()
 	if werr := j.cb.Wait(); werr != nil {
-		return fmt.Errorf("metal: %w", werr)
+		return fmt.Errorf("metal: %w: %w", op.ErrBackend, werr)
 	}
 	return nil
 }
@@ -108,31 +140,32 @@ func (j *Pass) fail(err error) error {
 	return j.err
 }
 
-// alloc returns a zeroed tensor of n 4-byte elements in a buffer the Pass owns (at least 16
-// bytes, so empty tensors still bind).
-func (j *Pass) alloc(n int) *Tensor {
+// alloc returns a zeroed tensor of n 4-byte elements of dt in a buffer the Pass owns (at least
+// 16 bytes, so empty tensors still bind): per-pass uploads of host bookkeeping.
+func (j *Pass) alloc(dt op.DType, n int) *Tensor {
 	if j.err != nil {
 		return nil
 	}
 	buf, err := j.b.dev.NewBuffer(max(4*n, 16))
 	if err != nil {
-		j.err = fmt.Errorf("metal: buffer of %d bytes: %w", 4*n, err)
+		j.err = fmt.Errorf("metal: buffer of %d bytes: %w: %w", 4*n, op.ErrOutOfMemory, err)
 		return nil
 	}
 	j.bufs = append(j.bufs, buf)
-	return &Tensor{buf: buf, n: n}
+	return &Tensor{buf: buf, n: n, dt: dt, b: j.b}
 }
 
-// tmp returns op-internal scratch of n elements: from the Pass's Arena when it has one (name
-// keys it; contents unspecified), else a new zeroed tensor of the Pass.
-func (j *Pass) tmp(name string, n int) *Tensor {
+// tmp returns op-internal F32 scratch of n elements from the Pass's Arena (name keys it;
+// contents unspecified); tmpI32 likewise for int32.
+func (j *Pass) tmp(name string, n int) *Tensor { return j.tmpOf(name, op.F32, n) }
+
+func (j *Pass) tmpI32(name string, n int) *Tensor { return j.tmpOf(name, op.I32, n) }
+
+func (j *Pass) tmpOf(name string, dt op.DType, n int) *Tensor {
 	if j.err != nil {
 		return nil
 	}
-	if j.a == nil {
-		return j.alloc(n)
-	}
-	t, err := j.a.Tensor(name, n)
+	t, err := j.a.tensor(name, dt, n)
 	if err != nil {
 		j.fail(err)
 		return nil
@@ -140,47 +173,41 @@ func (j *Pass) tmp(name string, n int) *Tensor {
 	return t
 }
 
-// f32 uploads x into a new tensor.
+// dev returns t as a tensor of this backend, recording an error (and returning nil) for a host
+// tensor or one of another backend; name identifies the argument in the error.
+func (j *Pass) dev(name string, t op.Tensor) *Tensor {
+	if !op.Present(t) {
+		return nil
+	}
+	mt, ok := t.(*Tensor)
+	if !ok || mt.b != j.b {
+		j.fail(fmt.Errorf("metal: %w: %s is not a tensor of this backend (%T)", op.ErrInvalidArgument, name, t))
+		return nil
+	}
+	return mt
+}
+
+// f32 uploads x into a new tensor of the Pass.
 func (j *Pass) f32(x []float32) *Tensor {
-	t := j.alloc(len(x))
+	t := j.alloc(op.F32, len(x))
 	if t != nil {
 		copy(t.F32(), x)
 	}
 	return t
 }
 
-// i32 uploads x into a new tensor.
+// i32 uploads x into a new tensor of the Pass.
 func (j *Pass) i32(x []int32) *Tensor {
-	t := j.alloc(len(x))
+	t := j.alloc(op.I32, len(x))
 	if t != nil {
 		copy(t.I32(), x)
 	}
 	return t
 }
 
-// u16 uploads x into a new buffer.
-func (j *Pass) u16(x []uint16) mtl.Buffer {
-	if j.err != nil {
-		return nil
-	}
-	buf, err := j.b.dev.NewBuffer(max(2*len(x), 16))
-	if err != nil {
-		j.err = fmt.Errorf("metal: buffer of %d bytes: %w", 2*len(x), err)
-		return nil
-	}
-	j.bufs = append(j.bufs, buf)
-	if len(x) > 0 {
-		copy(unsafe.Slice((*uint16)(unsafe.Pointer(&buf.Contents()[0])), len(x)), x)
-	}
-	return buf
-}
-
-// vec returns a small weight vector (norm weights, gates' biases) on the device: from the
-// Pass's Weights when it has them, else uploaded for this Pass.
+// vec returns a small weight vector (norm weights, gates' biases) on the device from the Pass's
+// Weights (uploaded on first use).
 func (j *Pass) vec(x []float32) *Tensor {
-	if j.w == nil {
-		return j.f32(x)
-	}
 	t, err := j.w.vec(x)
 	if err != nil {
 		j.fail(err)
@@ -188,12 +215,6 @@ func (j *Pass) vec(x []float32) *Tensor {
 	}
 	return t
 }
-
-// f32view aliases the first n float32 of a tensor.
-func f32view(t *Tensor, n int) []float32 { return t.F32()[:n] }
-
-// i32view aliases the first n int32 of a tensor.
-func i32view(t *Tensor, n int) []int32 { return t.I32()[:n] }
 
 // arg is one kernel argument: a buffer (bound at offset 0), a tensor (bound at its offset) or a
 // params block (setBytes).
@@ -210,12 +231,12 @@ func (j *Pass) dispatch(p mtl.Pipeline, variant string, groups, threads [3]int, 
 	}
 	if n := threads[0] * threads[1] * threads[2]; n > p.MaxTotalThreadsPerThreadgroup() {
 		j.err = fmt.Errorf("metal: %s: %w: %d threads per threadgroup, pipeline allows %d",
-			variant, kernels.ErrArg, n, p.MaxTotalThreadsPerThreadgroup())
+			variant, op.ErrUnsupported, n, p.MaxTotalThreadsPerThreadgroup())
 		return
 	}
 	if tot := tgMem + p.StaticThreadgroupMemoryLength(); tot > j.b.dev.MaxThreadgroupMemoryLength() {
 		j.err = fmt.Errorf("metal: %s: %w: %d bytes of threadgroup memory, device allows %d",
-			variant, kernels.ErrArg, tot, j.b.dev.MaxThreadgroupMemoryLength())
+			variant, op.ErrUnsupported, tot, j.b.dev.MaxThreadgroupMemoryLength())
 		return
 	}
 	for i, a := range args {
@@ -251,6 +272,7 @@ func (j *Pass) dispatch(p mtl.Pipeline, variant string, groups, threads [3]int, 
 		j.enc.SetThreadgroupMemoryLength((tgMem+15)/16*16, 0)
 	}
 	j.enc.DispatchThreadgroups(groups, threads)
+	j.stages = append(j.stages, j.stage)
 	j.b.record(variant)
 }
 

@@ -6,22 +6,23 @@ import (
 
 	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // opMatrix returns a deterministic weight [n, k] of dtype ("F32", "BF16", "F16"), normal with
 // standard deviation scale.
-func opMatrix(t *testing.T, seed uint64, n, k int, dtype string, scale float32) *kernels.Matrix {
+func opMatrix(t *testing.T, seed uint64, n, k int, dtype string, scale float32) *op.Matrix {
 	t.Helper()
 	bits, wide := opcases.Round16(opcases.Floats(seed, n*k, scale), dtype)
-	var m *kernels.Matrix
+	var m *op.Matrix
 	var err error
 	switch dtype {
 	case "F32":
 		m, err = kernels.NewMatrixF32(n, k, wide)
 	case "BF16":
-		m, err = kernels.NewMatrixU16(n, k, kernels.BF16, bits)
+		m, err = kernels.NewMatrixU16(n, k, op.BF16, bits)
 	default:
-		m, err = kernels.NewMatrixU16(n, k, kernels.F16, bits)
+		m, err = kernels.NewMatrixU16(n, k, op.F16, bits)
 	}
 	if err != nil {
 		t.Fatal(err)

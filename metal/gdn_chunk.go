@@ -1,24 +1,23 @@
 package metal
 
-import "github.com/stratakernels/strata/kernels"
+import "github.com/stratakernels/strata/op"
 
 // Host side of gdn_scan_chunk (gdn_prompt.metal): the chunked WY form of gdn_scan, chunk
-// kernels.GDNChunk = 64 tokens (MODELS.md "Chunked form"; kernels.GDNScan in Chunked mode).
-// It is a variant of op gdn_scan, selected with Prefer("gdn_scan", "gdn_scan_chunk"); both the
-// host-slice Backend.GDNScan and Pass.GDNScan take it. It agrees with the recurrent kernel and
-// both CPU modes within float32 rounding (about 1e-6 relative to max |o|), not bitwise.
+// op.GDNChunk = 64 tokens (MODELS.md "Chunked form"). It runs for op.Chunked, and for
+// op.ScanAuto under Prefer("gdn_scan", "gdn_scan_chunk"). It agrees with the recurrent kernel
+// and both CPU modes within float32 rounding (about 1e-6 relative to max |o|), not bitwise.
 
 // gdnScanChunkKernel is the MSL function of the chunked variant.
 const gdnScanChunkKernel = "gdn_scan_chunk"
 
 // gdnScanChunk encodes gdn_scan_chunk: grid (ceil(Dv / 32), Hv), 128 threads (state columns in
 // slabs of 32, Dk <= 128 rows in registers as gdn_scan). The caller checked the shapes.
-func (j *Pass) gdnScanChunk(bo, bs, bq, bk, bv, bg, bbeta *Tensor, p kernels.GDNParams) error {
+func (j *Pass) gdnScanChunk(bo, bs, bq, bk, bv, bg, bbeta *Tensor, p op.GDNParams) error {
 	pipe, err := j.b.pipeline("gdn_prompt.metal", gdnScanChunkKernel, nil)
 	if err != nil {
 		return j.fail(err)
 	}
 	j.dispatch(pipe, "gdn_scan_chunk_f32_c64_dv32", [3]int{(p.Dv + 31) / 32, p.Hv, 1}, [3]int{128, 1, 1}, 0,
-		bo, bs, bq, bk, bv, bg, bbeta, params(p.T, p.Hk, p.Hv, p.Dk, p.Dv, p.Map == kernels.Tiled))
+		bo, bs, bq, bk, bv, bg, bbeta, params(p.T, p.Hk, p.Hv, p.Dk, p.Dv, p.Map == op.Tiled))
 	return j.err
 }

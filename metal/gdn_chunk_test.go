@@ -11,6 +11,7 @@ import (
 	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
 )
 
 // gdnChunkInputs returns the scan inputs of case c with q, k normalised as GDNPre leaves them.
@@ -173,7 +174,7 @@ func TestGDNScanChunkSchedules(t *testing.T) {
 // the recurrent kernel's.
 func TestGDNScanChunkGolden(t *testing.T) {
 	g := golden(t, "op_gdn.safetensors", "q", "k", "v", "g", "beta", "state_in", "o", "state_out")
-	p := kernels.GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}
+	p := op.GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}
 	q, k := g["q"], g["k"]
 	if err := kernels.GDNNormQK(q, k, p.T, p.Hk, p.Dk); err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func TestGDNScanChunkGolden(t *testing.T) {
 // default (no preference) dispatches the recurrent kernel.
 func TestGDNScanPrefer(t *testing.T) {
 	b := testBackend(t)
-	if err := b.Prefer("gdn_scan", "gdn_scan_c32"); !errors.Is(err, kernels.ErrArg) {
+	if err := b.Prefer("gdn_scan", "gdn_scan_c32"); !errors.Is(err, op.ErrInvalidArgument) {
 		t.Fatalf("unknown kernel: err %v, want ErrArg", err)
 	}
 	c := opcases.GDNCase{T: 3, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 5}

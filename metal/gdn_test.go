@@ -5,12 +5,13 @@ import (
 
 	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
-func gdnParams(c opcases.GDNCase) kernels.GDNParams {
-	p := kernels.GDNParams{T: c.T, Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, ConvK: c.ConvK}
+func gdnParams(c opcases.GDNCase) op.GDNParams {
+	p := op.GDNParams{T: c.T, Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, ConvK: c.ConvK}
 	if c.Tiled {
-		p.Map = kernels.Tiled
+		p.Map = op.Tiled
 	}
 	return p
 }
@@ -61,7 +62,7 @@ func TestGDNOpCases(t *testing.T) {
 			checkClose(t, "scan state", gotS, ws, 2e-6)
 
 			// gdn_post, both gate activations
-			for _, act := range []kernels.GateAct{kernels.ActSigmoid, kernels.ActSilu} {
+			for _, act := range []op.GateAct{op.ActSigmoid, op.ActSilu} {
 				wy, gy := make([]float32, nv), make([]float32, nv)
 				if err := kernels.GDNPost(wy, wo, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
 					t.Fatal(err)
@@ -80,7 +81,7 @@ func TestGDNOpCases(t *testing.T) {
 // (T = 100, Hk 16, Hv 48, dk = dv = 128); tolerance 1e-6 relative to max |o|, max |state|.
 func TestGDNScanGolden(t *testing.T) {
 	g := golden(t, "op_gdn.safetensors", "q", "k", "v", "g", "beta", "state_in", "o", "state_out")
-	p := kernels.GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}
+	p := op.GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}
 	q, k := g["q"], g["k"]
 	if err := kernels.GDNNormQK(q, k, p.T, p.Hk, p.Dk); err != nil {
 		t.Fatal(err)

@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // rand16 returns n finite 16-bit weights of dtype dt, uniform-ish in [-1, 1).
-func rand16(r *rng, n int, dt kernels.DType) []uint16 {
+func rand16(r *rng, n int, dt op.DType) []uint16 {
 	x := r.fill(n, -1, 1)
 	out := make([]uint16, n)
 	for i, v := range x {
-		if dt == kernels.BF16 {
+		if dt == op.BF16 {
 			out[i] = uint16(float32bits(v) >> 16)
 		} else {
 			out[i] = f16bits(v)
@@ -26,7 +27,7 @@ func rand16(r *rng, n int, dt kernels.DType) []uint16 {
 func TestMatMul(t *testing.T) {
 	b := testBackend(t)
 	r := &rng{s: 31}
-	for _, dt := range []kernels.DType{kernels.BF16, kernels.F16} {
+	for _, dt := range []op.DType{op.BF16, op.F16} {
 		for _, c := range []struct{ T, N, K int }{{1, 1, 1}, {3, 17, 9}, {33, 65, 31}, {64, 64, 256}, {65, 40, 300}} {
 			t.Run(fmt.Sprintf("%v_T%d_N%d_K%d", dt, c.T, c.N, c.K), func(t *testing.T) {
 				w, err := kernels.NewMatrixU16(c.N, c.K, dt, rand16(r, c.N*c.K, dt))
@@ -56,8 +57,8 @@ func TestMoEExperts(t *testing.T) {
 	const E, D, I, T, K = 6, 40, 24, 37, 4
 	ex := &kernels.Experts{E: E, D: D, I: I}
 	for e := 0; e < E; e++ {
-		gu, _ := kernels.NewMatrixU16(2*I, D, kernels.BF16, rand16(r, 2*I*D, kernels.BF16))
-		dn, _ := kernels.NewMatrixU16(D, I, kernels.BF16, rand16(r, D*I, kernels.BF16))
+		gu, _ := kernels.NewMatrixU16(2*I, D, op.BF16, rand16(r, 2*I*D, op.BF16))
+		dn, _ := kernels.NewMatrixU16(D, I, op.BF16, rand16(r, D*I, op.BF16))
 		ex.GateUp = append(ex.GateUp, gu)
 		ex.Down = append(ex.Down, dn)
 	}

@@ -4,16 +4,13 @@
 // on Apple GPUs (the purego-based device of this package, darwin only) and on the MSL emulator of
 // metal/emu, which is how the kernels are tested without Apple hardware.
 //
-// Every op mirrors the CPU op of package kernels with the same name and argument order and is
-// tested against it on the op-case list of internal/opcases. Each op has two forms. The
-// host-slice wrapper ((*Backend).MoECombine, (*Backend).GDNScan, ...) uploads its inputs into
-// shared-storage buffers, encodes its dispatches into one command buffer, commits it once, waits
-// once and reads the results back. The Pass method of the same name ((*Pass).MoECombine, ...)
-// only encodes, over device tensors (Tensor): a prefill chunk opens one Pass (NewPass), encodes
-// every layer into it with weights from a per-model Weights (uploaded on first use, 16-bit
-// weights stay 16-bit) and scratch from a per-session Arena, and commits once. Both forms run
-// the same encoder, so the op tests cover the prefill's path. Errors wrap kernels.ErrShape,
-// kernels.ErrArg or kernels.ErrDType for bad input (checked before any work) and
+// Backend implements op.Backend: every op of op.Pass is encoded over device tensors (Tensor,
+// shared storage) into one command buffer per Pass (Begin), with weights from a per-model
+// Weights (uploaded on first use; 16-bit weights stay 16-bit) and temporaries from a per-session
+// Arena, committed once and waited for once. The ops are tested with op/optest against float64
+// references, like the CPU backend's. Errors wrap op.ErrShape, op.ErrDType or
+// op.ErrInvalidArgument for bad input (each op's Check, before any work), op.ErrUnsupported for
+// shapes a kernel does not take (named in the message), and op.ErrBackend with
 // mtl.ErrCompile / mtl.ErrExecution for device failures.
 //
 // The ops cover a whole prefill of both model families: GEMM (16-bit and float32 weights, grouped
@@ -34,19 +31,19 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
 )
 
 //go:embed kernels/*.metal
 var kernelFS embed.FS
 
 // Source returns the embedded MSL source of one kernel file (e.g. "gdn_prompt.metal").
-// Errors wrap kernels.ErrArg for an unknown file.
+// Errors wrap op.ErrInvalidArgument for an unknown file.
 func Source(file string) (string, error) {
 	b, err := kernelFS.ReadFile("kernels/" + file)
 	if err != nil {
-		return "", fmt.Errorf("metal: %w: no kernel file %q", kernels.ErrArg, file)
+		return "", fmt.Errorf("metal: %w: no kernel file %q", op.ErrInvalidArgument, file)
 	}
 	return string(b), nil
 }
@@ -66,7 +63,8 @@ func Sources() []string {
 // cached by (file, kernel, function constants). A Backend is safe for concurrent use; each
 // host-slice op call and each Pass uses its own command buffer (a Pass belongs to one goroutine).
 type Backend struct {
-	dev mtl.Device
+	dev  mtl.Device
+	name string
 
 	mu        sync.Mutex
 	overrides map[string]string // file -> replacement source (A/B candidates)
@@ -77,13 +75,24 @@ type Backend struct {
 	rope      map[ropeKey][]float32
 }
 
-// New returns a Backend on dev. The device stays owned by the caller.
+var _ op.Backend = (*Backend)(nil)
+
+// emulated is implemented by devices that emulate Metal on the CPU (metal/emu).
+type emulated interface{ Emulated() bool }
+
+// New returns a Backend on dev. The device stays owned by the caller. The backend's name is
+// "emu" on an emulated device (metal/emu), else "metal".
 func New(dev mtl.Device) (*Backend, error) {
 	if dev == nil {
-		return nil, fmt.Errorf("metal: %w: nil device", kernels.ErrArg)
+		return nil, fmt.Errorf("metal: %w: nil device", op.ErrInvalidArgument)
+	}
+	name := "metal"
+	if e, ok := dev.(emulated); ok && e.Emulated() {
+		name = "emu"
 	}
 	return &Backend{
 		dev:       dev,
+		name:      name,
 		overrides: map[string]string{},
 		libs:      map[string]mtl.Library{},
 		pipes:     map[string]mtl.Pipeline{},
@@ -95,9 +104,22 @@ func New(dev mtl.Device) (*Backend, error) {
 // Device returns the device the Backend runs on.
 func (b *Backend) Device() mtl.Device { return b.dev }
 
+// Name implements op.Backend: "metal", or "emu" on the MSL emulator.
+func (b *Backend) Name() string { return b.name }
+
+// Kernels implements op.Backend: the device and every kernel variant dispatched so far with its
+// count, e.g. "metal kernels on msl-emulator (2 threads); variants: gemm_w16_BF16_bm32_bn32_bk16 x40, ...".
+func (b *Backend) Kernels() string {
+	s := "metal kernels on " + b.dev.Name()
+	if v := b.Variants(); len(v) > 0 {
+		return s + "; variants: " + strings.Join(v, ", ")
+	}
+	return s + "; no kernel dispatched yet"
+}
+
 // SetSource replaces the source of one kernel file for this Backend (the A/B harness runs a
 // candidate file this way). It must be called before the file's first use.
-// Errors wrap kernels.ErrArg when the file is unknown or already compiled.
+// Errors wrap op.ErrInvalidArgument when the file is unknown or already compiled.
 func (b *Backend) SetSource(file, src string) error {
 	if _, err := Source(file); err != nil {
 		return err
@@ -105,7 +127,7 @@ func (b *Backend) SetSource(file, src string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.libs[file]; ok {
-		return fmt.Errorf("metal: %w: %s is already compiled", kernels.ErrArg, file)
+		return fmt.Errorf("metal: %w: %s is already compiled", op.ErrInvalidArgument, file)
 	}
 	b.overrides[file] = src
 	return nil
@@ -117,21 +139,21 @@ func (b *Backend) SetSource(file, src string) error {
 // are bitwise equal; those of gdn_scan (gdn_scan_chunk) and attention (qsa_attn_mm,
 // qsa_flash_ph) agree within the tolerances their tests state. The A/B harness and the tests use
 // this to compare them. An empty kernel restores the default.
-// Errors wrap kernels.ErrArg for an op or kernel without alternatives.
-func (b *Backend) Prefer(op, kernel string) error {
-	alts, ok := alternatives[op]
+// Errors wrap op.ErrInvalidArgument for an op or kernel without alternatives.
+func (b *Backend) Prefer(opName, kernel string) error {
+	alts, ok := alternatives[opName]
 	if !ok {
-		return fmt.Errorf("metal: %w: op %q has no kernel variants", kernels.ErrArg, op)
+		return fmt.Errorf("metal: %w: op %q has no kernel variants", op.ErrInvalidArgument, opName)
 	}
 	if kernel != "" && !slices.Contains(alts, kernel) {
-		return fmt.Errorf("metal: %w: %q is not a kernel of op %q (have %v)", kernels.ErrArg, kernel, op, alts)
+		return fmt.Errorf("metal: %w: %q is not a kernel of op %q (have %v)", op.ErrInvalidArgument, kernel, opName, alts)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if kernel == "" {
-		delete(b.prefer, op)
+		delete(b.prefer, opName)
 	} else {
-		b.prefer[op] = kernel
+		b.prefer[opName] = kernel
 	}
 	return nil
 }
@@ -147,10 +169,10 @@ var alternatives = map[string][]string{
 	"gr_norm_h_moec": {"gr_norm_h_moec", "gr_apply_moec+gr_norm_h4"},
 }
 
-func (b *Backend) preferred(op, def string) string {
+func (b *Backend) preferred(opName, def string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if k, ok := b.prefer[op]; ok {
+	if k, ok := b.prefer[opName]; ok {
 		return k
 	}
 	return def
@@ -190,7 +212,7 @@ func (b *Backend) library(file string) (mtl.Library, error) {
 	}
 	lib, err := b.dev.NewLibrary(file, src)
 	if err != nil {
-		return nil, fmt.Errorf("metal: compiling %s: %w", file, err)
+		return nil, fmt.Errorf("metal: compiling %s: %w: %w", file, op.ErrBackend, err)
 	}
 	b.libs[file] = lib
 	return lib, nil
@@ -214,11 +236,11 @@ func (b *Backend) pipeline(file, fn string, constants []mtl.Constant) (mtl.Pipel
 	}
 	p, err := lib.Pipeline(fn, constants)
 	if err != nil {
-		return nil, fmt.Errorf("metal: pipeline %s: %w", fn, err)
+		return nil, fmt.Errorf("metal: pipeline %s: %w: %w", fn, op.ErrBackend, err)
 	}
 	// The kernels index lanes and simdgroups as tid % 32 and tid / 32.
 	if w := p.ThreadExecutionWidth(); w != 32 {
-		return nil, fmt.Errorf("metal: pipeline %s: %w: SIMD width %d, the kernels need 32", fn, kernels.ErrArg, w)
+		return nil, fmt.Errorf("metal: pipeline %s: %w: SIMD width %d, the kernels need 32", fn, op.ErrUnsupported, w)
 	}
 	b.pipes[key.String()] = p
 	return p, nil
@@ -247,10 +269,10 @@ func intConst(index, v int) mtl.Constant {
 const maxElems = math.MaxInt32
 
 // guard32 checks that every count fits the kernels' 32-bit offsets.
-func guard32(op string, counts ...int) error {
+func guard32(opName string, counts ...int) error {
 	for _, n := range counts {
 		if n < 0 || n > maxElems {
-			return fmt.Errorf("%s: %w: %d elements exceed the kernels' 32-bit offsets", op, kernels.ErrShape, n)
+			return fmt.Errorf("%s: %w: %d elements exceed the kernels' 32-bit offsets", opName, op.ErrShape, n)
 		}
 	}
 	return nil

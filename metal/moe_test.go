@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // moeSlots makes a slot table: rk rows in [0, rows) with about one empty slot in five.
@@ -158,16 +159,16 @@ func TestTopKRoute(t *testing.T) {
 func TestMoEErrors(t *testing.T) {
 	b := testBackend(t)
 	out := make([]float32, 4)
-	if err := b.MoECombine(out, make([]float32, 8), 2, []int32{0, 2}, []float32{1, 1}, 1, 2, 4); !errors.Is(err, kernels.ErrArg) {
+	if err := b.MoECombine(out, make([]float32, 8), 2, []int32{0, 2}, []float32{1, 1}, 1, 2, 4); !errors.Is(err, op.ErrInvalidArgument) {
 		t.Errorf("rk out of range: %v, want ErrArg", err)
 	}
-	if err := b.MoECombine(out, make([]float32, 7), 2, []int32{0, 1}, []float32{1, 1}, 1, 2, 4); !errors.Is(err, kernels.ErrShape) {
+	if err := b.MoECombine(out, make([]float32, 7), 2, []int32{0, 1}, []float32{1, 1}, 1, 2, 4); !errors.Is(err, op.ErrShape) {
 		t.Errorf("short ye: %v, want ErrShape", err)
 	}
-	if err := b.TopKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true); !errors.Is(err, kernels.ErrArg) {
+	if err := b.TopKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true); !errors.Is(err, op.ErrInvalidArgument) {
 		t.Errorf("K > E: %v, want ErrArg", err)
 	}
-	if err := b.Prefer("moe_comb", "gdn_scan"); !errors.Is(err, kernels.ErrArg) {
+	if err := b.Prefer("moe_comb", "gdn_scan"); !errors.Is(err, op.ErrInvalidArgument) {
 		t.Errorf("Prefer of a foreign kernel: %v, want ErrArg", err)
 	}
 }

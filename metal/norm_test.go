@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // TestRMSNorm: rms_norm and the grouped forms against the CPU ops (2e-6 relative: float32 sums
@@ -92,7 +93,7 @@ func TestEmbed(t *testing.T) {
 		bits[i] = uint16(r.next()) & 0x7bff // finite in both formats
 	}
 	tok := []int32{0, 49, 7, 7, 12}
-	for _, dt := range []kernels.DType{kernels.BF16, kernels.F16} {
+	for _, dt := range []op.DType{op.BF16, op.F16} {
 		m, err := kernels.NewMatrixU16(V, D, dt, bits)
 		if err != nil {
 			t.Fatal(err)

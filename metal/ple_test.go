@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // TestPLEOpCases: PLEApply on the shared PLE case list against kernels.PLEApply, one call and
@@ -31,7 +32,7 @@ func TestPLEOpCases(t *testing.T) {
 			for j, v := range opcases.Uniform(seed+8, len(ids), 0, float32(c.Rows)) {
 				ids[j] = min(int32(v), int32(c.Rows-1))
 			}
-			run := func(apply func([]float32, int, []int32, *kernels.PLEWeights, []float32, float32) error, split int) ([]float32, []float32) {
+			run := func(apply func([]float32, int, []int32, *op.PLEWeights, []float32, float32) error, split int) ([]float32, []float32) {
 				H := slices.Clone(H0)
 				st := make([]float32, w.ConvStateLen())
 				C, h := S*D, c.Heads

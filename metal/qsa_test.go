@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // TestQSASelectOpCases: the indexer's selection on the device against kernels.QSASelect on the
@@ -18,7 +19,7 @@ func TestQSASelectOpCases(t *testing.T) {
 	for _, c := range opcases.QSACases() {
 		t.Run(c.Name, func(t *testing.T) {
 			iq, raw, kn, _, _, _ := c.Inputs()
-			p := kernels.IndexerParams{T: c.T, Pos0: c.Pos0, NHeads: c.NHeads, Dim: c.Dim, Ratio: c.Ratio,
+			p := op.IndexerParams{T: c.T, Pos0: c.Pos0, NHeads: c.NHeads, Dim: c.Dim, Ratio: c.Ratio,
 				Budget: c.Budget, Rot: c.Rot, Theta: c.Theta, Eps: c.Eps}
 			var want, got kernels.Selection
 			if err := kernels.QSASelect(&want, iq, raw, kn, p); err != nil {
@@ -60,7 +61,7 @@ func TestQSAIndexPrep(t *testing.T) {
 	for _, c := range []struct{ T, Pos0 int }{{5, 0}, {40, 30}} {
 		t.Run(fmt.Sprintf("T%d_pos%d", c.T, c.Pos0), func(t *testing.T) {
 			const nh, dim = 4, 128
-			p := kernels.IndexerParams{T: c.T, Pos0: c.Pos0, NHeads: nh, Dim: dim, Ratio: 4, Budget: 32, Rot: 64, Theta: 1e7, Eps: 1e-6}
+			p := op.IndexerParams{T: c.T, Pos0: c.Pos0, NHeads: nh, Dim: dim, Ratio: 4, Budget: 32, Rot: 64, Theta: 1e7, Eps: 1e-6}
 			iqk := r.fill(c.T*(nh+1)*dim, -2, 2)
 			qn, kn := r.fill(dim, -0.5, 0.5), r.fill(dim, -0.5, 0.5)
 			keys := r.fill((c.Pos0+c.T+3)*dim, -2, 2)

@@ -6,6 +6,7 @@ import (
 	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/op"
 )
 
 // TestSchedules runs the kernels that share threadgroup memory under the emulator's reversed and
@@ -16,7 +17,7 @@ func TestSchedules(t *testing.T) {
 	r := &rng{s: 41}
 	ac := opcases.AttentionCases()[13] // T63_pos0, HPG 3, d 13
 	q, k, v := ac.Inputs()
-	ap := kernels.AttnParams{T: ac.T, Hq: ac.Hq, Hkv: ac.Hkv, D: ac.D, Pos0: ac.Pos0, Scale: 0.25}
+	ap := op.AttnParams{T: ac.T, Hq: ac.Hq, Hkv: ac.Hkv, D: ac.D, Pos0: ac.Pos0, Scale: 0.25}
 	gc := opcases.GDNCases()[3] // r3_grouped_dk16_dv8, T 3
 	gi := gc.Inputs()
 	gp := gdnParams(gc)
@@ -81,7 +82,7 @@ func TestSchedulesPrefill(t *testing.T) {
 	const T, pos0, Hq, Hkv, D, nh, dim = 9, 40, 4, 1, 64, 2, 32
 	qg, k, v := r.fill(T*Hq*2*D, -2, 2), r.fill(T*Hkv*D, -2, 2), r.fill(T*Hkv*D, -2, 2)
 	qn, kn := r.fill(D, -0.5, 0.5), r.fill(D, -0.5, 0.5)
-	ip := kernels.IndexerParams{T: T, Pos0: pos0, NHeads: nh, Dim: dim, Ratio: 4, Budget: 16, Rot: 16, Theta: 1e4, Eps: 1e-6}
+	ip := op.IndexerParams{T: T, Pos0: pos0, NHeads: nh, Dim: dim, Ratio: 4, Budget: 16, Rot: 16, Theta: 1e4, Eps: 1e-6}
 	iqk, keys0 := r.fill(T*(nh+1)*dim, -2, 2), r.fill((pos0+T)*dim, -2, 2)
 	iqn, ikn := r.fill(dim, -0.5, 0.5), r.fill(dim, -0.5, 0.5)
 	pc := opcases.PLECase{T: 6, S: 4, D: 40, Heads: 4, HeadDim: 8, Rows: 50, ConvK: 4, Dilation: 3, DType: "BF16"}

@@ -5,60 +5,87 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
 )
 
 // Tensor is a range of 4-byte elements (float32 or int32) of a shared-storage device buffer: the
-// activations, caches and states a prefill keeps on the device. F32 and I32 alias the buffer's
-// memory (unified memory: no copy); read or write them only while no Pass that uses the tensor
-// is in flight.
+// activations, caches and states a prefill keeps on the device; it implements op.Tensor. F32 and
+// I32 alias the buffer's memory (unified memory: no copy); read or write them only while no Pass
+// that uses the tensor is in flight.
 type Tensor struct {
 	buf mtl.Buffer
 	off int // bytes
 	n   int // elements
+	dt  op.DType
 	own bool
+	b   *Backend
 }
 
-// NewTensor allocates a zeroed device tensor of n 4-byte elements (its own buffer; Release
-// frees it). Errors wrap kernels.ErrShape (n outside [0, 2^31)) or the device's errors.
-func (b *Backend) NewTensor(n int) (*Tensor, error) {
+var _ op.Tensor = (*Tensor)(nil)
+
+// NewTensor implements op.Backend: a zeroed device tensor of n elements of dt (F32 or I32) in
+// its own buffer (Free releases it). Errors wrap op.ErrShape (n outside [0, 2^31)), op.ErrDType
+// or op.ErrOutOfMemory.
+func (b *Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
+	return b.newTensor(dt, n)
+}
+
+func (b *Backend) newTensor(dt op.DType, n int) (*Tensor, error) {
 	if err := guard32("NewTensor", n); err != nil {
 		return nil, err
 	}
+	if dt != op.F32 && dt != op.I32 {
+		return nil, fmt.Errorf("metal: %w: tensor of %v", op.ErrDType, dt)
+	}
 	buf, err := b.dev.NewBuffer(max(4*n, 16))
 	if err != nil {
-		return nil, fmt.Errorf("metal: buffer of %d bytes: %w", 4*n, err)
+		return nil, fmt.Errorf("metal: buffer of %d bytes: %w: %w", 4*n, op.ErrOutOfMemory, err)
 	}
-	return &Tensor{buf: buf, n: n, own: true}, nil
+	return &Tensor{buf: buf, n: n, dt: dt, own: true, b: b}, nil
 }
+
+// Free implements op.Backend: it releases a tensor from NewTensor (slices release nothing).
+func (b *Backend) Free(t op.Tensor) {
+	if mt, ok := t.(*Tensor); ok {
+		mt.Release()
+	}
+}
+
+// DType implements op.Tensor.
+func (t *Tensor) DType() op.DType { return t.dt }
 
 // Len is the number of elements.
 func (t *Tensor) Len() int { return t.n }
 
-// F32 aliases the tensor's memory as float32 [Len].
+// IsNil reports a nil *Tensor held in an op.Tensor (op.Present).
+func (t *Tensor) IsNil() bool { return t == nil }
+
+// F32 aliases the tensor's memory as float32 [Len] (nil for an I32 tensor).
 func (t *Tensor) F32() []float32 {
-	if t.n == 0 {
+	if t.n == 0 || t.dt != op.F32 {
 		return nil
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(&t.buf.Contents()[t.off])), t.n)
 }
 
-// I32 aliases the tensor's memory as int32 [Len].
+// I32 aliases the tensor's memory as int32 [Len] (nil for an F32 tensor).
 func (t *Tensor) I32() []int32 {
-	if t.n == 0 {
+	if t.n == 0 || t.dt != op.I32 {
 		return nil
 	}
 	return unsafe.Slice((*int32)(unsafe.Pointer(&t.buf.Contents()[t.off])), t.n)
 }
 
-// Slice is elements [lo, hi) of t (same buffer). It panics on a range outside t, like a Go
-// slice expression.
-func (t *Tensor) Slice(lo, hi int) *Tensor {
+// Slice implements op.Tensor: elements [lo, hi) of t (same buffer). It panics on a range
+// outside t, like a Go slice expression.
+func (t *Tensor) Slice(lo, hi int) op.Tensor { return t.sub(lo, hi) }
+
+func (t *Tensor) sub(lo, hi int) *Tensor {
 	if lo < 0 || hi < lo || hi > t.n {
 		panic(fmt.Sprintf("metal: tensor slice [%d:%d] of %d elements", lo, hi, t.n))
 	}
-	return &Tensor{buf: t.buf, off: t.off + 4*lo, n: hi - lo}
+	return &Tensor{buf: t.buf, off: t.off + 4*lo, n: hi - lo, dt: t.dt, b: t.b}
 }
 
 // Release frees the tensor's buffer when it owns one (NewTensor); slices release nothing.
@@ -69,15 +96,15 @@ func (t *Tensor) Release() {
 	}
 }
 
-// Weights keeps one model's weights on the device: each weight matrix is uploaded on its first
-// use in its file format (bf16 and f16 stay 16-bit; the GEMMs widen in registers) into a
-// shared-storage buffer and reused by every later Pass; small float32 vectors (norm weights,
+// Weights keeps one model's weights on the device (op.Weights): each weight matrix is uploaded on
+// its first use in its file format (bf16 and f16 stay 16-bit; the GEMMs widen in registers) into
+// a shared-storage buffer and reused by every later Pass; small float32 vectors (norm weights,
 // gates) likewise. A Weights is safe for concurrent use. Release frees the buffers.
 type Weights struct {
 	b     *Backend
 	mu    sync.Mutex
-	mats  map[*kernels.Matrix]mtl.Buffer
-	exps  map[*kernels.Experts][2]mtl.Buffer
+	mats  map[*op.Matrix]mtl.Buffer
+	exps  map[*op.Experts][2]mtl.Buffer
 	vecs  map[vecKey]*Tensor
 	bytes int64
 }
@@ -87,9 +114,11 @@ type vecKey struct {
 	n int
 }
 
-// NewWeights returns an empty weight store on b.
-func (b *Backend) NewWeights() *Weights {
-	return &Weights{b: b, mats: map[*kernels.Matrix]mtl.Buffer{}, exps: map[*kernels.Experts][2]mtl.Buffer{}, vecs: map[vecKey]*Tensor{}}
+// NewWeights implements op.Backend: an empty weight store on b.
+func (b *Backend) NewWeights() op.Weights { return b.newWeights() }
+
+func (b *Backend) newWeights() *Weights {
+	return &Weights{b: b, mats: map[*op.Matrix]mtl.Buffer{}, exps: map[*op.Experts][2]mtl.Buffer{}, vecs: map[vecKey]*Tensor{}}
 }
 
 // Bytes is the number of weight bytes uploaded so far.
@@ -142,7 +171,7 @@ func copyF32(buf mtl.Buffer, off int, x []float32) {
 }
 
 // matrix returns m's device buffer (16-bit elements or float32, as stored).
-func (w *Weights) matrix(m *kernels.Matrix) (mtl.Buffer, error) {
+func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if buf, ok := w.mats[m]; ok {
@@ -150,7 +179,7 @@ func (w *Weights) matrix(m *kernels.Matrix) (mtl.Buffer, error) {
 	}
 	var buf mtl.Buffer
 	var err error
-	if m.DType == kernels.F32 {
+	if m.DType == op.F32 {
 		if buf, err = w.newBuf(4 * len(m.F32)); err == nil {
 			copyF32(buf, 0, m.F32)
 		}
@@ -166,7 +195,7 @@ func (w *Weights) matrix(m *kernels.Matrix) (mtl.Buffer, error) {
 
 // experts returns the routed experts' gate_up [E, 2I, D] and down [E, D, I] weights, each
 // concatenated over the experts into one buffer (the grouped GEMM's layout).
-func (w *Weights) experts(ex *kernels.Experts) (gu, dn mtl.Buffer, err error) {
+func (w *Weights) experts(ex *op.Experts) (gu, dn mtl.Buffer, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.exps[ex]; ok {
@@ -180,9 +209,9 @@ func (w *Weights) experts(ex *kernels.Experts) (gu, dn mtl.Buffer, err error) {
 }
 
 // uploadExperts concatenates the experts' matrices into two new buffers from alloc (bytes).
-func uploadExperts(ex *kernels.Experts, alloc func(int) (mtl.Buffer, error)) (gu, dn mtl.Buffer, err error) {
+func uploadExperts(ex *op.Experts, alloc func(int) (mtl.Buffer, error)) (gu, dn mtl.Buffer, err error) {
 	es := 2
-	if ex.GateUp[0].DType == kernels.F32 {
+	if ex.GateUp[0].DType == op.F32 {
 		es = 4
 	}
 	ngu, ndn := 2*ex.I*ex.D, ex.D*ex.I
@@ -207,7 +236,7 @@ func uploadExperts(ex *kernels.Experts, alloc func(int) (mtl.Buffer, error)) (gu
 // vec returns x on the device, keyed by its first element and length.
 func (w *Weights) vec(x []float32) (*Tensor, error) {
 	if len(x) == 0 {
-		return nil, fmt.Errorf("metal: %w: empty weight vector", kernels.ErrShape)
+		return nil, fmt.Errorf("metal: %w: empty weight vector", op.ErrShape)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -220,41 +249,54 @@ func (w *Weights) vec(x []float32) (*Tensor, error) {
 		return nil, err
 	}
 	copyF32(buf, 0, x)
-	t := &Tensor{buf: buf, n: len(x), own: true}
+	t := &Tensor{buf: buf, n: len(x), dt: op.F32, own: true, b: w.b}
 	w.vecs[k] = t
 	return t, nil
 }
 
 // Arena keeps a prefill's scratch tensors by name so that layers and later prefills reuse them
-// (a tensor is reallocated only when a call needs more elements than it holds). An Arena belongs
-// to one sequence of passes at a time (a session); Release frees its buffers.
+// (a tensor is reallocated only when a call needs more elements than it holds); it implements
+// op.Scratch. An Arena belongs to one sequence of passes at a time (a session); Release frees
+// its buffers.
 type Arena struct {
-	b *Backend
-	m map[string]*Tensor
+	b  *Backend
+	mu sync.Mutex
+	m  map[string]*Tensor
 }
 
-// NewArena returns an empty scratch arena on b.
-func (b *Backend) NewArena() *Arena { return &Arena{b: b, m: map[string]*Tensor{}} }
+// NewScratch implements op.Backend: an empty scratch arena on b.
+func (b *Backend) NewScratch() op.Scratch { return b.newArena() }
 
-// Tensor returns the arena's tensor called name with n elements (contents unspecified).
-func (a *Arena) Tensor(name string, n int) (*Tensor, error) {
-	if t, ok := a.m[name]; ok && t.n >= n {
-		return t.Slice(0, n), nil
+func (b *Backend) newArena() *Arena { return &Arena{b: b, m: map[string]*Tensor{}} }
+
+// Tensor implements op.Scratch: the arena's tensor called name with n elements of dt (contents
+// unspecified).
+func (a *Arena) Tensor(name string, dt op.DType, n int) (op.Tensor, error) {
+	return a.tensor(name, dt, n)
+}
+
+func (a *Arena) tensor(name string, dt op.DType, n int) (*Tensor, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.m[name]; ok && t.n >= n && t.dt == dt {
+		return t.sub(0, n), nil
 	}
 	if t, ok := a.m[name]; ok {
 		t.Release()
 		delete(a.m, name)
 	}
-	t, err := a.b.NewTensor(n)
+	t, err := a.b.newTensor(dt, n)
 	if err != nil {
 		return nil, err
 	}
 	a.m[name] = t
-	return t.Slice(0, n), nil
+	return t.sub(0, n), nil
 }
 
 // Release frees the arena's tensors.
 func (a *Arena) Release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, t := range a.m {
 		t.Release()
 	}

@@ -183,6 +183,10 @@ func (d *Device) Name() string {
 	return fmt.Sprintf("msl-emulator (%d threads, %s schedule%s)", d.opts.Threads, d.opts.Schedule, asan)
 }
 
+// Emulated reports that the device emulates Metal on the CPU (the Metal backend names itself
+// "emu" on such a device).
+func (d *Device) Emulated() bool { return true }
+
 // MaxThreadgroupMemoryLength implements mtl.Device: 32 KiB.
 func (d *Device) MaxThreadgroupMemoryLength() int { return ThreadgroupMemoryLimit }
 

@@ -125,8 +125,19 @@ type dispatchRec struct {
 type commandBuffer struct {
 	dev        *Device
 	dispatches []dispatchRec
+	times      []time.Duration // wall time of each dispatch run in this process
 	err        error
 	committed  bool
+}
+
+// DispatchTimes is the wall time of each dispatch of a committed command buffer, in encoding
+// order (nil in ASan mode, where the helper process runs them, or when one failed). The Metal
+// backend reads it through an optional interface to time its ops per stage.
+func (c *commandBuffer) DispatchTimes() []time.Duration {
+	if !c.committed || c.err != nil || len(c.times) != len(c.dispatches) {
+		return nil
+	}
+	return c.times
 }
 
 func (c *commandBuffer) fail(format string, args ...any) {
@@ -233,7 +244,9 @@ func (c *commandBuffer) runInProcess(r *dispatchRec) error {
 	}
 	t0 := time.Now()
 	err := r.p.lib.so.runDesc(desc)
-	c.record(r, time.Since(t0))
+	dt := time.Since(t0)
+	c.record(r, dt)
+	c.times = append(c.times, dt)
 	return err
 }
 

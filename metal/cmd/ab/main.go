@@ -24,10 +24,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal"
 	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
 )
 
 // ops maps an op name to its kernel file.
@@ -41,7 +41,7 @@ var ops = map[string]string{
 }
 
 func main() {
-	op := flag.String("op", "moe_comb", "op to compare: moe_comb, gr_norm_h4, gr_norm_h_moec, gdn_scan, attention, gemm")
+	opName := flag.String("op", "moe_comb", "op to compare: moe_comb, gr_norm_h4, gr_norm_h_moec, gdn_scan, attention, gemm")
 	candidate := flag.String("candidate", "", "candidate .metal file replacing the op's kernel file in variant B")
 	prefer := flag.String("prefer", "", "kernel variant B runs the op with (metal.Backend.Prefer)")
 	T := flag.Int("T", 128, "new tokens")
@@ -50,7 +50,7 @@ func main() {
 	n := flag.Int("n", 11, "timed samples per variant (Apple hardware only)")
 	device := flag.String("device", "auto", "auto (Metal on darwin, else the emulator), metal or emu")
 	flag.Parse()
-	if err := run(*op, *candidate, *prefer, *T, *pos0, *layers, *n, *device); err != nil {
+	if err := run(*opName, *candidate, *prefer, *T, *pos0, *layers, *n, *device); err != nil {
 		fmt.Fprintln(os.Stderr, "ab:", err)
 		os.Exit(1)
 	}
@@ -74,10 +74,10 @@ func openDevice(kind string) (mtl.Device, bool, error) {
 	return nil, false, fmt.Errorf("unknown device %q", kind)
 }
 
-func run(op, candidate, prefer string, T, pos0, layers, n int, device string) error {
-	file, ok := ops[op]
+func run(opName, candidate, prefer string, T, pos0, layers, n int, device string) error {
+	file, ok := ops[opName]
 	if !ok {
-		return fmt.Errorf("unknown op %q", op)
+		return fmt.Errorf("unknown op %q", opName)
 	}
 	if candidate == "" && prefer == "" {
 		return errors.New("give -candidate and/or -prefer: variant B must differ from the baseline")
@@ -108,13 +108,13 @@ func run(op, candidate, prefer string, T, pos0, layers, n int, device string) er
 		}
 	}
 	if prefer != "" {
-		if err := b.Prefer(op, prefer); err != nil {
+		if err := b.Prefer(opName, prefer); err != nil {
 			return err
 		}
 	}
 	calls := make([]func(*metal.Backend) ([]float32, error), layers)
 	for l := range calls {
-		calls[l] = makeCall(op, T, pos0, uint64(l+1))
+		calls[l] = makeCall(opName, T, pos0, uint64(l+1))
 	}
 	sample := func(be *metal.Backend) ([][]float32, time.Duration, error) {
 		outs := make([][]float32, layers)
@@ -136,7 +136,7 @@ func run(op, candidate, prefer string, T, pos0, layers, n int, device string) er
 	if err != nil {
 		return fmt.Errorf("candidate: %w", err)
 	}
-	fmt.Printf("device: %s\nop %s, T=%d pos0=%d layers=%d\nA: %v\nB: %v\n", dev.Name(), op, T, pos0, layers, a.Variants(), b.Variants())
+	fmt.Printf("device: %s\nop %s, T=%d pos0=%d layers=%d\nA: %v\nB: %v\n", dev.Name(), opName, T, pos0, layers, a.Variants(), b.Variants())
 	same := true
 	for l := range outA {
 		if i, d := firstDiff(outA[l], outB[l]); i >= 0 {
@@ -199,14 +199,15 @@ func median(x []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// makeCall builds one layer's inputs at the real model's shapes and returns the op call.
-func makeCall(op string, T, pos0 int, seed uint64) func(*metal.Backend) ([]float32, error) {
+// makeCall builds one layer's inputs at the real model's shapes and returns the op call (run
+// with op.Exec: inputs copied into device tensors, one command buffer, outputs copied back).
+func makeCall(name string, T, pos0 int, seed uint64) func(*metal.Backend) ([]float32, error) {
 	r := &rng{s: seed}
-	switch op {
+	h := op.HostF32
+	switch name {
 	case "moe_comb":
 		const K, D = 10, 2560
-		rows := T * K
-		ye := r.fill(rows*D, -1, 1)
+		ye := r.fill(T*K*D, -1, 1)
 		rk := make([]int32, T*K)
 		for i := range rk {
 			rk[i] = int32(i)
@@ -214,48 +215,46 @@ func makeCall(op string, T, pos0 int, seed uint64) func(*metal.Backend) ([]float
 		w := r.fill(T*K, 0, 1)
 		return func(b *metal.Backend) ([]float32, error) {
 			out := make([]float32, T*D)
-			return out, b.MoECombine(out, ye, rows, rk, w, T, K, D)
+			_, err := op.Exec(b, op.MoECombine{Out: h(out), YE: h(ye), RK: op.HostI32(rk), W: h(w), T: T, K: K, D: D},
+				func(p op.Pass, a op.MoECombine) error { return p.MoECombine(a) })
+			return out, err
 		}
-	case "gr_norm_h4":
-		const S, D = 4, 2560
-		x, w := r.fill(T*S*D, -3, 3), r.fill(S*D, -0.5, 0.5)
-		return func(b *metal.Backend) ([]float32, error) {
-			y := make([]float32, len(x))
-			return y, b.RMSNorm1pGrouped(y, x, T, S, D, w, 1e-6)
-		}
-	case "gr_norm_h_moec":
+	case "gr_norm_h4", "gr_norm_h_moec":
 		const S, K, D = 4, 10, 2560
-		rows := T * K
-		H, beta, ye := r.fill(T*S*D, -3, 3), r.fill(T*S, 0, 2), r.fill(rows*D, -1, 1)
+		H, beta, ye := r.fill(T*S*D, -3, 3), r.fill(T*S, 0, 2), r.fill(T*K*D, -1, 1)
 		rk := make([]int32, T*K)
 		for i := range rk {
 			rk[i] = int32(i)
 		}
 		w, norm := r.fill(T*K, 0, 1), r.fill(S*D, -0.5, 0.5)
+		// gr_norm_h4 is timed inside the fused write (the norm of the streams after the write).
 		return func(b *metal.Backend) ([]float32, error) {
-			h := slices.Clone(H)
+			hh := slices.Clone(H)
 			hn := make([]float32, len(H))
-			err := b.GRNormHMoEC(h, hn, beta, ye, rows, rk, w, nil, T, S, K, D, norm, 1e-6)
-			return append(h, hn...), err
+			_, err := op.Exec(b, op.GRApplyMoEC{H: h(hh), Hn: h(hn), Beta: h(beta), YE: h(ye), RK: op.HostI32(rk), W: h(w),
+				T: T, S: S, K: K, D: D, Norm: norm, Eps: 1e-6},
+				func(p op.Pass, a op.GRApplyMoEC) error { return p.GRApplyMoEC(a) })
+			return append(hh, hn...), err
 		}
 	case "gdn_scan":
-		p := kernels.GDNParams{T: T, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}
-		q, k := r.fill(T*16*128, -1, 1), r.fill(T*16*128, -1, 1)
-		_ = kernels.GDNNormQK(q, k, T, 16, 128)
+		p := op.GDNParams{T: T, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}
+		q, k := unitRows(r.fill(T*16*128, -1, 1), 128, 1/math.Sqrt(128)), unitRows(r.fill(T*16*128, -1, 1), 128, 1)
 		v, g, beta := r.fill(T*48*128, -1, 1), r.fill(T*48, -2.5, -0.001), r.fill(T*48, 0.02, 0.98)
 		state := r.fill(48*128*128, -0.5, 0.5)
 		return func(b *metal.Backend) ([]float32, error) {
-			o, s := make([]float32, T*48*128), slices.Clone(state)
-			err := b.GDNScan(o, s, q, k, v, g, beta, p)
-			return append(o, s...), err
+			o, st := make([]float32, T*48*128), slices.Clone(state)
+			_, err := op.Exec(b, op.GDNScan{O: h(o), State: h(st), Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), P: p},
+				func(p op.Pass, a op.GDNScan) error { return p.GDNScan(a) })
+			return append(o, st...), err
 		}
 	case "attention":
-		p := kernels.AttnParams{T: T, Hq: 24, Hkv: 2, D: 256, Pos0: pos0, Scale: 1.0 / 16}
+		p := op.AttnParams{T: T, Hq: 24, Hkv: 2, D: 256, Pos0: pos0, Scale: 1.0 / 16}
 		q := r.fill(T*24*256, -2, 2)
 		k, v := r.fill((pos0+T)*2*256, -2, 2), r.fill((pos0+T)*2*256, -1, 1)
 		return func(b *metal.Backend) ([]float32, error) {
 			o, lse := make([]float32, len(q)), make([]float32, T*24)
-			err := b.Attention(o, lse, q, k, v, p, nil)
+			_, err := op.Exec(b, op.Attention{O: h(o), LSE: h(lse), Q: h(q), K: h(k), V: h(v), P: p},
+				func(p op.Pass, a op.Attention) error { return p.Attention(a) })
 			return append(o, lse...), err
 		}
 	case "gemm":
@@ -264,14 +263,31 @@ func makeCall(op string, T, pos0 int, seed uint64) func(*metal.Backend) ([]float
 		for i := range bits {
 			bits[i] = uint16(math.Float32bits(r.fill(1, -0.05, 0.05)[0]) >> 16)
 		}
-		w := &kernels.Matrix{N: N, K: K, DType: kernels.BF16, U16: bits}
+		w := &op.Matrix{N: N, K: K, DType: op.BF16, U16: bits}
 		x := r.fill(T*K, -1, 1)
 		return func(b *metal.Backend) ([]float32, error) {
 			y := make([]float32, T*N)
-			return y, b.MatMul(y, x, T, w)
+			_, err := op.Exec(b, op.MatMul{Y: h(y), X: h(x), T: T, W: w},
+				func(p op.Pass, a op.MatMul) error { return p.MatMul(a) })
+			return y, err
 		}
 	}
 	panic("unreachable: op checked by run")
+}
+
+// unitRows scales every row of n values to norm scale (the l2-normalised q and k gdn_scan reads).
+func unitRows(x []float32, n int, scale float64) []float32 {
+	for i := 0; i+n <= len(x); i += n {
+		var s float64
+		for _, v := range x[i : i+n] {
+			s += float64(v) * float64(v)
+		}
+		f := scale / math.Sqrt(s+1e-6)
+		for j := i; j < i+n; j++ {
+			x[j] = float32(float64(x[j]) * f)
+		}
+	}
+	return x
 }
 
 // rng is splitmix64 mapped to uniform floats (deterministic inputs for both variants).
