@@ -3,13 +3,13 @@ package strata
 import (
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 
-	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal"
+	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
 )
 
 // LogLevel orders log messages.
@@ -37,34 +37,36 @@ func (l LogLevel) String() string {
 
 // Options configure Open.
 type Options struct {
-	// Backend is "auto" (or ""), "cpu" or "metal". metal runs every op of the prefill with the
-	// Metal kernels of package metal on MetalDevice, or on the system's default Metal device
-	// (metal.SystemDevice, macOS only) when MetalDevice is nil. auto picks metal when MetalDevice
-	// is set or, on darwin, when the system device opens; else cpu. The choice is logged at info
-	// level.
+	// Backend is "auto" (or ""), "cpu", "metal" or "emu". metal runs every op of the prefill with
+	// the Metal kernels of package metal on MetalDevice, or on the system's default Metal device
+	// (metal.SystemDevice, macOS only) when MetalDevice is nil. emu runs the same Metal backend on
+	// the MSL emulator (metal/emu: the exact .metal files compiled with clang and run on the CPU;
+	// for tests and for debugging kernels without a Mac; thousands of times slower than a GPU).
+	// auto picks metal when MetalDevice is set or, on darwin, when the system device opens; else
+	// cpu. The choice is logged at info level.
 	Backend string
-	// MetalDevice, when set, is the device the metal backend runs on instead of the system's:
-	// tests use the MSL emulator (metal/emu) this way, and hosts that manage their own device
-	// pass it here. The device stays owned by the caller and must outlive the Device.
+	// MetalDevice, when set, is the device the metal backend runs on instead of the system's
+	// (a host that manages its own device, or an emulator opened with chosen options). The device
+	// stays owned by the caller and must outlive the Device.
 	MetalDevice mtl.Device
 	// Log receives the library's messages (backend choice, kernels, load progress). nil: silent.
 	Log func(level LogLevel, msg string)
 }
 
-// Device is an opened compute backend. It is safe for concurrent use; models loaded on it
-// share it.
+// Device is an opened compute backend (an op.Backend: package kernels on the CPU, package
+// metal on a Metal device or the emulator). It is safe for concurrent use; models loaded on it
+// share it. Close releases a device Open created itself (the emulator of backend "emu").
 type Device struct {
-	backend string
-	kernels string
-	be      backend
-	metal   *metal.Backend // the metal backend's kernels (nil on cpu)
-	log     func(LogLevel, string)
-	mu      sync.Mutex
+	be   op.Backend
+	own  mtl.Device // closed by Close (nil for injected and CPU devices)
+	log  func(LogLevel, string)
+	mu   sync.Mutex
+	done bool
 }
 
 // Open opens a device. Errors wrap ErrInvalidArgument (unknown backend name) or ErrBackend
 // (metal requested where no Metal device opens, e.g. on Linux without an injected
-// MetalDevice).
+// MetalDevice; emu without clang).
 func Open(opts Options) (*Device, error) {
 	d := &Device{log: opts.Log}
 	switch opts.Backend {
@@ -73,7 +75,7 @@ func Open(opts Options) (*Device, error) {
 			if err := d.openMetal(opts.MetalDevice); err != nil {
 				return nil, err
 			}
-			d.logf(LogInfo, "backend auto -> metal (injected device %s)", opts.MetalDevice.Name())
+			d.logf(LogInfo, "backend auto -> %s (injected device %s)", d.be.Name(), opts.MetalDevice.Name())
 			break
 		}
 		if runtime.GOOS == "darwin" {
@@ -81,39 +83,46 @@ func Open(opts Options) (*Device, error) {
 				if err := d.openMetal(dev); err != nil {
 					return nil, err
 				}
+				d.own = dev
 				d.logf(LogInfo, "backend auto -> metal (%s)", dev.Name())
 				break
 			} else {
 				d.logf(LogInfo, "backend auto: no Metal device (%v)", err)
 			}
 		}
-		d.useCPU()
+		d.be = kernels.Backend{}
 		d.logf(LogInfo, "backend auto -> cpu (%s/%s)", runtime.GOOS, runtime.GOARCH)
 	case "cpu":
-		d.useCPU()
+		d.be = kernels.Backend{}
 	case "metal":
 		dev := opts.MetalDevice
 		if dev == nil {
 			var err error
 			if dev, err = metal.SystemDevice(); err != nil {
-				return nil, wrapf(ErrBackend, err, "backend metal on %s/%s: no Metal device (inject one with Options.MetalDevice)", runtime.GOOS, runtime.GOARCH)
+				return nil, wrapf(ErrBackend, err, "backend metal on %s/%s: no Metal device (on Linux, backend emu runs the Metal kernels on the MSL emulator)", runtime.GOOS, runtime.GOARCH)
 			}
+			d.own = dev
+		}
+		if err := d.openMetal(dev); err != nil {
+			return nil, err
+		}
+	case "emu":
+		dev := opts.MetalDevice
+		if dev == nil {
+			var err error
+			if dev, err = emu.Open(emu.Options{}); err != nil {
+				return nil, wrapf(ErrBackend, err, "backend emu: the MSL emulator needs clang (Debian package clang-16, or $STRATA_CLANG)")
+			}
+			d.own = dev
 		}
 		if err := d.openMetal(dev); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, wrapf(ErrInvalidArgument, nil, "unknown backend %q (want auto, cpu or metal)", opts.Backend)
+		return nil, wrapf(ErrInvalidArgument, nil, "unknown backend %q (want auto, cpu, metal or emu)", opts.Backend)
 	}
 	d.logf(LogInfo, "device: %s", d.Kernels())
 	return d, nil
-}
-
-func (d *Device) useCPU() {
-	d.backend = "cpu"
-	d.be = cpuBackend{}
-	d.kernels = fmt.Sprintf("cpu (GOMAXPROCS=%d): attention %s, GDN %s, activations %s; GEMM %s",
-		runtime.GOMAXPROCS(0), kernels.AttentionKernel(), kernels.GDNKernel(), kernels.ActKernel(), blas.Impl())
 }
 
 func (d *Device) openMetal(dev mtl.Device) error {
@@ -121,37 +130,51 @@ func (d *Device) openMetal(dev mtl.Device) error {
 	if err != nil {
 		return wrapf(ErrBackend, err, "metal backend")
 	}
-	d.backend = "metal"
-	d.be = metalBackend{b}
-	d.metal = b
-	d.kernels = fmt.Sprintf("metal kernels on %s", dev.Name())
+	d.be = b
 	return nil
 }
 
-// Backend names the backend in use: "cpu" or "metal" ("" for a nil Device).
+// Close releases a device that Open created itself (the system Metal device, the emulator);
+// an injected MetalDevice stays the caller's. Models and sessions of the device must be closed
+// first. Closing twice, or a nil Device, is a no-op.
+func (d *Device) Close() error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done {
+		return nil
+	}
+	d.done = true
+	if d.own != nil {
+		return d.own.Close()
+	}
+	return nil
+}
+
+// Backend names the backend in use: "cpu", "metal" or "emu" ("" for a nil Device).
 func (d *Device) Backend() string {
 	if d == nil {
 		return ""
 	}
-	return d.backend
+	return d.be.Name()
 }
 
-// Kernels describes the kernels the backend runs: for cpu which BLAS serves GEMM; for metal the
-// device and every kernel variant dispatched so far with its count (metal.Backend.Variants),
-// e.g. "metal kernels on emu; variants: gemm_w16_BF16_bm32_bn32_bk16 x40, ...".
+// Kernels describes the kernels the backend runs: for cpu the instruction sets of its kernels
+// and which BLAS serves GEMM; for metal and emu the device and every kernel variant dispatched
+// so far with its count, e.g. "metal kernels on msl-emulator (2 threads); variants:
+// gemm_w16_BF16_bm32_bn32_bk16 x40, ...".
 func (d *Device) Kernels() string {
 	if d == nil {
 		return ""
 	}
-	if d.metal == nil {
-		return d.kernels
-	}
-	v := d.metal.Variants()
-	if len(v) == 0 {
-		return d.kernels + "; no kernel dispatched yet"
-	}
-	return d.kernels + "; variants: " + strings.Join(v, ", ")
+	return d.be.Kernels()
 }
+
+// OpBackend is the device's op.Backend (tools and tests that drive single ops; a model's
+// prefill uses it through the runner).
+func (d *Device) OpBackend() op.Backend { return d.be }
 
 func (d *Device) logf(level LogLevel, format string, args ...any) {
 	if d == nil || d.log == nil {

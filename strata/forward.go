@@ -2,70 +2,85 @@ package strata
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
-	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
-// fwd carries one prefill's scratch and timing.
+// fwd is one prefill: the model's layer loop, written once over op tensors and op.Pass calls.
+// On the CPU every op runs when it is called; on Metal (and the emulator) the calls encode one
+// command buffer that runs at Commit. Activations come from the session's scratch, the cache
+// from the session's state list, weights from the model's store. The host writes only what it
+// computes itself (the token ids, the PLE n-gram ids) before the ops that read them, and reads
+// only the logits (and the traces tests ask for) after the Pass.
 type fwd struct {
-	be    backend
+	p     op.Pass
 	s     *Session
 	c     *hfconfig.Config
 	T     int
 	pos0  int
-	stats Stats
-	// scratch holds the prefill's activation buffers by name, reused by every layer (one
-	// allocation per buffer per prefill instead of one per layer).
-	scratch map[string][]float32
+	err   error
+	host  [numStages]time.Duration // host bookkeeping time per stage (PLE ids)
+	stage Stage
 	// hn holds the grouped norm of the streams H, valid (hnFor != nil) when the last write
 	// produced it in its own pass for the GatedResidual read whose weights hnFor are.
-	hn    []float32
-	hnFor *kernels.GRWeights
+	hn    op.Tensor
+	hnFor *op.GRWeights
+	// traces, reported after the Pass (tests).
+	traceH   map[int]op.Tensor
+	traceSel map[int]qsaTrace
 }
 
-// buf returns the scratch buffer called name with n elements, zeroed when zero is set (buffers
-// that a kernel overwrites entirely need not be).
-func (f *fwd) buf(name string, n int, zero bool) []float32 {
-	b := f.scratch[name]
-	if cap(b) < n {
-		b = make([]float32, n)
-		f.scratch[name] = b
-		return b
-	}
-	b = b[:n]
-	if zero {
-		clear(b)
-	}
-	return b
+// stageOther tags the ops of no named stage (the embedding gather, trace copies): their time
+// shows in Stats.Total only.
+const stageOther = numStages
+
+type qsaTrace struct {
+	plan *op.Selection
+	tok  op.Tensor
 }
 
-// sigmoid64 is the logistic function in float64 (the attention output gate, the shared-expert
-// gate and SwiGLU's silu of the dense MLPs), written so that neither branch overflows.
-func sigmoid64(x float64) float64 {
-	if x >= 0 {
-		return 1 / (1 + math.Exp(-x))
+// buf returns the scratch tensor called name with n elements of dt, recording the first error.
+func (f *fwd) buf(name string, dt op.DType, n int) op.Tensor {
+	if f.err != nil {
+		return nil
 	}
-	e := math.Exp(x)
-	return e / (1 + e)
-}
-
-// timed runs fn, adds its duration to stage and converts a kernel error into ErrBackend with
-// the layer and op named.
-func (f *fwd) timed(stage Stage, layer int, op string, fn func() error) error {
-	t0 := time.Now()
-	err := fn()
-	f.stats.Stage[stage] += time.Since(t0)
+	t, err := f.s.scratch.Tensor(name, dt, n)
 	if err != nil {
-		return wrapf(ErrBackend, err, "layer %d: %s", layer, op)
+		f.err = wrapf(ErrOutOfMemory, err, "scratch %s of %d elements", name, n)
+		return nil
 	}
-	return nil
+	return t
 }
 
-func (f *fwd) matmul(layer int, op string, y, x []float32, T int, w *kernels.Matrix) error {
-	return f.timed(StageGEMM, layer, op, func() error { return f.be.matMul(y, x, T, w) })
+// f32 and i32 are buf for the two dtypes.
+func (f *fwd) f32(name string, n int) op.Tensor { return f.buf(name, op.F32, n) }
+func (f *fwd) i32(name string, n int) op.Tensor { return f.buf(name, op.I32, n) }
+
+// do runs (CPU) or encodes (Metal) one op under stage, recording the first error with the layer
+// and op named.
+func (f *fwd) do(stage Stage, layer int, name string, call func() error) {
+	if f.err != nil {
+		return
+	}
+	if stage != f.stage {
+		f.stage = stage
+		f.p.Stage(int(stage))
+	}
+	if err := call(); err != nil {
+		if layer < 0 {
+			f.err = wrapf(ErrBackend, err, "%s", name)
+		} else {
+			f.err = wrapf(ErrBackend, err, "layer %d: %s", layer, name)
+		}
+	}
+}
+
+func (f *fwd) matmul(layer int, name string, y, x op.Tensor, T int, w *op.Matrix) {
+	f.do(StageGEMM, layer, name, func() error { return f.p.MatMul(op.MatMul{Y: y, X: x, T: T, W: w}) })
 }
 
 func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) (*Logits, error) {
@@ -73,61 +88,69 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 	c := m.cfg
 	T, D := len(tokens), c.D
 	S := max(c.Streams, 1)
-	f := &fwd{be: m.dev.be, s: s, c: c, T: T, pos0: s.pos, scratch: map[string][]float32{}}
 	start := time.Now()
-
-	H := make([]float32, T*S*D)
-	if c.Streams > 0 {
-		f.hn = make([]float32, T*S*D)
+	p, err := m.dev.be.Begin(m.weights, s.scratch)
+	if err != nil {
+		return nil, wrapf(ErrBackend, err, "begin pass")
 	}
-	for t, id := range tokens {
-		row := m.embed[int(id)*D : (int(id)+1)*D]
-		for st := 0; st < S; st++ {
-			copy(H[(t*S+st)*D:], row)
+	f := &fwd{p: p, s: s, c: c, T: T, pos0: s.pos, stage: -1}
+	committed := false
+	defer func() {
+		if !committed {
+			p.Abandon()
 		}
+	}()
+	if s.trace != nil {
+		f.traceH = map[int]op.Tensor{}
 	}
-	x := make([]float32, T*D)
-	u := make([]float32, T*D)
-	beta := make([]float32, T*S)
+	if s.traceSel != nil {
+		f.traceSel = map[int]qsaTrace{}
+	}
+	tok := f.i32("tokens", T)
+	H := f.f32("H", T*S*D)
+	x := f.f32("x", T*D)
+	u := f.f32("u", T*D)
+	beta := f.f32("beta", T*S)
+	if c.Streams > 0 {
+		f.hn = f.f32("Hn", T*S*D)
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	copy(tok.I32(), tokens)
+	f.do(stageOther, -1, "embed", func() error {
+		return p.Embed(op.Embed{H: H, Tokens: tok, T: T, S: S, Table: m.embed})
+	})
 	for i, ly := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, wrapf(ErrCancelled, err, "before layer %d", i)
 		}
 		if ly.ple != nil {
 			f.hnFor = nil // PLE changes H after the last write normalised it
-			if err := f.ple(i, ly, H, tokens); err != nil {
-				return nil, err
-			}
+			f.ple(i, ly, H, tokens)
 		}
 		// mixer block
-		if err := f.readBlock(i, ly.attnGR, ly.inNorm, x, beta, H); err != nil {
-			return nil, err
-		}
-		var err error
+		f.readBlock(i, ly.attnGR, ly.inNorm, x, beta, H)
 		if ly.gdn != nil {
-			err = f.gdn(i, ly.gdn, x, u)
+			f.gdn(i, ly.gdn, x, u)
 		} else {
-			err = f.attention(i, ly.attn, x, u)
+			f.attention(i, ly.attn, x, u)
 		}
-		if err != nil {
-			return nil, err
-		}
-		if err := f.writeBlock(i, ly.attnGR != nil, H, beta, u, ly.mlpGR); err != nil {
-			return nil, err
-		}
+		f.writeBlock(i, ly.attnGR != nil, H, beta, u, ly.mlpGR)
 		// MLP block
-		if err := f.readBlock(i, ly.mlpGR, ly.postNorm, x, beta, H); err != nil {
-			return nil, err
-		}
-		var nextGR *kernels.GRWeights // the next read, when the MLP write may normalise for it
+		f.readBlock(i, ly.mlpGR, ly.postNorm, x, beta, H)
+		var nextGR *op.GRWeights // the next read, when the MLP write may normalise for it
 		if i+1 < len(m.layers) && m.layers[i+1].ple == nil {
 			nextGR = m.layers[i+1].attnGR
 		}
-		if err := f.mlp(i, ly, x, u, H, beta, nextGR); err != nil {
-			return nil, err
+		f.mlp(i, ly, x, u, H, beta, nextGR)
+		if f.traceH != nil {
+			th := f.f32(fmt.Sprintf("trace layer_out %d", i), T*S*D)
+			f.do(stageOther, i, "trace copy", func() error { return p.Copy(op.Copy{Dst: th, Src: H}) })
+			f.traceH[i] = th
 		}
-		if s.trace != nil {
-			s.trace(i, "layer_out", H)
+		if f.err != nil {
+			return nil, f.err
 		}
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(m.layers))
@@ -141,257 +164,253 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 	if opts.AllLogits {
 		rows, first = T, 0
 	}
-	xf := make([]float32, rows*D)
-	Hsel := H[first*S*D:]
+	xf := f.f32("final x", rows*D)
+	lt := f.f32("logits", rows*c.Vocab)
+	if f.err != nil {
+		return nil, f.err
+	}
+	Hsel := H.Slice(first*S*D, T*S*D)
 	if m.mixer != nil {
-		if err := f.timed(StageGatedResidual, -1, "final mixer", func() error {
-			return f.be.grRead(xf, nil, Hsel, rows, m.mixer, float32(c.Eps))
-		}); err != nil {
-			return nil, err
-		}
-	} else if err := f.timed(StageGatedResidual, -1, "final norm", func() error {
-		return f.be.rmsNorm(xf, Hsel[:rows*D], rows, D, m.norm, float32(c.Eps))
-	}); err != nil {
-		return nil, err
+		f.do(StageGatedResidual, -1, "final mixer", func() error {
+			return p.GRRead(op.GRRead{X: xf, H: Hsel, T: rows, G: m.mixer, Eps: float32(c.Eps)})
+		})
+	} else {
+		f.do(StageGatedResidual, -1, "final norm", func() error {
+			return p.RMSNorm(op.RMSNorm{Y: xf, X: Hsel, Rows: rows, D: D, W: m.norm, Eps: float32(c.Eps)})
+		})
+	}
+	f.matmul(-1, "lm_head", lt, xf, rows, m.lmHead)
+	if f.err != nil {
+		return nil, f.err
+	}
+	committed = true
+	tm, err := p.Commit()
+	if err != nil {
+		return nil, wrapf(ErrBackend, err, "prefill pass")
 	}
 	out := &Logits{Rows: rows, Vocab: c.Vocab, Pos0: s.pos + first, Data: make([]float32, rows*c.Vocab)}
-	if err := f.matmul(-1, "lm_head", out.Data, xf, rows, m.lmHead); err != nil {
-		return nil, err
+	copy(out.Data, lt.F32())
+	for i := range m.layers {
+		if th, ok := f.traceH[i]; ok {
+			s.trace(i, "layer_out", th.F32())
+		}
+		if ts, ok := f.traceSel[i]; ok {
+			toks := ts.tok.I32()
+			for t := 0; t < T; t++ {
+				if ts.plan.Dense[t] {
+					s.traceSel(i, t, nil, true)
+				} else {
+					s.traceSel(i, t, toks[ts.plan.Offsets[t]:ts.plan.Offsets[t+1]], false)
+				}
+			}
+		}
 	}
-	f.stats.Tokens = T
-	f.stats.Total = time.Since(start)
-	out.Stats = f.stats
+	st := Stats{Tokens: T, Total: time.Since(start), Device: tm.Total, PerStage: tm.PerStage}
+	for i := range st.Stage {
+		st.Stage[i] = f.host[i]
+		if i < len(tm.Stage) {
+			st.Stage[i] += tm.Stage[i]
+		}
+	}
+	out.Stats = st
 	return out, nil
 }
 
 // readBlock computes a block's input x [T, D]: GatedResidual read (qwen4_exp, with beta
 // [T, S]) or RMSNorm1p (qwen3_next).
-func (f *fwd) readBlock(layer int, gr *kernels.GRWeights, norm []float32, x, beta, H []float32) error {
+func (f *fwd) readBlock(layer int, gr *op.GRWeights, norm []float32, x, beta, H op.Tensor) {
 	eps := float32(f.c.Eps)
 	if gr != nil {
-		return f.timed(StageGatedResidual, layer, "gated residual read", func() error {
+		f.do(StageGatedResidual, layer, "gated residual read", func() error {
 			if f.hnFor == gr {
 				f.hnFor = nil
-				return f.be.grReadNormed(x, beta, f.hn, f.T, gr)
+				return f.p.GRRead(op.GRRead{X: x, Beta: beta, H: f.hn, Normed: true, T: f.T, G: gr, Eps: eps})
 			}
-			return f.be.grRead(x, beta, H, f.T, gr, eps)
+			return f.p.GRRead(op.GRRead{X: x, Beta: beta, H: H, T: f.T, G: gr, Eps: eps})
 		})
+		return
 	}
-	return f.timed(StageGatedResidual, layer, "rmsnorm", func() error {
-		return f.be.rmsNorm(x, H, f.T, f.c.D, norm, eps)
+	f.do(StageGatedResidual, layer, "rmsnorm", func() error {
+		return f.p.RMSNorm(op.RMSNorm{Y: x, X: H, Rows: f.T, D: f.c.D, W: norm, Eps: eps})
 	})
 }
 
 // writeBlock adds a block output u [T, D] into the residual: H += beta (x) u, or H += u.
 // With next set (the GatedResidual read that follows) the write also normalises H for it in
 // the same pass (gr_norm_h4 fused into the write).
-func (f *fwd) writeBlock(layer int, gated bool, H, beta, u []float32, next *kernels.GRWeights) error {
-	return f.timed(StageGatedResidual, layer, "residual write", func() error {
-		if gated && next != nil {
+func (f *fwd) writeBlock(layer int, gated bool, H, beta, u op.Tensor, next *op.GRWeights) {
+	c := f.c
+	f.do(StageGatedResidual, layer, "residual write", func() error {
+		switch {
+		case gated && next != nil:
 			f.hnFor = next
-			return f.be.grWriteNormH(H, f.hn, beta, u, f.T, f.c.Streams, f.c.D, next.Norm, float32(f.c.Eps))
+			return f.p.GRWrite(op.GRWrite{H: H, Hn: f.hn, Beta: beta, U: u, T: f.T, S: c.Streams, D: c.D, Norm: next.Norm, Eps: float32(c.Eps)})
+		case gated:
+			return f.p.GRWrite(op.GRWrite{H: H, Beta: beta, U: u, T: f.T, S: c.Streams, D: c.D})
 		}
-		if gated {
-			return f.be.grWrite(H, beta, u, f.T, f.c.Streams, f.c.D)
-		}
-		return f.be.add(H, u, nil)
+		return f.p.Add(op.Add{H: H, U: u})
 	})
 }
 
-func (f *fwd) gdn(layer int, w *gdnWeights, x, u []float32) error {
-	c, T := f.c, f.T
+func (f *fwd) gdn(layer int, w *gdnWeights, x, u op.Tensor) {
+	c, T, p := f.c, f.T, f.p
 	st := f.s.state
 	Hk, Hv, dk, dv := c.Hk, c.Hv, c.Dk, c.Dv
 	C := 2*Hk*dk + Hv*dv
-	qkv := f.buf("gdn qkv", T*C, false)
-	z := f.buf("gdn z", T*Hv*dv, false)
-	a := f.buf("gdn a", T*Hv, false)
-	b := f.buf("gdn b", T*Hv, false)
-	if err := f.matmul(layer, "in_proj_qkv", qkv, x, T, w.qkv); err != nil {
-		return err
+	qkv, z := f.f32("gdn qkv", T*C), f.f32("gdn z", T*Hv*dv)
+	a, b := f.f32("gdn a", T*Hv), f.f32("gdn b", T*Hv)
+	q, k, v := f.f32("gdn q", T*Hk*dk), f.f32("gdn k", T*Hk*dk), f.f32("gdn v", T*Hv*dv)
+	g, beta, o := f.f32("gdn g", T*Hv), f.f32("gdn beta", T*Hv), f.f32("gdn o", T*Hv*dv)
+	if f.err != nil {
+		return
 	}
-	if err := f.matmul(layer, "in_proj_z", z, x, T, w.z); err != nil {
-		return err
-	}
-	if err := f.matmul(layer, "in_proj_b", b, x, T, w.b); err != nil {
-		return err
-	}
-	if err := f.matmul(layer, "in_proj_a", a, x, T, w.a); err != nil {
-		return err
-	}
-	q := f.buf("gdn q", T*Hk*dk, true)
-	k := f.buf("gdn k", T*Hk*dk, true)
-	v := f.buf("gdn v", T*Hv*dv, true)
-	g := f.buf("gdn g", T*Hv, true)
-	beta := f.buf("gdn beta", T*Hv, true)
-	p := kernels.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: c.ConvK, Map: kernels.Grouped}
-	if err := f.timed(StageGDN, layer, "gdn_pre", func() error {
-		return f.be.gdnPre(q, k, v, g, beta, qkv, a, b, st.conv[layer], w.convW, w.aLog, w.dt, p)
-	}); err != nil {
-		return err
-	}
-	o := f.buf("gdn o", T*Hv*dv, true)
-	if err := f.timed(StageGDN, layer, "gdn_scan", func() error {
-		return f.be.gdnScan(o, st.rec[layer], q, k, v, g, beta, p)
-	}); err != nil {
-		return err
-	}
-	act := kernels.ActSilu
+	f.matmul(layer, "in_proj_qkv", qkv, x, T, w.qkv)
+	f.matmul(layer, "in_proj_z", z, x, T, w.z)
+	f.matmul(layer, "in_proj_b", b, x, T, w.b)
+	f.matmul(layer, "in_proj_a", a, x, T, w.a)
+	prm := op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: c.ConvK, Map: op.Grouped}
+	f.do(StageGDN, layer, "gdn_pre", func() error {
+		return p.GDNPre(op.GDNPre{Q: q, K: k, V: v, G: g, Beta: beta, QKV: qkv, A: a, B: b,
+			ConvState: st.get(layer, stateConv), ConvW: w.convW, ALog: w.aLog, DtBias: w.dt, P: prm})
+	})
+	f.do(StageGDN, layer, "gdn_scan", func() error {
+		return p.GDNScan(op.GDNScan{O: o, State: st.get(layer, stateRec), Q: q, K: k, V: v, G: g, Beta: beta, P: prm})
+	})
+	act := op.ActSilu
 	if c.GateAct == "sigmoid" {
-		act = kernels.ActSigmoid
+		act = op.ActSigmoid
 	}
-	y := qkv[:T*Hv*dv] // reuse
-	if err := f.timed(StageGDN, layer, "gdn_post", func() error {
-		return f.be.gdnPost(y, o, z, T, Hv, dv, w.norm, float32(c.Eps), act)
-	}); err != nil {
-		return err
-	}
-	return f.matmul(layer, "out_proj", u, y, T, w.out)
+	y := qkv.Slice(0, T*Hv*dv) // reuse
+	f.do(StageGDN, layer, "gdn_post", func() error {
+		return p.GDNPost(op.GDNPost{Y: y, O: o, Z: z, T: T, Hv: Hv, Dv: dv, W: w.norm, Eps: float32(c.Eps), Act: act})
+	})
+	f.matmul(layer, "out_proj", u, y, T, w.out)
 }
 
-func (f *fwd) attention(layer int, w *attnWeights, x, u []float32) error {
-	c, T, pos0 := f.c, f.T, f.pos0
+func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
+	c, T, pos0, p := f.c, f.T, f.pos0, f.p
 	st := f.s.state
 	Hq, Hkv, hd := c.Hq, c.Hkv, c.HeadDim
 	eps := float32(c.Eps)
-	qg := f.buf("attn qg", T*Hq*2*hd, false)
-	if err := f.matmul(layer, "q_proj", qg, x, T, w.q); err != nil {
-		return err
+	qg, kRaw, vRaw := f.f32("attn qg", T*Hq*2*hd), f.f32("attn k", T*Hkv*hd), f.f32("attn v", T*Hkv*hd)
+	q, gate, o := f.f32("attn q", T*Hq*hd), f.f32("attn gate", T*Hq*hd), f.f32("attn o", T*Hq*hd)
+	if f.err != nil {
+		return
 	}
-	kc, vc := st.k[layer], st.v[layer]
-	kRaw := f.buf("attn k", T*Hkv*hd, false)
-	vRaw := f.buf("attn v", T*Hkv*hd, false)
-	if err := f.matmul(layer, "k_proj", kRaw, x, T, w.k); err != nil {
-		return err
-	}
-	if err := f.matmul(layer, "v_proj", vRaw, x, T, w.v); err != nil {
-		return err
-	}
-	q := f.buf("attn q", T*Hq*hd, false)
-	gate := f.buf("attn gate", T*Hq*hd, false)
-	var sel *kernels.Selection
-	if err := f.timed(StageAttention, layer, "q/k norm + rope (qsa_prep)", func() error {
-		return f.be.attnPrep(q, gate, kc, vc, qg, kRaw, vRaw, w.qNorm, w.kNorm, T, Hq, Hkv, hd, c.RotaryDim, pos0, c.RopeTheta, eps)
-	}); err != nil {
-		return err
-	}
+	f.matmul(layer, "q_proj", qg, x, T, w.q)
+	f.matmul(layer, "k_proj", kRaw, x, T, w.k)
+	f.matmul(layer, "v_proj", vRaw, x, T, w.v)
+	kc, vc := st.get(layer, stateK), st.get(layer, stateV)
+	f.do(StageAttention, layer, "qsa_prep", func() error {
+		return p.QSAPrep(op.QSAPrep{Q: q, Gate: gate, KC: kc, VC: vc, QG: qg, K: kRaw, V: vRaw, QNorm: w.qNorm, KNorm: w.kNorm,
+			T: T, Hq: Hq, Hkv: Hkv, D: hd, Rot: c.RotaryDim, Pos0: pos0, Theta: c.RopeTheta, Eps: eps})
+	})
+	var plan *op.Selection
+	var tok op.Tensor
 	if w.idx != nil {
 		nh, dh := c.IdxHeads, c.IdxDim
-		iqk := f.buf("indexer qk", T*(nh+1)*dh, false)
-		if err := f.matmul(layer, "indexer index_qk_proj", iqk, x, T, w.idx); err != nil {
-			return err
+		ip := op.IndexerParams{T: T, Pos0: pos0, NHeads: nh, Dim: dh, Ratio: c.IdxRatio, Budget: c.IdxBudget,
+			Rot: c.RotaryDim, Theta: c.RopeTheta, Eps: eps}
+		plan = op.QSAPlan(ip)
+		iqk, iq := f.f32("indexer qk", T*(nh+1)*dh), f.f32("indexer q", T*nh*dh)
+		// One token tensor per layer: the traces read each layer's after the Pass.
+		tok = f.i32(fmt.Sprintf("qsa tokens %d", layer), int(plan.Offsets[T]))
+		if f.err != nil {
+			return
 		}
-		iq := f.buf("indexer q", T*nh*dh, false)
-		sel = &kernels.Selection{}
-		if err := f.timed(StageAttention, layer, "qsa_index", func() error {
-			return f.be.qsaIndex(sel, iq, st.idxK[layer], iqk, w.idxQN, w.idxKN, kernels.IndexerParams{
-				T: T, Pos0: pos0, NHeads: nh, Dim: dh, Ratio: c.IdxRatio, Budget: c.IdxBudget,
-				Rot: c.RotaryDim, Theta: c.RopeTheta, Eps: eps})
-		}); err != nil {
-			return err
-		}
-		if f.s.traceSel != nil {
-			for t := 0; t < T; t++ {
-				if sel.Dense[t] {
-					f.s.traceSel(layer, t, nil, true)
-				} else {
-					f.s.traceSel(layer, t, sel.Tokens[sel.Offsets[t]:sel.Offsets[t+1]], false)
-				}
-			}
+		f.matmul(layer, "indexer index_qk_proj", iqk, x, T, w.idx)
+		f.do(StageAttention, layer, "qsa_index", func() error {
+			return p.QSAIndex(op.QSAIndex{Plan: plan, Tok: tok, IQ: iq, Keys: st.get(layer, stateIdxK), IQK: iqk,
+				QNorm: w.idxQN, KNorm: w.idxKN, P: ip})
+		})
+		if f.traceSel != nil {
+			f.traceSel[layer] = qsaTrace{plan: plan, tok: tok}
 		}
 	}
-	o := f.buf("attn o", T*Hq*hd, true)
-	if err := f.timed(StageAttention, layer, "qsa_flash", func() error {
-		return f.be.attention(o, q, kc, vc, kernels.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: hd, Pos0: pos0, Scale: float32(1 / math.Sqrt(float64(hd)))}, sel)
-	}); err != nil {
-		return err
-	}
-	if err := f.timed(StageAttention, layer, "output gate", func() error {
-		return f.be.sigmoidMul(o, gate)
-	}); err != nil {
-		return err
-	}
-	return f.matmul(layer, "o_proj", u, o, T, w.o)
+	ap := op.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: hd, Pos0: pos0, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	f.do(StageAttention, layer, "qsa_flash", func() error {
+		return p.Attention(op.Attention{O: o, Q: q, K: kc, V: vc, P: ap, Sel: plan, Tok: tok})
+	})
+	f.do(StageAttention, layer, "output gate", func() error { return p.SigmoidMul(op.SigmoidMul{O: o, G: gate}) })
+	f.matmul(layer, "o_proj", u, o, T, w.o)
 }
 
 // swiglu runs a dense SwiGLU MLP: y [T, D] = down(silu(gate x) * up x).
-func (f *fwd) swiglu(layer int, op string, y, x []float32, w *mlpWeights) error {
+func (f *fwd) swiglu(layer int, name string, y, x op.Tensor, w *mlpWeights) {
 	T, I := f.T, w.I
-	gu := f.buf(op+" gate_up", T*2*w.I, false)
-	if err := f.matmul(layer, op+" gate_up", gu, x, T, w.gateUp); err != nil {
-		return err
+	gu, h := f.f32(name+" gate_up", T*2*I), f.f32(name+" h", T*I)
+	if f.err != nil {
+		return
 	}
-	h := f.buf(op+" h", T*I, false)
-	if err := f.timed(StageMoE, layer, op+" swiglu", func() error { return f.be.swiglu(h, gu, T, I) }); err != nil {
-		return err
-	}
-	return f.matmul(layer, op+" down", y, h, T, w.down)
+	f.matmul(layer, name+" gate_up", gu, x, T, w.gateUp)
+	f.do(StageMoE, layer, name+" swiglu", func() error { return f.p.SwiGLU(op.SwiGLU{H: h, GU: gu, Rows: T, I: I}) })
+	f.matmul(layer, name+" down", y, h, T, w.down)
 }
 
-func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta []float32, next *kernels.GRWeights) error {
-	c, T, D := f.c, f.T, f.c.D
+func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta op.Tensor, next *op.GRWeights) {
+	c, T, D, p := f.c, f.T, f.c.D, f.p
 	if ly.mlp != nil {
-		if err := f.swiglu(layer, "mlp", u, x, ly.mlp); err != nil {
-			return err
-		}
-		return f.writeBlock(layer, ly.mlpGR != nil, H, beta, u, next)
+		f.swiglu(layer, "mlp", u, x, ly.mlp)
+		f.writeBlock(layer, ly.mlpGR != nil, H, beta, u, next)
+		return
 	}
 	mw := ly.moe
 	E, K := c.Experts, c.TopK
-	rl := f.buf("router logits", T*E, false)
-	if err := f.matmul(layer, "router", rl, x, T, mw.router); err != nil {
-		return err
+	rl, wts, idx := f.f32("router logits", T*E), f.f32("moe w", T*K), f.i32("moe idx", T*K)
+	ye, rk := f.f32("experts out", T*K*D), f.i32("moe rk", T*K)
+	sh, sg := f.f32("shared out", T*D), f.f32("shared gate", T)
+	if f.err != nil {
+		return
 	}
-	wts := make([]float32, T*K)
-	idx := make([]int32, T*K)
-	ye := f.buf("experts out", T*K*D, false)
-	rk := make([]int32, T*K)
-	if err := f.timed(StageMoE, layer, "route + experts", func() error {
-		if err := f.be.topKRoute(wts, idx, rl, T, E, K, c.NormTopK); err != nil {
-			return err
-		}
-		return f.be.moeExperts(ye, rk, x, T, idx, K, mw.experts)
-	}); err != nil {
-		return err
-	}
-	sh := f.buf("shared out", T*D, false)
-	if err := f.swiglu(layer, "shared_expert", sh, x, mw.shared); err != nil {
-		return err
-	}
-	sg := f.buf("shared gate", T, false)
-	if err := f.matmul(layer, "shared_expert_gate", sg, x, T, mw.sharedGate); err != nil {
-		return err
-	}
-	if err := f.timed(StageMoE, layer, "shared expert gate", func() error { return f.be.rowSigmoidScale(sh, sg, T, D) }); err != nil {
-		return err
-	}
-	if ly.mlpGR != nil && next != nil {
-		f.hnFor = next
-		return f.timed(StageMoE, layer, "gr_norm_h_moec", func() error {
-			return f.be.grNormHMoEC(H, f.hn, beta, ye, T*K, rk, wts, sh, T, c.Streams, K, D, next.Norm, float32(c.Eps))
-		})
-	}
-	if ly.mlpGR != nil {
-		return f.timed(StageMoE, layer, "gr_apply_moec", func() error {
-			return f.be.grApplyMoEC(H, beta, ye, T*K, rk, wts, sh, T, c.Streams, K, D)
-		})
-	}
-	return f.timed(StageMoE, layer, "moe_comb", func() error {
-		if err := f.be.moeCombine(u, ye, T*K, rk, wts, T, K, D); err != nil {
-			return err
-		}
-		return f.be.add(H, u, sh)
+	f.matmul(layer, "router", rl, x, T, mw.router)
+	f.do(StageMoE, layer, "route", func() error {
+		return p.TopKRoute(op.TopKRoute{W: wts, Idx: idx, Logits: rl, T: T, E: E, K: K, Norm: c.NormTopK})
 	})
+	f.do(StageMoE, layer, "experts", func() error {
+		return p.MoEExperts(op.MoEExperts{YE: ye, RK: rk, X: x, Idx: idx, T: T, K: K, Ex: mw.experts})
+	})
+	f.swiglu(layer, "shared_expert", sh, x, mw.shared)
+	f.matmul(layer, "shared_expert_gate", sg, x, T, mw.sharedGate)
+	f.do(StageMoE, layer, "shared expert gate", func() error {
+		return p.RowSigmoidScale(op.RowSigmoidScale{X: sh, S: sg, Rows: T, D: D})
+	})
+	switch {
+	case ly.mlpGR != nil && next != nil:
+		f.hnFor = next
+		f.do(StageMoE, layer, "gr_norm_h_moec", func() error {
+			return p.GRApplyMoEC(op.GRApplyMoEC{H: H, Hn: f.hn, Beta: beta, YE: ye, RK: rk, W: wts, Shared: sh,
+				T: T, S: c.Streams, K: K, D: D, Norm: next.Norm, Eps: float32(c.Eps)})
+		})
+	case ly.mlpGR != nil:
+		f.do(StageMoE, layer, "gr_apply_moec", func() error {
+			return p.GRApplyMoEC(op.GRApplyMoEC{H: H, Beta: beta, YE: ye, RK: rk, W: wts, Shared: sh, T: T, S: c.Streams, K: K, D: D})
+		})
+	default:
+		f.do(StageMoE, layer, "moe_comb", func() error {
+			return p.MoECombine(op.MoECombine{Out: u, YE: ye, RK: rk, W: wts, T: T, K: K, D: D})
+		})
+		f.do(StageMoE, layer, "residual add", func() error { return p.Add(op.Add{H: H, U: u, V: sh}) })
+	}
 }
 
-func (f *fwd) ple(layer int, ly *layer, H []float32, tokens []int32) error {
-	st := f.s.state
-	return f.timed(StagePLE, layer, "ple", func() error {
-		heads := ly.ple.hash.Heads()
-		ids := make([]int32, f.T*heads)
-		if err := ly.ple.hash.IDs(ids, tokens, st.pleCtx[layer]); err != nil {
-			return err
-		}
-		return f.be.pleApply(H, f.T, ids, ly.ple.w, st.pleConv[layer], float32(f.c.Eps))
+// ple hashes the n-gram ids on the host (integer bookkeeping over the token history, with the
+// session's carried context) into the layer's id tensor, then runs the PLE op.
+func (f *fwd) ple(layer int, ly *layer, H op.Tensor, tokens []int32) {
+	if f.err != nil {
+		return
+	}
+	ids := f.i32(fmt.Sprintf("ple ids %d", layer), f.T*ly.ple.hash.Heads())
+	if f.err != nil {
+		return
+	}
+	t0 := time.Now()
+	err := ly.ple.hash.IDs(ids.I32(), tokens, f.s.state.pleCtx[layer])
+	f.host[StagePLE] += time.Since(t0)
+	if err != nil {
+		f.err = wrapf(ErrBackend, err, "layer %d: ple ids", layer)
+		return
+	}
+	f.do(StagePLE, layer, "ple", func() error {
+		return f.p.PLEApply(op.PLEApply{H: H, T: f.T, IDs: ids, W: ly.ple.w, ConvState: f.s.state.get(layer, statePLEConv), Eps: float32(f.c.Eps)})
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // LoadOptions configure LoadModel.
@@ -34,12 +35,14 @@ type Model struct {
 	cfg    *hfconfig.Config
 	dir    string
 	ck     *safetensors.Checkpoint
-	embed  []float32 // [vocab, D] widened
-	lmHead *kernels.Matrix
-	norm   []float32          // qwen3_next final norm
-	mixer  *kernels.GRWeights // qwen4_exp final read-only mixer
+	embed  *op.Matrix // [vocab, D] as stored (gathered and widened per token by op.Embed)
+	lmHead *op.Matrix
+	norm   []float32     // qwen3_next final norm
+	mixer  *op.GRWeights // qwen4_exp final read-only mixer
 	layers []*layer
-	closed atomic.Bool
+	// weights is the backend's store of this model's weights (uploaded on first use on Metal).
+	weights op.Weights
+	closed  atomic.Bool
 	// use is held shared by every session call in flight and exclusively by Close, so Close
 	// waits for running prefills before it unmaps the weights.
 	use sync.RWMutex
@@ -50,7 +53,7 @@ type layer struct {
 	// qwen3_next pre-norms
 	inNorm, postNorm []float32
 	// qwen4_exp gated residuals
-	attnGR, mlpGR *kernels.GRWeights
+	attnGR, mlpGR *op.GRWeights
 	gdn           *gdnWeights
 	attn          *attnWeights
 	moe           *moeWeights
@@ -59,34 +62,34 @@ type layer struct {
 }
 
 type gdnWeights struct {
-	qkv, z, b, a, out *kernels.Matrix
+	qkv, z, b, a, out *op.Matrix
 	convW, aLog, dt   []float32
 	norm              []float32
 }
 
 type attnWeights struct {
-	q, k, v, o   *kernels.Matrix
+	q, k, v, o   *op.Matrix
 	qNorm, kNorm []float32
-	idx          *kernels.Matrix // indexer index_qk_proj (qwen4_exp), nil otherwise
+	idx          *op.Matrix // indexer index_qk_proj (qwen4_exp), nil otherwise
 	idxQN, idxKN []float32
 }
 
 type mlpWeights struct {
-	gateUp *kernels.Matrix // [2I, D], gate rows first
-	down   *kernels.Matrix // [D, I]
+	gateUp *op.Matrix // [2I, D], gate rows first
+	down   *op.Matrix // [D, I]
 	I      int
 }
 
 type moeWeights struct {
-	router     *kernels.Matrix // [E, D]
-	experts    *kernels.Experts
+	router     *op.Matrix // [E, D]
+	experts    *op.Experts
 	shared     *mlpWeights
-	sharedGate *kernels.Matrix // [1, D]
+	sharedGate *op.Matrix // [1, D]
 }
 
 type pleWeights struct {
-	hash *kernels.PLEHash
-	w    *kernels.PLEWeights
+	hash *op.PLEHash
+	w    *op.PLEWeights
 }
 
 // Config returns a copy of the model's parsed config.
@@ -133,7 +136,7 @@ func (m *Model) Close() error {
 	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	modelWeights.release(m)
+	m.weights.Release()
 	return m.ck.Close()
 }
 
@@ -165,11 +168,11 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
-	if opts.WidenBudget != 0 && dev.backend == "metal" {
+	if opts.WidenBudget != 0 && dev.be.Name() != "cpu" {
 		// The Metal GEMMs widen 16-bit weights in registers; float32 copies would only double
 		// the upload (and a partial budget would mix expert dtypes, which the grouped GEMM
 		// rejects).
-		dev.logf(LogInfo, "WidenBudget ignored on the metal backend")
+		dev.logf(LogInfo, "WidenBudget ignored on the %s backend", dev.be.Name())
 	} else if opts.WidenBudget != 0 {
 		n, bytes, err := m.widen(opts.WidenBudget)
 		if err != nil {
@@ -199,16 +202,14 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
 	}
 	l := &loader{ck: ck, layout: layout, total: total, progress: opts.Progress}
-	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck}
+	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, weights: dev.be.NewWeights()}
 	c := cfg
 	D := c.D
-	if m.embed, err = l.vec(layout.Model("embed_tokens.weight"), int64(c.Vocab), int64(D)); err != nil {
+	if m.embed, err = l.matrix(layout.Model("embed_tokens.weight"), c.Vocab, D); err != nil {
 		return nil, err
 	}
 	if c.TieWordEmbeddings {
-		if m.lmHead, err = l.matrix(layout.Model("embed_tokens.weight"), c.Vocab, D); err != nil {
-			return nil, err
-		}
+		m.lmHead = m.embed
 	} else if m.lmHead, err = l.matrix("lm_head.weight", c.Vocab, D); err != nil {
 		return nil, err
 	}
@@ -265,8 +266,8 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 // widen replaces 16-bit weight matrices by float32 copies within budget bytes (negative: no
 // limit), routed experts first. It reports how many matrices and bytes it widened.
 func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
-	var experts, rest []**kernels.Matrix
-	addGR := func(g *kernels.GRWeights) {
+	var experts, rest []**op.Matrix
+	addGR := func(g *op.GRWeights) {
 		if g != nil {
 			rest = append(rest, &g.Down, &g.Up)
 			if g.Inj != nil {
@@ -300,14 +301,14 @@ func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
 	rest = append(rest, &m.lmHead)
 	for _, p := range append(experts, rest...) {
 		w := *p
-		if w.DType == kernels.F32 {
+		if w.DType == op.F32 {
 			continue
 		}
 		size := int64(w.N) * int64(w.K) * 4
 		if budget >= 0 && bytes+size > budget {
 			continue
 		}
-		wide, err := w.WidenF32()
+		wide, err := kernels.WidenF32(w)
 		if err != nil {
 			return n, bytes, err
 		}
@@ -318,9 +319,9 @@ func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
 	return n, bytes, nil
 }
 
-func loadGR(l *loader, pre string, c *hfconfig.Config, inject bool) (*kernels.GRWeights, error) {
+func loadGR(l *loader, pre string, c *hfconfig.Config, inject bool) (*op.GRWeights, error) {
 	S, D, R := c.Streams, c.D, c.HCRank
-	g := &kernels.GRWeights{S: S, D: D, R: R}
+	g := &op.GRWeights{S: S, D: D, R: R}
 	var err error
 	if g.Norm, err = l.vec(pre+"hc_norm.weight", int64(S*D)); err != nil {
 		return nil, err
@@ -489,7 +490,7 @@ func loadMoE(l *loader, p func(string) string, c *hfconfig.Config, fused bool) (
 	if mw.router, err = l.matrix(p("mlp.gate.weight"), E, D); err != nil {
 		return nil, err
 	}
-	ex := &kernels.Experts{E: E, D: D, I: I, GateUp: make([]*kernels.Matrix, E), Down: make([]*kernels.Matrix, E)}
+	ex := &op.Experts{E: E, D: D, I: I, GateUp: make([]*op.Matrix, E), Down: make([]*op.Matrix, E)}
 	if fused {
 		gu, err := l.tensor(p("mlp.experts.gate_up_proj"), int64(E), int64(2*I), int64(D))
 		if err != nil {
@@ -531,14 +532,14 @@ func loadPLE(l *loader, pre string, c *hfconfig.Config, pleIndex, S int) (*pleWe
 	if len(c.EOS) > 0 {
 		eos = int32(c.EOS[0])
 	}
-	h, err := kernels.NewPLEHash(c.Vocab, c.NGramSize, c.HeadsPerNGram, c.NGramVocabBase, c.NGramVocabDivisor, pleIndex, c.Seed, eos)
+	h, err := op.NewPLEHash(c.Vocab, c.NGramSize, c.HeadsPerNGram, c.NGramVocabBase, c.NGramVocabDivisor, pleIndex, c.Seed, eos)
 	if err != nil {
 		return nil, wrapf(ErrCheckpoint, err, "PLE layer %d", pleIndex)
 	}
 	D := c.D
 	heads := (c.NGramSize - 1) * c.HeadsPerNGram
 	hd := c.PLEEmbedDim / heads
-	w := &kernels.PLEWeights{S: S, D: D, EmbedDim: c.PLEEmbedDim, HeadDim: hd, Dilation: c.NGramSize}
+	w := &op.PLEWeights{S: S, D: D, EmbedDim: c.PLEEmbedDim, HeadDim: hd, Dilation: c.NGramSize}
 	rows := h.TableRows()
 	if parts := l.layout.NGramParts; parts > 1 {
 		// Published checkpoints may split the n-gram table into equal row blocks shard_{k}.
@@ -590,7 +591,7 @@ func (m *Model) PrefillFLOPs(pos0, T, lastRows int) (gemm, total float64) {
 	t, D := float64(T), float64(c.D)
 	S := float64(max(c.Streams, 1))
 	var mix float64
-	grRead := func(g *kernels.GRWeights) float64 {
+	grRead := func(g *op.GRWeights) float64 {
 		if g == nil {
 			return 0
 		}

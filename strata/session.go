@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/op"
 )
 
 // SessionOptions configure NewSession.
@@ -59,47 +59,42 @@ func (s Stage) String() string {
 	return [...]string{"GEMM", "attention", "GDN", "MoE", "GatedResidual", "PLE"}[s]
 }
 
-// Stats report one prefill's work.
+// Stats report one prefill's work: wall time and time per stage. On the CPU a stage's time is
+// the wall time of its ops; on the emulator the wall time of its kernels' dispatches; on an
+// Apple GPU without per-dispatch timing only the whole command buffer's time is known (Device,
+// with PerStage false) and Stage holds only host-side work.
 type Stats struct {
 	Tokens int
 	Total  time.Duration
 	Stage  [numStages]time.Duration
+	// Device is the time the backend reported for the whole prefill pass.
+	Device time.Duration
+	// PerStage reports whether Stage covers the device work (false: see Device).
+	PerStage bool
 }
 
 // Session holds one sequence's cache (per attention layer K after k_norm and RoPE, V and the
 // indexer's raw keys; per GDN layer the short-conv and fp32 recurrent states; per PLE layer its
-// conv state and last two token ids) and runs prefills
-// that extend it. A Session is used by one goroutine at a time: a concurrent call returns an
-// error wrapping ErrBusy and changes nothing.
+// conv state and last two token ids) in the device's memory, and runs prefills that extend it.
+// A Session is used by one goroutine at a time: a concurrent call returns an error wrapping
+// ErrBusy and changes nothing.
 type Session struct {
-	m      *Model
-	maxCtx int
-	pos    int
-	state  *cache
-	busy   atomic.Bool
-	closed bool
-	mu     sync.Mutex // guards closed against Close racing a call
+	m       *Model
+	maxCtx  int
+	pos     int
+	state   *cache
+	scratch op.Scratch // activations of the prefill, reused by every layer and later prefills
+	busy    atomic.Bool
+	closed  bool
+	mu      sync.Mutex // guards closed against Close racing a call
 	// trace, when set (tests), receives intermediate tensors.
 	trace func(layer int, name string, data []float32)
 	// traceSel, when set (tests), receives the QSA selection mask rows.
 	traceSel func(layer int, t int, keys []int32, dense bool)
 }
 
-// cache is the whole session state.
-type cache struct {
-	// attention layers: K (after k_norm and RoPE) and V [maxCtx, Hkv, HeadDim]; index keys [maxCtx, IdxDim]
-	k, v, idxK map[int][]float32
-	// GDN layers: conv state [ConvK-1, C] and recurrent state [Hv, dk, dv]
-	conv, rec map[int][]float32
-	// PLE layers: conv state [9, S*D] and the last 2 token ids
-	pleConv map[int][]float32
-	pleCtx  map[int]*[2]int32
-	// dev is the device side of a resident backend's cache (its slices alias device memory).
-	dev any
-}
-
-// NewSession allocates a session with an empty cache. Errors wrap ErrInvalidArgument (nil
-// model, MaxContext out of range) or ErrClosed.
+// NewSession allocates a session with an empty cache on the model's device. Errors wrap
+// ErrInvalidArgument (nil model, MaxContext out of range), ErrOutOfMemory or ErrClosed.
 func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	if m == nil {
 		return nil, wrapf(ErrInvalidArgument, nil, "nil model")
@@ -125,58 +120,11 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	if c.MaxPositions > 0 && maxCtx > c.MaxPositions {
 		m.dev.logf(LogWarn, "session MaxContext %d exceeds the model's max_position_embeddings %d: positions past it were never trained", maxCtx, c.MaxPositions)
 	}
-	s := &Session{m: m, maxCtx: maxCtx}
-	st, err := allocCache(m, maxCtx)
+	st, err := newCache(m, maxCtx)
 	if err != nil {
 		return nil, err
 	}
-	s.state = st
-	return s, nil
-}
-
-// allocCache allocates an empty cache: in device memory on a resident backend, else on the host.
-func allocCache(m *Model, maxCtx int) (*cache, error) {
-	if rb, ok := m.dev.be.(residentBackend); ok {
-		return rb.newCache(m, maxCtx)
-	}
-	return newCache(m, maxCtx), nil
-}
-
-// releaseCache frees a resident backend's device cache (no-op on the host).
-func (s *Session) releaseCache(c *cache) {
-	if rb, ok := s.m.dev.be.(residentBackend); ok && c != nil {
-		rb.releaseCache(c)
-	}
-}
-
-func newCache(m *Model, maxCtx int) *cache {
-	return newCacheAlloc(m, maxCtx, func(n int) []float32 { return make([]float32, n) })
-}
-
-// newCacheAlloc builds an empty cache whose buffers come from alloc (zeroed, n float32).
-func newCacheAlloc(m *Model, maxCtx int, alloc func(n int) []float32) *cache {
-	c := m.cfg
-	st := &cache{k: map[int][]float32{}, v: map[int][]float32{}, idxK: map[int][]float32{},
-		conv: map[int][]float32{}, rec: map[int][]float32{}, pleConv: map[int][]float32{}, pleCtx: map[int]*[2]int32{}}
-	C := 2*c.Hk*c.Dk + c.Hv*c.Dv
-	for i, ly := range m.layers {
-		if ly.kind == hfconfig.LinearAttention {
-			st.conv[i] = alloc((c.ConvK - 1) * C)
-			st.rec[i] = alloc(c.Hv * c.Dk * c.Dv)
-		} else {
-			st.k[i] = alloc(maxCtx * c.Hkv * c.HeadDim)
-			st.v[i] = alloc(maxCtx * c.Hkv * c.HeadDim)
-			if ly.attn.idx != nil {
-				st.idxK[i] = alloc(maxCtx * c.IdxDim)
-			}
-		}
-		if ly.ple != nil {
-			st.pleConv[i] = alloc(ly.ple.w.ConvStateLen())
-			ctx := ly.ple.hash.InitialContext()
-			st.pleCtx[i] = &ctx
-		}
-	}
-	return st
+	return &Session{m: m, maxCtx: maxCtx, state: st, scratch: m.dev.be.NewScratch()}, nil
 }
 
 // Position is the number of tokens in the cache (pos0 of the next prefill); 0 for nil.
@@ -230,8 +178,9 @@ func (s *Session) Close() error {
 	s.m.use.RLock()
 	defer s.m.use.RUnlock()
 	s.closed = true
-	s.releaseCache(s.state)
+	s.state.free(s.m.dev.be)
 	s.state = nil
+	s.scratch.Release()
 	return nil
 }
 
@@ -241,11 +190,11 @@ func (s *Session) Reset() error {
 		return err
 	}
 	defer s.release()
-	st, err := allocCache(s.m, s.maxCtx)
+	st, err := newCache(s.m, s.maxCtx)
 	if err != nil {
 		return err
 	}
-	s.releaseCache(s.state)
+	s.state.free(s.m.dev.be)
 	s.state = st
 	s.pos = 0
 	return nil
@@ -258,7 +207,7 @@ func (s *Session) Reset() error {
 type Snapshot struct {
 	m   *Model
 	pos int
-	st  *cache
+	st  *snapshotState
 }
 
 // Position of the snapshot; 0 for nil.
@@ -269,18 +218,18 @@ func (sn *Snapshot) Position() int {
 	return sn.pos
 }
 
-// Snapshot copies the session's state.
+// Snapshot copies the session's state into host memory.
 func (s *Session) Snapshot() (*Snapshot, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
 	defer s.release()
-	return &Snapshot{m: s.m, pos: s.pos, st: s.state.clone(s.m, s.pos, s.pos)}, nil
+	return &Snapshot{m: s.m, pos: s.pos, st: s.state.snapshot(s.pos)}, nil
 }
 
 // Restore replaces the session's state with a copy of the snapshot's. Errors wrap
-// ErrInvalidArgument (snapshot of another model) or ErrCapacity (snapshot longer than the
-// session's MaxContext); on error the session is unchanged.
+// ErrInvalidArgument (snapshot of another model), ErrCapacity (snapshot longer than the
+// session's MaxContext) or ErrOutOfMemory; on error the session is unchanged.
 func (s *Session) Restore(sn *Snapshot) error {
 	if err := s.acquire(); err != nil {
 		return err
@@ -295,55 +244,19 @@ func (s *Session) Restore(sn *Snapshot) error {
 	if sn.pos > s.maxCtx {
 		return wrapf(ErrCapacity, nil, "snapshot holds %d tokens, session capacity is %d", sn.pos, s.maxCtx)
 	}
-	if _, ok := s.m.dev.be.(residentBackend); ok {
-		// Copy into fresh device buffers so that a failure leaves the session as it was.
-		st, err := allocCache(s.m, s.maxCtx)
-		if err != nil {
-			return err
-		}
-		copyCache(st, sn.st, s.m, sn.pos)
-		s.releaseCache(s.state)
-		s.state = st
-		s.pos = sn.pos
-		return nil
+	// Copy into a fresh cache so that a failure leaves the session as it was.
+	st, err := newCache(s.m, s.maxCtx)
+	if err != nil {
+		return err
 	}
-	s.state = sn.st.clone(s.m, sn.pos, s.maxCtx)
+	if err := st.load(sn.st); err != nil {
+		st.free(s.m.dev.be)
+		return err
+	}
+	s.state.free(s.m.dev.be)
+	s.state = st
 	s.pos = sn.pos
 	return nil
-}
-
-// clone copies the first rows tokens of per-token caches into buffers of capacity rows cap.
-func (c *cache) clone(m *Model, rows, capRows int) *cache {
-	cf := m.cfg
-	out := &cache{k: map[int][]float32{}, v: map[int][]float32{}, idxK: map[int][]float32{},
-		conv: map[int][]float32{}, rec: map[int][]float32{}, pleConv: map[int][]float32{}, pleCtx: map[int]*[2]int32{}}
-	kv := cf.Hkv * cf.HeadDim
-	cp := func(src []float32, per int) []float32 {
-		dst := make([]float32, capRows*per)
-		copy(dst, src[:rows*per])
-		return dst
-	}
-	for i, b := range c.k {
-		out.k[i] = cp(b, kv)
-		out.v[i] = cp(c.v[i], kv)
-	}
-	for i, b := range c.idxK {
-		out.idxK[i] = cp(b, cf.IdxDim)
-	}
-	for i, b := range c.conv {
-		out.conv[i] = append([]float32(nil), b...)
-	}
-	for i, b := range c.rec {
-		out.rec[i] = append([]float32(nil), b...)
-	}
-	for i, b := range c.pleConv {
-		out.pleConv[i] = append([]float32(nil), b...)
-	}
-	for i, b := range c.pleCtx {
-		v := *b
-		out.pleCtx[i] = &v
-	}
-	return out
 }
 
 // Equal reports whether two snapshots hold bitwise identical state (tests, debugging).
@@ -351,39 +264,7 @@ func (sn *Snapshot) Equal(o *Snapshot) bool {
 	if sn == nil || o == nil || sn.m != o.m || sn.pos != o.pos {
 		return false
 	}
-	cf := sn.m.cfg
-	eq := func(a, b []float32, n int) bool {
-		for i := 0; i < n; i++ {
-			if a[i] != b[i] && !(a[i] != a[i] && b[i] != b[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	kv := cf.Hkv * cf.HeadDim
-	for i := range sn.st.k {
-		if !eq(sn.st.k[i], o.st.k[i], sn.pos*kv) || !eq(sn.st.v[i], o.st.v[i], sn.pos*kv) {
-			return false
-		}
-	}
-	for i := range sn.st.idxK {
-		if !eq(sn.st.idxK[i], o.st.idxK[i], sn.pos*cf.IdxDim) {
-			return false
-		}
-	}
-	for _, mp := range []struct{ a, b map[int][]float32 }{{sn.st.conv, o.st.conv}, {sn.st.rec, o.st.rec}, {sn.st.pleConv, o.st.pleConv}} {
-		for i := range mp.a {
-			if len(mp.a[i]) != len(mp.b[i]) || !eq(mp.a[i], mp.b[i], len(mp.a[i])) {
-				return false
-			}
-		}
-	}
-	for i := range sn.st.pleCtx {
-		if *sn.st.pleCtx[i] != *o.st.pleCtx[i] {
-			return false
-		}
-	}
-	return true
+	return sn.st.equal(o.st)
 }
 
 // Prefill runs tokens through the model at positions Position()..Position()+len(tokens)-1,
@@ -443,61 +324,17 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 		}
 		return err
 	}
-	if rb, ok := s.m.dev.be.(residentBackend); ok {
-		logits, err := rb.prefill(s, func() (*Logits, error) { return s.runResident(ctx, tokens, opts) })
-		if err != nil {
-			return nil, failed(err)
-		}
-		s.pos += T
-		return logits, nil
-	}
 	// Per-token caches (K/V/index keys) are only written at rows >= pos, which a failed call
-	// leaves unused; the fixed-size states are backed up and restored on failure.
-	backup := s.state.backupFixed()
+	// leaves unused; the fixed-size states are backed up and restored on failure (after the
+	// Pass ended, whatever of it ran).
+	saved := s.state.backup()
 	logits, err := s.run(ctx, tokens, opts)
 	if err != nil {
-		s.state.restoreFixed(backup)
+		s.state.restore(saved)
 		return nil, failed(err)
 	}
 	s.pos += T
 	return logits, nil
-}
-
-type fixedBackup struct {
-	conv, rec, pleConv map[int][]float32
-	pleCtx             map[int][2]int32
-}
-
-func (c *cache) backupFixed() *fixedBackup {
-	b := &fixedBackup{conv: map[int][]float32{}, rec: map[int][]float32{}, pleConv: map[int][]float32{}, pleCtx: map[int][2]int32{}}
-	for i, x := range c.conv {
-		b.conv[i] = append([]float32(nil), x...)
-	}
-	for i, x := range c.rec {
-		b.rec[i] = append([]float32(nil), x...)
-	}
-	for i, x := range c.pleConv {
-		b.pleConv[i] = append([]float32(nil), x...)
-	}
-	for i, x := range c.pleCtx {
-		b.pleCtx[i] = *x
-	}
-	return b
-}
-
-func (c *cache) restoreFixed(b *fixedBackup) {
-	for i, x := range b.conv {
-		copy(c.conv[i], x)
-	}
-	for i, x := range b.rec {
-		copy(c.rec[i], x)
-	}
-	for i, x := range b.pleConv {
-		copy(c.pleConv[i], x)
-	}
-	for i, x := range b.pleCtx {
-		*c.pleCtx[i] = x
-	}
 }
 
 func (s *Session) String() string {

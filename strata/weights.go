@@ -5,7 +5,7 @@ import (
 
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
-	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 )
 
 // loader reads tensors of a checkpoint by logical name, checking shapes against the config.
@@ -53,7 +53,7 @@ func (l *loader) vec(name string, shape ...int64) ([]float32, error) {
 
 // matrix reads a 2-D weight [n, k] (or a 3-D [e, n, k] slice e when sub >= 0) keeping bf16/f16
 // weights in their own format (zero-copy on the mapping) and f32 as f32.
-func (l *loader) matrix(name string, n, k int) (*kernels.Matrix, error) {
+func (l *loader) matrix(name string, n, k int) (*op.Matrix, error) {
 	t, err := l.tensor(name, int64(n), int64(k))
 	if err != nil {
 		return nil, err
@@ -61,19 +61,19 @@ func (l *loader) matrix(name string, n, k int) (*kernels.Matrix, error) {
 	return tensorMatrix(t, n, k, 0)
 }
 
-func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*kernels.Matrix, error) {
+func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, error) {
 	switch t.DType {
 	case safetensors.BF16, safetensors.F16:
 		u, err := t.Uint16s()
 		if err != nil {
 			return nil, wrapf(ErrCheckpoint, err, "tensor %s", t.Name)
 		}
-		dt := kernels.BF16
+		dt := op.BF16
 		if t.DType == safetensors.F16 {
-			dt = kernels.F16
+			dt = op.F16
 		}
 		off := byteOff / 2
-		m, err := kernels.NewMatrixU16(n, k, dt, u[off:off+n*k])
+		m, err := op.NewMatrixU16(n, k, dt, u[off:off+n*k])
 		if err != nil {
 			return nil, wrapf(ErrCheckpoint, err, "tensor %s", t.Name)
 		}
@@ -84,7 +84,7 @@ func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*kernels.Matrix
 			return nil, wrapf(ErrCheckpoint, err, "tensor %s", t.Name)
 		}
 		off := byteOff / 4
-		m, err := kernels.NewMatrixF32(n, k, all[off:off+n*k])
+		m, err := op.NewMatrixF32(n, k, all[off:off+n*k])
 		if err != nil {
 			return nil, wrapf(ErrCheckpoint, err, "tensor %s", t.Name)
 		}
@@ -94,7 +94,7 @@ func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*kernels.Matrix
 }
 
 // stacked reads expert e's [n, k] slice of a 3-D tensor [E, n, k].
-func stacked(t *safetensors.Tensor, e, n, k int) (*kernels.Matrix, error) {
+func stacked(t *safetensors.Tensor, e, n, k int) (*op.Matrix, error) {
 	return tensorMatrix(t, n, k, e*n*k*t.DType.Size())
 }
 
@@ -102,11 +102,11 @@ func stacked(t *safetensors.Tensor, e, n, k int) (*kernels.Matrix, error) {
 // regroup Qwen3-Next's in_proj_qkvz / in_proj_ba and to fuse per-expert gate/up). Each part is
 // (src, firstRow, nRows); all parts share K and dtype. The result owns a copy.
 type rowPart struct {
-	src      *kernels.Matrix
+	src      *op.Matrix
 	row, cnt int
 }
 
-func concatRows(parts []rowPart) (*kernels.Matrix, error) {
+func concatRows(parts []rowPart) (*op.Matrix, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("concatRows: no parts")
 	}
@@ -118,16 +118,16 @@ func concatRows(parts []rowPart) (*kernels.Matrix, error) {
 		}
 		n += p.cnt
 	}
-	if dt == kernels.F32 {
+	if dt == op.F32 {
 		out := make([]float32, 0, n*k)
 		for _, p := range parts {
 			out = append(out, p.src.F32[p.row*k:(p.row+p.cnt)*k]...)
 		}
-		return kernels.NewMatrixF32(n, k, out)
+		return op.NewMatrixF32(n, k, out)
 	}
 	out := make([]uint16, 0, n*k)
 	for _, p := range parts {
 		out = append(out, p.src.U16[p.row*k:(p.row+p.cnt)*k]...)
 	}
-	return kernels.NewMatrixU16(n, k, dt, out)
+	return op.NewMatrixU16(n, k, dt, out)
 }
