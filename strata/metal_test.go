@@ -35,12 +35,12 @@ func emuDevice(t testing.TB) mtl.Device {
 // loadTinyMetal opens the metal backend on the emulator and loads a tiny checkpoint.
 func loadTinyMetal(t testing.TB, dir string) (*Device, *Model) {
 	t.Helper()
-	dev, err := Open(Options{Backend: "metal", MetalDevice: emuDevice(t)})
+	dev, err := Open(Options{Backend: "emu", MetalDevice: emuDevice(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dev.Backend() != "metal" {
-		t.Fatalf("backend %q, want metal", dev.Backend())
+	if dev.Backend() != "emu" {
+		t.Fatalf("backend %q, want emu", dev.Backend())
 	}
 	m, err := LoadModel(dev, testdata(dir), LoadOptions{})
 	if err != nil {
@@ -166,7 +166,8 @@ func TestMetalSessionState(t *testing.T) {
 }
 
 // TestOpenMetal: the metal backend needs a device: without one (no Metal on this platform) Open
-// fails with ErrBackend; an injected device serves both "metal" and "auto".
+// fails with ErrBackend; an injected emulator serves "metal", "emu" and "auto", and the backend
+// names itself emu on it; "emu" alone opens an emulator of its own.
 func TestOpenMetal(t *testing.T) {
 	if runtime.GOOS != "darwin" {
 		if _, err := Open(Options{Backend: "metal"}); !errors.Is(err, ErrBackend) {
@@ -179,10 +180,22 @@ func TestOpenMetal(t *testing.T) {
 	}
 	var logs []string
 	d, err := Open(Options{Backend: "auto", MetalDevice: emuDevice(t), Log: func(_ LogLevel, msg string) { logs = append(logs, msg) }})
-	if err != nil || d.Backend() != "metal" {
-		t.Fatalf("auto with an injected device: %v; want metal", err)
+	if err != nil || d.Backend() != "emu" {
+		t.Fatalf("auto with an injected emulator: %v; want emu", err)
 	}
-	if !strings.Contains(strings.Join(logs, "\n"), "auto -> metal") {
+	if !strings.Contains(strings.Join(logs, "\n"), "auto -> emu") {
 		t.Errorf("the choice is not logged: %q", logs)
+	}
+	for _, name := range []string{"metal", "emu"} {
+		if d, err := Open(Options{Backend: name, MetalDevice: emuDevice(t)}); err != nil || d.Backend() != "emu" {
+			t.Errorf("%s with an injected emulator: %v, %v; want emu", name, d.Backend(), err)
+		}
+	}
+	own, err := Open(Options{Backend: "emu"})
+	if err != nil || own.Backend() != "emu" {
+		t.Fatalf("emu: %v", err)
+	}
+	if err := own.Close(); err != nil {
+		t.Errorf("closing the emulator Open made: %v", err)
 	}
 }

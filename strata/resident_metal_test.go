@@ -70,7 +70,7 @@ func loadCounting(t *testing.T, dir string) (*countingDevice, *Model) {
 // once; the weights are uploaded by the first prefill of a model only (a second session's first
 // prefill allocates exactly the weight bytes less, and a later prefill of the same size on the
 // same session allocates nothing); a command buffer that fails after running leaves the session
-// bitwise unchanged (the fixed-size states come back from their in-buffer backups), and the
+// bitwise unchanged (the fixed-size states come back from their host backups), and the
 // session then continues as if the failed call never happened.
 func TestMetalResidentPrefill(t *testing.T) {
 	for _, tm := range tinyModels {
@@ -92,7 +92,7 @@ func TestMetalResidentPrefill(t *testing.T) {
 			if cb != 1 || cm != 1 {
 				t.Errorf("first prefill: %d command buffers, %d commits; want 1 and 1", cb, cm)
 			}
-			w := modelWeights.weights(m.dev.metal, m).Bytes()
+			w := m.weights.Bytes()
 			if w <= 0 {
 				t.Fatalf("no weight bytes uploaded")
 			}
@@ -104,7 +104,7 @@ func TestMetalResidentPrefill(t *testing.T) {
 			if b1-b2 != w {
 				t.Errorf("first prefill allocated %d bytes, a second session's %d: difference %d, want the %d weight bytes", b1, b2, b1-b2, w)
 			}
-			if w2 := modelWeights.weights(m.dev.metal, m).Bytes(); w2 != w {
+			if w2 := m.weights.Bytes(); w2 != w {
 				t.Errorf("weights grew from %d to %d bytes on a second session", w, w2)
 			}
 			// Same size again at a later position: the arena and weights are reused (no new
