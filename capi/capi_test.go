@@ -101,7 +101,7 @@ func TestOpsAgainstGoldens(t *testing.T) {
 		o := make([]float32, len(want))
 		lse := make([]float32, len(wantLSE))
 		p := &attentionParams{pos0: 200, selDense: *absent("sel_dense"), selOff: *absent("sel_offsets"), selTok: *absent("sel_tokens")}
-		err := attention(goTensor("q", q, qs...), goTensor("k", k, ks...), goTensor("v", v, ks...),
+		err := attention(testDev, goTensor("q", q, qs...), goTensor("k", k, ks...), goTensor("v", v, ks...),
 			goTensor("o", o, qs...), goTensor("lse", lse, qs[0], qs[1]), p) // scale 0: 1/sqrt(256) = 1/16
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestOpsAgainstGoldens(t *testing.T) {
 			o := make([]float32, len(want))
 			state := append([]float32(nil), stIn...)
 			qc, kc := append([]float32(nil), q...), append([]float32(nil), k...)
-			err := gdnScan(goTensor("q", qc, qs...), goTensor("k", kc, qs...), goTensor("v", v, vs...),
+			err := gdnScan(testDev, goTensor("q", qc, qs...), goTensor("k", kc, qs...), goTensor("v", v, vs...),
 				goTensor("g", g, gs...), goTensor("beta", beta, gs...), goTensor("state", state, ss...),
 				goTensor("o", o, vs...), gdnParams{mode: mode, normalizeQK: true})
 			if err != nil {
@@ -152,7 +152,7 @@ func TestOpsAgainstGoldens(t *testing.T) {
 		want, _ := am.f32("moe.out")
 		T, D := rs[0], ys[1]
 		out := make([]float32, len(want))
-		if err := moeCombine(goTensor("ye", ye, ys...), goTensor("rk", rk, rs...), goTensor("w", w, rs...),
+		if err := moeCombine(testDev, goTensor("ye", ye, ys...), goTensor("rk", rk, rs...), goTensor("w", w, rs...),
 			goTensor("out", out, T, D), absent("shared"), absent("beta")); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func TestOpsAgainstGoldens(t *testing.T) {
 			shared[i] = float32(math.Cos(float64(i) * 0.3))
 		}
 		H0 := append([]float32(nil), H...)
-		if err := moeCombine(goTensor("ye", ye, ys...), goTensor("rk", rk, rs...), goTensor("w", w, rs...),
+		if err := moeCombine(testDev, goTensor("ye", ye, ys...), goTensor("rk", rk, rs...), goTensor("w", w, rs...),
 			goTensor("out", H, T, S, D), goTensor("shared", shared, T, D), goTensor("beta", beta, T, S)); err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func TestTensorChecks(t *testing.T) {
 			clear(o)
 			ts, p := good(), noSel()
 			c.edit(ts, p)
-			err := attention(ts[0], ts[1], ts[2], ts[3], ts[4], p)
+			err := attention(testDev, ts[0], ts[1], ts[2], ts[3], ts[4], p)
 			if !sameStatus(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
@@ -280,7 +280,7 @@ func TestTensorChecks(t *testing.T) {
 	}
 	// The unedited descriptors pass (the table above fails only through its edits).
 	ts := good()
-	if err := attention(ts[0], ts[1], ts[2], ts[3], ts[4], noSel()); err != nil {
+	if err := attention(testDev, ts[0], ts[1], ts[2], ts[3], ts[4], noSel()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -294,7 +294,7 @@ func TestGDNAndMoEChecks(t *testing.T) {
 		return []*tensor{goTensor("q", q, T, Hk, Dk), goTensor("k", k, T, Hk, Dk), goTensor("v", v, T, Hv, Dv),
 			goTensor("g", g, T, Hv), goTensor("beta", beta, T, Hv), goTensor("state", state, Hv, Dk, Dv), goTensor("o", o, T, Hv, Dv)}
 	}
-	run := func(a []*tensor, p gdnParams) error { return gdnScan(a[0], a[1], a[2], a[3], a[4], a[5], a[6], p) }
+	run := func(a []*tensor, p gdnParams) error { return gdnScan(testDev, a[0], a[1], a[2], a[3], a[4], a[5], a[6], p) }
 	if err := run(args(), gdnParams{}); err != nil {
 		t.Fatal(err)
 	}
@@ -341,10 +341,20 @@ func TestGDNAndMoEChecks(t *testing.T) {
 		{"ok", []int32{0, 1, -1, 1}, goTensor("out", out, T, D), nil},
 	} {
 		t.Run("moe/"+c.name, func(t *testing.T) {
-			err := moeCombine(goTensor("ye", ye, rows, D), goTensor("rk", c.rk, T, K), goTensor("w", w, T, K), c.out, absent("shared"), absent("beta"))
+			err := moeCombine(testDev, goTensor("ye", ye, rows, D), goTensor("rk", c.rk, T, K), goTensor("w", w, T, K), c.out, absent("shared"), absent("beta"))
 			if c.want == nil && err != nil || c.want != nil && !sameStatus(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
 		})
 	}
 }
+
+// testDev is the cpu device the op tests run on (the emu device's ops are tested through the
+// built library in tests/ and python/tests).
+var testDev = func() *strata.Device {
+	d, err := strata.Open(strata.Options{Backend: "cpu"})
+	if err != nil {
+		panic(err)
+	}
+	return d
+}()

@@ -82,11 +82,12 @@ static const char* strata_capi_status_name(strata_status s) {
 	case STRATA_ERR_CANCELLED: return "STRATA_ERR_CANCELLED";
 	case STRATA_ERR_INTERNAL: return "STRATA_ERR_INTERNAL";
 	case STRATA_ERR_BUSY: return "STRATA_ERR_BUSY";
+	case STRATA_ERR_UNSUPPORTED: return "STRATA_ERR_UNSUPPORTED";
 	}
 	return "unknown";
 }
 
-static const char* strata_capi_version(void) { return "strata 0.1.0 (abi 1)"; }
+static const char* strata_capi_version(void) { return "strata 0.1.0 (abi 2)"; }
 */
 import "C"
 

@@ -122,6 +122,23 @@ func strata_model_info(m *C.strata_model, info *C.strata_model_props) (st C.stra
 	return C.STRATA_OK
 }
 
+//export strata_device_kernels
+func strata_device_kernels(d *C.strata_device, buf *C.char, cap C.size_t, n *C.size_t) (st C.strata_status) {
+	defer guard("strata_device_kernels", &st)
+	if buf == nil && cap > 0 {
+		return statusOf(errArg("strata_device_kernels: buf is NULL with cap %d", uint64(cap)))
+	}
+	_, kernels, err := deviceInfo(handle(unsafe.Pointer(d)))
+	if err != nil {
+		return statusOf(err)
+	}
+	full := copyCString(kernels, buf, cap)
+	if n != nil {
+		*n = full
+	}
+	return C.STRATA_OK
+}
+
 //export strata_model_describe
 func strata_model_describe(m *C.strata_model, buf *C.char, cap C.size_t, n *C.size_t) (st C.strata_status) {
 	defer guard("strata_model_describe", &st)

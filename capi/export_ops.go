@@ -56,7 +56,7 @@ func strata_attention_default_params() (p C.strata_attention_params) {
 }
 
 //export strata_attention
-func strata_attention(q, k, v, o, lse *C.strata_tensor, params *C.strata_attention_params) (st C.strata_status) {
+func strata_attention(dev *C.strata_device, q, k, v, o, lse *C.strata_tensor, params *C.strata_attention_params) (st C.strata_status) {
 	defer guard("strata_attention", &st)
 	ts, err := cTensors([]string{"q", "k", "v", "o", "lse"}, q, k, v, o, lse)
 	if err != nil {
@@ -75,7 +75,9 @@ func strata_attention(q, k, v, o, lse *C.strata_tensor, params *C.strata_attenti
 		}
 		p.selDense, p.selOff, p.selTok = sel[0], sel[1], sel[2]
 	}
-	return statusOf(attention(&ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &p))
+	return statusOf(withDevice(handle(unsafe.Pointer(dev)), func(d *strata.Device) error {
+		return attention(d, &ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &p)
+	}))
 }
 
 //export strata_gdn_default_params
@@ -88,7 +90,7 @@ func strata_gdn_default_params() (p C.strata_gdn_params) {
 }
 
 //export strata_gdn_scan
-func strata_gdn_scan(q, k, v, g, beta, state, o *C.strata_tensor, params *C.strata_gdn_params) (st C.strata_status) {
+func strata_gdn_scan(dev *C.strata_device, q, k, v, g, beta, state, o *C.strata_tensor, params *C.strata_gdn_params) (st C.strata_status) {
 	defer guard("strata_gdn_scan", &st)
 	ts, err := cTensors([]string{"q", "k", "v", "g", "beta", "state", "o"}, q, k, v, g, beta, state, o)
 	if err != nil {
@@ -101,7 +103,9 @@ func strata_gdn_scan(q, k, v, g, beta, state, o *C.strata_tensor, params *C.stra
 		}
 		p = gdnParams{headMap: int32(params.head_map), mode: int32(params.mode), normalizeQK: params.normalize_qk != 0}
 	}
-	return statusOf(gdnScan(&ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &ts[5], &ts[6], p))
+	return statusOf(withDevice(handle(unsafe.Pointer(dev)), func(d *strata.Device) error {
+		return gdnScan(d, &ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &ts[5], &ts[6], p)
+	}))
 }
 
 //export strata_moe_default_params
@@ -112,7 +116,7 @@ func strata_moe_default_params() (p C.strata_moe_params) {
 }
 
 //export strata_moe_combine
-func strata_moe_combine(ye, rk, w, out *C.strata_tensor, params *C.strata_moe_params) (st C.strata_status) {
+func strata_moe_combine(dev *C.strata_device, ye, rk, w, out *C.strata_tensor, params *C.strata_moe_params) (st C.strata_status) {
 	defer guard("strata_moe_combine", &st)
 	var shared, beta *C.strata_tensor
 	if params != nil {
@@ -125,5 +129,7 @@ func strata_moe_combine(ye, rk, w, out *C.strata_tensor, params *C.strata_moe_pa
 	if err != nil {
 		return statusOf(err)
 	}
-	return statusOf(moeCombine(&ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &ts[5]))
+	return statusOf(withDevice(handle(unsafe.Pointer(dev)), func(d *strata.Device) error {
+		return moeCombine(d, &ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &ts[5])
+	}))
 }

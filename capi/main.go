@@ -20,15 +20,14 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/strata"
 )
 
 func main() {}
 
 // statusOf maps an error onto a strata_status and records its message as the calling thread's
-// last error. Sentinels are tested in a fixed order: the capi's own first, then strata's,
-// then the kernels'.
+// last error. Every error wraps one sentinel (the capi's own or strata's); they are tested in a
+// fixed order.
 func statusOf(err error) C.strata_status {
 	if err == nil {
 		return C.STRATA_OK
@@ -47,14 +46,13 @@ func codeOf(err error) C.strata_status {
 		{strata.ErrBusy, C.STRATA_ERR_BUSY},
 		{strata.ErrCancelled, C.STRATA_ERR_CANCELLED},
 		{strata.ErrCapacity, C.STRATA_ERR_CAPACITY},
+		{strata.ErrOutOfMemory, C.STRATA_ERR_OUT_OF_MEMORY},
 		{strata.ErrShape, C.STRATA_ERR_SHAPE},
 		{strata.ErrDType, C.STRATA_ERR_DTYPE},
+		{strata.ErrUnsupported, C.STRATA_ERR_UNSUPPORTED},
 		{strata.ErrCheckpoint, C.STRATA_ERR_CHECKPOINT},
 		{strata.ErrBackend, C.STRATA_ERR_BACKEND},
 		{strata.ErrInvalidArgument, C.STRATA_ERR_INVALID_ARGUMENT},
-		{kernels.ErrShape, C.STRATA_ERR_SHAPE},
-		{kernels.ErrDType, C.STRATA_ERR_DTYPE},
-		{kernels.ErrArg, C.STRATA_ERR_INVALID_ARGUMENT},
 	}
 	for _, e := range table {
 		if errors.Is(err, e.sentinel) {

@@ -18,33 +18,58 @@ import (
 // handles is the process-wide handle table.
 var handles = newHandleTable()
 
-type deviceObj struct{ d *strata.Device }
+// refCount counts an object's references (its handle and what depends on it) and runs onLast
+// when the last one goes.
+type refCount struct {
+	mu   sync.Mutex
+	refs int
+	what string
+}
+
+func (r *refCount) acquire() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refs == 0 {
+		return fmt.Errorf("%w: %s was freed", errInvalidHandle, r.what)
+	}
+	r.refs++
+	return nil
+}
+
+// drop releases one reference and reports whether it was the last.
+func (r *refCount) drop() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refs--
+	return r.refs == 0
+}
+
+// deviceObj counts its references: the device handle, every model loaded on it and every op
+// call running on it. The device (an emulator it opened, say) is closed when the last one goes,
+// so freeing a device handle before its models is safe.
+type deviceObj struct {
+	d *strata.Device
+	refCount
+}
+
+func (do *deviceObj) release() {
+	if do.drop() {
+		do.d.Close()
+	}
+}
 
 // modelObj counts its references: the model handle and every session made from it. The model
 // is closed when the last reference goes, so freeing a model handle before its sessions is safe.
 type modelObj struct {
-	m    *strata.Model
-	mu   sync.Mutex
-	refs int
-}
-
-func (mo *modelObj) acquire() error {
-	mo.mu.Lock()
-	defer mo.mu.Unlock()
-	if mo.refs == 0 {
-		return fmt.Errorf("%w: strata_model was freed", errInvalidHandle)
-	}
-	mo.refs++
-	return nil
+	m   *strata.Model
+	dev *deviceObj
+	refCount
 }
 
 func (mo *modelObj) release() {
-	mo.mu.Lock()
-	mo.refs--
-	last := mo.refs == 0
-	mo.mu.Unlock()
-	if last {
+	if mo.drop() {
 		mo.m.Close()
+		mo.dev.release()
 	}
 }
 
@@ -88,24 +113,42 @@ func getObj[T any](h uintptr, k kind) (T, error) {
 }
 
 func deviceOpen(backend int32) (uintptr, error) {
-	names := map[int32]string{0: "auto", 1: "cpu", 2: "metal"}
+	names := map[int32]string{0: "auto", 1: "cpu", 2: "metal", 3: "emu"}
 	name, ok := names[backend]
 	if !ok {
-		return 0, fmt.Errorf("%w: backend %d (want STRATA_BACKEND_AUTO, _CPU or _METAL)", strata.ErrInvalidArgument, backend)
+		return 0, fmt.Errorf("%w: backend %d (want STRATA_BACKEND_AUTO, _CPU, _METAL or _EMU)", strata.ErrInvalidArgument, backend)
 	}
 	d, err := strata.Open(strata.Options{Backend: name, Log: hostLog})
 	if err != nil {
 		return 0, err
 	}
-	return handles.add(kindDevice, &deviceObj{d: d}), nil
+	return handles.add(kindDevice, &deviceObj{d: d, refCount: refCount{refs: 1, what: "strata_device"}}), nil
 }
 
 func deviceFree(h uintptr) error {
 	if h == 0 {
 		return nil
 	}
-	_, err := handles.remove(h, kindDevice)
-	return err
+	obj, err := handles.remove(h, kindDevice)
+	if err != nil {
+		return err
+	}
+	obj.(*deviceObj).release()
+	return nil
+}
+
+// withDevice runs fn on the device of handle h, holding a reference so that a concurrent
+// strata_device_free cannot close it meanwhile.
+func withDevice(h uintptr, fn func(d *strata.Device) error) error {
+	do, err := getObj[*deviceObj](h, kindDevice)
+	if err != nil {
+		return err
+	}
+	if err := do.acquire(); err != nil {
+		return err
+	}
+	defer do.release()
+	return fn(do.d)
 }
 
 func deviceInfo(h uintptr) (backend, kernels string, err error) {
@@ -121,11 +164,15 @@ func modelLoad(dev uintptr, dir string, progress func(done, total int64, name st
 	if err != nil {
 		return 0, err
 	}
-	m, err := strata.LoadModel(do.d, dir, strata.LoadOptions{Progress: progress})
-	if err != nil {
+	if err := do.acquire(); err != nil {
 		return 0, err
 	}
-	return handles.add(kindModel, &modelObj{m: m, refs: 1}), nil
+	m, err := strata.LoadModel(do.d, dir, strata.LoadOptions{Progress: progress})
+	if err != nil {
+		do.release()
+		return 0, err
+	}
+	return handles.add(kindModel, &modelObj{m: m, dev: do, refCount: refCount{refs: 1, what: "strata_model"}}), nil
 }
 
 func modelFree(h uintptr) error {

@@ -7,7 +7,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/strata"
 )
 
@@ -132,9 +132,10 @@ type attentionParams struct {
 	selDense, selOff, selTok tensor
 }
 
-// attention is strata_attention: checks every descriptor against q's sizes, then runs
-// kernels.Attention on the caller's memory.
-func attention(q, k, v, o, lse *tensor, p *attentionParams) error {
+// attention is strata_attention: checks every descriptor against q's sizes, then runs the
+// attention op on the device (in place on the caller's memory on cpu; through device copies on
+// metal and emu).
+func attention(d *strata.Device, q, k, v, o, lse *tensor, p *attentionParams) error {
 	qs, err := q.check(dtF32, -1, -1, -1)
 	if err != nil {
 		return err
@@ -151,12 +152,12 @@ func attention(q, k, v, o, lse *tensor, p *attentionParams) error {
 	if _, err := o.check(dtF32, int64(T), int64(Hq), int64(D)); err != nil {
 		return err
 	}
-	var lseS []float32
+	var lseT op.Tensor
 	if lse.present {
 		if _, err := lse.check(dtF32, int64(T), int64(Hq)); err != nil {
 			return err
 		}
-		lseS = lse.f32()
+		lseT = op.HostF32(lse.f32())
 	}
 	if p.pos0 < 0 || p.pos0+int64(T) > int64(N) {
 		return fmt.Errorf("%w: pos0 %d with T %d needs a cache of pos0+T rows, k and v hold %d", strata.ErrShape, p.pos0, T, N)
@@ -179,12 +180,16 @@ func attention(q, k, v, o, lse *tensor, p *attentionParams) error {
 	if err := noOverlap([]*tensor{o, lse}, ins...); err != nil {
 		return err
 	}
-	kp := kernels.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: D, Pos0: int(p.pos0), Scale: scale}
-	return kernels.Attention(o.f32(), lseS, q.f32(), k.f32(), v.f32(), kp, sel)
+	a := op.Attention{O: op.HostF32(o.f32()), LSE: lseT, Q: op.HostF32(q.f32()), K: op.HostF32(k.f32()), V: op.HostF32(v.f32()),
+		P: op.AttnParams{T: T, Hq: Hq, Hkv: Hkv, D: D, Pos0: int(p.pos0), Scale: scale}}
+	if sel != nil {
+		a.Sel, a.Tok = sel, op.HostI32(sel.Tokens)
+	}
+	return d.Attention(a)
 }
 
 // selection reads the optional QSA selection; nil when none is given.
-func selection(p *attentionParams, T int) (*kernels.Selection, error) {
+func selection(p *attentionParams, T int) (*op.Selection, error) {
 	if !p.selOff.present {
 		if p.selDense.present || p.selTok.present {
 			return nil, fmt.Errorf("%w: sel_dense/sel_tokens given without sel_offsets", strata.ErrInvalidArgument)
@@ -194,7 +199,7 @@ func selection(p *attentionParams, T int) (*kernels.Selection, error) {
 	if _, err := p.selOff.check(dtI32, int64(T+1)); err != nil {
 		return nil, err
 	}
-	sel := &kernels.Selection{T: T, Offsets: p.selOff.i32(), Dense: make([]bool, T)}
+	sel := &op.Selection{T: T, Offsets: p.selOff.i32(), Dense: make([]bool, T)}
 	if p.selDense.present {
 		if _, err := p.selDense.check(dtU8, int64(T)); err != nil {
 			return nil, err
@@ -208,6 +213,8 @@ func selection(p *attentionParams, T int) (*kernels.Selection, error) {
 			return nil, err
 		}
 		sel.Tokens = p.selTok.i32()
+	} else {
+		sel.Tokens = []int32{} // a present, empty token list: every row must be dense
 	}
 	return sel, nil
 }
@@ -219,7 +226,7 @@ type gdnParams struct {
 }
 
 // gdnScan is strata_gdn_scan.
-func gdnScan(q, k, v, g, beta, state, o *tensor, p gdnParams) error {
+func gdnScan(d *strata.Device, q, k, v, g, beta, state, o *tensor, p gdnParams) error {
 	qs, err := q.check(dtF32, -1, -1, -1)
 	if err != nil {
 		return err
@@ -247,21 +254,21 @@ func gdnScan(q, k, v, g, beta, state, o *tensor, p gdnParams) error {
 	if Hv%Hk != 0 {
 		return fmt.Errorf("%w: Hv %d is not a multiple of Hk %d", strata.ErrInvalidArgument, Hv, Hk)
 	}
-	var hm kernels.HeadMap
+	var hm op.HeadMap
 	switch p.headMap {
 	case 0:
-		hm = kernels.Grouped
+		hm = op.Grouped
 	case 1:
-		hm = kernels.Tiled
+		hm = op.Tiled
 	default:
 		return fmt.Errorf("%w: head_map %d (want STRATA_GDN_GROUPED or STRATA_GDN_TILED)", strata.ErrInvalidArgument, p.headMap)
 	}
-	var mode kernels.ScanMode
+	var mode op.ScanMode
 	switch p.mode {
 	case 0:
-		mode = kernels.Chunked
+		mode = op.Chunked
 	case 1:
-		mode = kernels.Recurrent
+		mode = op.Recurrent
 	default:
 		return fmt.Errorf("%w: mode %d (want STRATA_GDN_CHUNKED or STRATA_GDN_RECURRENT)", strata.ErrInvalidArgument, p.mode)
 	}
@@ -269,20 +276,14 @@ func gdnScan(q, k, v, g, beta, state, o *tensor, p gdnParams) error {
 	if err := noOverlap([]*tensor{o, state}, q, k, v, g, beta); err != nil {
 		return err
 	}
-	qd, kd := q.f32(), k.f32()
-	if p.normalizeQK {
-		qd = append([]float32(nil), qd...)
-		kd = append([]float32(nil), kd...)
-		if err := kernels.GDNNormQK(qd, kd, T, Hk, Dk); err != nil {
-			return err
-		}
-	}
-	kp := kernels.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: Dk, Dv: Dv, Map: hm}
-	return kernels.GDNScan(o.f32(), state.f32(), qd, kd, v.f32(), g.f32(), beta.f32(), kp, mode)
+	h := op.HostF32
+	a := op.GDNScan{O: h(o.f32()), State: h(state.f32()), Q: h(q.f32()), K: h(k.f32()), V: h(v.f32()), G: h(g.f32()),
+		Beta: h(beta.f32()), P: op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: Dk, Dv: Dv, Map: hm}, Mode: mode}
+	return d.GDNScan(a, p.normalizeQK)
 }
 
 // moeCombine is strata_moe_combine.
-func moeCombine(ye, rk, w, out, shared, beta *tensor) error {
+func moeCombine(d *strata.Device, ye, rk, w, out, shared, beta *tensor) error {
 	ys, err := ye.check(dtF32, -1, -1)
 	if err != nil {
 		return err
@@ -296,12 +297,12 @@ func moeCombine(ye, rk, w, out, shared, beta *tensor) error {
 	if _, err := w.check(dtF32, int64(T), int64(K)); err != nil {
 		return err
 	}
-	var sh []float32
+	var sh op.Tensor
 	if shared.present {
 		if _, err := shared.check(dtF32, int64(T), int64(D)); err != nil {
 			return err
 		}
-		sh = shared.f32()
+		sh = op.HostF32(shared.f32())
 	}
 	ins := []*tensor{ye, rk, w, shared, beta}
 	for i, r := range rk.i32() {
@@ -316,14 +317,8 @@ func moeCombine(ye, rk, w, out, shared, beta *tensor) error {
 		if err := noOverlap([]*tensor{out}, ins...); err != nil {
 			return err
 		}
-		o := out.f32()
-		if err := kernels.MoECombine(o, ye.f32(), rows, rk.i32(), w.f32(), T, K, D); err != nil {
-			return err
-		}
-		for i, v := range sh {
-			o[i] += v
-		}
-		return nil
+		return d.MoECombine(op.MoECombine{Out: op.HostF32(out.f32()), YE: op.HostF32(ye.f32()), RK: op.HostI32(rk.i32()),
+			W: op.HostF32(w.f32()), T: T, K: K, D: D}, sh)
 	}
 	bs, err := beta.check(dtF32, int64(T), -1)
 	if err != nil {
@@ -336,5 +331,6 @@ func moeCombine(ye, rk, w, out, shared, beta *tensor) error {
 	if err := noOverlap([]*tensor{out}, ins...); err != nil {
 		return err
 	}
-	return kernels.GRApplyMoEC(out.f32(), beta.f32(), ye.f32(), rows, rk.i32(), w.f32(), sh, T, S, K, D)
+	return d.GRApplyMoEC(op.GRApplyMoEC{H: op.HostF32(out.f32()), Beta: op.HostF32(beta.f32()), YE: op.HostF32(ye.f32()),
+		RK: op.HostI32(rk.i32()), W: op.HostF32(w.f32()), Shared: sh, T: T, S: S, K: K, D: D})
 }

@@ -40,9 +40,10 @@
 extern "C" {
 #endif
 
-/* Version of this interface. Increases when functions or struct fields are added; existing
- * declarations, status codes and struct layouts never change within a major version. */
-#define STRATA_ABI_VERSION 1
+/* Version of this interface. Increases when functions, struct fields or codes are added, or when
+ * a declaration changes (version 2: the op-level entry points take the device they run on
+ * first); status codes and struct layouts of one version never change. */
+#define STRATA_ABI_VERSION 2
 
 /* Status codes. Stable; new codes are only appended. */
 typedef int32_t strata_status;
@@ -54,10 +55,11 @@ typedef int32_t strata_status;
 #define STRATA_ERR_CAPACITY           5  /* the session's context would be exceeded */
 #define STRATA_ERR_CHECKPOINT         6  /* missing, corrupt or unsupported checkpoint */
 #define STRATA_ERR_BACKEND            7  /* backend unavailable or a kernel failed */
-#define STRATA_ERR_OUT_OF_MEMORY      8  /* an allocation the library could not make */
+#define STRATA_ERR_OUT_OF_MEMORY      8  /* an allocation the library (or the device) could not make */
 #define STRATA_ERR_CANCELLED          9  /* cancelled (strata_session_cancel); state unchanged */
 #define STRATA_ERR_INTERNAL          10  /* a bug in strata, recovered; the message says where */
 #define STRATA_ERR_BUSY              11  /* the session is in use by another thread */
+#define STRATA_ERR_UNSUPPORTED       12  /* a valid format, setting or shape strata does not run (named in the message) */
 
 /* Element types of strata_tensor. */
 #define STRATA_F32   0
@@ -75,7 +77,9 @@ typedef int32_t strata_status;
 /* Backends for strata_device_params.backend. */
 #define STRATA_BACKEND_AUTO  0  /* metal where available, else cpu; the choice is logged */
 #define STRATA_BACKEND_CPU   1
-#define STRATA_BACKEND_METAL 2
+#define STRATA_BACKEND_METAL 2  /* Apple GPUs (macOS) */
+#define STRATA_BACKEND_EMU   3  /* the Metal kernels on the MSL emulator (needs clang; for tests and
+                                   kernel debugging, far slower than a GPU) */
 
 /* Value-head to qk-head mapping of strata_gdn_scan (r = Hv/Hk value heads per qk head). */
 #define STRATA_GDN_GROUPED 0  /* value head h reads qk head h / r (transformers' order) */
@@ -117,7 +121,7 @@ typedef struct strata_device_params {
 
 typedef struct strata_device_props {
   size_t struct_size;    /* set by the caller: sizeof(strata_device_props) */
-  char   backend[16];    /* "cpu" or "metal", NUL-terminated */
+  char   backend[16];    /* "cpu", "metal" or "emu", NUL-terminated */
   char   kernels[256];   /* the kernels in use (e.g. which BLAS serves GEMM), truncated, NUL-terminated */
 } strata_device_props;
 
@@ -212,12 +216,20 @@ strata_device_params strata_device_default_params(void);
  * BACKEND (the backend is not available on this machine or in this build). */
 strata_status strata_device_open(const strata_device_params* params, strata_device** out);
 
-/* Releases the device handle. Models loaded on it keep working until they are freed. */
+/* Releases the device handle. Models loaded on it keep working until they are freed; the device
+ * itself (an emulator it opened, say) is closed after the last of them. */
 strata_status strata_device_free(strata_device* device);
 
 /* Fills *info (the caller sets info->struct_size first). Errors: INVALID_HANDLE,
  * INVALID_ARGUMENT (info NULL or struct_size smaller than this version's struct). */
 strata_status strata_device_info(strata_device* device, strata_device_props* info);
+
+/* Copies the device's whole kernel report (strata_device_props.kernels is truncated to 255
+ * bytes; on metal and emu the report lists every kernel variant dispatched so far with its
+ * count) into buf like strata_last_error does, and stores the full length (without the NUL) in
+ * *len when len is not NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (buf NULL with cap > 0).
+ * Thread-safe. */
+strata_status strata_device_kernels(strata_device* device, char* buf, size_t cap, size_t* len);
 
 /* ---- model ------------------------------------------------------------------------------ */
 
@@ -316,11 +328,17 @@ strata_status strata_prefill(const char* checkpoint_dir, const int32_t* tokens, 
                              size_t logits_cap, size_t* n_written);
 
 /* ---- op-level entry points ---------------------------------------------------------------
- * For hosts that run their own model and want strata's kernels. All tensors are float32 unless
- * stated, C-contiguous, in host memory; outputs must not overlap inputs. Every descriptor is
- * checked (NULL data, ndim, dtype, shape against the op, overlap, 32-bit offsets) before any
- * work, and on error no output is written. They are thread-safe (calls on disjoint outputs may
- * run at once) and deterministic: results are bitwise identical across runs and thread counts. */
+ * For hosts that run their own model and want strata's kernels. Each runs on the device passed
+ * first: the CPU kernels on a cpu device (in place on the caller's memory), the Metal kernels on
+ * a metal or emu device (inputs copied into device buffers, one command buffer, outputs copied
+ * back); strata_device_info's kernels field then names the kernel variants that ran. All
+ * tensors are float32 unless stated, C-contiguous, in host memory; outputs must not overlap
+ * inputs. Every descriptor is checked (NULL data, ndim, dtype, shape against the op, overlap,
+ * 32-bit offsets, index values) before any work, and on error no output is written. They are
+ * thread-safe (calls on disjoint outputs may run at once) and deterministic on one device:
+ * results are bitwise identical across runs and thread counts. Errors as listed, plus
+ * INVALID_HANDLE (device), UNSUPPORTED (a shape the device's kernels do not take, e.g. HPG > 16
+ * on metal) and BACKEND (a device failure). */
 
 /* Returns the default attention parameters (struct_size set). */
 strata_attention_params strata_attention_default_params(void);
@@ -333,8 +351,8 @@ strata_attention_params strata_attention_default_params(void);
  * log-sum-exp of the scaled scores. params may be NULL.
  * Errors: INVALID_ARGUMENT (NULL descriptors or data, Hkv not dividing Hq, pos0 < 0, bad scale,
  * malformed selection, overlapping outputs), SHAPE, DTYPE. */
-strata_status strata_attention(const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
-                               const strata_tensor* o, const strata_tensor* lse,
+strata_status strata_attention(strata_device* device, const strata_tensor* q, const strata_tensor* k,
+                               const strata_tensor* v, const strata_tensor* o, const strata_tensor* lse,
                                const strata_attention_params* params);
 
 /* Returns the default Gated DeltaNet parameters (struct_size set). */
@@ -346,8 +364,8 @@ strata_gdn_params strata_gdn_default_params(void);
  * beta [T,Hv]; state [Hv,Dk,Dv] holds the initial state and receives the final one; o
  * [T,Hv,Dv] written. Hv must be a multiple of Hk. params may be NULL.
  * Errors: INVALID_ARGUMENT (NULL, unknown head_map or mode, overlap), SHAPE, DTYPE. */
-strata_status strata_gdn_scan(const strata_tensor* q, const strata_tensor* k, const strata_tensor* v,
-                              const strata_tensor* g, const strata_tensor* beta,
+strata_status strata_gdn_scan(strata_device* device, const strata_tensor* q, const strata_tensor* k,
+                              const strata_tensor* v, const strata_tensor* g, const strata_tensor* beta,
                               const strata_tensor* state, const strata_tensor* o,
                               const strata_gdn_params* params);
 
@@ -361,8 +379,8 @@ strata_moe_params strata_moe_default_params(void);
  * [T,S,D], read and updated in place: H[t,s] += beta[t,s] * u[t] (the GatedResidual write of
  * Qwen3.8-Flash-Next, fused). params may be NULL.
  * Errors: INVALID_ARGUMENT (NULL, rk outside [-1, rows), overlap), SHAPE, DTYPE. */
-strata_status strata_moe_combine(const strata_tensor* ye, const strata_tensor* rk, const strata_tensor* w,
-                                 const strata_tensor* out, const strata_moe_params* params);
+strata_status strata_moe_combine(strata_device* device, const strata_tensor* ye, const strata_tensor* rk,
+                                 const strata_tensor* w, const strata_tensor* out, const strata_moe_params* params);
 
 #endif /* STRATA_TYPES_ONLY */
 

@@ -7,37 +7,48 @@ import (
 
 var tensorType = reflect.TypeFor[Tensor]()
 
-// Exec runs one op over host memory on be: every Tensor field of the args struct a that holds a
-// *Host is replaced by a tensor of be holding a copy of the same data (a backend whose tensors are
-// host memory, such as the CPU's, uses them in place), call runs the op in a Pass of its own with
-// those arguments, the Pass is committed, and every such tensor is copied back into its host
-// memory (inputs too: they are unchanged) and freed. It serves the op entry points (the C ABI,
-// Python, tools); a model runs all its ops in one Pass over device tensors instead.
+// Exec runs ops over host memory on be, in one Pass: args are pointers to args structs of this
+// package; every Tensor field holding a *Host is replaced by a tensor of be holding a copy of the
+// same data (one device tensor per host tensor, so ops that share a host tensor share its device
+// copy; a backend whose tensors are host memory, such as the CPU's, uses them in place). run
+// then calls the Pass's ops with the structs, the Pass is committed, every such tensor is copied
+// back into its host memory (inputs too: they are unchanged) and freed, and the structs get their
+// host tensors back. It serves the op entry points (the C ABI, Python, tools); a model runs all
+// its ops in one Pass over device tensors instead.
 //
-// a must be an args struct of this package (a value, not a pointer). Errors are those of the op
-// (it checks its arguments before any work) or of the backend.
-func Exec[A any](be Backend, a A, call func(Pass, A) error) (Timing, error) {
-	v := reflect.ValueOf(&a).Elem()
-	if v.Kind() != reflect.Struct {
-		return Timing{}, fmt.Errorf("op.Exec: %w: %T is not an args struct", ErrInvalidArgument, a)
-	}
+// Errors are those of the ops (each checks its arguments before any work) or of the backend;
+// host memory is written only when everything succeeded (on a backend without copies the ops
+// write it as they run).
+func Exec(be Backend, run func(Pass) error, args ...any) (Timing, error) {
 	probe, err := be.NewTensor(F32, 0)
 	if err != nil {
 		return Timing{}, err
 	}
 	_, inPlace := probe.(*Host)
 	be.Free(probe)
-	type pair struct {
+	type field struct {
+		v    reflect.Value
 		host *Host
-		dev  Tensor
 	}
-	var pairs []pair
+	var fields []field
+	dev := map[*Host]Tensor{}
 	defer func() {
-		for _, p := range pairs {
-			be.Free(p.dev)
+		for _, f := range fields {
+			f.v.Set(reflect.ValueOf(Tensor(f.host)))
+		}
+		for _, d := range dev {
+			be.Free(d)
 		}
 	}()
-	if !inPlace {
+	for _, a := range args {
+		v := reflect.ValueOf(a)
+		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+			return Timing{}, fmt.Errorf("op.Exec: %w: %T is not a pointer to an args struct", ErrInvalidArgument, a)
+		}
+		if inPlace {
+			continue
+		}
+		v = v.Elem()
 		for i := 0; i < v.NumField(); i++ {
 			f := v.Field(i)
 			if f.Type() != tensorType || f.IsNil() {
@@ -47,12 +58,15 @@ func Exec[A any](be Backend, a A, call func(Pass, A) error) (Timing, error) {
 			if !ok || h == nil {
 				continue
 			}
-			d, err := be.NewTensor(h.DType(), h.Len())
-			if err != nil {
-				return Timing{}, err
+			d, ok := dev[h]
+			if !ok {
+				if d, err = be.NewTensor(h.DType(), h.Len()); err != nil {
+					return Timing{}, err
+				}
+				dev[h] = d
+				copyTensor(d, h)
 			}
-			pairs = append(pairs, pair{h, d})
-			copyTensor(d, h)
+			fields = append(fields, field{f, h})
 			f.Set(reflect.ValueOf(d))
 		}
 	}
@@ -63,7 +77,7 @@ func Exec[A any](be Backend, a A, call func(Pass, A) error) (Timing, error) {
 	if err != nil {
 		return Timing{}, err
 	}
-	if err := call(p, a); err != nil {
+	if err := run(p); err != nil {
 		p.Abandon()
 		return Timing{}, err
 	}
@@ -71,8 +85,8 @@ func Exec[A any](be Backend, a A, call func(Pass, A) error) (Timing, error) {
 	if err != nil {
 		return Timing{}, err
 	}
-	for _, pr := range pairs {
-		copyTensor(pr.host, pr.dev)
+	for h, d := range dev {
+		copyTensor(h, d)
 	}
 	return tm, nil
 }

@@ -251,3 +251,42 @@ func TestCABIChecks(t *testing.T) {
 	}
 	t.Logf("%d checks passed", strings.Count(string(out), "\nok "))
 }
+
+// TestCOps compiles examples/c/ops.c and runs the three op entry points on a cpu and an emu
+// device (the Metal kernels on the MSL emulator), each against the cpu device's results; on emu
+// the device's kernel report must name the Metal kernel variants that ran.
+func TestCOps(t *testing.T) {
+	dir := library(t)
+	exe := compile(t, dir, "../examples/c/ops.c", "strata-ops")
+	for _, c := range []struct {
+		backend string
+		kernels []string
+	}{
+		{"cpu", []string{"cpu (GOMAXPROCS="}},
+		{"emu", []string{"qsa_flash_f32_hpg2", "_sparse", "gdn_scan_f32", "moe_comb", "gr_apply_moec_f32", "ew_add_f32"}},
+	} {
+		t.Run(c.backend, func(t *testing.T) {
+			if c.backend == "emu" {
+				if _, err := exec.LookPath("clang++-16"); err != nil && os.Getenv("STRATA_CLANG") == "" {
+					if _, err := exec.LookPath("clang++"); err != nil {
+						t.Skip("the emu backend needs clang++ (Debian clang-16)")
+					}
+				}
+			}
+			out, err := exec.Command(exe, c.backend).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			s := string(out)
+			if !strings.Contains(s, "backend   "+c.backend) || !strings.HasSuffix(strings.TrimSpace(s), "PASS") {
+				t.Fatalf("unexpected report:\n%s", s)
+			}
+			for _, k := range c.kernels {
+				if !strings.Contains(s, k) {
+					t.Errorf("kernel report lacks %q:\n%s", k, s)
+				}
+			}
+			t.Logf("\n%s", s)
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/kernels"
+	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/strata"
 )
 
@@ -90,7 +91,7 @@ func benchOps(P float64) error {
 		}
 		return x
 	}
-	bf16 := func(n, k int) *kernels.Matrix {
+	bf16 := func(n, k int) *op.Matrix {
 		u := make([]uint16, n*k)
 		for i := range u {
 			u[i] = uint16(r.Uint32()&0x3fff) | 0x3c00 // magnitudes around 0.01..0.1, either sign
@@ -98,10 +99,10 @@ func benchOps(P float64) error {
 				u[i] |= 0x8000
 			}
 		}
-		m, _ := kernels.NewMatrixU16(n, k, kernels.BF16, u)
+		m, _ := op.NewMatrixU16(n, k, op.BF16, u)
 		return m
 	}
-	f32 := func(m *kernels.Matrix) *kernels.Matrix { w, _ := m.WidenF32(); return w }
+	f32 := func(m *op.Matrix) *op.Matrix { w, _ := kernels.WidenF32(m); return w }
 	report := func(name string, flops float64, fn func() error) error {
 		best := time.Duration(1 << 62)
 		for i := 0; i < 3; i++ {
@@ -125,7 +126,7 @@ func benchOps(P float64) error {
 	y := make([]float32, T*D)
 	for _, c := range []struct {
 		name string
-		w    *kernels.Matrix
+		w    *op.Matrix
 	}{{"MatMul T512 N2560 K2560 bf16 (widen per call)", proj}, {"MatMul T512 N2560 K2560 f32", f32(proj)}} {
 		if err := report(c.name, 2*T*D*D, func() error { return kernels.MatMul(y, x, T, c.w) }); err != nil {
 			return err
@@ -133,7 +134,7 @@ func benchOps(P float64) error {
 	}
 	// MoE at T = 512: 64 experts (the slice), top-10, I = 640, f32 weights (widened at load).
 	const E, K, I = 64, 10, 640
-	ex := &kernels.Experts{E: E, D: D, I: I}
+	ex := &op.Experts{E: E, D: D, I: I}
 	for e := 0; e < E; e++ {
 		ex.GateUp = append(ex.GateUp, f32(bf16(2*I, D)))
 		ex.Down = append(ex.Down, f32(bf16(D, I)))
@@ -151,7 +152,7 @@ func benchOps(P float64) error {
 	}
 	// GatedResidual read and the fused MoE-combine write + norm at S = 4, R = 320.
 	const S, R = 4, 320
-	g := &kernels.GRWeights{S: S, D: D, R: R, Norm: rnd(S*D, 0.1), Down: f32(bf16(R, S*D)), Up: f32(bf16(S*D, R)), Inj: f32(bf16(S, S*D))}
+	g := &op.GRWeights{S: S, D: D, R: R, Norm: rnd(S*D, 0.1), Down: f32(bf16(R, S*D)), Up: f32(bf16(S*D, R)), Inj: f32(bf16(S, S*D))}
 	H := rnd(T*S*D, 1)
 	beta := make([]float32, T*S)
 	if err := report("GRRead T512 S4 D2560 R320 f32", 2*T*(2*R*S*D+S*S*D), func() error {

@@ -3,7 +3,7 @@
 A thin ctypes layer over libstrata (include/strata.h); numpy arrays in and out.
 
     import strata
-    dev = strata.Device()                       # "auto", "cpu" or "metal"
+    dev = strata.Device()                       # "auto", "cpu", "metal" or "emu"
     model = strata.Model(dev, "path/to/checkpoint")
     with model.session() as s:
         logits = s.prefill([1, 2, 3])           # float32 [vocab]: the next-token logits
@@ -18,7 +18,7 @@ from ._lib import load as library
 from .api import Device, Model, Session, Snapshot, prefill, set_log_callback, version
 from .errors import (BackendError, BusyError, CancelledError, CapacityError, CheckpointError, DTypeError, Error,
                      InternalError, InvalidArgumentError, InvalidHandleError, OutOfMemoryError, ShapeError,
-                     status_name)
+                     UnsupportedError, status_name)
 from .ops import attention, gdn_scan, moe_combine
 
 __all__ = [
@@ -27,5 +27,6 @@ __all__ = [
     "attention", "gdn_scan", "moe_combine",
     "Error", "InvalidArgumentError", "InvalidHandleError", "ShapeError", "DTypeError", "CapacityError",
     "CheckpointError", "BackendError", "OutOfMemoryError", "CancelledError", "InternalError", "BusyError",
+    "UnsupportedError",
     "status_name",
 ]

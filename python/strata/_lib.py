@@ -7,7 +7,7 @@ import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int32, c_int64,
                     c_size_t, c_void_p)
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # Status codes (strata_status), stable and appended only.
 OK = 0
@@ -22,12 +22,13 @@ ERR_OUT_OF_MEMORY = 8
 ERR_CANCELLED = 9
 ERR_INTERNAL = 10
 ERR_BUSY = 11
+ERR_UNSUPPORTED = 12
 
 # Element types of strata_tensor.
 F32, F16, BF16, I32, U8 = 0, 1, 2, 3, 4
 
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = 0, 1, 2, 3
-BACKEND_AUTO, BACKEND_CPU, BACKEND_METAL = 0, 1, 2
+BACKEND_AUTO, BACKEND_CPU, BACKEND_METAL, BACKEND_EMU = 0, 1, 2, 3
 GDN_GROUPED, GDN_TILED = 0, 1
 GDN_CHUNKED, GDN_RECURRENT = 0, 1
 
@@ -92,6 +93,7 @@ PROTOTYPES = {
     "strata_device_open": (strata_status, [POINTER(DeviceParams), POINTER(_h)]),
     "strata_device_free": (strata_status, [_h]),
     "strata_device_info": (strata_status, [_h, POINTER(DeviceProps)]),
+    "strata_device_kernels": (strata_status, [_h, c_char_p, c_size_t, POINTER(c_size_t)]),
     "strata_model_default_params": (ModelParams, []),
     "strata_model_load": (strata_status, [_h, c_char_p, POINTER(ModelParams), POINTER(_h)]),
     "strata_model_free": (strata_status, [_h]),
@@ -113,11 +115,11 @@ PROTOTYPES = {
     "strata_prefill": (strata_status, [c_char_p, POINTER(c_int32), c_size_t, POINTER(PrefillParams),
                                        POINTER(c_float), c_size_t, POINTER(c_size_t)]),
     "strata_attention_default_params": (AttentionParams, []),
-    "strata_attention": (strata_status, [_T, _T, _T, _T, _T, POINTER(AttentionParams)]),
+    "strata_attention": (strata_status, [_h, _T, _T, _T, _T, _T, POINTER(AttentionParams)]),
     "strata_gdn_default_params": (GDNParams, []),
-    "strata_gdn_scan": (strata_status, [_T, _T, _T, _T, _T, _T, _T, POINTER(GDNParams)]),
+    "strata_gdn_scan": (strata_status, [_h, _T, _T, _T, _T, _T, _T, _T, POINTER(GDNParams)]),
     "strata_moe_default_params": (MoEParams, []),
-    "strata_moe_combine": (strata_status, [_T, _T, _T, _T, POINTER(MoEParams)]),
+    "strata_moe_combine": (strata_status, [_h, _T, _T, _T, _T, POINTER(MoEParams)]),
 }
 
 _lock = threading.Lock()

@@ -11,7 +11,7 @@ import os
 
 from .errors import CheckpointError, InvalidArgumentError, check
 
-_BACKENDS = {"auto": _lib.BACKEND_AUTO, "cpu": _lib.BACKEND_CPU, "metal": _lib.BACKEND_METAL}
+_BACKENDS = {"auto": _lib.BACKEND_AUTO, "cpu": _lib.BACKEND_CPU, "metal": _lib.BACKEND_METAL, "emu": _lib.BACKEND_EMU}
 _log_keep = None  # the installed ctypes callback, kept alive while installed
 _log_lock = threading.Lock()
 
@@ -74,7 +74,9 @@ class _Handle:
 
 
 class Device(_Handle):
-    """A compute device: backend "auto" (metal where available, else cpu), "cpu" or "metal"."""
+    """A compute device: backend "auto" (metal where available, else cpu), "cpu", "metal" (Apple
+    GPUs) or "emu" (the Metal kernels on the MSL emulator: needs clang; for tests and kernel
+    debugging, far slower than a GPU)."""
 
     _free = "strata_device_free"
 
@@ -89,10 +91,15 @@ class Device(_Handle):
         super().__init__(lib, h.value)
 
     def info(self):
-        """{"backend": "cpu" | "metal", "kernels": description of the kernels in use}."""
+        """{"backend": "cpu" | "metal" | "emu", "kernels": the whole kernel report (on metal and
+        emu every kernel variant dispatched so far with its count)}."""
         props = _lib.DeviceProps(struct_size=ctypes.sizeof(_lib.DeviceProps))
         check(self._lib.strata_device_info(self._h, byref(props)), self._lib)
-        return {"backend": props.backend.decode(), "kernels": props.kernels.decode()}
+        n = c_size_t()
+        check(self._lib.strata_device_kernels(self._h, None, 0, byref(n)), self._lib)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        check(self._lib.strata_device_kernels(self._h, buf, n.value + 1, None), self._lib)
+        return {"backend": props.backend.decode(), "kernels": buf.value.decode("utf-8", "replace")}
 
     @property
     def backend(self):

@@ -65,9 +65,14 @@ class BusyError(Error):
     status = _lib.ERR_BUSY
 
 
+class UnsupportedError(Error):
+    """A valid format, setting or shape strata does not run (named in the message)."""
+    status = _lib.ERR_UNSUPPORTED
+
+
 _BY_STATUS = {c.status: c for c in (InvalidArgumentError, InvalidHandleError, ShapeError, DTypeError,
                                     CapacityError, CheckpointError, BackendError, OutOfMemoryError,
-                                    CancelledError, InternalError, BusyError)}
+                                    CancelledError, InternalError, BusyError, UnsupportedError)}
 
 _NAMES = {
     _lib.OK: "STRATA_OK", _lib.ERR_INVALID_ARGUMENT: "STRATA_ERR_INVALID_ARGUMENT",
@@ -76,6 +81,7 @@ _NAMES = {
     _lib.ERR_CHECKPOINT: "STRATA_ERR_CHECKPOINT", _lib.ERR_BACKEND: "STRATA_ERR_BACKEND",
     _lib.ERR_OUT_OF_MEMORY: "STRATA_ERR_OUT_OF_MEMORY", _lib.ERR_CANCELLED: "STRATA_ERR_CANCELLED",
     _lib.ERR_INTERNAL: "STRATA_ERR_INTERNAL", _lib.ERR_BUSY: "STRATA_ERR_BUSY",
+    _lib.ERR_UNSUPPORTED: "STRATA_ERR_UNSUPPORTED",
 }
 
 

@@ -1,5 +1,8 @@
 """strata's kernels on numpy arrays: attention, Gated DeltaNet scan, MoE combine.
 
+Each op runs on the device passed as device= (a strata.Device: the CPU kernels on "cpu", the Metal
+kernels on "metal" and on the emulator "emu"; device.info()["kernels"] then names the kernel
+variants that ran). Without device= they run on a process-wide cpu device opened on first use.
 Every array is checked here before the call (dtype, shape against the op, C-contiguity,
 alignment, writability of outputs) and again by the library. Outputs are returned as new arrays
 unless passed in (out=...), in which case they are written in place.
@@ -10,8 +13,27 @@ import math
 
 import numpy as np
 
+import threading
+
 from . import _lib
 from .errors import DTypeError, InvalidArgumentError, ShapeError, check
+
+_cpu = None
+_cpu_lock = threading.Lock()
+
+
+def _device(device):
+    """The handle of device (a strata.Device), or of the shared cpu device when None."""
+    global _cpu
+    from .api import Device
+    if device is None:
+        with _cpu_lock:
+            if _cpu is None:
+                _cpu = Device("cpu")
+            device = _cpu
+    if not isinstance(device, Device):
+        raise InvalidArgumentError(f"device must be a strata.Device, got {type(device).__name__}")
+    return device._h
 
 _DTYPES = {np.dtype(np.float32): _lib.F32, np.dtype(np.float16): _lib.F16,
            np.dtype(np.int32): _lib.I32, np.dtype(np.uint8): _lib.U8}
@@ -59,15 +81,17 @@ def _out(out, name, shape):
     return out
 
 
-def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, return_lse=False):
+def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, return_lse=False, device=None):
     """Causal grouped-query attention of a prefill chunk (strata_attention).
 
     q [T, Hq, D] float32 at positions pos0..pos0+T-1; k, v [N, Hkv, D] the cache including the new
     tokens (N >= pos0+T); scale defaults to 1/sqrt(D). selection, for QSA-sparse rows, is
     (dense [T] uint8 or None, offsets [T+1] int32, tokens [n] int32). Returns o [T, Hq, D], and
-    (o, lse [T, Hq]) with return_lse or when lse is passed.
+    (o, lse [T, Hq]) with return_lse or when lse is passed. device: the strata.Device to run on
+    (None: the shared cpu device).
     """
     lib = _lib.load()
+    dev = _device(device)
     dq = _Desc(q, "q", np.float32, (None, None, None))
     T, Hq, D = q.shape
     dk = _Desc(k, "k", np.float32, (None, None, D))
@@ -96,23 +120,25 @@ def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, r
             dd = _Desc(dense, "sel_dense", np.uint8, (T,))
             p.sel_dense = dd.ptr()
             keep.append(dd)
-    check(lib.strata_attention(dq.ptr(), dk.ptr(), dv.ptr(), do.ptr(), _ptr(dl), ctypes.byref(p)), lib)
+    check(lib.strata_attention(dev, dq.ptr(), dk.ptr(), dv.ptr(), do.ptr(), _ptr(dl), ctypes.byref(p)), lib)
     return (o, l) if want_lse else o
 
 
-def gdn_scan(q, k, v, g, beta, state, normalize_qk=False, head_map="grouped", mode="chunked", out=None):
+def gdn_scan(q, k, v, g, beta, state, normalize_qk=False, head_map="grouped", mode="chunked", out=None, device=None):
     """The gated delta rule over T tokens (strata_gdn_scan).
 
     q, k [T, Hk, Dk] (already l2-normalised and q scaled by Dk^-1/2, unless normalize_qk);
     v [T, Hv, Dv]; g (log decay) and beta [T, Hv]; state [Hv, Dk, Dv] float32 holds the initial
     state and is updated in place to the final one. head_map "grouped" (value head h reads qk head
     h // (Hv/Hk)) or "tiled" (h % Hk); mode "chunked" or "recurrent". Returns o [T, Hv, Dv].
+    device: the strata.Device to run on (None: the shared cpu device).
     """
     lib = _lib.load()
     maps = {"grouped": _lib.GDN_GROUPED, "tiled": _lib.GDN_TILED}
     modes = {"chunked": _lib.GDN_CHUNKED, "recurrent": _lib.GDN_RECURRENT}
     if head_map not in maps or mode not in modes:
         raise InvalidArgumentError(f"head_map {head_map!r} / mode {mode!r}: want {sorted(maps)} / {sorted(modes)}")
+    dev = _device(device)
     dq = _Desc(q, "q", np.float32, (None, None, None))
     T, Hk, Dk = q.shape
     dk = _Desc(k, "k", np.float32, (T, Hk, Dk))
@@ -127,20 +153,21 @@ def gdn_scan(q, k, v, g, beta, state, normalize_qk=False, head_map="grouped", mo
     do = _Desc(o, "out", np.float32, (T, Hv, Dv), writable=True)
     p = lib.strata_gdn_default_params()
     p.head_map, p.mode, p.normalize_qk = maps[head_map], modes[mode], 1 if normalize_qk else 0
-    check(lib.strata_gdn_scan(dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), db.ptr(), ds.ptr(), do.ptr(), ctypes.byref(p)), lib)
+    check(lib.strata_gdn_scan(dev, dq.ptr(), dk.ptr(), dv.ptr(), dg.ptr(), db.ptr(), ds.ptr(), do.ptr(), ctypes.byref(p)), lib)
     return o
 
 
-def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None):
+def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None, device=None):
     """Combines expert outputs per token (strata_moe_combine):
     u[t] = sum over slots j with rk[t, j] >= 0 of w[t, j] * ye[rk[t, j]] (+ shared[t]).
 
     ye [rows, D] float32; rk [T, K] int32 (-1 = empty slot); w [T, K]; shared [T, D] optional.
     Without residual, returns u [T, D] (in out when given). With residual H [T, S, D] and beta
     [T, S], updates H in place, H[t, s] += beta[t, s] * u[t] (the fused GatedResidual write), and
-    returns it.
+    returns it. device: the strata.Device to run on (None: the shared cpu device).
     """
     lib = _lib.load()
+    dev = _device(device)
     dye = _Desc(ye, "ye", np.float32, (None, None))
     rows, D = ye.shape
     drk = _Desc(rk, "rk", np.int32, (None, None))
@@ -166,7 +193,7 @@ def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None):
     else:
         result = _out(out, "out", (T, D))
         dout = _Desc(result, "out", np.float32, (T, D), writable=True)
-    check(lib.strata_moe_combine(dye.ptr(), drk.ptr(), dw.ptr(), dout.ptr(), ctypes.byref(p)), lib)
+    check(lib.strata_moe_combine(dev, dye.ptr(), drk.ptr(), dw.ptr(), dout.ptr(), ctypes.byref(p)), lib)
     return result
 
 

@@ -55,3 +55,14 @@ def model(strata, device):
 def q4_goldens():
     from helpers import GOLDENS, read_safetensors
     return read_safetensors(os.path.join(GOLDENS, "q4_model_goldens.safetensors"))
+
+
+@pytest.fixture(scope="session", params=["cpu", "emu"])
+def op_device(request, strata):
+    """The device the op tests run on: cpu, and emu (the Metal kernels on the MSL emulator),
+    which needs clang++ (Debian clang-16)."""
+    if request.param == "emu" and not (os.environ.get("STRATA_CLANG") or shutil.which("clang++-16") or shutil.which("clang++")):
+        pytest.skip("the emu backend needs clang++ (Debian clang-16)")
+    d = strata.Device(request.param)
+    yield d
+    d.close()

@@ -215,8 +215,8 @@ func makeCall(name string, T, pos0 int, seed uint64) func(*metal.Backend) ([]flo
 		w := r.fill(T*K, 0, 1)
 		return func(b *metal.Backend) ([]float32, error) {
 			out := make([]float32, T*D)
-			_, err := op.Exec(b, op.MoECombine{Out: h(out), YE: h(ye), RK: op.HostI32(rk), W: h(w), T: T, K: K, D: D},
-				func(p op.Pass, a op.MoECombine) error { return p.MoECombine(a) })
+			a := op.MoECombine{Out: h(out), YE: h(ye), RK: op.HostI32(rk), W: h(w), T: T, K: K, D: D}
+			_, err := op.Exec(b, func(p op.Pass) error { return p.MoECombine(a) }, &a)
 			return out, err
 		}
 	case "gr_norm_h4", "gr_norm_h_moec":
@@ -231,9 +231,9 @@ func makeCall(name string, T, pos0 int, seed uint64) func(*metal.Backend) ([]flo
 		return func(b *metal.Backend) ([]float32, error) {
 			hh := slices.Clone(H)
 			hn := make([]float32, len(H))
-			_, err := op.Exec(b, op.GRApplyMoEC{H: h(hh), Hn: h(hn), Beta: h(beta), YE: h(ye), RK: op.HostI32(rk), W: h(w),
-				T: T, S: S, K: K, D: D, Norm: norm, Eps: 1e-6},
-				func(p op.Pass, a op.GRApplyMoEC) error { return p.GRApplyMoEC(a) })
+			a := op.GRApplyMoEC{H: h(hh), Hn: h(hn), Beta: h(beta), YE: h(ye), RK: op.HostI32(rk), W: h(w),
+				T: T, S: S, K: K, D: D, Norm: norm, Eps: 1e-6}
+			_, err := op.Exec(b, func(p op.Pass) error { return p.GRApplyMoEC(a) }, &a)
 			return append(hh, hn...), err
 		}
 	case "gdn_scan":
@@ -243,8 +243,8 @@ func makeCall(name string, T, pos0 int, seed uint64) func(*metal.Backend) ([]flo
 		state := r.fill(48*128*128, -0.5, 0.5)
 		return func(b *metal.Backend) ([]float32, error) {
 			o, st := make([]float32, T*48*128), slices.Clone(state)
-			_, err := op.Exec(b, op.GDNScan{O: h(o), State: h(st), Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), P: p},
-				func(p op.Pass, a op.GDNScan) error { return p.GDNScan(a) })
+			a := op.GDNScan{O: h(o), State: h(st), Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), P: p}
+			_, err := op.Exec(b, func(p op.Pass) error { return p.GDNScan(a) }, &a)
 			return append(o, st...), err
 		}
 	case "attention":
@@ -253,8 +253,8 @@ func makeCall(name string, T, pos0 int, seed uint64) func(*metal.Backend) ([]flo
 		k, v := r.fill((pos0+T)*2*256, -2, 2), r.fill((pos0+T)*2*256, -1, 1)
 		return func(b *metal.Backend) ([]float32, error) {
 			o, lse := make([]float32, len(q)), make([]float32, T*24)
-			_, err := op.Exec(b, op.Attention{O: h(o), LSE: h(lse), Q: h(q), K: h(k), V: h(v), P: p},
-				func(p op.Pass, a op.Attention) error { return p.Attention(a) })
+			a := op.Attention{O: h(o), LSE: h(lse), Q: h(q), K: h(k), V: h(v), P: p}
+			_, err := op.Exec(b, func(p op.Pass) error { return p.Attention(a) }, &a)
 			return append(o, lse...), err
 		}
 	case "gemm":
@@ -267,8 +267,8 @@ func makeCall(name string, T, pos0 int, seed uint64) func(*metal.Backend) ([]flo
 		x := r.fill(T*K, -1, 1)
 		return func(b *metal.Backend) ([]float32, error) {
 			y := make([]float32, T*N)
-			_, err := op.Exec(b, op.MatMul{Y: h(y), X: h(x), T: T, W: w},
-				func(p op.Pass, a op.MatMul) error { return p.MatMul(a) })
+			a := op.MatMul{Y: h(y), X: h(x), T: T, W: w}
+			_, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a)
 			return y, err
 		}
 	}
