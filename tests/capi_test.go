@@ -90,7 +90,7 @@ func compile(t *testing.T, libDir, src, name string) string {
 	t.Helper()
 	exe := filepath.Join(libDir, name)
 	cmd := exec.Command(cc(t), "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I", "../include", src,
-		"-L", libDir, "-lstrata", "-lpthread", "-Wl,-rpath,"+libDir, "-o", exe)
+		"-L", libDir, "-lstrata", "-lpthread", "-lm", "-Wl,-rpath,"+libDir, "-o", exe)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
