@@ -27,7 +27,7 @@ def test_status_codes_match_header(strata):
     with open(os.path.join(ROOT, "include", "strata.h")) as f:
         header = f.read()
     defs = dict(re.findall(r"#define STRATA_(OK|ERR_\w+)\s+(\d+)", header))
-    assert len(defs) == 12
+    assert len(defs) == 13
     for name, value in defs.items():
         assert getattr(_lib, name) == int(value), name
     lib = strata.library()
@@ -83,8 +83,20 @@ def test_null_pointers(strata, device, model):
     q = np.zeros((2, 2, 4), np.float32)
     with pytest.raises(strata.InvalidArgumentError):
         strata.attention(q, None, q)
-    st, msg = lib_error(strata, "strata_attention", None, None, None, None, None, None)
+    st, msg = lib_error(strata, "strata_attention", device.handle, None, None, None, None, None, None)
     assert st == _lib.ERR_INVALID_ARGUMENT and "q: NULL" in msg
+    # The op entry points take the device first: a missing or wrong handle is refused.
+    kv = np.zeros((2, 1, 4), np.float32)
+    shape, kshape = (c_int64 * 3)(2, 2, 4), (c_int64 * 3)(2, 1, 4)
+    o = np.zeros((2, 2, 4), np.float32)
+    tq, tk = _lib.Tensor(q.ctypes.data, _lib.F32, 3, shape, None), _lib.Tensor(kv.ctypes.data, _lib.F32, 3, kshape, None)
+    to = _lib.Tensor(o.ctypes.data, _lib.F32, 3, shape, None)
+    st, msg = lib_error(strata, "strata_attention", None, byref(tq), byref(tk), byref(tk), byref(to), None, None)
+    assert st == _lib.ERR_INVALID_HANDLE and "NULL strata_device" in msg
+    st, msg = lib_error(strata, "strata_attention", model.handle, byref(tq), byref(tk), byref(tk), byref(to), None, None)
+    assert st == _lib.ERR_INVALID_HANDLE and "not a strata_device" in msg
+    with pytest.raises(strata.InvalidArgumentError):
+        strata.attention(q, kv, kv, device="cpu")
 
 
 def test_exceptions_carry_status_and_message(strata, device):
@@ -97,7 +109,7 @@ def test_exceptions_carry_status_and_message(strata, device):
         strata.Device("metal")
 
 
-def test_wrong_dtype_and_shape(strata, model):
+def test_wrong_dtype_and_shape(strata, device, model):
     from strata import _lib
     q = np.zeros((3, 2, 4), np.float32)
     kv = np.zeros((3, 1, 4), np.float32)
@@ -122,10 +134,10 @@ def test_wrong_dtype_and_shape(strata, model):
     tk = _lib.Tensor(kv.ctypes.data, _lib.F32, 3, (c_int64 * 3)(3, 1, 4), None)
     o = np.zeros((3, 2, 4), np.float32)
     to = _lib.Tensor(o.ctypes.data, _lib.F32, 3, (c_int64 * 3)(3, 2, 5), None)
-    st, msg = lib_error(strata, "strata_attention", byref(tq), byref(tk), byref(tk), byref(to), None, None)
+    st, msg = lib_error(strata, "strata_attention", device.handle, byref(tq), byref(tk), byref(tk), byref(to), None, None)
     assert st == _lib.ERR_DTYPE and "q: dtype i32" in msg
     tq = _lib.Tensor(q.ctypes.data, _lib.F32, 3, shape, None)
-    st, msg = lib_error(strata, "strata_attention", byref(tq), byref(tk), byref(tk), byref(to), None, None)
+    st, msg = lib_error(strata, "strata_attention", device.handle, byref(tq), byref(tk), byref(tk), byref(to), None, None)
     assert st == _lib.ERR_SHAPE and "o: shape" in msg
     with model.session(8) as s:
         with pytest.raises(strata.InvalidArgumentError):
