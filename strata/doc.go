@@ -1,16 +1,17 @@
 // Package strata is the public Go API of strata, a prefill engine for hybrid
 // linear/full-attention MoE language models (Qwen3.8-Flash-Next, transformers qwen4_exp, and
-// Qwen3-Next): open a Device (cpu or metal backend), load a Hugging Face checkpoint into a
+// Qwen3-Next): open a Device (backend cpu, metal or emu), load a Hugging Face checkpoint into a
 // Model, and prefill prompts through Sessions that own the KV, indexer, Gated DeltaNet and PLE
-// caches.
+// caches. Hosts that run their own model call single ops on a Device (Device.Attention,
+// GDNScan, MoECombine, GRApplyMoEC).
 //
-// Backends: cpu runs the ops of package kernels; metal runs the Metal kernels of package metal
-// on the system's Metal device (macOS) or on a device passed in Options.MetalDevice (the MSL
-// emulator of metal/emu in tests). The model runner is the same for both (forward.go over the
-// unexported backend interface). On metal every op is one command buffer over host slices:
-// inputs are uploaded and outputs read back, and the session cache (K/V, index keys, GDN and
-// PLE states) stays in host memory, which keeps Snapshot/Restore and the failed-prefill
-// guarantee identical to cpu. A device-resident cache and weights, with one command buffer per
-// prefill chunk, are the next step. Token embedding rows and the PLE n-gram hash ids are
-// computed on the host on both backends (a row gather and integer bookkeeping).
+// A Device is an op.Backend: package kernels on the CPU, package metal on an Apple GPU or on
+// the MSL emulator (backend emu: the same Metal host code and .metal files, run on the CPU).
+// The model runner (forward.go) is written once over op tensors and op.Pass calls: on the CPU
+// every op runs when it is called, on Metal a prefill is one command buffer. Weights stay in the
+// checkpoint's dtype (memory-mapped; a Metal device uploads them once per model), the session
+// state lives in the device's memory as one list of tensors (cache.go) that every operation
+// walks the same way, and a failed or cancelled prefill restores the fixed-size states from host
+// backups on every backend. The token ids and the PLE n-gram ids are computed on the host
+// (integer bookkeeping) and written into device tensors before the ops that read them.
 package strata

@@ -51,7 +51,7 @@ func run() error {
 		randomN    = flag.Int("random-tokens", 0, "prefill N random token ids (seeded by --seed)")
 		seed       = flag.Uint64("seed", 1, "seed for --random-tokens and the default prompt")
 		chunk      = flag.Int("chunk", 0, "prefill in chunks of N tokens (0: one shot)")
-		backend    = flag.String("backend", "auto", "backend: auto, cpu or metal")
+		backend    = flag.String("backend", "auto", "backend: auto, cpu, metal or emu (the Metal kernels on the MSL emulator)")
 		allLogits  = flag.Bool("all-logits", false, "compute logits for every token, not only the last")
 		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
 		maxCtx     = flag.Int("max-context", 0, "session capacity in tokens (default: prompt length, at least 4096)")
@@ -171,6 +171,8 @@ func run() error {
 		}
 		total.Tokens += lg.Stats.Tokens
 		total.Total += lg.Stats.Total
+		total.Device += lg.Stats.Device
+		total.PerStage = lg.Stats.PerStage
 		for i := range total.Stage {
 			total.Stage[i] += lg.Stats.Stage[i]
 		}
@@ -195,6 +197,14 @@ func run() error {
 	}
 	other := total.Total - staged
 	fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", "other", float64(other.Microseconds())/1000, 100*other.Seconds()/total.Total.Seconds())
+	if !total.PerStage {
+		// The device timed only whole command buffers: the stages above hold host work only.
+		fmt.Printf("  %-14s %9.1f ms  %5.1f%%  (GPU time of the command buffers; no per-stage timing on this device)\n", "device",
+			float64(total.Device.Microseconds())/1000, 100*total.Device.Seconds()/total.Total.Seconds())
+	}
+	if dev.Backend() != "cpu" {
+		fmt.Printf("ran       %s\n", dev.Kernels())
+	}
 	row := last.Row(last.Rows - 1)
 	fmt.Printf("top-5     next token after position %d:", sess.Position()-1)
 	for _, id := range topK(row, 5) {

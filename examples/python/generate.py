@@ -23,7 +23,7 @@ def main():
     ap.add_argument("--tokens", required=True, help="comma-separated prompt token ids")
     ap.add_argument("--new-tokens", type=int, default=16, help="tokens to generate")
     ap.add_argument("--eos", type=int, default=-1, help="stop after this token id (default: none)")
-    ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "metal"])
+    ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "metal", "emu"])
     args = ap.parse_args()
     if args.new_tokens < 1:
         ap.error("--new-tokens must be >= 1")

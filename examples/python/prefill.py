@@ -40,7 +40,7 @@ def main():
     ap.add_argument("--random-tokens", type=int, default=0, help="prefill N random token ids (seeded by --seed)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--chunk", type=int, default=0, help="prefill in chunks of N tokens (0: one shot)")
-    ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "metal"])
+    ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "metal", "emu"])
     ap.add_argument("--all-logits", action="store_true", help="compute logits for every token, not only the last")
     ap.add_argument("--save-logits", help="write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
     ap.add_argument("--max-context", type=int, default=0, help="session capacity (default: prompt length, at least 4096)")
