@@ -1,7 +1,10 @@
 // Package hfconfig reads the Hugging Face config.json of the two model families strata runs,
 // Qwen3-Next (model_type qwen3_next) and Qwen4-Exp (qwen4_exp_text, or qwen4_exp with the text
-// model nested under text_config), into one Config, checks its invariants, and derives from it
-// the name and shape of every checkpoint tensor the model needs.
+// model nested under text_config), into one Config, checks its invariants, derives from it
+// the name and shape of every checkpoint tensor the model needs, and checks a checkpoint's
+// tensor table against it (CheckCheckpoint: the one check both loading and inspecting run).
+// Quantized checkpoints (FP8, ModelOpt, compressed-tensors, AutoRound, AWQ, GPTQ, MLX) and
+// other model types are refused by name.
 //
 // Field names, defaults and invariants follow transformers' configuration_qwen3_next.py and
 // configuration_qwen4_exp.py (v5.17): a field absent from config.json (or null) takes the
@@ -64,8 +67,16 @@ var (
 // Config is the text model of a qwen3_next or qwen4_exp config.json. Sizes are element counts;
 // the config.json field each one comes from is named beside it.
 type Config struct {
-	ModelType string // as written: qwen3_next | qwen4_exp_text | qwen4_exp
-	Arch      Arch
+	ModelType     string // as written: qwen3_next | qwen4_exp_text | qwen4_exp
+	Arch          Arch
+	Architectures []string // architectures (the transformers class names), as written; may be empty
+
+	// LanguageModelOnly is language_model_only (top level of a qwen4_exp config): the
+	// checkpoint holds the text model only, so it must carry no model.visual.* tensors.
+	LanguageModelOnly bool
+	// MTPLayers is mtp_num_hidden_layers (or num_nextn_predict_layers): the layers of the
+	// multi-token-prediction head stored under mtp.*, which prefill does not run.
+	MTPLayers int
 
 	Vocab, D, Layers  int // vocab_size, hidden_size, num_hidden_layers
 	LayerTypes        []LayerType
