@@ -2,7 +2,6 @@ package strata
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -39,6 +38,7 @@ type Model struct {
 	norm   []float32          // qwen3_next final norm
 	mixer  *kernels.GRWeights // qwen4_exp final read-only mixer
 	layers []*layer
+	info   ModelInfo // the load-time check's findings (Info)
 	closed atomic.Bool
 	// use is held shared by every session call in flight and exclusively by Close, so Close
 	// waits for running prefills before it unmaps the weights.
@@ -88,9 +88,6 @@ type pleWeights struct {
 	hash *kernels.PLEHash
 	w    *kernels.PLEWeights
 }
-
-// Config returns a copy of the model's parsed config.
-func (m *Model) Config() hfconfig.Config { return *m.cfg }
 
 // Arch names the architecture: "qwen3_next" or "qwen4_exp".
 func (m *Model) Arch() string {
@@ -147,10 +144,8 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	if dev == nil {
 		return nil, wrapf(ErrInvalidArgument, nil, "nil device")
 	}
-	if st, err := os.Stat(dir); err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "checkpoint directory %q", dir)
-	} else if !st.IsDir() {
-		return nil, wrapf(ErrCheckpoint, nil, "checkpoint %q is not a directory (want the folder holding config.json and the safetensors files)", dir)
+	if err := checkpointDir(dir); err != nil {
+		return nil, err
 	}
 	cfg, err := hfconfig.Load(dir)
 	if err != nil {
@@ -183,23 +178,13 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 }
 
 func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir string, opts LoadOptions) (*Model, error) {
-	names := ck.Names()
-	layout, err := cfg.DetectLayout(names)
+	res, err := checkCheckpoint(cfg, ck, dir) // the checks Inspect runs
 	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+		return nil, err
 	}
-	shapes := make(map[string][]int64, len(names))
-	var total int64
-	for _, n := range names {
-		t, _ := ck.Tensor(n)
-		shapes[n] = t.Shape
-		total += int64(len(t.Data))
-	}
-	if err := cfg.CheckTensors(layout, shapes); err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
-	}
-	l := &loader{ck: ck, layout: layout, total: total, progress: opts.Progress}
-	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck}
+	layout := res.Layout
+	l := &loader{ck: ck, layout: layout, total: res.Bytes, progress: opts.Progress}
+	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res)}
 	c := cfg
 	D := c.D
 	if m.embed, err = l.vec(layout.Model("embed_tokens.weight"), int64(c.Vocab), int64(D)); err != nil {
