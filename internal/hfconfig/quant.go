@@ -10,9 +10,9 @@ import (
 // quantMethods describes the quant_method values of the quantized releases users download, so
 // that a refusal says what the file is. Any other quant_method is refused too, by its name.
 var quantMethods = map[string]string{
-	"fp8":                "FP8 block-scaled weights (F8_E4M3 with weight_scale_inv)",
-	"modelopt":           "NVIDIA ModelOpt (NVFP4 / FP8)",
-	"compressed-tensors": "compressed-tensors (NVFP4, INT4, FP8 packings)",
+	"fp8":                "FP8 block-scaled weights, F8_E4M3 with weight_scale_inv",
+	"modelopt":           "NVIDIA ModelOpt, NVFP4 or FP8",
+	"compressed-tensors": "compressed-tensors packing, NVFP4, INT4 or FP8",
 	"auto-round":         "Intel AutoRound",
 	"awq":                "AWQ 4-bit",
 	"gptq":               "GPTQ",
@@ -44,14 +44,17 @@ func checkQuantization(o *object) error {
 			if err := json.Unmarshal(raw, &method); err != nil {
 				return fmt.Errorf("%w: %s.quant_method: want a string, got %s", ErrConfig, o.name("quantization_config"), clip(raw))
 			}
-			what := quantMethods[method]
-			if d := quantDetails(m); d != "" {
-				what = strings.TrimPrefix(what+"; "+d, "; ")
+			var what []string
+			for _, w := range []string{quantMethods[method], quantDetails(m)} {
+				if w != "" {
+					what = append(what, w)
+				}
 			}
-			if what != "" {
-				what = " (" + what + ")"
+			detail := ""
+			if len(what) > 0 {
+				detail = ": " + strings.Join(what, "; ")
 			}
-			return fmt.Errorf("%w: %s: quantization method %q is not supported%s: strata runs bf16, f16 or f32 checkpoints", ErrUnsupported, o.name("quantization_config"), method, what)
+			return fmt.Errorf("%w: %s: quantization method %q is not supported (strata runs bf16, f16 or f32 checkpoints)%s", ErrUnsupported, o.name("quantization_config"), method, detail)
 		}
 		if !hasMLX {
 			mlx, hasMLX = qc, true
