@@ -158,7 +158,9 @@ func TestRefusedByName(t *testing.T) {
 			[]string{"MLX quantized checkpoints are not supported yet (mode affine, 4 bits, group size 64)"}},
 		{"mlx quantization_config only", qwen3Next, func(top, _ map[string]any) { top["quantization_config"] = map[string]any{"group_size": 32, "bits": 8} },
 			[]string{"MLX quantized checkpoints are not supported yet (mode affine, 8 bits, group size 32)"}},
-		{"mlx mxfp4", flashNext, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 32, "bits": 4, "mode": "mxfp4"} },
+		{"mlx mxfp4", flashNext, func(top, _ map[string]any) {
+			top["quantization"] = map[string]any{"group_size": 32, "bits": 4, "mode": "mxfp4"}
+		},
 			[]string{"MLX quantized checkpoints are not supported yet (mode mxfp4, 4 bits, group size 32)"}},
 		{"qwen3_5_moe", qwen3Next, func(top, _ map[string]any) { top["model_type"] = "qwen3_5_moe" },
 			[]string{`model_type "qwen3_5_moe", Qwen3.5 MoE, is not supported`}},

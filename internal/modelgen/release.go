@@ -190,7 +190,7 @@ func flashNextConfig() map[string]any {
 		"num_attention_heads": 24, "num_key_value_heads": 2, "head_dim": 256,
 		"indexer_n_heads": 4, "indexer_kv_heads": 1, "indexer_head_dim": 128, "indexer_budget": 2048, "indexer_compress_ratio": 4,
 		"ngram_size": 3, "heads_per_ngram": 8, "ngram_vocab_size_base": 20000000, "make_ngram_vocab_size_divisible_by": 128,
-		"split_ngram_parts": 128,
+		"split_ngram_parts":     128,
 		"mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": false,
 		"mtp": map[string]any{"hybrid": true, "layer_types": []any{"full_attention"}, "mtp_use_hidden_state_from_layer": nil,
 			"num_hidden_layers": 1, "rope_theta": 10000000},
