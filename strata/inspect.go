@@ -88,8 +88,8 @@ type TruncatedShard struct {
 // tensor header (names, dtypes, shapes, offsets), and the tensor table against the config
 // (every tensor the model needs with its shape and a weight dtype, the PLE hash buffers'
 // values), exactly as LoadModel checks them. It reads no tensor data but the PLE buffers (a
-// few hundred bytes) and maps nothing, so it takes the time of reading the headers (well under
-// a second for the 131 shards of Qwen3.8-Flash-Next, 360 GB). A shard whose data section is
+// few hundred bytes) and maps nothing: its cost is that of reading the headers (under 1 MB for
+// the 131 shards of Qwen3.8-Flash-Next, 360 GB of weights). A shard whose data section is
 // truncated is reported in ModelInfo.Truncated, not refused: its header is complete (LoadModel
 // refuses it). Errors wrap ErrCheckpoint; the message names the file and tensor, and an
 // unsupported format or value by name (e.g. `quantization method "fp8" is not supported`).

@@ -113,9 +113,9 @@ func (c *Config) CheckCheckpoint(ck *safetensors.Checkpoint) (*CheckResult, erro
 		return res.DTypes[i].DType < res.DTypes[j].DType
 	})
 
-	mtp := SkippedGroup{Group: "mtp.*", Reason: "multi-token-prediction head: a decoding aid, prefill does not run it"}
+	mtp := SkippedGroup{Group: "mtp.*", Reason: "multi-token-prediction head: used in decoding, not by prefill"}
 	if c.MTPLayers > 0 {
-		mtp.Reason = fmt.Sprintf("multi-token-prediction head (%d layer(s)): a decoding aid, prefill does not run it", c.MTPLayers)
+		mtp.Reason = fmt.Sprintf("multi-token-prediction head (mtp_num_hidden_layers %d): used in decoding, not by prefill", c.MTPLayers)
 	}
 	visual := SkippedGroup{Group: "model.visual.*", Reason: "vision tower: strata prefills text"}
 	for _, n := range names {
@@ -135,7 +135,7 @@ func (c *Config) CheckCheckpoint(ck *safetensors.Checkpoint) (*CheckResult, erro
 	}
 
 	ple := SkippedGroup{Group: "ple.ple_embedding.{layer_multipliers,ngram_heads_offsets,ngram_heads_vocab_sizes}",
-		Reason: "PLE hash constants: checked against the values config.json implies, which strata computes itself"}
+		Reason: "PLE hash constants: checked equal to what config.json implies (strata derives them)"}
 	for i := 0; i < c.Layers; i++ {
 		buffers := c.pleBuffers(l, i)
 		if len(buffers) == 0 || tensors[buffers[0].Name] == nil {

@@ -263,14 +263,14 @@ func TestPublishedCheckpoints(t *testing.T) {
 					want.Layout = Layout{Prefix: "model.language_model.", FusedExperts: true, NGramParts: 128}
 					want.PLEBuffersChecked = 1
 					want.Skipped = []SkippedGroup{
-						{"mtp.*", int(groups["mtp.*"][0]), groups["mtp.*"][1], "multi-token-prediction head (1 layer(s)): a decoding aid, prefill does not run it"},
+						{"mtp.*", int(groups["mtp.*"][0]), groups["mtp.*"][1], "multi-token-prediction head (mtp_num_hidden_layers 1): used in decoding, not by prefill"},
 						{"model.visual.*", int(groups["model.visual.*"][0]), groups["model.visual.*"][1], "vision tower: strata prefills text"},
 						{"ple.ple_embedding.{layer_multipliers,ngram_heads_offsets,ngram_heads_vocab_sizes}", 3, 8 * (3 + 16 + 16),
-							"PLE hash constants: checked against the values config.json implies, which strata computes itself"},
+							"PLE hash constants: checked equal to what config.json implies (strata derives them)"},
 					}
 				} else {
 					want.Layout = Layout{Prefix: "model."}
-					want.Skipped = []SkippedGroup{{"mtp.*", int(groups["mtp.*"][0]), groups["mtp.*"][1], "multi-token-prediction head: a decoding aid, prefill does not run it"}}
+					want.Skipped = []SkippedGroup{{"mtp.*", int(groups["mtp.*"][0]), groups["mtp.*"][1], "multi-token-prediction head: used in decoding, not by prefill"}}
 				}
 				if !reflect.DeepEqual(res, want) {
 					t.Errorf("header-only %v:\n got %+v\nwant %+v", headerOnly, res, want)

@@ -3,6 +3,10 @@
 // size: the embedded default model of the main job and the models of the benchmarks. The
 // weights are random (seeded), so outputs mean nothing linguistically; they exercise every op
 // at the chosen shapes, exactly as a real checkpoint of that shape would.
+//
+// It also holds the structure of the published releases (Releases: their config.json and
+// every tensor's name, dtype and shape, shard by shard) and writes them without weights
+// (WriteHeaderOnly), for tests of loading and inspection on the real layouts.
 package modelgen
 
 import (
