@@ -137,7 +137,9 @@ func (m *Model) Close() error {
 // LoadModel loads a Hugging Face checkpoint directory (config.json plus model.safetensors or
 // sharded safetensors with model.safetensors.index.json) of model_type qwen3_next,
 // qwen4_exp_text or qwen4_exp. Every tensor the config implies must be present with the
-// implied shape (extra mtp.* and model.visual.* tensors are skipped). Errors wrap ErrCheckpoint
+// implied shape (extra mtp.* and model.visual.* tensors are skipped): the checks of Inspect,
+// which also refuse quantized checkpoints by name and compare stored PLE hash buffers with the
+// config (ModelInfo tells what was found; see Info). Errors wrap ErrCheckpoint
 // (missing, corrupt or unsupported files; the message names the file and tensor) or
 // ErrInvalidArgument.
 func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
