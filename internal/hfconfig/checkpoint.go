@@ -185,7 +185,12 @@ func (c *Config) pleConstants(pleIndex int) ([3]constant, error) {
 		{h.Mult, func(i int) string {
 			return fmt.Sprintf("splitmix64 multiplier %d of seed %d + 10007 * PLE layer %d", i, c.Seed, pleIndex)
 		}},
-		{h.Offset, func(i int) string { return fmt.Sprintf("the sum of the vocabulary sizes of heads 0..%d", i-1) }},
+		{h.Offset, func(i int) string {
+			if i == 0 {
+				return "head 0 starts the table"
+			}
+			return fmt.Sprintf("the sum of the vocabulary sizes of heads 0..%d", i-1)
+		}},
 		{h.HeadVocab, func(i int) string {
 			return fmt.Sprintf("prime number %d >= ngram_vocab_size_base %d", base+i+1, c.NGramVocabBase)
 		}},
