@@ -14,6 +14,7 @@ import (
 // bookkeeping, and token ids of the tokenizer other than eos. Checked ones (attention_bias,
 // use_sliding_window, rope_scaling) are read, not listed here.
 var ignoredFields = map[string]bool{
+	"architectures":        true, // read at the top level (Config.Architectures), bookkeeping in text_config
 	"transformers_version": true, "_name_or_path": true,
 	"initializer_range": true, "router_aux_loss_coef": true, "output_router_logits": true,
 	"use_cache": true, "dtype": true, "torch_dtype": true, "attention_dropout": true,
