@@ -53,7 +53,7 @@ typedef int32_t strata_status;
 #define STRATA_ERR_SHAPE              3  /* tensor shapes or buffer lengths do not match */
 #define STRATA_ERR_DTYPE              4  /* unsupported element type */
 #define STRATA_ERR_CAPACITY           5  /* the session's context would be exceeded */
-#define STRATA_ERR_CHECKPOINT         6  /* missing, corrupt or unsupported checkpoint */
+#define STRATA_ERR_CHECKPOINT         6  /* missing, corrupt or inconsistent checkpoint */
 #define STRATA_ERR_BACKEND            7  /* backend unavailable or a kernel failed */
 #define STRATA_ERR_OUT_OF_MEMORY      8  /* an allocation the library (or the device) could not make */
 #define STRATA_ERR_CANCELLED          9  /* cancelled (strata_session_cancel); state unchanged */
@@ -241,7 +241,8 @@ strata_model_params strata_model_default_params(void);
  * qwen4_exp) onto the device. checkpoint_dir is a NUL-terminated UTF-8 path. params may be NULL.
  * On success *out receives a handle the caller frees with strata_model_free. Errors:
  * INVALID_ARGUMENT (NULL pointers), INVALID_HANDLE (device), CHECKPOINT (the message names the
- * file and tensor). */
+ * file and tensor), UNSUPPORTED (a quantized checkpoint, another model type or a setting strata
+ * does not run, named in the message). */
 strata_status strata_model_load(strata_device* device, const char* checkpoint_dir,
                                 const strata_model_params* params, strata_model** out);
 

@@ -55,19 +55,11 @@ func NewPLEHash(vocab, ngramSize, headsPerNGram, vocabBase, divisor, pleIndex in
 	for i := 0; i < ngramSize; i++ {
 		h.Mult = append(h.Mult, int64(2*(pleSplitmix64(base+pleGamma*uint64(i+1))%half)+1))
 	}
-	// Head g's vocabulary is the (g+1)-th prime >= vocabBase: walk the primes once.
-	first := pleIndex * heads
-	p := big.NewInt(int64(vocabBase) - 1)
-	one := big.NewInt(1)
 	var total int64
-	for g := 0; g < first+heads; g++ {
-		for p.Add(p, one); !p.ProbablyPrime(20); p.Add(p, one) {
-		}
-		if g >= first {
-			h.HeadVocab = append(h.HeadVocab, p.Int64())
-			h.Offset = append(h.Offset, total)
-			total += p.Int64()
-		}
+	for _, v := range PLEHeadVocabs(vocabBase, heads, pleIndex) {
+		h.HeadVocab = append(h.HeadVocab, v)
+		h.Offset = append(h.Offset, total)
+		total += v
 	}
 	rows := (total + int64(divisor) - 1) / int64(divisor) * int64(divisor)
 	if rows > math.MaxInt32 {
@@ -75,6 +67,30 @@ func NewPLEHash(vocab, ngramSize, headsPerNGram, vocabBase, divisor, pleIndex in
 	}
 	h.Rows = int(rows)
 	return h, nil
+}
+
+// PLEHeadVocabs returns the vocabulary size of each of the heads n-gram heads of the PLE layer at
+// position pleIndex of ple_layer_ids: head h gets the (g+1)-th prime >= vocabBase for the global
+// head g = pleIndex*heads + h, so all heads of all PLE layers differ (transformers'
+// Qwen4ExpTextNGramEmbedding). A head's table rows start at the running sum of the sizes before
+// it. The one derivation of these sizes: the loader, the config checks and the checkpoint
+// generator call it.
+func PLEHeadVocabs(vocabBase, heads, pleIndex int) []int64 {
+	if heads <= 0 || pleIndex < 0 || vocabBase < 2 {
+		return nil
+	}
+	first := pleIndex * heads
+	p := big.NewInt(int64(vocabBase) - 1)
+	one := big.NewInt(1)
+	out := make([]int64, 0, heads)
+	for g := 0; g < first+heads; g++ {
+		for p.Add(p, one); !p.ProbablyPrime(20); p.Add(p, one) {
+		}
+		if g >= first {
+			out = append(out, p.Int64())
+		}
+	}
+	return out
 }
 
 // Heads is the number of hashed ids per token ((NGramSize-1) * HeadsPerNGram, 16 in the models).

@@ -19,7 +19,7 @@ var (
 	ErrDType = op.ErrDType
 	// ErrCapacity: the session's context (max context tokens) would be exceeded.
 	ErrCapacity = op.ErrCapacity
-	// ErrCheckpoint: a missing, corrupt, inconsistent or unsupported checkpoint or config.
+	// ErrCheckpoint: a missing, corrupt or inconsistent checkpoint or config.
 	ErrCheckpoint = op.ErrCheckpoint
 	// ErrUnsupported: a valid setting, format or shape that strata does not run (named in the
 	// message): a quantization method, a model type, a shape a backend's kernels do not take.

@@ -2,7 +2,6 @@ package strata
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -40,6 +39,7 @@ type Model struct {
 	norm   []float32     // qwen3_next final norm
 	mixer  *op.GRWeights // qwen4_exp final read-only mixer
 	layers []*layer
+	info   ModelInfo // the load-time check's findings (Info)
 	// weights is the backend's store of this model's weights (uploaded on first use on Metal).
 	weights op.Weights
 	closed  atomic.Bool
@@ -92,9 +92,6 @@ type pleWeights struct {
 	w    *op.PLEWeights
 }
 
-// Config returns a copy of the model's parsed config.
-func (m *Model) Config() hfconfig.Config { return *m.cfg }
-
 // Arch names the architecture: "qwen3_next" or "qwen4_exp".
 func (m *Model) Arch() string {
 	if m.cfg.Arch == hfconfig.Qwen4Exp {
@@ -143,17 +140,18 @@ func (m *Model) Close() error {
 // LoadModel loads a Hugging Face checkpoint directory (config.json plus model.safetensors or
 // sharded safetensors with model.safetensors.index.json) of model_type qwen3_next,
 // qwen4_exp_text or qwen4_exp. Every tensor the config implies must be present with the
-// implied shape (extra mtp.* and model.visual.* tensors are skipped). Errors wrap ErrCheckpoint
-// (missing, corrupt or unsupported files; the message names the file and tensor) or
-// ErrInvalidArgument.
+// implied shape (extra mtp.* and model.visual.* tensors are skipped): the checks of Inspect,
+// which also refuse quantized checkpoints by name and compare stored PLE hash buffers with the
+// config (ModelInfo tells what was found; see Info). Errors wrap ErrCheckpoint (missing or
+// corrupt files, tensors that disagree with the config; the message names the file and
+// tensor), ErrUnsupported (a format, model type or setting strata does not run, named: e.g.
+// `quantization method "fp8" is not supported`), ErrOutOfMemory or ErrInvalidArgument.
 func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	if dev == nil {
 		return nil, wrapf(ErrInvalidArgument, nil, "nil device")
 	}
-	if st, err := os.Stat(dir); err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "checkpoint directory %q", dir)
-	} else if !st.IsDir() {
-		return nil, wrapf(ErrCheckpoint, nil, "checkpoint %q is not a directory (want the folder holding config.json and the safetensors files)", dir)
+	if err := checkpointDir(dir); err != nil {
+		return nil, err
 	}
 	cfg, err := hfconfig.Load(dir)
 	if err != nil {
@@ -186,23 +184,13 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 }
 
 func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir string, opts LoadOptions) (*Model, error) {
-	names := ck.Names()
-	layout, err := cfg.DetectLayout(names)
+	res, err := checkCheckpoint(cfg, ck, dir) // the checks Inspect runs
 	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+		return nil, err
 	}
-	shapes := make(map[string][]int64, len(names))
-	var total int64
-	for _, n := range names {
-		t, _ := ck.Tensor(n)
-		shapes[n] = t.Shape
-		total += int64(len(t.Data))
-	}
-	if err := cfg.CheckTensors(layout, shapes); err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
-	}
-	l := &loader{ck: ck, layout: layout, total: total, progress: opts.Progress}
-	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, weights: dev.be.NewWeights()}
+	layout := res.Layout
+	l := &loader{ck: ck, layout: layout, total: res.Bytes, progress: opts.Progress}
+	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights()}
 	c := cfg
 	D := c.D
 	if m.embed, err = l.matrix(layout.Model("embed_tokens.weight"), c.Vocab, D); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -205,8 +206,8 @@ func TestLoadErrors(t *testing.T) {
 		b, _ := os.ReadFile(p)
 		b = []byte(replaceOnce(string(b), `"qwen3_next"`, `"llama"`))
 		os.WriteFile(p, b, 0o644)
-		if _, err := LoadModel(dev, d, LoadOptions{}); !errors.Is(err, ErrCheckpoint) {
-			t.Errorf("error %v, want ErrCheckpoint", err)
+		if _, err := LoadModel(dev, d, LoadOptions{}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"llama"`) {
+			t.Errorf("error %v, want ErrUnsupported naming the model type", err)
 		}
 	})
 	t.Run("missing directory", func(t *testing.T) {

@@ -9,10 +9,15 @@
 //	go run ./examples/prefill --model DIR --tokens 1,2,3
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --chunk 512 --all-logits --save-logits out.npy
 //	go run ./examples/prefill --bench
+//	go run ./examples/prefill --model DIR --inspect
 //
 // --bench measures this machine's sgemm peak P, then each CPU op at the real model's shapes and
 // a 4-layer real-width slice of Qwen3.8-Flash-Next (generated once, 3.2 GB) at T = 512 and
 // 2048, every figure also as a fraction of P (see bench.go).
+//
+// --inspect checks a checkpoint as loading would, without loading it (reading headers only:
+// seconds for a 360 GB release), prints its summary and exits 0, or prints the error and exits
+// 1 (see inspect.go).
 package main
 
 import (
@@ -59,10 +64,14 @@ func run() error {
 		bench      = flag.Bool("bench", false, "benchmark: sgemm peak, each op at real shapes, and the qwen4exp-slice model (see --bench-tokens)")
 		benchT     = flag.String("bench-tokens", "512,2048", "prompt lengths of the --bench slice runs")
 		widen      = flag.Int64("widen-budget", 8<<30, "bytes of float32 weight copies to make at load (0: keep 16-bit weights, -1: all)")
+		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
+	}
+	if *inspect {
+		return runInspect(*modelDir, *preset)
 	}
 	for _, f := range []struct {
 		name string

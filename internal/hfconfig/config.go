@@ -1,7 +1,10 @@
 // Package hfconfig reads the Hugging Face config.json of the two model families strata runs,
 // Qwen3-Next (model_type qwen3_next) and Qwen4-Exp (qwen4_exp_text, or qwen4_exp with the text
-// model nested under text_config), into one Config, checks its invariants, and derives from it
-// the name and shape of every checkpoint tensor the model needs.
+// model nested under text_config), into one Config, checks its invariants, derives from it
+// the name and shape of every checkpoint tensor the model needs, and checks a checkpoint's
+// tensor table against it (CheckCheckpoint: the one check both loading and inspecting run).
+// Quantized checkpoints (FP8, ModelOpt, compressed-tensors, AutoRound, AWQ, GPTQ, MLX) and
+// other model types are refused by name.
 //
 // Field names, defaults and invariants follow transformers' configuration_qwen3_next.py and
 // configuration_qwen4_exp.py (v5.17): a field absent from config.json (or null) takes the
@@ -15,6 +18,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/stratakernels/strata/op"
 )
 
 // Arch is the model family.
@@ -55,8 +60,10 @@ var (
 	// ErrConfig: config.json is malformed, has unknown fields, or breaks an invariant.
 	ErrConfig = errors.New("hfconfig: invalid config")
 	// ErrUnsupported: a well-formed config asks for something strata does not implement
-	// (another model_type, a RoPE scaling type, attention biases, several indexer key heads...).
-	ErrUnsupported = errors.New("hfconfig: unsupported config")
+	// (another model_type, a quantization method, a RoPE scaling type, attention biases, several
+	// indexer key heads...). It is op.ErrUnsupported, so the loader's errors keep it (strata's
+	// ErrUnsupported, the C ABI's STRATA_ERR_UNSUPPORTED).
+	ErrUnsupported = op.ErrUnsupported
 	// ErrTensors: checkpoint tensor names or shapes disagree with the config.
 	ErrTensors = errors.New("hfconfig: checkpoint tensors do not match the config")
 )
@@ -64,8 +71,16 @@ var (
 // Config is the text model of a qwen3_next or qwen4_exp config.json. Sizes are element counts;
 // the config.json field each one comes from is named beside it.
 type Config struct {
-	ModelType string // as written: qwen3_next | qwen4_exp_text | qwen4_exp
-	Arch      Arch
+	ModelType     string // as written: qwen3_next | qwen4_exp_text | qwen4_exp
+	Arch          Arch
+	Architectures []string // architectures (the transformers class names), as written; may be empty
+
+	// LanguageModelOnly is language_model_only (top level of a qwen4_exp config): the
+	// checkpoint holds the text model only, so it must carry no model.visual.* tensors.
+	LanguageModelOnly bool
+	// MTPLayers is mtp_num_hidden_layers (or num_nextn_predict_layers): the layers of the
+	// multi-token-prediction head stored under mtp.*, which prefill does not run.
+	MTPLayers int
 
 	Vocab, D, Layers  int // vocab_size, hidden_size, num_hidden_layers
 	LayerTypes        []LayerType
@@ -157,19 +172,12 @@ func (c *Config) NGramHeads() int { return (c.NGramSize - 1) * c.HeadsPerNGram }
 // PLEHeadVocabs returns the vocabulary size of every n-gram head of the PLE layer with index
 // pleIndex (see PLEIndex): head h gets the (g+1)-th prime >= ngram_vocab_size_base with
 // g = pleIndex*NGramHeads() + h, so all heads of all PLE layers differ (transformers'
-// Qwen4ExpTextNGramEmbedding). The head's rows start at the running sum of the sizes before it.
+// Qwen4ExpTextNGramEmbedding; op.PLEHeadVocabs). The head's rows start at the running sum of the
+// sizes before it.
 func (c *Config) PLEHeadVocabs(pleIndex int) []int {
-	n := c.NGramHeads()
-	if n <= 0 || pleIndex < 0 {
-		return nil
-	}
-	out := make([]int, n)
-	p := c.NGramVocabBase - 1
-	for g := 0; g < pleIndex*n+n; g++ {
-		p = nextPrime(p)
-		if g >= pleIndex*n {
-			out[g-pleIndex*n] = p
-		}
+	var out []int
+	for _, v := range op.PLEHeadVocabs(c.NGramVocabBase, c.NGramHeads(), pleIndex) {
+		out = append(out, int(v))
 	}
 	return out
 }
@@ -183,29 +191,4 @@ func (c *Config) PLEVocabRows(pleIndex int) int {
 	}
 	d := max(c.NGramVocabDivisor, 1)
 	return (total + d - 1) / d * d
-}
-
-// nextPrime returns the smallest prime > p, by trial division (sizes here are around 2e7,
-// so one call costs a few thousand divisions).
-func nextPrime(p int) int {
-	for q := max(p+1, 2); ; q++ {
-		if isPrime(q) {
-			return q
-		}
-	}
-}
-
-func isPrime(v int) bool {
-	if v < 2 {
-		return false
-	}
-	if v%2 == 0 {
-		return v == 2
-	}
-	for d := 3; d*d <= v; d += 2 {
-		if v%d == 0 {
-			return false
-		}
-	}
-	return true
 }

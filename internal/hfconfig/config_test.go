@@ -42,7 +42,7 @@ func TestLoadTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	want3 := &Config{
-		ModelType: "qwen3_next", Arch: Qwen3Next, Vocab: 512, D: 256, Layers: 4,
+		ModelType: "qwen3_next", Arch: Qwen3Next, Architectures: []string{"Qwen3NextForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
 		LayerTypes: []LayerType{LinearAttention, LinearAttention, LinearAttention, FullAttention},
 		Eps:        1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 10000,
 		Hk: 2, Hv: 6, Dk: 128, Dv: 128, ConvK: 4, GateAct: "silu",
@@ -57,7 +57,7 @@ func TestLoadTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	want4 := &Config{
-		ModelType: "qwen4_exp_text", Arch: Qwen4Exp, Vocab: 512, D: 256, Layers: 4,
+		ModelType: "qwen4_exp_text", Arch: Qwen4Exp, Architectures: []string{"Qwen4ExpForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
 		LayerTypes: []LayerType{LinearAttention, LinearAttention, LinearAttention, SparseAttention},
 		Eps:        1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7,
 		Hk: 2, Hv: 6, Dk: 128, Dv: 128, ConvK: 4, GateAct: "sigmoid",
@@ -302,6 +302,7 @@ func TestNestedQwen4Exp(t *testing.T) {
 		t.Fatal(err)
 	}
 	flat.ModelType = "qwen4_exp"
+	flat.Architectures = []string{"Qwen4ExpForConditionalGeneration"}
 	flat.TieWordEmbeddings = true
 	if !reflect.DeepEqual(c, flat) {
 		t.Fatalf("nested:\n got %+v\nwant %+v", c, flat)

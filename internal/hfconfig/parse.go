@@ -14,14 +14,16 @@ import (
 // bookkeeping, and token ids of the tokenizer other than eos. Checked ones (attention_bias,
 // use_sliding_window, rope_scaling) are read, not listed here.
 var ignoredFields = map[string]bool{
-	"architectures": true, "transformers_version": true, "_name_or_path": true,
+	"architectures":        true, // read at the top level (Config.Architectures), bookkeeping in text_config
+	"transformers_version": true, "_name_or_path": true,
 	"initializer_range": true, "router_aux_loss_coef": true, "output_router_logits": true,
 	"use_cache": true, "dtype": true, "torch_dtype": true, "attention_dropout": true,
 	"bos_token_id": true, "pad_token_id": true,
 	// sliding-window fields: meaningful only with use_sliding_window, which must be false.
 	"sliding_window": true, "max_window_layers": true,
-	// multi-token-prediction head (mtp.* tensors), which prefill does not run.
-	"mtp_num_hidden_layers": true, "mtp_use_dedicated_embeddings": true, "num_nextn_predict_layers": true,
+	// multi-token-prediction head (mtp.* tensors), which prefill does not run; every other
+	// mtp_* field is accepted too (see unknown), and the mtp object is checked to be an object.
+	"mtp_use_dedicated_embeddings": true,
 }
 
 // ignoredQwen4Fields are known qwen4_exp text fields strata does not need.
@@ -206,11 +208,12 @@ func (o *object) strs(key string) ([]string, bool) {
 	return s, true
 }
 
-// unknown reports keys neither read nor in one of the ignore lists.
+// unknown reports keys neither read nor in one of the ignore lists. Keys starting with "mtp_"
+// belong to the multi-token-prediction head, which prefill does not run, and are accepted.
 func (o *object) unknown(ignore ...map[string]bool) {
 	var bad []string
 	for k := range o.m {
-		if o.used[k] {
+		if o.used[k] || strings.HasPrefix(k, "mtp_") {
 			continue
 		}
 		known := false
@@ -232,7 +235,8 @@ func (o *object) unknown(ignore ...map[string]bool) {
 // token ids are ignored; tie_word_embeddings is taken from the top level when present there).
 // The result is validated (see Validate). Errors wrap ErrConfig (malformed JSON, wrong types,
 // unknown fields, broken invariants; all problems found are listed in one error) or
-// ErrUnsupported (another model_type, RoPE scaling, attention biases, ...).
+// ErrUnsupported (another model_type, a quantized checkpoint, RoPE scaling, attention biases,
+// ...), which names the unsupported value.
 func Parse(data []byte) (*Config, error) {
 	var errs []string
 	top, err := decodeObject(data, "", &errs)
@@ -241,18 +245,30 @@ func Parse(data []byte) (*Config, error) {
 	}
 	mt := top.str("model_type", "")
 	c := &Config{ModelType: mt}
-	var unsupported []string
 	switch mt {
 	case "qwen3_next":
 		c.Arch = Qwen3Next
+	case "qwen4_exp_text", "qwen4_exp":
+		c.Arch = Qwen4Exp
+	case "":
+		return nil, fmt.Errorf("%w: model_type is missing", ErrConfig)
+	default:
+		return nil, unsupportedModelType(mt)
+	}
+	if err := checkQuantization(top); err != nil {
+		return nil, err
+	}
+	c.Architectures, _ = top.strs("architectures")
+	c.LanguageModelOnly = top.bool("language_model_only", false)
+	var unsupported []string
+	switch mt {
+	case "qwen3_next":
 		unsupported = readText(c, top)
 		top.unknown(ignoredFields)
 	case "qwen4_exp_text":
-		c.Arch = Qwen4Exp
 		unsupported = readText(c, top)
 		top.unknown(ignoredFields, ignoredQwen4Fields)
 	case "qwen4_exp":
-		c.Arch = Qwen4Exp
 		raw, ok := top.get("text_config")
 		if !ok {
 			return nil, fmt.Errorf("%w: model_type qwen4_exp needs a text_config object", ErrConfig)
@@ -264,6 +280,9 @@ func Parse(data []byte) (*Config, error) {
 		if tmt := text.str("model_type", "qwen4_exp_text"); tmt != "qwen4_exp_text" {
 			return nil, fmt.Errorf("%w: text_config.model_type %q, want qwen4_exp_text", ErrUnsupported, tmt)
 		}
+		if err := checkQuantization(text); err != nil {
+			return nil, err
+		}
 		unsupported = readText(c, text)
 		text.unknown(ignoredFields, ignoredQwen4Fields)
 		if top.has("tie_word_embeddings") {
@@ -273,10 +292,6 @@ func Parse(data []byte) (*Config, error) {
 			c.EOS = eos
 		}
 		top.unknown(ignoredFields, ignoredMultimodalFields)
-	case "":
-		return nil, fmt.Errorf("%w: model_type is missing", ErrConfig)
-	default:
-		return nil, fmt.Errorf("%w: model_type %q (strata runs qwen3_next, qwen4_exp_text and qwen4_exp)", ErrUnsupported, mt)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(errs, "; "))
@@ -288,6 +303,23 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// otherModelTypes names model types users try that strata does not run.
+var otherModelTypes = map[string]string{
+	"qwen3_5":     "Qwen3.5 (dense)",
+	"qwen3_5_moe": "Qwen3.5 MoE",
+	"qwen3_moe":   "Qwen3 MoE",
+	"qwen3":       "Qwen3 (dense)",
+	"qwen2_moe":   "Qwen2 MoE",
+}
+
+func unsupportedModelType(mt string) error {
+	what := ""
+	if name, ok := otherModelTypes[mt]; ok {
+		what = ", " + name + ","
+	}
+	return fmt.Errorf("%w: model_type %q%s is not supported: strata runs qwen3_next (Qwen3-Next), qwen4_exp_text and qwen4_exp (Qwen3.8-Flash-Next)", ErrUnsupported, mt, what)
 }
 
 // readText fills c from the text model's fields in o, with the defaults of the transformers
@@ -320,6 +352,17 @@ func readText(c *Config, o *object) (unsupported []string) {
 	c.SharedI = o.int("shared_expert_intermediate_size", 512)
 	c.NormTopK = o.bool("norm_topk_prob", true)
 	c.EOS = o.intOrInts("eos_token_id")
+	c.MTPLayers = o.int("mtp_num_hidden_layers", o.int("num_nextn_predict_layers", 0))
+	if v, ok := o.get("mtp"); ok {
+		var head map[string]json.RawMessage
+		if err := json.Unmarshal(v, &head); err != nil || head == nil {
+			o.fail("mtp", "want an object (the multi-token-prediction head), got %s", v)
+		}
+	}
+	// The GDN recurrent state: strata keeps it in float32, as transformers does.
+	if st := o.str("mamba_ssm_dtype", "float32"); st != "float32" {
+		unsupported = append(unsupported, fmt.Sprintf("%s %q (strata keeps the Gated DeltaNet state in float32)", o.name("mamba_ssm_dtype"), st))
+	}
 
 	act := o.str("hidden_act", "silu")
 	if act != "silu" {
@@ -423,7 +466,8 @@ func readRope(c *Config, o *object) (unsupported []string) {
 // as transformers does: layer i is attention iff (i+1) % interval == 0. Legacy names are mapped
 // as transformers maps them: "attention" -> full, "mamba" -> linear; in qwen4_exp every
 // attention layer carries the QSA indexer, so "full_attention" (written by the published
-// checkpoint) and the newer "indexed_attention" mean qwen_sparse_attention.
+// checkpoint) and the names other transformers versions write ("indexed_attention",
+// "hybrid_indexed", "deepseek_sparse_attention") all mean qwen_sparse_attention.
 func readLayerTypes(c *Config, o *object) {
 	interval := o.int("full_attention_interval", 4)
 	attn := FullAttention
@@ -455,12 +499,17 @@ func readLayerTypes(c *Config, o *object) {
 			c.LayerTypes[i] = LinearAttention
 		case n == "full_attention" || n == "attention":
 			c.LayerTypes[i] = attn
-		case c.Arch == Qwen4Exp && (n == "qwen_sparse_attention" || n == "indexed_attention"):
+		case c.Arch == Qwen4Exp && qsaAliases[n]:
 			c.LayerTypes[i] = SparseAttention
 		default:
 			o.fail("layer_types", "layer %d: unknown type %q for %s", i, n, c.Arch)
 		}
 	}
+}
+
+// qsaAliases are the layer_types names transformers versions give qwen4_exp's QSA layers.
+var qsaAliases = map[string]bool{
+	"qwen_sparse_attention": true, "indexed_attention": true, "hybrid_indexed": true, "deepseek_sparse_attention": true,
 }
 
 func sortedUnique(v []int) []int {

@@ -52,17 +52,18 @@ func skipped(name string) bool {
 var (
 	perExpertRe = regexp.MustCompile(`layers\.\d+\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$`)
 	fusedRe     = regexp.MustCompile(`layers\.\d+\.mlp\.experts\.(gate_up|down)_proj$`)
-	ngramPartRe = regexp.MustCompile(`ple\.ple_embedding\.ngram_embedding\.shard_\d+\.weight$`)
+	ngramPartRe = regexp.MustCompile(`^(.*)\.ple\.ple_embedding\.ngram_embedding\.shard_\d+\.weight$`)
 )
 
 // DetectLayout infers the Layout from a checkpoint's tensor names (mtp.* and model.visual.*
 // ignored): the prefix from where embed_tokens / layers live, the expert storage from the
 // expert tensor names, and split n-gram tables from shard_{k} names (then NGramParts =
-// split_ngram_parts). Errors wrap ErrTensors: no text model found, both prefixes, or both
-// expert layouts present.
+// split_ngram_parts). Errors wrap ErrTensors: no text model found, both prefixes, both
+// expert layouts present, or a layer whose number of n-gram shards is not split_ngram_parts.
 func (c *Config) DetectLayout(names []string) (Layout, error) {
 	var l Layout
-	var lm, plain, fused, perExpert, split bool
+	var lm, plain, fused, perExpert bool
+	parts := map[string]int{} // layer prefix -> n-gram table shards
 	for _, n := range names {
 		if skipped(n) {
 			continue
@@ -75,7 +76,9 @@ func (c *Config) DetectLayout(names []string) (Layout, error) {
 		}
 		fused = fused || fusedRe.MatchString(n)
 		perExpert = perExpert || perExpertRe.MatchString(n)
-		split = split || ngramPartRe.MatchString(n)
+		if m := ngramPartRe.FindStringSubmatch(n); m != nil {
+			parts[m[1]]++
+		}
 	}
 	switch {
 	case lm && plain:
@@ -91,8 +94,18 @@ func (c *Config) DetectLayout(names []string) (Layout, error) {
 		return l, fmt.Errorf("%w: both fused (mlp.experts.gate_up_proj) and per-expert (mlp.experts.{e}.*) expert tensors", ErrTensors)
 	}
 	l.FusedExperts = fused
-	if split {
+	if len(parts) > 0 {
 		l.NGramParts = c.NGramParts
+		layers := make([]string, 0, len(parts))
+		for p := range parts {
+			layers = append(layers, p)
+		}
+		sort.Strings(layers)
+		for _, p := range layers {
+			if parts[p] != c.NGramParts {
+				return l, fmt.Errorf("%w: %s.ple.ple_embedding.ngram_embedding is stored as %d shard_{k} tensors, split_ngram_parts is %d", ErrTensors, p, parts[p], c.NGramParts)
+			}
+		}
 	}
 	return l, nil
 }
@@ -230,23 +243,89 @@ func (c *Config) ExpectedTensors(l Layout) []Spec {
 	return out
 }
 
-// CheckTensors compares a checkpoint's tensor shapes (name -> shape) with ExpectedTensors(l).
-// Names under mtp.* and model.visual.* are skipped. It returns nil or one error wrapping
-// ErrTensors that lists every missing, unexpected and wrongly shaped tensor (sorted; long
-// lists are cut after 20 names per kind, with the count).
+// PLEBuffers lists the three int64 buffers of transformers' Qwen4ExpTextNGramEmbedding for
+// every PLE layer, with their shapes: ple.ple_embedding.layer_multipliers [ngram_size],
+// ple.ple_embedding.ngram_heads_offsets and ple.ple_embedding.ngram_heads_vocab_sizes
+// [(ngram_size-1)*heads_per_ngram]. The published Qwen3.8-Flash-Next checkpoint stores them
+// (persistent buffers); files saved where they are not persistent (such as the tiny test
+// checkpoints) lack them. They are not weights: strata derives the same values from the config,
+// and CheckCheckpoint verifies stored ones against that derivation.
+func (c *Config) PLEBuffers(l Layout) []Spec {
+	var out []Spec
+	for i := 0; i < c.Layers; i++ {
+		out = append(out, c.pleBuffers(l, i)...)
+	}
+	return out
+}
+
+// pleBuffers is PLEBuffers of decoder layer i: none, or the three in the order multipliers,
+// offsets, vocabulary sizes.
+func (c *Config) pleBuffers(l Layout, i int) []Spec {
+	if c.PLEIndex(i) < 0 {
+		return nil
+	}
+	heads := int64(c.NGramHeads())
+	return []Spec{
+		{l.Layer(i, pleMultipliers), []int64{int64(c.NGramSize)}},
+		{l.Layer(i, pleOffsets), []int64{heads}},
+		{l.Layer(i, pleVocabSizes), []int64{heads}},
+	}
+}
+
+// Names of the PLE buffers under a decoder layer.
+const (
+	pleMultipliers = "ple.ple_embedding.layer_multipliers"
+	pleOffsets     = "ple.ple_embedding.ngram_heads_offsets"
+	pleVocabSizes  = "ple.ple_embedding.ngram_heads_vocab_sizes"
+)
+
+// cut joins a sorted copy of names, keeping the first 20 (then " and N more").
+func cut(names []string) string {
+	s := append([]string(nil), names...)
+	sort.Strings(s)
+	if len(s) > 20 {
+		return strings.Join(s[:20], ", ") + fmt.Sprintf(" and %d more", len(s)-20)
+	}
+	return strings.Join(s, ", ")
+}
+
+// CheckTensors compares a checkpoint's tensor shapes (name -> shape) with ExpectedTensors(l)
+// and PLEBuffers(l): the PLE buffers of a layer may be absent, all three together; present,
+// they must have their shapes. Names under mtp.* and model.visual.* are skipped. It returns nil
+// or one error wrapping ErrTensors that lists every missing, unexpected and wrongly shaped
+// tensor (sorted; long lists are cut after 20 names per kind, with the count).
 func (c *Config) CheckTensors(l Layout, shapes map[string][]int64) error {
 	want := c.ExpectedTensors(l)
 	seen := make(map[string]bool, len(want))
 	var missing, wrong, extra []string
+	check := func(s Spec) {
+		if !equalShape(shapes[s.Name], s.Shape) {
+			wrong = append(wrong, fmt.Sprintf("%s %v (want %v)", s.Name, shapes[s.Name], s.Shape))
+		}
+	}
 	for _, s := range want {
 		seen[s.Name] = true
-		got, ok := shapes[s.Name]
-		if !ok {
+		if _, ok := shapes[s.Name]; !ok {
 			missing = append(missing, s.Name)
 			continue
 		}
-		if !equalShape(got, s.Shape) {
-			wrong = append(wrong, fmt.Sprintf("%s %v (want %v)", s.Name, got, s.Shape))
+		check(s)
+	}
+	for i := 0; i < c.Layers; i++ {
+		buffers := c.pleBuffers(l, i)
+		n := 0
+		for _, s := range buffers {
+			seen[s.Name] = true
+			if _, ok := shapes[s.Name]; ok {
+				n++
+			}
+		}
+		for _, s := range buffers {
+			if _, ok := shapes[s.Name]; ok {
+				check(s)
+			} else if n > 0 {
+				missing = append(missing, s.Name+" (the layer's other PLE buffers are present)")
+			}
 		}
 	}
 	for n := range shapes {
@@ -262,17 +341,9 @@ func (c *Config) CheckTensors(l Layout, shapes map[string][]int64) error {
 		what  string
 		names []string
 	}{{"missing", missing}, {"wrong shape", wrong}, {"unexpected", extra}} {
-		if len(k.names) == 0 {
-			continue
+		if len(k.names) > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s: %s", len(k.names), k.what, cut(k.names)))
 		}
-		sort.Strings(k.names)
-		list := k.names
-		more := ""
-		if len(list) > 20 {
-			more = fmt.Sprintf(" and %d more", len(list)-20)
-			list = list[:20]
-		}
-		parts = append(parts, fmt.Sprintf("%d %s: %s%s", len(k.names), k.what, strings.Join(list, ", "), more))
 	}
 	return fmt.Errorf("%w (%s, layout prefix %q, fused experts %v): %s", ErrTensors, c.ModelType, l.Prefix, l.FusedExperts, strings.Join(parts, "; "))
 }

@@ -3,6 +3,10 @@
 // size: the embedded default model of the main job and the models of the benchmarks. The
 // weights are random (seeded), so outputs mean nothing linguistically; they exercise every op
 // at the chosen shapes, exactly as a real checkpoint of that shape would.
+//
+// It also holds the structure of the published releases (Releases: their config.json and
+// every tensor's name, dtype and shape, shard by shard) and writes them without weights
+// (WriteHeaderOnly), for tests of loading and inspection on the real layouts.
 package modelgen
 
 import (
@@ -16,6 +20,7 @@ import (
 	"strconv"
 
 	"github.com/stratakernels/strata/internal/safetensors"
+	"github.com/stratakernels/strata/op"
 )
 
 // Spec is the size of a generated model. Zero fields are not defaults: use a preset.
@@ -286,35 +291,13 @@ func (s Spec) tensors(g *gen) {
 	}
 }
 
-// pleTableRows is the n-gram table size of PLE layer pleIndex: the sum of the 16 head
-// vocabularies (the (g+1)-th prime >= base for global head g), padded to a multiple of div.
+// pleTableRows is the n-gram table size of PLE layer pleIndex: the sum of its head vocabularies
+// (op.PLEHeadVocabs), padded to a multiple of div.
 func pleTableRows(pleIndex, base, heads, div int) int64 {
-	total, p := 0, base-1
-	isPrime := func(v int) bool {
-		if v < 2 {
-			return false
-		}
-		for d := 2; d*d <= v; d++ {
-			if v%d == 0 {
-				return false
-			}
-		}
-		return true
+	var total int64
+	for _, v := range op.PLEHeadVocabs(base, heads, pleIndex) {
+		total += v
 	}
-	// Skip the primes of earlier PLE layers' heads, then take this layer's.
-	next := func() int {
-		p++
-		for !isPrime(p) {
-			p++
-		}
-		return p
-	}
-	for g := 0; g < pleIndex*heads; g++ {
-		next()
-	}
-	// Head g's vocabulary is the (g+1)-th prime >= base: consecutive primes.
-	for h := 0; h < heads; h++ {
-		total += next()
-	}
-	return int64((total + div - 1) / div * div)
+	d := int64(div)
+	return (total + d - 1) / d * d
 }

@@ -32,11 +32,19 @@ type Checkpoint struct {
 // index are errors. Without an index, dir/model.safetensors is opened. Errors name the index
 // file, the shard and the tensor involved and wrap ErrFormat or, for an index entry whose shard
 // lacks the tensor, ErrNotFound; a missing shard file also wraps fs.ErrNotExist.
-func OpenDir(dir string) (*Checkpoint, error) {
+func OpenDir(dir string) (*Checkpoint, error) { return openDir(dir, Open) }
+
+// OpenDirHeaders opens the checkpoint in dir as OpenDir does, with every file opened by
+// OpenHeader: the index and every header are validated, nothing is mapped, and a shard whose
+// data section is truncated is accepted (see File.DataPresent). Reading it takes time in
+// proportion to the headers, not to the weights.
+func OpenDirHeaders(dir string) (*Checkpoint, error) { return openDir(dir, OpenHeader) }
+
+func openDir(dir string, open func(string) (*File, error)) (*Checkpoint, error) {
 	idxPath := filepath.Join(dir, IndexFile)
 	raw, err := os.ReadFile(idxPath)
 	if errors.Is(err, os.ErrNotExist) {
-		f, err := Open(filepath.Join(dir, SingleFile))
+		f, err := open(filepath.Join(dir, SingleFile))
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +107,7 @@ func OpenDir(dir string) (*Checkpoint, error) {
 	}
 	sort.Strings(shardNames)
 	for _, s := range shardNames {
-		f, err := Open(filepath.Join(dir, s))
+		f, err := open(filepath.Join(dir, s))
 		if err != nil {
 			return fail(fmt.Errorf("shard %s (named by %s, e.g. for tensor %q): %w", s, idxPath, firstTensor[s], err))
 		}
@@ -127,6 +135,9 @@ func OpenDir(dir string) (*Checkpoint, error) {
 	c.names = names
 	return c, nil
 }
+
+// Files returns the files of the checkpoint (the shards in name order, or the one file).
+func (c *Checkpoint) Files() []*File { return append([]*File(nil), c.files...) }
 
 // Names returns every tensor name of the checkpoint, sorted.
 func (c *Checkpoint) Names() []string { return append([]string(nil), c.names...) }

@@ -21,8 +21,13 @@ type File struct {
 	Metadata map[string]string
 	tensors  map[string]*Tensor
 	names    []string // sorted
-	data     []byte   // whole file (mapping or heap copy)
+	data     []byte   // whole file (mapping or heap copy); nil when opened by OpenHeader
 	unmap    func() error
+
+	headerOnly bool
+	dataStart  int64 // file offset of the data section: 8 + header length
+	dataSize   int64 // bytes of data section the header describes
+	present    int64 // bytes of data section the file holds (== dataSize unless headerOnly)
 }
 
 // Open opens and validates one safetensors file: header length against the file size and
@@ -57,15 +62,52 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
 	}
-	file, err := parse(path, data, hlen)
+	file, err := parse(path, data[8:8+hlen], data[8+hlen:], int64(len(data))-8-int64(hlen), false)
 	if err != nil {
 		if unmap != nil {
 			unmap()
 		}
 		return nil, err
 	}
+	file.data = data
 	file.unmap = unmap
 	return file, nil
+}
+
+// OpenHeader validates one safetensors file as Open does, except that the data section may be
+// shorter than the header describes (a truncated or header-only file): the tiling of the data
+// section by the tensors is checked against the size the header implies, and trailing bytes
+// beyond it are still an error. It reads the 8-byte length and the JSON header only and maps
+// nothing, so it costs the same for a 5 GB file as for a 5 kB one. Tensors of the file carry
+// no Data; Int64s reads a tensor's bytes from the file on demand. DataPresent tells how much of
+// the data section the file holds. Errors wrap ErrFormat and name the file (and tensor).
+func OpenHeader(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
+	}
+	size := st.Size()
+	if size < 8 {
+		return nil, fmt.Errorf("%w: %s: file is %d bytes, shorter than the 8-byte header length", ErrFormat, path, size)
+	}
+	var lenBuf [8]byte
+	if _, err := f.ReadAt(lenBuf[:], 0); err != nil {
+		return nil, fmt.Errorf("%w: %s: reading header length: %v", ErrFormat, path, err)
+	}
+	hlen := binary.LittleEndian.Uint64(lenBuf[:])
+	if hlen > MaxHeaderSize || hlen > uint64(size-8) {
+		return nil, fmt.Errorf("%w: %s: header length %d exceeds the file (%d bytes) or the %d-byte limit", ErrFormat, path, hlen, size, MaxHeaderSize)
+	}
+	header := make([]byte, hlen)
+	if _, err := f.ReadAt(header, 8); err != nil {
+		return nil, fmt.Errorf("%w: %s: reading the %d-byte header: %v", ErrFormat, path, hlen, err)
+	}
+	return parse(path, header, nil, size-8-int64(hlen), true)
 }
 
 // ParseHeader validates a whole safetensors image held in memory (8-byte length, JSON header
@@ -82,7 +124,12 @@ func ParseHeader(path string, image []byte) (*File, error) {
 	if hlen > MaxHeaderSize || hlen > uint64(len(image)-8) {
 		return nil, fmt.Errorf("%w: %s: header length %d exceeds the file (%d bytes) or the %d-byte limit", ErrFormat, path, hlen, len(image), MaxHeaderSize)
 	}
-	return parse(path, image, hlen)
+	f, err := parse(path, image[8:8+hlen], image[8+hlen:], int64(len(image))-8-int64(hlen), false)
+	if err != nil {
+		return nil, err
+	}
+	f.data = image
+	return f, nil
 }
 
 type rawEntry struct {
@@ -97,9 +144,11 @@ type span struct {
 	begin, end int64
 }
 
-func parse(path string, data []byte, hlen uint64) (*File, error) {
-	header := data[8 : 8+hlen]
-	body := data[8+hlen:]
+// parse validates the JSON header against a data section of present bytes. With body (full
+// mode, len(body) == present) every tensor must lie inside it and its Data aliases body; in
+// header-only mode (body nil) the tensors must tile the data section the header describes,
+// which may extend past the end of the file.
+func parse(path string, header, body []byte, present int64, headerOnly bool) (*File, error) {
 	// The header is scanned for duplicate keys first: encoding/json would silently keep the
 	// last of two equal keys, hiding a second tensor of the same name.
 	dup, err := duplicateKey(header)
@@ -118,7 +167,12 @@ func parse(path string, data []byte, hlen uint64) (*File, error) {
 	if rest, _ := io.ReadAll(dec.Buffered()); len(bytes.TrimRight(rest, " \t\r\n\x00")) != 0 {
 		return nil, fmt.Errorf("%w: %s: trailing bytes after the JSON header", ErrFormat, path)
 	}
-	file := &File{Path: path, tensors: make(map[string]*Tensor, len(raw)), data: data}
+	file := &File{Path: path, tensors: make(map[string]*Tensor, len(raw)), headerOnly: headerOnly,
+		dataStart: 8 + int64(len(header)), present: present}
+	limit := present
+	if headerOnly {
+		limit = math.MaxInt64
+	}
 	spans := make([]span, 0, len(raw))
 	// Keys are visited in sorted order so that the first error reported is the same on every run.
 	keys := make([]string, 0, len(raw))
@@ -136,15 +190,27 @@ func parse(path string, data []byte, hlen uint64) (*File, error) {
 			file.Metadata = md
 			continue
 		}
-		t, sp, err := parseEntry(path, name, msg, body)
+		t, sp, err := parseEntry(path, name, msg, limit)
 		if err != nil {
 			return nil, err
 		}
+		t.file, t.off = file, sp.begin
+		if body != nil {
+			t.Data = body[sp.begin:sp.end:sp.end]
+		}
 		file.tensors[name] = t
 		spans = append(spans, sp)
+		file.dataSize = max(file.dataSize, sp.end)
 	}
-	if err := checkCover(path, spans, int64(len(body))); err != nil {
+	covered := present
+	if headerOnly && present < file.dataSize {
+		covered = file.dataSize // a truncated file: check the tiling of what the header describes
+	}
+	if err := checkCover(path, spans, covered); err != nil {
 		return nil, err
+	}
+	if !headerOnly {
+		file.dataSize = present
 	}
 	file.names = make([]string, 0, len(file.tensors))
 	for n := range file.tensors {
@@ -154,8 +220,8 @@ func parse(path string, data []byte, hlen uint64) (*File, error) {
 	return file, nil
 }
 
-// parseEntry validates one header entry against the data section body.
-func parseEntry(path, name string, msg json.RawMessage, body []byte) (*Tensor, span, error) {
+// parseEntry validates one header entry against a data section of limit bytes.
+func parseEntry(path, name string, msg json.RawMessage, limit int64) (*Tensor, span, error) {
 	fail := func(format string, args ...any) (*Tensor, span, error) {
 		return nil, span{}, fmt.Errorf("%w: %s: tensor %q: %s", ErrFormat, path, name, fmt.Sprintf(format, args...))
 	}
@@ -176,8 +242,8 @@ func parseEntry(path, name string, msg json.RawMessage, body []byte) (*Tensor, s
 		return fail("data_offsets must have 2 entries, has %d", len(*e.Offsets))
 	}
 	begin, end := (*e.Offsets)[0], (*e.Offsets)[1]
-	if begin < 0 || end < begin || end > int64(len(body)) {
-		return fail("data_offsets [%d, %d) out of range of the %d-byte data section", begin, end, len(body))
+	if begin < 0 || end < begin || end > limit {
+		return fail("data_offsets [%d, %d) out of range of the %d-byte data section", begin, end, limit)
 	}
 	// Element count with overflow checks: a lying shape must not wrap around to a small size.
 	n := int64(1)
@@ -194,7 +260,7 @@ func parseEntry(path, name string, msg json.RawMessage, body []byte) (*Tensor, s
 		return fail("%s shape %v needs %d bytes, data_offsets [%d, %d) give %d", dt, *e.Shape, n*int64(dt.Size()), begin, end, end-begin)
 	}
 	shape := append([]int64(nil), (*e.Shape)...)
-	t := &Tensor{Name: name, File: path, DType: dt, Shape: shape, Data: body[begin:end:end]}
+	t := &Tensor{Name: name, File: path, DType: dt, Shape: shape}
 	return t, span{name, begin, end}, nil
 }
 
@@ -273,6 +339,17 @@ func duplicateKey(obj []byte) (string, error) {
 
 // Names returns the tensor names of the file, sorted.
 func (f *File) Names() []string { return append([]string(nil), f.names...) }
+
+// DataSize is the size in bytes of the data section the header describes (the sum of the
+// tensor sizes).
+func (f *File) DataSize() int64 { return f.dataSize }
+
+// DataPresent is how many bytes of the data section the file holds: DataSize, except for a
+// truncated file opened by OpenHeader.
+func (f *File) DataPresent() int64 { return min(f.present, f.dataSize) }
+
+// HeaderOnly reports whether the file was opened by OpenHeader (tensors carry no Data).
+func (f *File) HeaderOnly() bool { return f.headerOnly }
 
 // Tensor returns the named tensor or an error wrapping ErrNotFound.
 func (f *File) Tensor(name string) (*Tensor, error) {

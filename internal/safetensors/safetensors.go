@@ -2,6 +2,8 @@
 // (model.safetensors.index.json), validating every header field against the file before any
 // tensor is exposed. Files are memory-mapped read-only where the platform allows and read
 // whole otherwise; tensor data is exposed as raw little-endian bytes plus widening helpers.
+// OpenHeader / OpenDirHeaders validate the headers alone (names, dtypes, shapes, offsets, the
+// shard index) without mapping any data, for truncated or header-only files too.
 //
 // Format: https://github.com/huggingface/safetensors (8-byte little-endian header length N,
 // N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end)}, "__metadata__": {...}},
@@ -13,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"unsafe"
 
 	"github.com/x448/float16"
@@ -69,13 +72,60 @@ var ErrNotFound = errors.New("safetensors: tensor not found")
 var ErrDType = errors.New("safetensors: unsupported dtype for conversion")
 
 // Tensor is one tensor of a file: its name, element type, shape and raw little-endian bytes.
-// Data aliases the file mapping; it is valid until the owning File is closed and must not be written.
+// Data aliases the file mapping; it is valid until the owning File is closed and must not be
+// written. Tensors of a file opened by OpenHeader have no Data (see Int64s).
 type Tensor struct {
 	Name  string
 	File  string // path of the file holding the tensor
 	DType DType
 	Shape []int64
 	Data  []byte
+
+	file *File // the owning File (nil for a hand-built Tensor)
+	off  int64 // offset of the tensor's bytes in the data section
+}
+
+// ByteSize is the tensor's size in bytes, NumElements * DType.Size(), also for a tensor of a
+// header-only file.
+func (t *Tensor) ByteSize() int64 { return t.NumElements() * int64(t.DType.Size()) }
+
+// Int64s returns the elements of an I64 tensor. For a tensor of a file opened by OpenHeader the
+// bytes are read from the file (the only tensor data such a file gives out; meant for small
+// tensors such as the PLE hash constants). Errors wrap ErrDType (not I64) or ErrFormat (the
+// bytes lie past the end of a truncated file, or reading them failed).
+func (t *Tensor) Int64s() ([]int64, error) {
+	if t.DType != I64 {
+		return nil, fmt.Errorf("%w: tensor %q in %s is %s, not I64", ErrDType, t.Name, t.File, t.DType)
+	}
+	b := t.Data
+	if f := t.file; f != nil && f.headerOnly {
+		size := t.ByteSize()
+		if t.off+size > f.present {
+			return nil, fmt.Errorf("%w: tensor %q in %s: its bytes [%d, %d) of the data section are past the end of the file, which holds %d of the %d bytes its header describes (truncated)",
+				ErrFormat, t.Name, t.File, t.off, t.off+size, f.present, f.dataSize)
+		}
+		b = make([]byte, size)
+		if err := readAt(t.File, b, f.dataStart+t.off); err != nil {
+			return nil, fmt.Errorf("%w: tensor %q in %s: %v", ErrFormat, t.Name, t.File, err)
+		}
+	} else if err := t.checkData(); err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(b)/8)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out, nil
+}
+
+func readAt(path string, b []byte, off int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.ReadAt(b, off)
+	return err
 }
 
 // NumElements is the product of Shape (1 for a scalar).
@@ -105,6 +155,9 @@ func (t *Tensor) Float32() ([]float32, error) {
 // checkData guards tensors built by hand (the fields are exported): Data must hold exactly
 // NumElements elements of DType. Tensors from Open always pass.
 func (t *Tensor) checkData() error {
+	if t.file != nil && t.file.headerOnly {
+		return fmt.Errorf("%w: tensor %q in %s: the file was opened header-only (OpenHeader); its data is not mapped", ErrFormat, t.Name, t.File)
+	}
 	n := t.NumElements()
 	if sz := int64(t.DType.Size()); sz == 0 || int64(len(t.Data)) != n*sz {
 		return fmt.Errorf("%w: tensor %q in %s: %d data bytes for %s shape %v", ErrFormat, t.Name, t.File, len(t.Data), t.DType, t.Shape)

@@ -172,9 +172,15 @@ func TestFileValidation(t *testing.T) {
 				wants = append(wants, fmt.Sprintf("%q", c.tensor))
 			}
 			checkErr(t, err, ErrFormat, wants...)
-			// ParseHeader must agree with Open on the same bytes.
+			// ParseHeader must agree with Open on the same bytes, and so must OpenHeader, except
+			// on a data section shorter than the header describes (a truncated file, which
+			// OpenHeader accepts: see TestOpenHeaderTruncated).
 			_, err2 := ParseHeader(p, c.data())
 			checkErr(t, err2, ErrFormat, wants...)
+			if c.name != "offset past data section" {
+				_, err3 := OpenHeader(p)
+				checkErr(t, err3, ErrFormat, wants...)
+			}
 		})
 	}
 }

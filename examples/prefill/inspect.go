@@ -1,0 +1,139 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/stratakernels/strata/strata"
+)
+
+// runInspect is --inspect: it checks the checkpoint as loading would (strata.Inspect: config.json,
+// the shard index, every tensor header, the PLE buffers) without loading it and prints the
+// summary. Only --model, --preset and -v may accompany it.
+func runInspect(modelDir, preset string) error {
+	var other []string
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "inspect", "model", "preset", "v":
+		default:
+			other = append(other, "--"+f.Name)
+		}
+	})
+	if len(other) > 0 {
+		sort.Strings(other)
+		return fmt.Errorf("--inspect takes only --model (or --preset): drop %s", strings.Join(other, ", "))
+	}
+	dir := modelDir
+	if dir == "" {
+		var err error
+		if dir, err = defaultModel(preset); err != nil {
+			return err
+		}
+	}
+	info, err := strata.Inspect(dir)
+	if err != nil {
+		return err
+	}
+	printInfo(os.Stdout, info)
+	return nil
+}
+
+// printInfo writes the summary of an inspected checkpoint.
+func printInfo(w io.Writer, in *strata.ModelInfo) {
+	line := func(key, format string, args ...any) { fmt.Fprintf(w, "%-10s %s\n", key, fmt.Sprintf(format, args...)) }
+	line("model", "%s (model_type %s, %s)", in.Arch, in.ModelType, strings.Join(in.Architectures, ", "))
+	line("", "%s", homeRel(in.Dir))
+	var mixers []string
+	if in.GDNLayers > 0 {
+		mixers = append(mixers, fmt.Sprintf("%d Gated DeltaNet", in.GDNLayers))
+	}
+	if in.AttentionLayers > 0 {
+		mixers = append(mixers, fmt.Sprintf("%d gated attention", in.AttentionLayers))
+	}
+	if in.QSALayers > 0 {
+		mixers = append(mixers, fmt.Sprintf("%d QSA attention (budget %d tokens)", in.QSALayers, in.QSABudget))
+	}
+	line("layers", "%d: %s", in.Layers, strings.Join(mixers, " + "))
+	line("width", "D %d, %s, vocab %d, max positions %d", in.D, plural(in.Streams, "residual stream"), in.Vocab, in.MaxPositions)
+	line("attention", "Hq %d / Hkv %d x head_dim %d, rotary %d", in.Hq, in.Hkv, in.HeadDim, in.RotaryDim)
+	line("GDN", "Hk %d / Hv %d, dk %d / dv %d", in.Hk, in.Hv, in.Dk, in.Dv)
+	moe := fmt.Sprintf("%d experts, top-%d, intermediate %d, shared expert %d", in.Experts, in.TopK, in.MoEI, in.SharedI)
+	if in.DenseLayers > 0 {
+		moe += fmt.Sprintf("; %d dense MLP layers (intermediate %d)", in.DenseLayers, in.DenseI)
+	}
+	line("MoE", "%s", moe)
+	if len(in.PLELayers) > 0 {
+		table := "one n-gram table per layer"
+		if in.NGramShards > 0 {
+			table = fmt.Sprintf("n-gram table in %d shards", in.NGramShards)
+		}
+		buffers := "hash buffers not stored (derived from config.json)"
+		if in.PLEBuffersChecked > 0 {
+			buffers = "hash buffers checked against config.json"
+		}
+		at := "layer"
+		if len(in.PLELayers) > 1 {
+			at = "layers"
+		}
+		line("PLE", "at %s %s; %s; %s", at, joinInts(in.PLELayers), table, buffers)
+	}
+	var dts []string
+	for _, d := range in.WeightDTypes {
+		dts = append(dts, fmt.Sprintf("%s %d tensors, %s", d.DType, d.Tensors, size(d.Bytes)))
+	}
+	line("weights", "%s", strings.Join(dts, "; "))
+	experts := "experts stored one by one"
+	if in.FusedExperts {
+		experts = "experts fused"
+	}
+	line("tensors", "%d in %s, %s; prefix %s, %s", in.Tensors, plural(in.Shards, "shard"), size(in.TensorBytes), in.Prefix, experts)
+	for i, s := range in.Skipped {
+		key := ""
+		if i == 0 {
+			key = "skipped"
+		}
+		line(key, "%s (%d tensors, %s): %s", s.Group, s.Tensors, size(s.Bytes), s.Reason)
+	}
+	if len(in.Truncated) > 0 {
+		var present, want int64
+		for _, t := range in.Truncated {
+			present += t.Present
+			want += t.Size
+		}
+		line("data", "%s truncated: %s of their %s present (headers complete; loading needs the data), e.g. %s",
+			plural(len(in.Truncated), "shard"), size(present), size(want), in.Truncated[0].File)
+	}
+	line("check", "ok: config.json, the shard index and every tensor header agree with the model")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// size prints a byte count in decimal units (GB = 1e9 bytes, as checkpoint sizes are quoted).
+func size(b int64) string {
+	switch {
+	case b >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(b)/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(b)/1e6)
+	case b >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(b)/1e3)
+	}
+	return fmt.Sprintf("%d B", b)
+}

@@ -1,0 +1,193 @@
+package strata
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/internal/safetensors"
+)
+
+// ModelInfo describes a checkpoint as its config.json and its tensor table give it, after the
+// checks LoadModel runs (Inspect, Model.Info). Sizes are element counts, bytes are bytes; the
+// config.json field behind each size is named beside it.
+type ModelInfo struct {
+	Dir           string
+	Arch          string   // model family: "qwen3_next" or "qwen4_exp" (as Model.Arch)
+	ModelType     string   // model_type as written: qwen3_next, qwen4_exp_text or qwen4_exp
+	Architectures []string // architectures: the transformers class names, as written
+
+	D      int // hidden_size
+	Layers int // num_hidden_layers
+	// Decoder layers by token mixer: Gated DeltaNet (linear_attention), gated full attention
+	// (qwen3_next full_attention), attention with the QSA indexer (qwen4_exp).
+	GDNLayers, AttentionLayers, QSALayers int
+	Hq, Hkv, HeadDim                      int // num_attention_heads, num_key_value_heads, head_dim
+	RotaryDim                             int // head_dim * partial_rotary_factor
+	Hk, Hv, Dk, Dv                        int // GDN linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim
+	Experts, TopK                         int // num_experts, num_experts_per_tok
+	MoEI, SharedI                         int // moe_intermediate_size, shared_expert_intermediate_size
+	DenseLayers, DenseI                   int // qwen3_next layers with a dense MLP (mlp_only_layers, decoder_sparse_step) and intermediate_size
+	Vocab                                 int // vocab_size
+	Streams                               int // residual streams: hc_count (qwen4_exp), 1 for qwen3_next
+	QSABudget                             int // indexer_budget in tokens (qwen4_exp), 0 otherwise
+	// PLELayers are the 0-based decoder layers with a PLE n-gram embedding (ple_layer_ids - 1).
+	PLELayers    []int
+	MaxPositions int // max_position_embeddings
+	MTPLayers    int // mtp_num_hidden_layers: the multi-token-prediction head, not run by prefill
+
+	// The tensor table: the text model's name prefix ("model." or "model.language_model."),
+	// whether routed experts are stored fused (mlp.experts.gate_up_proj) or per expert, and
+	// in how many shard_{k} tensors each PLE n-gram table is split (0: one tensor).
+	Prefix       string
+	FusedExperts bool
+	NGramShards  int
+	Shards       int // safetensors files
+	Tensors      int // tensors in the checkpoint
+	TensorBytes  int64
+	UsedTensors  int   // tensors the model loads
+	UsedBytes    int64 // their bytes
+	WeightDTypes []DTypeBytes
+	// PLEBuffersChecked is how many PLE layers store their int64 hash constants
+	// (layer_multipliers, ngram_heads_offsets, ngram_heads_vocab_sizes), each checked equal
+	// to what config.json implies; 0 when the checkpoint stores none (the published
+	// Qwen3.8-Flash-Next does).
+	PLEBuffersChecked int
+	Skipped           []SkippedTensors // tensor groups present and not loaded, with the reason
+	// Truncated lists the shards whose data section is shorter than their header describes.
+	// Only Inspect can report them (it reads headers alone); LoadModel refuses such a file.
+	Truncated []TruncatedShard
+}
+
+// DTypeBytes is one element type of a checkpoint's weights: safetensors dtype name (BF16, F16,
+// F32), how many of the loaded tensors have it and their bytes.
+type DTypeBytes struct {
+	DType   string
+	Tensors int
+	Bytes   int64
+}
+
+// SkippedTensors is a group of tensors a checkpoint carries that the model does not load:
+// its name pattern (mtp.*, model.visual.*, the PLE hash buffers), size and why.
+type SkippedTensors struct {
+	Group   string
+	Tensors int
+	Bytes   int64
+	Reason  string
+}
+
+// TruncatedShard is a safetensors file whose data section holds Present of the Size bytes its
+// header describes.
+type TruncatedShard struct {
+	File          string // file name inside Dir
+	Present, Size int64
+}
+
+// Inspect validates the checkpoint in dir without loading it and describes it: config.json
+// (fields, invariants, quantization and model type refused by name), the shard index and every
+// tensor header (names, dtypes, shapes, offsets), and the tensor table against the config
+// (every tensor the model needs with its shape and a weight dtype, the PLE hash buffers'
+// values), exactly as LoadModel checks them. It reads no tensor data but the PLE buffers (a
+// few hundred bytes) and maps nothing: its cost is that of reading the headers (under 1 MB for
+// the 131 shards of Qwen3.8-Flash-Next, 360 GB of weights). A shard whose data section is
+// truncated is reported in ModelInfo.Truncated, not refused: its header is complete (LoadModel
+// refuses it). Errors wrap ErrCheckpoint (the message names the file and tensor) or
+// ErrUnsupported (the format or value by name, e.g. `quantization method "fp8" is not
+// supported`).
+func Inspect(dir string) (*ModelInfo, error) {
+	if err := checkpointDir(dir); err != nil {
+		return nil, err
+	}
+	cfg, err := hfconfig.Load(dir)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "config")
+	}
+	ck, err := safetensors.OpenDirHeaders(dir)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+	}
+	defer ck.Close()
+	res, err := checkCheckpoint(cfg, ck, dir)
+	if err != nil {
+		return nil, err
+	}
+	info := newModelInfo(dir, cfg, ck, res)
+	return &info, nil
+}
+
+// Info describes the loaded model's checkpoint as Inspect does (Truncated is empty: LoadModel
+// refuses truncated files). The slices are copies.
+func (m *Model) Info() ModelInfo {
+	in := m.info
+	in.Architectures = append([]string(nil), in.Architectures...)
+	in.PLELayers = append([]int(nil), in.PLELayers...)
+	in.WeightDTypes = append([]DTypeBytes(nil), in.WeightDTypes...)
+	in.Skipped = append([]SkippedTensors(nil), in.Skipped...)
+	in.Truncated = append([]TruncatedShard(nil), in.Truncated...)
+	return in
+}
+
+// checkpointDir reports a missing dir, or one that is not a directory, as ErrCheckpoint.
+func checkpointDir(dir string) error {
+	if st, err := os.Stat(dir); err != nil {
+		return wrapf(ErrCheckpoint, err, "checkpoint directory %q", dir)
+	} else if !st.IsDir() {
+		return wrapf(ErrCheckpoint, nil, "checkpoint %q is not a directory (want the folder holding config.json and the safetensors files)", dir)
+	}
+	return nil
+}
+
+// checkCheckpoint is the tensor-table check of LoadModel and Inspect (hfconfig.CheckCheckpoint).
+func checkCheckpoint(cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir string) (*hfconfig.CheckResult, error) {
+	res, err := cfg.CheckCheckpoint(ck)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+	}
+	return res, nil
+}
+
+func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, res *hfconfig.CheckResult) ModelInfo {
+	in := ModelInfo{
+		Dir: dir, Arch: c.Arch.String(), ModelType: c.ModelType, Architectures: append([]string(nil), c.Architectures...),
+		D: c.D, Layers: c.Layers, Hq: c.Hq, Hkv: c.Hkv, HeadDim: c.HeadDim, RotaryDim: c.RotaryDim,
+		Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, Experts: c.Experts, TopK: c.TopK, MoEI: c.MoEI, SharedI: c.SharedI,
+		Vocab: c.Vocab, Streams: max(c.Streams, 1), MaxPositions: c.MaxPositions, MTPLayers: c.MTPLayers,
+		Prefix: res.Layout.Prefix, FusedExperts: res.Layout.FusedExperts, NGramShards: res.Layout.NGramParts,
+		Shards: len(ck.Files()), Tensors: res.Tensors, TensorBytes: res.Bytes,
+		UsedTensors: res.Used, UsedBytes: res.UsedBytes, PLEBuffersChecked: res.PLEBuffersChecked,
+	}
+	for i, t := range c.LayerTypes {
+		switch t {
+		case hfconfig.LinearAttention:
+			in.GDNLayers++
+		case hfconfig.FullAttention:
+			in.AttentionLayers++
+		case hfconfig.SparseAttention:
+			in.QSALayers++
+		}
+		if !c.IsMoELayer(i) {
+			in.DenseLayers++
+		}
+		if c.PLEIndex(i) >= 0 {
+			in.PLELayers = append(in.PLELayers, i)
+		}
+	}
+	if in.DenseLayers > 0 {
+		in.DenseI = c.DenseI
+	}
+	if in.QSALayers > 0 {
+		in.QSABudget = c.IdxBudget
+	}
+	for _, d := range res.DTypes {
+		in.WeightDTypes = append(in.WeightDTypes, DTypeBytes{d.DType, d.Tensors, d.Bytes})
+	}
+	for _, g := range res.Skipped {
+		in.Skipped = append(in.Skipped, SkippedTensors{g.Group, g.Tensors, g.Bytes, g.Reason})
+	}
+	for _, f := range ck.Files() {
+		if f.DataPresent() < f.DataSize() {
+			in.Truncated = append(in.Truncated, TruncatedShard{filepath.Base(f.Path), f.DataPresent(), f.DataSize()})
+		}
+	}
+	return in
+}
