@@ -172,9 +172,6 @@ func (d *Device) Kernels() string {
 	return d.be.Kernels()
 }
 
-// OpBackend is the device's op.Backend (tools and tests that drive single ops; a model's
-// prefill uses it through the runner).
-func (d *Device) OpBackend() op.Backend { return d.be }
 
 func (d *Device) logf(level LogLevel, format string, args ...any) {
 	if d == nil || d.log == nil {
