@@ -69,7 +69,7 @@ func (j *Pass) attention(bo, blse, bq, bk, bv *Tensor, p op.AttnParams, sel *op.
 	}
 	rows := hpg * min(tq, p.T)
 	j.dispatch(pipe, name, [3]int{(p.T + tq - 1) / tq, p.Hkv, 1}, [3]int{128, 1, 1}, 4*rows*p.D,
-		bo, blse, bq, bk, bv, bd, boff, btok, params(p.T, p.Hq, p.Hkv, p.D, p.Pos0, p.Scale, hpg, tq))
+		bo, blse, bq, bk, bv, bd, boff, btok, paramBytes(qsaFlashParams{T: p.T, Hq: p.Hq, Hkv: p.Hkv, D: p.D, Pos0: p.Pos0, Scale: p.Scale, Hpg: hpg, Tq: tq}))
 	return j.err
 }
 

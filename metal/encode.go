@@ -1,9 +1,7 @@
 package metal
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/stratakernels/strata/metal/mtl"
@@ -274,32 +272,4 @@ func (j *Pass) dispatch(p mtl.Pipeline, variant string, groups, threads [3]int, 
 	j.enc.DispatchThreadgroups(groups, threads)
 	j.stages = append(j.stages, j.stage)
 	j.b.record(variant)
-}
-
-// params packs a kernel's params struct: every field is 4 bytes (int and uint32 as 32-bit
-// integers, float32 as IEEE bits, bool as 0/1), in declaration order, matching the MSL structs
-// of metal/kernels. Callers range-check ints with guard32 first.
-func params(fields ...any) []byte {
-	out := make([]byte, 0, 4*len(fields))
-	for _, f := range fields {
-		var u uint32
-		switch v := f.(type) {
-		case int:
-			u = uint32(int32(v))
-		case int32:
-			u = uint32(v)
-		case uint32:
-			u = v
-		case float32:
-			u = math.Float32bits(v)
-		case bool:
-			if v {
-				u = 1
-			}
-		default:
-			panic(fmt.Sprintf("metal: params field of type %T", f))
-		}
-		out = binary.LittleEndian.AppendUint32(out, u)
-	}
-	return out
 }

@@ -50,7 +50,7 @@ func (j *Pass) grRead(bx, bb, H *Tensor, normed bool, T int, g *op.GRWeights, ep
 	b.encodeAct(j, bz, bz, T*R, float32(S), 1, actSilu)
 	b.encodeMatMul(j, ba, bz, T, g.Up)
 	j.dispatch(pmean, fmt.Sprintf("gr_stream_mean_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-		bx, bhn, ba, params(D, S))
+		bx, bhn, ba, paramBytes(streamParams{D: D, S: S}))
 	if g.Inj != nil {
 		b.encodeMatMul(j, bb, bhn, T, g.Inj)
 		b.encodeAct(j, bb, bb, T*S, float32(S), 2, actSigmoid)

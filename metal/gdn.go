@@ -45,10 +45,10 @@ func (j *Pass) gdnPre(bq, bk, bv, bg, bbeta, bqkv, ba, bb, bcs, bw, balog, bdt *
 	C := 2*p.Hk*p.Dk + p.Hv*p.Dv
 	nt := min(256, (max(p.Dk, p.Dv, 32)+31)/32*32)
 	j.dispatch(pre, fmt.Sprintf("gdn_pre_f32_conv%d_tg%d", K, nt), [3]int{2*p.Hk + p.Hv + 1, T, 1}, [3]int{nt, 1, 1}, 0,
-		bq, bk, bv, bg, bbeta, bqkv, ba, bb, bcs, bw, balog, bdt, params(T, p.Hk, p.Hv, p.Dk, p.Dv, K))
+		bq, bk, bv, bg, bbeta, bqkv, ba, bb, bcs, bw, balog, bdt, paramBytes(gdnPreParams{T: T, Hk: p.Hk, Hv: p.Hv, Dk: p.Dk, Dv: p.Dv, K: K}))
 	if K > 1 {
 		j.dispatch(upd, fmt.Sprintf("gdn_conv_update_f32_conv%d", K), [3]int{(C + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
-			bcs, bqkv, params(T, C, K))
+			bcs, bqkv, paramBytes(gdnConvParams{T: T, C: C, K: K}))
 	}
 	return j.err
 }
@@ -90,7 +90,7 @@ func (j *Pass) gdnScan(bo, bs, bq, bk, bv, bg, bbeta *Tensor, p op.GDNParams, mo
 		return j.fail(err)
 	}
 	j.dispatch(pipe, "gdn_scan_f32_dv32_nsg4", [3]int{(p.Dv + 31) / 32, p.Hv, 1}, [3]int{128, 1, 1}, 0,
-		bo, bs, bq, bk, bv, bg, bbeta, params(p.T, p.Hk, p.Hv, p.Dk, p.Dv, p.Map == op.Tiled))
+		bo, bs, bq, bk, bv, bg, bbeta, paramBytes(gdnScanParams{T: p.T, Hk: p.Hk, Hv: p.Hv, Dk: p.Dk, Dv: p.Dv, Tiled: p.Map == op.Tiled}))
 	return j.err
 }
 
@@ -122,6 +122,6 @@ func (j *Pass) gdnPost(by, bo, bz *Tensor, T, Hv, Dv int, bw *Tensor, eps float3
 		name = "gdn_post_f32_silu"
 	}
 	j.dispatch(pipe, fmt.Sprintf("%s_tg%d", name, nt), [3]int{T * Hv, 1, 1}, [3]int{nt, 1, 1}, 0,
-		by, bo, bz, bw, params(Dv, eps))
+		by, bo, bz, bw, paramBytes(gdnPostParams{Dv: Dv, Eps: eps}))
 	return j.err
 }

@@ -18,6 +18,6 @@ func (j *Pass) gdnScanChunk(bo, bs, bq, bk, bv, bg, bbeta *Tensor, p op.GDNParam
 		return j.fail(err)
 	}
 	j.dispatch(pipe, "gdn_scan_chunk_f32_c64_dv32", [3]int{(p.Dv + 31) / 32, p.Hv, 1}, [3]int{128, 1, 1}, 0,
-		bo, bs, bq, bk, bv, bg, bbeta, params(p.T, p.Hk, p.Hv, p.Dk, p.Dv, p.Map == op.Tiled))
+		bo, bs, bq, bk, bv, bg, bbeta, paramBytes(gdnScanParams{T: p.T, Hk: p.Hk, Hv: p.Hv, Dk: p.Dk, Dv: p.Dv, Tiled: p.Map == op.Tiled}))
 	return j.err
 }

@@ -48,7 +48,7 @@ func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error
 		return j.fail(err)
 	}
 	j.dispatch(pipe, variant, [3]int{(w.N + 31) / 32, (T + 31) / 32, 1}, [3]int{128, 1, 1}, 0,
-		y, x, j.weight(w), params(T, w.N, w.K))
+		y, x, j.weight(w), paramBytes(gemmParams{Rows: T, N: w.N, K: w.K}))
 	return j.err
 }
 
@@ -124,7 +124,7 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	}
 	rows := T * K
 	ntiles := (rows+31)/32 + E // each expert's last tile may be partial
-	prm := params(T, K, E, D, ntiles)
+	prm := paramBytes(moeSlotParams{T: T, K: K, E: E, D: D, Ntiles: ntiles})
 	count, base := j.tmp("moe count", E), j.tmp("moe base", E+1)
 	tiles, rowtok := j.tmp("moe tiles", 3*ntiles), j.tmp("moe rowtok", rows)
 	xg, gu, h := j.tmp("moe xg", rows*D), j.tmp("moe gate_up", rows*2*I), j.tmp("moe h", rows*I)
@@ -134,10 +134,10 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	nt := elemThreads(D)
 	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
 	j.dispatch(pipes[4], name, [3]int{(2*I + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		gu, xg, bgw, tiles, params(rows, 2*I, D))
+		gu, xg, bgw, tiles, paramBytes(gemmParams{Rows: rows, N: 2 * I, K: D}))
 	j.dispatch(pipes[5], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
-		h, gu, params(rows, I))
+		h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
 	j.dispatch(pipes[4], name, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		ye, h, bdw, tiles, params(rows, D, I))
+		ye, h, bdw, tiles, paramBytes(gemmParams{Rows: rows, N: D, K: I}))
 	return j.err
 }

@@ -35,11 +35,15 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-//go:embed kernels/*.metal
+//go:embed kernels/*.metal kernels/params.h
 var kernelFS embed.FS
 
-// Source returns the embedded MSL source of one kernel file (e.g. "gdn_prompt.metal").
-// Errors wrap op.ErrInvalidArgument for an unknown file.
+// ParamsHeader is the file of kernel parameter structs (kernels/params.h) that is prepended to
+// every kernel file before it is compiled; its structs have Go twins in params.go.
+const ParamsHeader = "params.h"
+
+// Source returns the embedded MSL source of one kernel file (e.g. "gdn_prompt.metal") as it is
+// written, or of ParamsHeader. Errors wrap op.ErrInvalidArgument for an unknown file.
 func Source(file string) (string, error) {
 	b, err := kernelFS.ReadFile("kernels/" + file)
 	if err != nil {
@@ -48,12 +52,24 @@ func Source(file string) (string, error) {
 	return string(b), nil
 }
 
-// Sources lists the embedded kernel files.
+// CompileSource is what the device compiles for kernel file name with source src: ParamsHeader,
+// then src with a #line directive so that diagnostics name the kernel file's own lines.
+func CompileSource(name, src string) string {
+	hdr, err := Source(ParamsHeader)
+	if err != nil {
+		panic("metal: the embedded " + ParamsHeader + " is missing")
+	}
+	return hdr + "#line 1 \"" + name + "\"\n" + src
+}
+
+// Sources lists the embedded kernel files (*.metal).
 func Sources() []string {
 	ents, _ := kernelFS.ReadDir("kernels")
 	var names []string
 	for _, e := range ents {
-		names = append(names, e.Name())
+		if strings.HasSuffix(e.Name(), ".metal") {
+			names = append(names, e.Name())
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -210,7 +226,7 @@ func (b *Backend) library(file string) (mtl.Library, error) {
 			return nil, err
 		}
 	}
-	lib, err := b.dev.NewLibrary(file, src)
+	lib, err := b.dev.NewLibrary(file, CompileSource(file, src))
 	if err != nil {
 		return nil, fmt.Errorf("metal: compiling %s: %w: %w", file, op.ErrBackend, err)
 	}

@@ -50,7 +50,7 @@ func (j *Pass) moeCombine(fn string, bo, bye, brk, bw *Tensor, T, K, D int) erro
 	}
 	nt := elemThreads(D)
 	j.dispatch(pipe, fmt.Sprintf("%s_f32_k%d_tg%d", fn, K, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-		bo, bye, brk, bw, params(T, K, D))
+		bo, bye, brk, bw, paramBytes(moeCombParams{T: T, K: K, D: D}))
 	return j.err
 }
 
@@ -98,7 +98,7 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 		return t
 	}
 	bye, brk, bw, bsh = dummy(bye), dummy(brk), dummy(bw), dummy(bsh)
-	prm := params(T, K, S, D, eps, hasShared)
+	prm := paramBytes(grApplyParams{T: T, K: K, S: S, D: D, Eps: eps, HasShared: hasShared})
 	nt := elemThreads(D)
 	apply := func() {
 		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
@@ -160,6 +160,6 @@ func (j *Pass) route(bw, bi, bl *Tensor, T, E, K int, norm bool) error {
 	}
 	nt := 256
 	j.dispatch(pipe, fmt.Sprintf("moe_route_f32_e%d_k%d_tg%d", E, K, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 4*E,
-		bw, bi, bl, params(E, K, norm))
+		bw, bi, bl, paramBytes(routeParams{E: E, K: K, Norm: norm}))
 	return j.err
 }

@@ -32,7 +32,7 @@ func (j *Pass) rmsRows(y, x *Tensor, rows, S, D int, w *Tensor, eps float32) err
 	}
 	nt := elemThreads(D)
 	j.dispatch(pipe, fmt.Sprintf("rms_norm_f32_s%d_tg%d", S, nt), [3]int{rows, 1, 1}, [3]int{nt, 1, 1}, 0,
-		y, x, w, params(D, S, eps))
+		y, x, w, paramBytes(normParams{D: D, S: S, Eps: eps}))
 	return j.err
 }
 
@@ -49,7 +49,7 @@ func (j *Pass) grNormH4(hn, h *Tensor, T, S, D int, w *Tensor, eps float32) erro
 	}
 	nt := elemThreads(D)
 	j.dispatch(pn, fmt.Sprintf("gr_norm_h4_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-		hn, h, w, params(D, S, eps))
+		hn, h, w, paramBytes(normParams{D: D, S: S, Eps: eps}))
 	return j.err
 }
 
@@ -80,6 +80,6 @@ func (j *Pass) Embed(a op.Embed) error {
 	D := t.K
 	nt := elemThreads(D)
 	j.dispatch(pipe, fmt.Sprintf("embed_%s_s%d", t.DType, a.S), [3]int{(D + nt - 1) / nt, a.T, 1}, [3]int{nt, 1, 1}, 0,
-		h, j.weight(t), tok, params(a.T, D, a.S, t.N, t.DType == op.BF16))
+		h, j.weight(t), tok, paramBytes(embedParams{T: a.T, D: D, S: a.S, V: t.N, Bf16: t.DType == op.BF16}))
 	return j.err
 }

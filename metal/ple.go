@@ -62,14 +62,14 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, w *op.PLEWeights, bst *
 	bemb, bkey, bval := j.tmp("ple emb", T*E), j.tmp("ple key", T*C), j.tmp("ple value", T*D)
 	ne := elemThreads(E)
 	j.dispatch(pipes[0], fmt.Sprintf("ple_gather_%s_h%d_hd%d", w.Table.DType, heads, Hd), [3]int{(E + ne - 1) / ne, T, 1}, [3]int{ne, 1, 1}, 0,
-		bemb, t16, t32, bids, params(T, heads, Hd, dtype))
+		bemb, t16, t32, bids, paramBytes(pleGatherParams{T: T, Heads: heads, Hd: Hd, Dtype: dtype}))
 	b.encodeMatMul(j, bkey, bemb, T, w.Key)
 	b.encodeMatMul(j, bval, bemb, T, w.Value)
 	bgv, bgvn := j.tmp("ple gv", T*C), j.tmp("ple gvn", T*C)
 	nt := elemThreads(D)
 	j.dispatch(pipes[1], fmt.Sprintf("ple_gate_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
-		bgv, bgvn, bkey, bval, bh, j.vec(w.NormKey), j.vec(w.NormQuery), j.vec(w.NormConv), params(D, S, eps))
-	prm := params(T, C, K, w.Dilation)
+		bgv, bgvn, bkey, bval, bh, j.vec(w.NormKey), j.vec(w.NormQuery), j.vec(w.NormConv), paramBytes(normParams{D: D, S: S, Eps: eps}))
+	prm := paramBytes(pleConvParams{T: T, C: C, K: K, Dil: w.Dilation})
 	j.dispatch(pipes[2], fmt.Sprintf("ple_conv_f32_k%d_dil%d", K, w.Dilation), [3]int{(C + 255) / 256, T, 1}, [3]int{256, 1, 1}, 0,
 		bh, bgv, bgvn, bst, j.vec(w.ConvW), prm)
 	if L > 0 {

@@ -82,7 +82,7 @@ func (j *Pass) qsaPrep(bq, bg, bk, bv, bqg, bkr, bvr, bqn, bkn, brope *Tensor, T
 	}
 	nt := elemThreads(D)
 	j.dispatch(pipe, fmt.Sprintf("qsa_prep_f32_d%d_rot%d_tg%d", D, rot, nt), [3]int{Hq + Hkv, T, 1}, [3]int{nt, 1, 1}, 0,
-		bq, bg, bk, bv, bqg, bkr, bvr, bqn, bkn, brope, params(T, Hq, Hkv, D, rot, pos0, row0, eps))
+		bq, bg, bk, bv, bqg, bkr, bvr, bqn, bkn, brope, paramBytes(qsaPrepParams{T: T, Hq: Hq, Hkv: Hkv, D: D, Rot: rot, Pos0: pos0, Row0: row0, Eps: eps}))
 	return j.err
 }
 
@@ -126,7 +126,7 @@ func (j *Pass) qsaIndex(plan *op.Selection, btok, bq, bkeys, biqk, bqn, bkn, bro
 		}
 	}
 	keep := p.Budget / p.Ratio
-	prm := params(p.T, p.Pos0, p.Pos0, p.NHeads, p.Dim, p.Ratio, p.Rot, keep, nbmax, p.Eps, float32(1/math.Sqrt(float64(p.Dim))))
+	prm := paramBytes(qsaIndexParams{T: p.T, Pos0: p.Pos0, Row0: p.Pos0, Nh: p.NHeads, Dim: p.Dim, Ratio: p.Ratio, Rot: p.Rot, Keep: keep, Nbmax: nbmax, Eps: p.Eps, Scale: float32(1 / math.Sqrt(float64(p.Dim)))})
 	nt := elemThreads(p.Dim)
 	if biqk != nil {
 		j.dispatch(pipes[0], fmt.Sprintf("qsa_index_prep_f32_dim%d_rot%d_tg%d", p.Dim, p.Rot, nt), [3]int{p.NHeads + 1, p.T, 1}, [3]int{nt, 1, 1}, 0,

@@ -28,15 +28,6 @@ static inline float sigmoid1(float x) {
     return 1.0f / (1.0f + exp(-x));
 }
 
-struct GDNPreParams {
-    uint T;
-    uint Hk;
-    uint Hv;
-    uint Dk;
-    uint Dv;
-    uint K; // conv kernel length
-};
-
 // The silu(conv) of channel c at token t; rows before the chunk come from the conv state.
 static inline float gdn_conv(const device float* qkv, const device float* cstate, const device float* cw,
                              uint t, uint c, uint C, uint K) {
@@ -110,12 +101,6 @@ kernel void gdn_pre(device float* q [[buffer(0)]],
     }
 }
 
-struct GDNConvParams {
-    uint T;
-    uint C;
-    uint K;
-};
-
 // gdn_conv_update: state rows i < K-1 <- row T+i of [state; qkv]. One thread per channel reads
 // all its rows before writing any (the old rows it overwrites may be the ones it reads). K <= 9.
 // Grid ceil(C / ntg). No threadgroup memory.
@@ -136,15 +121,6 @@ kernel void gdn_conv_update(device float* cstate [[buffer(0)]],
         cstate[i * p.C + c] = rows[i];
     }
 }
-
-struct GDNScanParams {
-    uint T;
-    uint Hk;
-    uint Hv;
-    uint Dk;
-    uint Dv;
-    uint tiled; // value head h reads qk head h % Hk (else h / (Hv / Hk))
-};
 
 // gdn_scan: the recurrence S = exp(g) S; delta = beta (v - S^T k); S += k delta^T; o = S^T q.
 // Grid (ceil(Dv / 32), Hv), 128 threads: threadgroup (x, y) owns the 32 state columns
@@ -226,11 +202,6 @@ kernel void gdn_scan(device float* o [[buffer(0)]],
 }
 
 constant bool gdn_act_silu [[function_constant(0)]];
-
-struct GDNPostParams {
-    uint Dv;
-    float eps;
-};
 
 // gdn_post: y = w * (o * rsqrt(mean(o^2) + eps)) * act(z) per row of Dv (one row = one token's
 // value head), act = silu (function constant 0 true, Qwen3-Next) or sigmoid (Qwen3.8-Flash-Next).

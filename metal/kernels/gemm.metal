@@ -18,12 +18,6 @@ constant bool gemm_bf16 [[function_constant(0)]];
 #define GEMM_BN 32
 #define GEMM_BK 16
 
-struct GemmParams {
-    uint rows; // rows of x (all experts for the grouped form)
-    uint N;
-    uint K;
-};
-
 static inline float widen16(ushort b) {
     if (gemm_bf16) {
         return as_type<float>(uint(b) << 16);
@@ -178,11 +172,6 @@ kernel void gemm_w32_grouped(device float* y [[buffer(0)]],
     const device float* we = w + ulong(e) * p.N * p.K;
     gemm_tile(y, x, we, r0, r1, tg.x * GEMM_BN, p.N, p.K, as, bs, cs, tid);
 }
-
-struct SwiGLUParams {
-    uint rows;
-    uint I;
-};
 
 // swiglu: h[r, i] = silu(gu[r, i]) * gu[r, I + i] for gu [rows, 2I] (gate columns first).
 // Grid ceil(rows * I / ntg). No threadgroup memory.

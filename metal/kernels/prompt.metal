@@ -41,12 +41,6 @@ static inline float moe_comb_elem(const device float* ye, const device int* rk, 
     return acc;
 }
 
-struct MoECombParams {
-    uint T;
-    uint K;
-    uint D;
-};
-
 // moe_comb: out[t, d] = sum_j w[t, j] * ye[rk[t, j], d]. Grid (ceil(D / ntg), T), one thread per
 // element. No threadgroup memory.
 kernel void moe_comb(device float* out [[buffer(0)]],
@@ -111,12 +105,6 @@ kernel void moe_comb_slots(device float* out [[buffer(0)]],
     out[t * p.D + d] = acc;
 }
 
-struct NormParams {
-    uint D;   // elements per row (per stream)
-    uint S;   // streams per token (1 for a plain RMSNorm1p)
-    float eps;
-};
-
 // Sum of squares of one row of D elements (thread-strided, then tg_sum).
 static inline float row_ss(const device float* x, uint D, threadgroup float* part, uint tid, uint ntg) {
     float ss = 0.0f;
@@ -168,15 +156,6 @@ kernel void gr_norm_h4(device float* hn [[buffer(0)]],
         row_scale1p(hn + off, h + off, w + s * p.D, ss, p.D, p.eps, tid, ntg);
     }
 }
-
-struct GRApplyParams {
-    uint T;
-    uint K;
-    uint S;
-    uint D;
-    float eps;
-    uint has_shared; // shared [T, D] (the gated shared-expert output) is added to u
-};
 
 // u[t, d]: the combine plus the shared expert's output.
 static inline float moe_u(const device float* ye, const device int* rk, const device float* w,
@@ -280,12 +259,6 @@ kernel void gr_norm_h_stream_out(device float* x [[buffer(0)]],
     }
 }
 
-struct RouteParams {
-    uint E;
-    uint K;
-    uint norm; // norm_topk_prob
-};
-
 // moe_route: softmax over the E router logits of one token and its top-K (descending p, ties to
 // the lower expert index), renormalised when norm is set. One threadgroup per token; the
 // probabilities live in threadgroup memory (E floats, dynamic, index 0) plus 384 B static:
@@ -382,14 +355,6 @@ kernel void moe_route(device float* wout [[buffer(0)]],
     }
 }
 
-struct EmbedParams {
-    uint T;
-    uint D;
-    uint S;
-    uint V;
-    uint bf16; // table dtype: 1 bfloat16, 0 half
-};
-
 // embed: H[t, s, :] = table[tok[t], :] widened to float32, repeated into the S streams.
 // Grid (ceil(D / ntg), T). Token ids outside [0, V) are rejected on the host. No threadgroup memory.
 kernel void embed(device float* h [[buffer(0)]],
@@ -415,13 +380,6 @@ static inline float sigmoid1(float x) {
     return 1.0f / (1.0f + exp(-x));
 }
 
-struct ActParams {
-    uint n;
-    float div; // the input is divided by div first
-    float mul; // the output is multiplied by mul
-    uint act;  // 0 identity, 1 silu, 2 sigmoid
-};
-
 // ew_act: y[i] = mul * act(x[i] / div) (GatedResidual: silu(z / S) of the read's low-rank mix,
 // 2 sigmoid(v / S) of its write gates). y may alias x. Grid ceil(n / ntg). No threadgroup memory.
 kernel void ew_act(device float* y [[buffer(0)]],
@@ -439,12 +397,6 @@ kernel void ew_act(device float* y [[buffer(0)]],
     }
     y[i] = p.mul * v;
 }
-
-struct EwParams {
-    uint n;
-    uint D;     // row length (row_sigmoid_scale)
-    uint has_v; // ew_add: v is added too
-};
 
 // ew_add: h[i] += u[i] (+ v[i]) (the residual add of qwen3_next blocks; u + v first, as the
 // runner adds the routed and shared expert outputs). Grid ceil(n / ntg). No threadgroup memory.
@@ -486,11 +438,6 @@ kernel void row_sigmoid_scale(device float* x [[buffer(0)]],
     x[i] = x[i] * sigmoid1(s[i / p.D]);
 }
 
-struct StreamParams {
-    uint D;
-    uint S;
-};
-
 // gr_stream_mean: the block input of a GatedResidual read from already normalised streams:
 // x[t, d] = (sum over s in order of sigmoid(a[t, s, d]) * Hn[t, s, d]) / S, the same sum as
 // gr_norm_h_stream_out. Grid (ceil(D / ntg), T). No threadgroup memory.
@@ -513,13 +460,6 @@ kernel void gr_stream_mean(device float* x [[buffer(0)]],
     }
     x[t * p.D + d] = acc / float(p.S);
 }
-
-struct PLEGatherParams {
-    uint T;
-    uint heads;
-    uint hd;    // head dim (table row length)
-    uint dtype; // 0 float32 (table32), 1 bfloat16, 2 half (table16)
-};
 
 // ple_gather: emb[t, h*hd + j] = table[ids[t, h], j] widened to float32. Grid
 // (ceil(heads*hd / ntg), T). Ids are checked against the table on the host. No threadgroup memory.
@@ -595,13 +535,6 @@ kernel void ple_gate(device float* gv [[buffer(0)]],
     }
 }
 
-struct PLEConvParams {
-    uint T;
-    uint C;   // channels S*D
-    uint K;   // conv kernel (4)
-    uint dil; // dilation (3)
-};
-
 // ple_conv: H[t, c] += gv[t, c] + silu(sum_j w[c, j] * gvn[t - (K-1-j)*dil, c]), steps before the
 // chunk read from the carried state [(K-1)*dil, C] (oldest first). Sum in tap order. Grid
 // (ceil(C / ntg), T). No threadgroup memory.
@@ -650,14 +583,6 @@ kernel void ple_state(device float* state [[buffer(0)]],
         state[i * p.C + c] = rows[i];
     }
 }
-
-struct MoESlotParams {
-    uint T;
-    uint K;
-    uint E;
-    uint D;
-    uint ntiles; // tile-table entries to fill (the host's upper bound)
-};
 
 // The MoE slot table on the device (what kernels.MoEExperts builds on the host): rows grouped by
 // expert in expert order, then in slot order within an expert, so the grouped GEMMs see the same
@@ -756,10 +681,6 @@ kernel void moe_slot_gather(device float* xg [[buffer(0)]],
     }
     xg[r * p.D + d] = x[uint(rowtok[r]) * p.D + d];
 }
-
-struct CopyParams {
-    uint n;
-};
 
 // copy_f32: dst[i] = src[i] (the session's fixed-size states backed up inside a prefill's
 // command buffer). Grid ceil(n / 256), 256 threads.

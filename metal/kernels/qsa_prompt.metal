@@ -73,17 +73,6 @@ static inline void qsa_norm_rope_row(device float* y, const device float* x, con
     }
 }
 
-struct QSAPrepParams {
-    uint T;
-    uint Hq;
-    uint Hkv;
-    uint D;    // head dim (256)
-    uint rot;  // rotary dims (64)
-    uint pos0; // position of token 0 (rope table row)
-    uint row0; // cache row of token 0
-    float eps;
-};
-
 // qsa_prep: grid (Hq + Hkv, T), threads min(256, D rounded to 32). Slot h < Hq: query head h of
 // token t from qg [T, Hq, 2D] ([query | gate] per head): q = RoPE(RMSNorm1p(query; qw)),
 // gate copied out. Slot Hq + g: KV head g: kc[row0 + t, g] = RoPE(RMSNorm1p(k; kw)),
@@ -122,20 +111,6 @@ kernel void qsa_prep(device float* q [[buffer(0)]],
         vc[dst + d] = vraw[(t * p.Hkv + g) * D + d];
     }
 }
-
-struct QSAIndexParams {
-    uint T;
-    uint pos0;  // position of token 0
-    uint row0;  // key cache row of token 0
-    uint nh;    // index heads
-    uint dim;   // index head dim (128)
-    uint ratio; // tokens per block (4)
-    uint rot;   // rotary dims (64)
-    uint keep;  // blocks a sparse row keeps (budget / ratio)
-    uint nbmax; // blocks of the last sparse row: row stride of the score matrix
-    float eps;
-    float scale; // 1 / sqrt(dim)
-};
 
 // qsa_index_prep: grid (nh + 1, T). Slot h < nh: iq[t, h] = RoPE(RMSNorm1p(iqk[t, h]; qw)) at
 // position pos0 + t; slot nh: the raw index key iqk[t, nh] appended at keys[row0 + t].
@@ -333,17 +308,6 @@ kernel void qsa_select(device int* tok [[buffer(0)]],
         out[p.keep * p.ratio + (x - nb * p.ratio)] = int(x);
     }
 }
-
-struct QSAFlashParams {
-    uint T;
-    uint Hq;
-    uint Hkv;
-    uint D;
-    uint pos0;
-    float scale;
-    uint hpg; // query heads per KV head
-    uint tq;  // query tokens per tile (hpg * tq <= QSA_RMAX); 1 when qsa_sparse
-};
 
 // qsa_flash: grid (ceil(T / tq), Hkv), 128 threads. The tile's rows are the HPG query heads of KV
 // head g for tq consecutive tokens: every K/V row loaded serves all of them. Row r is token
