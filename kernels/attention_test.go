@@ -123,30 +123,6 @@ func testAttentionGolden(t *testing.T) {
 	}
 }
 
-func TestAttentionCases(t *testing.T) { forEachKernel(t, testAttentionCases) }
-
-func testAttentionCases(t *testing.T) {
-	worst := 0.0
-	for _, c := range opcases.AttentionCases() {
-		t.Run(c.Name, func(t *testing.T) {
-			q, k, v := c.Inputs()
-			p := attnParams(c)
-			o := make([]float32, len(q))
-			lse := make([]float32, c.T*c.Hq)
-			if err := Attention(o, lse, q, k, v, p, nil); err != nil {
-				t.Fatal(err)
-			}
-			wo, wl := attnNaive(q, k, v, p, nil)
-			dO, dL := attnRelDiff(o, wo), attnRelDiff(lse, wl)
-			worst = math.Max(worst, math.Max(dO, dL))
-			if dO > 1e-5 || dL > 1e-5 {
-				t.Fatalf("o rel diff %.3g, lse rel diff %.3g", dO, dL)
-			}
-		})
-	}
-	t.Logf("worst relative diff against the float64 reference: %.3g", worst)
-}
-
 // attnRandomSelection lists, for each row, a random ascending subset of 0..pos0+t (always
 // non-empty; every fifth row dense).
 func attnRandomSelection(rng *rand.Rand, T, pos0 int) *op.Selection {

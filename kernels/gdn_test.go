@@ -41,67 +41,6 @@ func gdnRefNorm(x []float32, d int, scale float64) []float64 {
 	return y
 }
 
-type gdnRefPreOut struct{ q, k, v, g, beta, state []float64 }
-
-func gdnRefPre(c opcases.GDNCase, in opcases.GDNInputs) gdnRefPreOut {
-	C, K, T := c.Channels(), c.ConvK, c.T
-	// history = conv state rows followed by the new rows.
-	hist := make([]float64, 0, (K-1+T)*C)
-	for _, x := range in.ConvState {
-		hist = append(hist, float64(x))
-	}
-	for _, x := range in.QKV {
-		hist = append(hist, float64(x))
-	}
-	act := make([]float32, T*C) // silu(conv), rounded to float32 only to feed gdnRefNorm
-	actF := make([]float64, T*C)
-	for t := 0; t < T; t++ {
-		for ch := 0; ch < C; ch++ {
-			var s float64
-			for j := 0; j < K; j++ {
-				s += float64(in.ConvW[ch*K+j]) * hist[(t+j)*C+ch]
-			}
-			y := s * gdnRefSigmoid(s)
-			actF[t*C+ch] = y
-			act[t*C+ch] = float32(y)
-		}
-	}
-	qk := c.Hk * c.Dk
-	out := gdnRefPreOut{}
-	var qs, ks []float64
-	for t := 0; t < T; t++ {
-		qs = append(qs, actF[t*C:t*C+qk]...)
-		ks = append(ks, actF[t*C+qk:t*C+2*qk]...)
-		out.v = append(out.v, actF[t*C+2*qk:(t+1)*C]...)
-	}
-	norm := func(x []float64, scale float64) []float64 {
-		for r := 0; r < len(x)/c.Dk; r++ {
-			var s float64
-			for _, e := range x[r*c.Dk : (r+1)*c.Dk] {
-				s += e * e
-			}
-			for i := r * c.Dk; i < (r+1)*c.Dk; i++ {
-				x[i] = x[i] / math.Sqrt(s+1e-6) * scale
-			}
-		}
-		return x
-	}
-	out.q = norm(qs, 1/math.Sqrt(float64(c.Dk)))
-	out.k = norm(ks, 1)
-	for i := 0; i < T*c.Hv; i++ {
-		h := i % c.Hv
-		out.beta = append(out.beta, gdnRefSigmoid(float64(in.B[i])))
-		x := float64(in.A[i]) + float64(in.DtBias[h])
-		sp := math.Log(1 + math.Exp(x))
-		if x > 20 {
-			sp = x
-		}
-		out.g = append(out.g, -math.Exp(float64(in.ALog[h]))*sp)
-	}
-	out.state = hist[T*C:]
-	return out
-}
-
 // gdnRefScan runs the recurrence in float64; q, k already normalised.
 func gdnRefScan(c opcases.GDNCase, q, k, v, g, beta, state []float64) (o, st []float64) {
 	Dk, Dv := c.Dk, c.Dv
@@ -345,26 +284,6 @@ func gdnCallPre(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, convState
 		t.Fatal(err)
 	}
 	return
-}
-
-func TestGDNPre(t *testing.T) {
-	for _, c := range opcases.GDNCases() {
-		t.Run(fmt.Sprintf("%s_T%d", c.Name, c.T), func(t *testing.T) {
-			in := c.Inputs()
-			ref := gdnRefPre(c, in)
-			st := slices.Clone(in.ConvState)
-			q, k, v, g, beta := gdnCallPre(t, c, in, st)
-			for _, x := range []struct {
-				name string
-				got  []float32
-				want []float64
-			}{{"q", q, ref.q}, {"k", k, ref.k}, {"v", v, ref.v}, {"g", g, ref.g}, {"beta", beta, ref.beta}, {"convState", st, ref.state}} {
-				if d := gdnRelDiff(x.got, x.want); d > 2e-6 {
-					t.Errorf("%s: rel diff %.3g > 2e-6", x.name, d)
-				}
-			}
-		})
-	}
 }
 
 // TestGDNPreSplit: two calls carrying the conv state equal one call, including a first call

@@ -4,7 +4,6 @@ import (
 	"github.com/stratakernels/strata/op"
 
 	"errors"
-	"fmt"
 	"math"
 	"runtime"
 	"testing"
@@ -113,20 +112,6 @@ func denseSameAcrossProcs(t *testing.T, name string, fn func() []float32) {
 				t.Fatalf("%s: GOMAXPROCS=%d changes element %d: %g vs %g", name, p, i, got[i], ref[i])
 			}
 		}
-	}
-}
-
-func TestMatMulCases(t *testing.T) {
-	t.Logf("blas: %s", BLASImpl())
-	for i, c := range opcases.GEMMCases() {
-		name := fmt.Sprintf("T%d_N%d_K%d_%s", c.T, c.N, c.K, c.DType)
-		w, wide := denseMatrix(t, uint64(100+i), c.N, c.K, c.DType, 0.1)
-		x := opcases.Floats(uint64(200+i), c.T*c.K, 1)
-		y := make([]float32, c.T*c.N)
-		if err := MatMul(y, x, c.T, w); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		denseCheck(t, name, y, denseLinear64(denseTo64(x), c.T, wide, c.N, c.K), 2e-6)
 	}
 }
 
