@@ -45,8 +45,8 @@ func RunMatMul(t *testing.T, be op.Backend, o Options) {
 
 // RunRMSNorm runs NormCases (x seeded 300+i, w 400+i, eps 1e-6) against RefRMSNorm1p: S = 1
 // through Pass.RMSNorm, out of place and in place (Y = X); the grouped form (S > 1) through
-// GRWrite's Hn output with beta = u = 0 (the write leaves H unchanged), the one op of op.Pass
-// that produces a grouped norm from a given H.
+// GRWrite's Hn output with beta = u = 0 (the write leaves H unchanged): op.Pass has no grouped
+// norm of its own, GRWrite and GRApplyMoEC produce it fused.
 func RunRMSNorm(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "RMSNorm")
 	for i, c := range NormCases() {
@@ -94,7 +94,7 @@ func RunRMSNorm(t *testing.T, be op.Backend, o Options) {
 	})
 }
 
-// eltInputs returns n values of each of three streams for element-wise case i.
+// eltSeed is the first seed of element-wise case i's inputs.
 func eltSeed(i int) uint64 { return uint64(5000 + 10*i) }
 
 // RunAdd runs EltCases through Pass.Add, with and without V, against H + U (+ V) in float64.
