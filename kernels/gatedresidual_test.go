@@ -8,7 +8,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 type denseGR struct {
@@ -16,10 +16,10 @@ type denseGR struct {
 	down, up, inj, normW []float32
 }
 
-func denseGRWeights(t *testing.T, c opcases.GRCase, seed uint64) denseGR {
+func denseGRWeights(t *testing.T, c optest.GRCase, seed uint64) denseGR {
 	S, D, R := c.S, c.D, c.R
 	var r denseGR
-	r.normW = opcases.Floats(seed, S*D, 0.3)
+	r.normW = optest.Floats(seed, S*D, 0.3)
 	g := &op.GRWeights{S: S, D: D, R: R, Norm: r.normW}
 	g.Down, r.down = denseMatrix(t, seed+1, R, S*D, c.DType, 0.05)
 	g.Up, r.up = denseMatrix(t, seed+2, S*D, R, c.DType, 0.2)
@@ -36,11 +36,11 @@ func TestGRReadCases(t *testing.T) { forEachKernel(t, testGRReadCases) }
 
 func testGRReadCases(t *testing.T) {
 	const eps = 1e-6
-	for i, c := range opcases.GRCases() {
+	for i, c := range optest.GRCases() {
 		name := fmt.Sprintf("T%d_S%d_D%d_R%d_inj%v_%s", c.T, c.S, c.D, c.R, c.Inject, c.DType)
 		S, D, R, T := c.S, c.D, c.R, c.T
 		gw := denseGRWeights(t, c, uint64(900+10*i))
-		H := opcases.Floats(uint64(950+i), T*S*D, 2)
+		H := optest.Floats(uint64(950+i), T*S*D, 2)
 		x := make([]float32, T*D)
 		var beta []float32
 		if c.Inject {
@@ -90,16 +90,16 @@ func testGRReadCases(t *testing.T) {
 // and GRWrite against a float64 reference.
 func TestGRFusedEqualUnfused(t *testing.T) {
 	const eps = 1e-6
-	for _, T := range opcases.DenseT {
+	for _, T := range optest.DenseT {
 		const S, D, K = 4, 256, 10
 		rows := T*K + 5
-		H0 := opcases.Floats(uint64(T), T*S*D, 2)
-		beta := opcases.Uniform(uint64(T+1), T*S, 0, 2)
-		ye := opcases.Floats(uint64(T+2), rows*D, 1)
-		rk := opcases.Slots(uint64(T+3), T, K, rows, 7)
-		w := opcases.Uniform(uint64(T+4), T*K, 0, 0.3)
-		shared := opcases.Floats(uint64(T+5), T*D, 0.5)
-		norm := opcases.Floats(uint64(T+6), S*D, 0.3)
+		H0 := optest.Floats(uint64(T), T*S*D, 2)
+		beta := optest.Uniform(uint64(T+1), T*S, 0, 2)
+		ye := optest.Floats(uint64(T+2), rows*D, 1)
+		rk := optest.Slots(uint64(T+3), T, K, rows, 7)
+		w := optest.Uniform(uint64(T+4), T*K, 0, 0.3)
+		shared := optest.Floats(uint64(T+5), T*D, 0.5)
+		norm := optest.Floats(uint64(T+6), S*D, 0.3)
 		for _, sh := range [][]float32{shared, nil} {
 			name := fmt.Sprintf("T%d shared=%v", T, sh != nil)
 			// unfused
@@ -162,7 +162,7 @@ func denseBitwise(t *testing.T, name string, got, want []float32) {
 }
 
 func TestGRErrors(t *testing.T) {
-	c := opcases.GRCase{T: 2, S: 2, D: 8, R: 3, Inject: true, DType: "F32"}
+	c := optest.GRCase{T: 2, S: 2, D: 8, R: 3, Inject: true, DType: op.F32}
 	gw := denseGRWeights(t, c, 1)
 	H := make([]float32, 2*16)
 	x := make([]float32, 16)
@@ -205,11 +205,11 @@ func TestGRErrors(t *testing.T) {
 // norm at the real shapes (S 4, D 2560, R 320, top-10) for T = 512, weights op.F32.
 func BenchmarkGatedResidual(b *testing.B) {
 	const T, S, D, R, K = 512, 4, 2560, 320, 10
-	down, _ := denseMatrix(b, 1, R, S*D, "F32", 0.02)
-	up, _ := denseMatrix(b, 2, S*D, R, "F32", 0.05)
-	inj, _ := denseMatrix(b, 3, S, S*D, "F32", 0.02)
-	g := &op.GRWeights{S: S, D: D, R: R, Norm: opcases.Floats(4, S*D, 0.1), Down: down, Up: up, Inj: inj}
-	H := opcases.Floats(5, T*S*D, 1)
+	down, _ := denseMatrix(b, 1, R, S*D, op.F32, 0.02)
+	up, _ := denseMatrix(b, 2, S*D, R, op.F32, 0.05)
+	inj, _ := denseMatrix(b, 3, S, S*D, op.F32, 0.02)
+	g := &op.GRWeights{S: S, D: D, R: R, Norm: optest.Floats(4, S*D, 0.1), Down: down, Up: up, Inj: inj}
+	H := optest.Floats(5, T*S*D, 1)
 	x, beta, Hn := make([]float32, T*D), make([]float32, T*S), make([]float32, T*S*D)
 	b.Run("read", func(b *testing.B) {
 		for b.Loop() {
@@ -219,12 +219,12 @@ func BenchmarkGatedResidual(b *testing.B) {
 		}
 		b.ReportMetric(2*T*(2*R*S*D+S*S*D)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
-	ye := opcases.Floats(6, T*K*D, 1)
+	ye := optest.Floats(6, T*K*D, 1)
 	rk := make([]int32, T*K)
 	for i := range rk {
 		rk[i] = int32(i)
 	}
-	w := opcases.Floats(7, T*K, 0.1)
+	w := optest.Floats(7, T*K, 0.1)
 	b.Run("norm_h_moec", func(b *testing.B) {
 		for b.Loop() {
 			if err := GRNormHMoEC(H, Hn, beta, ye, T*K, rk, w, x, T, S, K, D, g.Norm, 1e-6); err != nil {

@@ -10,14 +10,14 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/internal/safetensors"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // Naive float64 references, written from the equations of the op docs (transformers'
 // Qwen3NextGatedDeltaNet / torch_recurrent_gated_delta_rule / RMSNormGated).
 
-func gdnRefQKHead(c opcases.GDNCase, h int) int {
+func gdnRefQKHead(c optest.GDNCase, h int) int {
 	if c.Tiled {
 		return h % c.Hk
 	}
@@ -41,69 +41,8 @@ func gdnRefNorm(x []float32, d int, scale float64) []float64 {
 	return y
 }
 
-type gdnRefPreOut struct{ q, k, v, g, beta, state []float64 }
-
-func gdnRefPre(c opcases.GDNCase, in opcases.GDNInputs) gdnRefPreOut {
-	C, K, T := c.Channels(), c.ConvK, c.T
-	// history = conv state rows followed by the new rows.
-	hist := make([]float64, 0, (K-1+T)*C)
-	for _, x := range in.ConvState {
-		hist = append(hist, float64(x))
-	}
-	for _, x := range in.QKV {
-		hist = append(hist, float64(x))
-	}
-	act := make([]float32, T*C) // silu(conv), rounded to float32 only to feed gdnRefNorm
-	actF := make([]float64, T*C)
-	for t := 0; t < T; t++ {
-		for ch := 0; ch < C; ch++ {
-			var s float64
-			for j := 0; j < K; j++ {
-				s += float64(in.ConvW[ch*K+j]) * hist[(t+j)*C+ch]
-			}
-			y := s * gdnRefSigmoid(s)
-			actF[t*C+ch] = y
-			act[t*C+ch] = float32(y)
-		}
-	}
-	qk := c.Hk * c.Dk
-	out := gdnRefPreOut{}
-	var qs, ks []float64
-	for t := 0; t < T; t++ {
-		qs = append(qs, actF[t*C:t*C+qk]...)
-		ks = append(ks, actF[t*C+qk:t*C+2*qk]...)
-		out.v = append(out.v, actF[t*C+2*qk:(t+1)*C]...)
-	}
-	norm := func(x []float64, scale float64) []float64 {
-		for r := 0; r < len(x)/c.Dk; r++ {
-			var s float64
-			for _, e := range x[r*c.Dk : (r+1)*c.Dk] {
-				s += e * e
-			}
-			for i := r * c.Dk; i < (r+1)*c.Dk; i++ {
-				x[i] = x[i] / math.Sqrt(s+1e-6) * scale
-			}
-		}
-		return x
-	}
-	out.q = norm(qs, 1/math.Sqrt(float64(c.Dk)))
-	out.k = norm(ks, 1)
-	for i := 0; i < T*c.Hv; i++ {
-		h := i % c.Hv
-		out.beta = append(out.beta, gdnRefSigmoid(float64(in.B[i])))
-		x := float64(in.A[i]) + float64(in.DtBias[h])
-		sp := math.Log(1 + math.Exp(x))
-		if x > 20 {
-			sp = x
-		}
-		out.g = append(out.g, -math.Exp(float64(in.ALog[h]))*sp)
-	}
-	out.state = hist[T*C:]
-	return out
-}
-
 // gdnRefScan runs the recurrence in float64; q, k already normalised.
-func gdnRefScan(c opcases.GDNCase, q, k, v, g, beta, state []float64) (o, st []float64) {
+func gdnRefScan(c optest.GDNCase, q, k, v, g, beta, state []float64) (o, st []float64) {
 	Dk, Dv := c.Dk, c.Dv
 	st = slices.Clone(state)
 	o = make([]float64, c.T*c.Hv*Dv)
@@ -186,7 +125,7 @@ func gdnRelDiff(got []float32, want []float64) float64 {
 	return d / m
 }
 
-func gdnParams(c opcases.GDNCase) op.GDNParams {
+func gdnParams(c optest.GDNCase) op.GDNParams {
 	p := op.GDNParams{T: c.T, Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, ConvK: c.ConvK, Map: op.Grouped}
 	if c.Tiled {
 		p.Map = op.Tiled
@@ -195,7 +134,7 @@ func gdnParams(c opcases.GDNCase) op.GDNParams {
 }
 
 // gdnRunScan normalises in.Q/in.K with GDNNormQK and scans with the given mode.
-func gdnRunScan(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, mode op.ScanMode) (o, state, q, k []float32) {
+func gdnRunScan(t testing.TB, c optest.GDNCase, in optest.GDNInputs, mode op.ScanMode) (o, state, q, k []float32) {
 	q, k = slices.Clone(in.Q), slices.Clone(in.K)
 	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
 		t.Fatal(err)
@@ -251,7 +190,7 @@ func TestGDNScanCases(t *testing.T) { forEachKernel(t, testGDNScanCases) }
 
 func testGDNScanCases(t *testing.T) {
 	var worst [2]float64
-	for _, c := range opcases.GDNCases() {
+	for _, c := range optest.GDNCases() {
 		t.Run(fmt.Sprintf("%s_T%d", c.Name, c.T), func(t *testing.T) {
 			in := c.Inputs()
 			qn := gdnRefNorm(in.Q, c.Dk, 1/math.Sqrt(float64(c.Dk)))
@@ -281,7 +220,7 @@ func testGDNScanCases(t *testing.T) {
 func TestGDNHeadMaps(t *testing.T) { forEachKernel(t, testGDNHeadMaps) }
 
 func testGDNHeadMaps(t *testing.T) {
-	base := opcases.GDNCase{T: 70, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 99}
+	base := optest.GDNCase{T: 70, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 99}
 	in := base.Inputs()
 	var outs [2][]float32
 	for i, tiled := range []bool{false, true} {
@@ -305,7 +244,7 @@ func testGDNHeadMaps(t *testing.T) {
 func TestGDNScanSplit(t *testing.T) { forEachKernel(t, testGDNScanSplit) }
 
 func testGDNScanSplit(t *testing.T) {
-	c := opcases.GDNCase{T: 200, Hk: 1, Hv: 3, Dk: 128, Dv: 128, ConvK: 4, Seed: 7}
+	c := optest.GDNCase{T: 200, Hk: 1, Hv: 3, Dk: 128, Dv: 128, ConvK: 4, Seed: 7}
 	in := c.Inputs()
 	p := gdnParams(c)
 	q, k := slices.Clone(in.Q), slices.Clone(in.K)
@@ -338,7 +277,7 @@ func testGDNScanSplit(t *testing.T) {
 	}
 }
 
-func gdnCallPre(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, convState []float32) (q, k, v, g, beta []float32) {
+func gdnCallPre(t testing.TB, c optest.GDNCase, in optest.GDNInputs, convState []float32) (q, k, v, g, beta []float32) {
 	q, k = make([]float32, c.T*c.Hk*c.Dk), make([]float32, c.T*c.Hk*c.Dk)
 	v, g, beta = make([]float32, c.T*c.Hv*c.Dv), make([]float32, c.T*c.Hv), make([]float32, c.T*c.Hv)
 	if err := GDNPre(q, k, v, g, beta, in.QKV, in.A, in.B, convState, in.ConvW, in.ALog, in.DtBias, gdnParams(c)); err != nil {
@@ -347,30 +286,10 @@ func gdnCallPre(t testing.TB, c opcases.GDNCase, in opcases.GDNInputs, convState
 	return
 }
 
-func TestGDNPre(t *testing.T) {
-	for _, c := range opcases.GDNCases() {
-		t.Run(fmt.Sprintf("%s_T%d", c.Name, c.T), func(t *testing.T) {
-			in := c.Inputs()
-			ref := gdnRefPre(c, in)
-			st := slices.Clone(in.ConvState)
-			q, k, v, g, beta := gdnCallPre(t, c, in, st)
-			for _, x := range []struct {
-				name string
-				got  []float32
-				want []float64
-			}{{"q", q, ref.q}, {"k", k, ref.k}, {"v", v, ref.v}, {"g", g, ref.g}, {"beta", beta, ref.beta}, {"convState", st, ref.state}} {
-				if d := gdnRelDiff(x.got, x.want); d > 2e-6 {
-					t.Errorf("%s: rel diff %.3g > 2e-6", x.name, d)
-				}
-			}
-		})
-	}
-}
-
 // TestGDNPreSplit: two calls carrying the conv state equal one call, including a first call
 // shorter than the conv history (T = 2 < ConvK-1 = 3).
 func TestGDNPreSplit(t *testing.T) {
-	c := opcases.GDNCase{T: 70, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 5}
+	c := optest.GDNCase{T: 70, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 5}
 	in := c.Inputs()
 	st := slices.Clone(in.ConvState)
 	one := [][]float32{}
@@ -403,7 +322,7 @@ func TestGDNPreSplit(t *testing.T) {
 }
 
 func TestGDNPost(t *testing.T) {
-	for _, c := range opcases.GDNCases() {
+	for _, c := range optest.GDNCases() {
 		if c.Dk != 16 {
 			continue
 		}
@@ -434,11 +353,11 @@ func TestGDNPost(t *testing.T) {
 func TestGDNDeterminism(t *testing.T) { forEachKernel(t, testGDNDeterminism) }
 
 func testGDNDeterminism(t *testing.T) {
-	cases := []opcases.GDNCase{
+	cases := []optest.GDNCase{
 		{T: 150, Hk: 1, Hv: 3, Dk: 128, Dv: 128, ConvK: 4, Seed: 11},
 		{T: 150, Hk: 2, Hv: 6, Dk: 16, Dv: 8, ConvK: 4, Seed: 12, Tiled: true},
 	}
-	run := func(c opcases.GDNCase) [][]float32 {
+	run := func(c optest.GDNCase) [][]float32 {
 		in := c.Inputs()
 		st := slices.Clone(in.ConvState)
 		q, k, v, g, beta := gdnCallPre(t, c, in, st)
@@ -479,7 +398,7 @@ func testGDNDeterminism(t *testing.T) {
 }
 
 func TestGDNBadInput(t *testing.T) {
-	c := opcases.GDNCase{T: 5, Hk: 2, Hv: 6, Dk: 4, Dv: 4, ConvK: 4, Seed: 3}
+	c := optest.GDNCase{T: 5, Hk: 2, Hv: 6, Dk: 4, Dv: 4, ConvK: 4, Seed: 3}
 	in := c.Inputs()
 	good := gdnParams(c)
 	n := func(x int) []float32 { return make([]float32, x) }
@@ -530,13 +449,13 @@ func TestGDNBadInput(t *testing.T) {
 }
 
 // BenchmarkGDNScan runs the scan at Qwen3.8-Flash-Next's shape (Hk 16, Hv 48, dk = dv = 128)
-// for T = 512, 1024, 2048. GFLOP/s counts the nominal chunked FLOPs (opcases.GDNScanFLOPs, about
+// for T = 512, 1024, 2048. GFLOP/s counts the nominal chunked FLOPs (optest.GDNScanFLOPs, about
 // 182K per token per value head) for both modes, so the two are comparable as time. The
 // recurrent mode runs at T = 512 only (it is the slow reference form).
 func BenchmarkGDNScan(b *testing.B) {
 	b.Logf("kernels: %s", GDNKernel())
 	for _, T := range []int{512, 1024, 2048} {
-		c := opcases.GDNCase{T: T, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, Seed: 1}
+		c := optest.GDNCase{T: T, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, Seed: 1}
 		in := c.Inputs()
 		q, k := slices.Clone(in.Q), slices.Clone(in.K)
 		if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
@@ -544,7 +463,7 @@ func BenchmarkGDNScan(b *testing.B) {
 		}
 		p := gdnParams(c)
 		o := make([]float32, c.T*c.Hv*c.Dv)
-		flops := opcases.GDNScanFLOPs(c.T, c.Dk, c.Dv, op.GDNChunk) * float64(c.Hv)
+		flops := optest.GDNScanFLOPs(c.T, c.Dk, c.Dv, op.GDNChunk) * float64(c.Hv)
 		for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 			if mode == op.Recurrent && T != 512 {
 				continue

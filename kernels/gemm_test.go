@@ -4,41 +4,19 @@ import (
 	"github.com/stratakernels/strata/op"
 
 	"errors"
-	"fmt"
 	"math"
 	"runtime"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/op/optest"
 	"github.com/x448/float16"
 )
 
-// denseDType maps an opcases dtype name to a op.DType.
-func denseDType(t testing.TB, s string) op.DType {
-	switch s {
-	case "F32":
-		return op.F32
-	case "BF16":
-		return op.BF16
-	case "F16":
-		return op.F16
-	}
-	t.Fatalf("unknown dtype %q", s)
-	return 0
-}
-
-// denseMatrix builds a weight [n, k] of dtype from deterministic values and returns it with the
-// widened float32 values a reference must use.
-func denseMatrix(t testing.TB, seed uint64, n, k int, dtype string, scale float32) (*op.Matrix, []float32) {
+// denseMatrix builds a weight [n, k] of dt from deterministic values (optest.RandMatrix) and
+// returns it with the widened float32 values a reference must use.
+func denseMatrix(t testing.TB, seed uint64, n, k int, dt op.DType, scale float32) (*op.Matrix, []float32) {
 	t.Helper()
-	bits, wide := opcases.Round16(opcases.Floats(seed, n*k, scale), dtype)
-	var m *op.Matrix
-	var err error
-	if bits == nil {
-		m, err = op.NewMatrixF32(n, k, wide)
-	} else {
-		m, err = op.NewMatrixU16(n, k, denseDType(t, dtype), bits)
-	}
+	m, wide, err := optest.RandMatrix(seed, n, k, dt, scale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,31 +94,17 @@ func denseSameAcrossProcs(t *testing.T, name string, fn func() []float32) {
 	}
 }
 
-func TestMatMulCases(t *testing.T) {
-	t.Logf("blas: %s", BLASImpl())
-	for i, c := range opcases.GEMMCases() {
-		name := fmt.Sprintf("T%d_N%d_K%d_%s", c.T, c.N, c.K, c.DType)
-		w, wide := denseMatrix(t, uint64(100+i), c.N, c.K, c.DType, 0.1)
-		x := opcases.Floats(uint64(200+i), c.T*c.K, 1)
-		y := make([]float32, c.T*c.N)
-		if err := MatMul(y, x, c.T, w); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		denseCheck(t, name, y, denseLinear64(denseTo64(x), c.T, wide, c.N, c.K), 2e-6)
-	}
-}
-
 func TestMatMulPanels(t *testing.T) {
 	// K = 4096 makes a panel of 256 rows, so N = 600 spans three panels (the last partial).
 	const T, N, K = 5, 600, 4096
-	for _, dt := range []string{"BF16", "F16"} {
+	for _, dt := range []op.DType{op.BF16, op.F16} {
 		w, wide := denseMatrix(t, 7, N, K, dt, 0.05)
-		x := opcases.Floats(8, T*K, 1)
+		x := optest.Floats(8, T*K, 1)
 		y := make([]float32, T*N)
 		if err := MatMul(y, x, T, w); err != nil {
 			t.Fatal(err)
 		}
-		denseCheck(t, "panels "+dt, y, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
+		denseCheck(t, "panels "+dt.String(), y, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
 		wf, err := WidenF32(w)
 		if err != nil {
 			t.Fatal(err)
@@ -149,13 +113,13 @@ func TestMatMulPanels(t *testing.T) {
 		if err := MatMul(y2, x, T, wf); err != nil {
 			t.Fatal(err)
 		}
-		denseCheck(t, "widened "+dt, y2, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
+		denseCheck(t, "widened "+dt.String(), y2, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
 	}
 }
 
 func TestMatMulDeterministic(t *testing.T) {
-	w, _ := denseMatrix(t, 9, 300, 520, "BF16", 0.1)
-	x := opcases.Floats(10, 65*520, 1)
+	w, _ := denseMatrix(t, 9, 300, 520, op.BF16, 0.1)
+	x := optest.Floats(10, 65*520, 1)
 	denseSameAcrossProcs(t, "MatMul", func() []float32 {
 		y := make([]float32, 65*300)
 		if err := MatMul(y, x, 65, w); err != nil {
@@ -184,7 +148,7 @@ func TestWidenExact(t *testing.T) {
 }
 
 func TestMatMulErrors(t *testing.T) {
-	w, _ := denseMatrix(t, 1, 4, 3, "F32", 1)
+	w, _ := denseMatrix(t, 1, 4, 3, op.F32, 1)
 	bad16 := &op.Matrix{N: 4, K: 3, DType: op.BF16, U16: make([]uint16, 11)}
 	cases := []struct {
 		name string
@@ -223,11 +187,11 @@ func BenchmarkMatMul(b *testing.B) {
 		{"expert_gateup_T512_N1280_K2560", 512, 1280, 2560},
 	}
 	for _, s := range shapes {
-		for _, dt := range []string{"F32", "BF16"} {
+		for _, dt := range []op.DType{op.F32, op.BF16} {
 			w, _ := denseMatrix(b, 1, s.N, s.K, dt, 0.05)
-			x := opcases.Floats(2, s.T*s.K, 1)
+			x := optest.Floats(2, s.T*s.K, 1)
 			y := make([]float32, s.T*s.N)
-			b.Run(s.name+"_"+dt, func(b *testing.B) {
+			b.Run(s.name+"_"+dt.String(), func(b *testing.B) {
 				for b.Loop() {
 					if err := MatMul(y, x, s.T, w); err != nil {
 						b.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // actUlp is the spacing of float32 values at |w| (the smallest subnormal at 0).
@@ -57,7 +57,7 @@ func TestActAccuracy(t *testing.T) { forEachKernel(t, testActAccuracy) }
 func testActAccuracy(t *testing.T) {
 	xs := actGrid()
 	n := len(xs)
-	u := opcases.Floats(7, n, 3)
+	u := optest.Floats(7, n, 3)
 	got := make([]float32, n)
 	asm := useAsmAct()
 	const tiny = 0x1p-126
@@ -146,7 +146,7 @@ func testActSpecialValues(t *testing.T) {
 	}
 	// NaN in the gate or the values of the stream mean makes that column NaN, nowhere else.
 	const S, D = 4, 20
-	a, h := opcases.Floats(1, S*D, 2), opcases.Floats(2, S*D, 1)
+	a, h := optest.Floats(1, S*D, 2), optest.Floats(2, S*D, 1)
 	a[1*D+3], h[2*D+17] = nan, nan
 	x := make([]float32, D)
 	grMeanSigmoidRow(x, a, h, S, make([]float32, 2*S*8))
@@ -164,7 +164,7 @@ func TestGRMeanSigmoid(t *testing.T) { forEachKernel(t, testGRMeanSigmoid) }
 func testGRMeanSigmoid(t *testing.T) {
 	for _, S := range []int{1, 2, 4, 5} {
 		for _, D := range []int{1, 7, 8, 13, 64, 203} {
-			a, h := opcases.Floats(uint64(S*1000+D), S*D, 12), opcases.Floats(uint64(S*1000+D+1), S*D, 3)
+			a, h := optest.Floats(uint64(S*1000+D), S*D, 12), optest.Floats(uint64(S*1000+D+1), S*D, 3)
 			x := make([]float32, D)
 			grMeanSigmoidRow(x, a, h, S, make([]float32, 2*S*8))
 			for d := range D {
@@ -190,7 +190,7 @@ func TestActSplitBitwise(t *testing.T) { forEachKernel(t, testActSplitBitwise) }
 func testActSplitBitwise(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const n = 203
-	x, u := opcases.Floats(11, n, 20), opcases.Floats(12, n, 2)
+	x, u := optest.Floats(11, n, 20), optest.Floats(12, n, 2)
 	run := func(cuts []int) [4][]float32 {
 		out := [4][]float32{make([]float32, n), make([]float32, n), make([]float32, n), append([]float32(nil), u...)}
 		lo := 0
@@ -218,7 +218,7 @@ func testActSplitBitwise(t *testing.T) {
 	// in a wide one (inside the vector part).
 	const S = 4
 	for _, D := range []int{3, 13} {
-		a, h := opcases.Floats(uint64(D), S*D, 6), opcases.Floats(uint64(D+1), S*D, 2)
+		a, h := optest.Floats(uint64(D), S*D, 6), optest.Floats(uint64(D+1), S*D, 2)
 		const W = 40
 		aw, hw := make([]float32, S*W), make([]float32, S*W)
 		for s := range S {
@@ -237,7 +237,7 @@ func testActSplitBitwise(t *testing.T) {
 // row of 10240 (one token's S*D gate for the GatedResidual read).
 func BenchmarkActivations(b *testing.B) {
 	const n, S = 10240, 4
-	x, u := opcases.Floats(1, n, 4), opcases.Floats(2, n, 1)
+	x, u := optest.Floats(1, n, 4), optest.Floats(2, n, 1)
 	out := make([]float32, n)
 	for _, ks := range kernelSets() {
 		if ks.avx512 {
@@ -273,7 +273,7 @@ func TestSigmoidMul(t *testing.T) { forEachKernel(t, testSigmoidMul) }
 
 func testSigmoidMul(t *testing.T) {
 	const n = 3*(1<<14) + 5
-	gate, o0 := opcases.Floats(21, n, 8), opcases.Floats(22, n, 2)
+	gate, o0 := optest.Floats(21, n, 8), optest.Floats(22, n, 2)
 	run := func() []float32 {
 		o := append([]float32(nil), o0...)
 		if err := SigmoidMul(o, gate); err != nil {

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/internal/safetensors"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // denseRouteRef64 is softmax over E in float64 then a full sort by (p desc, index asc).
@@ -63,9 +63,9 @@ func denseExpert64(x []float64, gu, down []float32, D, I int) []float64 {
 }
 
 func TestTopKRouteCases(t *testing.T) {
-	for i, c := range opcases.MoECases() {
+	for i, c := range optest.MoECases() {
 		name := fmt.Sprintf("T%d_E%d_K%d_norm%v", c.T, c.E, c.K, c.Norm)
-		logits := opcases.Floats(uint64(600+i), c.T*c.E, 2)
+		logits := optest.Floats(uint64(600+i), c.T*c.E, 2)
 		w := make([]float32, c.T*c.K)
 		idx := make([]int32, c.T*c.K)
 		if err := TopKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
@@ -94,7 +94,7 @@ func TestTopKRouteCases(t *testing.T) {
 func TestMoEExpertsCases(t *testing.T) { forEachKernel(t, testMoEExpertsCases) }
 
 func testMoEExpertsCases(t *testing.T) {
-	for i, c := range opcases.MoECases() {
+	for i, c := range optest.MoECases() {
 		name := fmt.Sprintf("T%d_E%d_K%d_D%d_I%d_%s", c.T, c.E, c.K, c.D, c.I, c.DType)
 		ex := &op.Experts{E: c.E, D: c.D, I: c.I}
 		gw, dw := make([][]float32, c.E), make([][]float32, c.E)
@@ -105,8 +105,8 @@ func testMoEExpertsCases(t *testing.T) {
 			ex.GateUp = append(ex.GateUp, gu)
 			ex.Down = append(ex.Down, dn)
 		}
-		x := opcases.Floats(uint64(700+i), c.T*c.D, 1)
-		logits := opcases.Floats(uint64(800+i), c.T*c.E, 2)
+		x := optest.Floats(uint64(700+i), c.T*c.D, 1)
+		logits := optest.Floats(uint64(800+i), c.T*c.E, 2)
 		w := make([]float32, c.T*c.K)
 		idx := make([]int32, c.T*c.K)
 		if err := TopKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
@@ -205,15 +205,15 @@ func TestMoECombineGolden(t *testing.T) {
 func TestSharedExpertMLP(t *testing.T) { forEachKernel(t, testSharedExpertMLP) }
 
 func testSharedExpertMLP(t *testing.T) {
-	for _, dt := range opcases.WeightDTypes {
+	for _, dt := range optest.WeightDTypes {
 		for _, T := range []int{1, 17, 65} {
 			const D, I = 96, 40
 			g, gw := denseMatrix(t, 1, I, D, dt, 0.1)
 			u, uw := denseMatrix(t, 2, I, D, dt, 0.1)
 			dn, dw := denseMatrix(t, 3, D, I, dt, 0.1)
-			sg := opcases.Floats(4, D, 0.1)
+			sg := optest.Floats(4, D, 0.1)
 			se := &SharedExpert{D: D, I: I, Gate: g, Up: u, Down: dn, GateW: sg}
-			x := opcases.Floats(5, T*D, 1)
+			x := optest.Floats(5, T*D, 1)
 			y := make([]float32, T*D)
 			if err := SharedExpertMLP(y, x, T, se); err != nil {
 				t.Fatal(err)
@@ -237,8 +237,8 @@ func testSharedExpertMLP(t *testing.T) {
 }
 
 func TestMoEErrors(t *testing.T) {
-	gu, _ := denseMatrix(t, 1, 8, 6, "F32", 1)
-	dn, _ := denseMatrix(t, 2, 6, 4, "F32", 1)
+	gu, _ := denseMatrix(t, 1, 8, 6, op.F32, 1)
+	dn, _ := denseMatrix(t, 2, 6, 4, op.F32, 1)
 	ex := &op.Experts{E: 2, D: 6, I: 4, GateUp: []*op.Matrix{gu, gu}, Down: []*op.Matrix{dn, dn}}
 	badEx := &op.Experts{E: 2, D: 6, I: 4, GateUp: []*op.Matrix{gu, dn}, Down: []*op.Matrix{dn, dn}}
 	x := make([]float32, 2*6)
@@ -320,20 +320,20 @@ func TestFastActivations(t *testing.T) {
 // op.BF16 (widened per call). Short by default (-benchtime to extend).
 func BenchmarkMoEExperts(b *testing.B) {
 	const T, E, K, D, I = 512, 64, 10, 2560, 640
-	for _, dt := range []string{"F32", "BF16"} {
+	for _, dt := range []op.DType{op.F32, op.BF16} {
 		ex := &op.Experts{E: E, D: D, I: I}
 		for e := 0; e < E; e++ {
 			gu, _ := denseMatrix(b, uint64(2*e+1), 2*I, D, dt, 0.05)
 			dn, _ := denseMatrix(b, uint64(2*e+2), D, I, dt, 0.05)
 			ex.GateUp, ex.Down = append(ex.GateUp, gu), append(ex.Down, dn)
 		}
-		x := opcases.Floats(3, T*D, 1)
+		x := optest.Floats(3, T*D, 1)
 		w, idx := make([]float32, T*K), make([]int32, T*K)
-		if err := TopKRoute(w, idx, opcases.Floats(4, T*E, 1), T, E, K, true); err != nil {
+		if err := TopKRoute(w, idx, optest.Floats(4, T*E, 1), T, E, K, true); err != nil {
 			b.Fatal(err)
 		}
 		ye, rk := make([]float32, T*K*D), make([]int32, T*K)
-		b.Run(dt, func(b *testing.B) {
+		b.Run(dt.String(), func(b *testing.B) {
 			for b.Loop() {
 				if err := MoEExperts(ye, rk, x, T, idx, K, ex); err != nil {
 					b.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // denseNormRef64 is the zero-centred RMSNorm of every group of D in float64: x * (1+w) / sqrt(mean(x^2)+eps),
@@ -31,10 +31,10 @@ func denseNormRef64(x []float32, S, D int, w []float32, eps float64) []float64 {
 
 func TestRMSNorm1pCases(t *testing.T) {
 	const eps = 1e-6
-	for i, c := range opcases.NormCases() {
+	for i, c := range optest.NormCases() {
 		name := fmt.Sprintf("T%d_S%d_D%d", c.T, c.S, c.D)
-		x := opcases.Floats(uint64(300+i), c.T*c.S*c.D, 3)
-		w := opcases.Floats(uint64(400+i), c.S*c.D, 0.5)
+		x := optest.Floats(uint64(300+i), c.T*c.S*c.D, 3)
+		w := optest.Floats(uint64(400+i), c.S*c.D, 0.5)
 		want := denseNormRef64(x, c.S, c.D, w, eps)
 		y := make([]float32, len(x))
 		var err error
@@ -63,8 +63,8 @@ func TestRMSNorm1pCases(t *testing.T) {
 			}
 		}
 	}
-	x := opcases.Floats(1, 300*4*256, 1)
-	w := opcases.Floats(2, 4*256, 0.5)
+	x := optest.Floats(1, 300*4*256, 1)
+	w := optest.Floats(2, 4*256, 0.5)
 	denseSameAcrossProcs(t, "RMSNorm1pGrouped", func() []float32 {
 		y := make([]float32, len(x))
 		if err := RMSNorm1pGrouped(y, x, 300, 4, 256, w, 1e-6); err != nil {

@@ -11,8 +11,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
 	"github.com/stratakernels/strata/internal/safetensors"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // denseIsPrimeTrial is primality by trial division.
@@ -166,8 +166,8 @@ func TestPLEIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, T := range opcases.DenseT {
-		tokens := opcases.Tokens(uint64(T), T, 512, 511, 6)
+	for _, T := range optest.DenseT {
+		tokens := optest.Tokens(uint64(T), T, 512, 511, 6)
 		if T > 3 {
 			tokens[0], tokens[2], tokens[3] = 511, 511, 511 // eos at the start and back to back
 		}
@@ -215,17 +215,17 @@ type densePLE struct {
 	table, key, value []float32
 }
 
-func densePLEWeights(t *testing.T, c opcases.PLECase, seed uint64) densePLE {
+func densePLEWeights(t *testing.T, c optest.PLECase, seed uint64) densePLE {
 	S, D, E := c.S, c.D, c.Heads*c.HeadDim
 	var r densePLE
 	w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: c.HeadDim, Dilation: c.Dilation}
 	w.Table, r.table = denseMatrix(t, seed, c.Rows, c.HeadDim, c.DType, 1)
 	w.Key, r.key = denseMatrix(t, seed+1, S*D, E, c.DType, 0.2)
 	w.Value, r.value = denseMatrix(t, seed+2, D, E, c.DType, 0.2)
-	w.NormKey = opcases.Floats(seed+3, S*D, 0.3)
-	w.NormQuery = opcases.Floats(seed+4, S*D, 0.3)
-	w.NormConv = opcases.Floats(seed+5, S*D, 0.3)
-	w.ConvW = opcases.Floats(seed+6, S*D*c.ConvK, 0.5)
+	w.NormKey = optest.Floats(seed+3, S*D, 0.3)
+	w.NormQuery = optest.Floats(seed+4, S*D, 0.3)
+	w.NormConv = optest.Floats(seed+5, S*D, 0.3)
+	w.ConvW = optest.Floats(seed+6, S*D*c.ConvK, 0.5)
 	r.w = w
 	return r
 }
@@ -299,13 +299,13 @@ func TestPLEApplyCases(t *testing.T) { forEachKernel(t, testPLEApplyCases) }
 
 func testPLEApplyCases(t *testing.T) {
 	const eps = 1e-6
-	for i, c := range opcases.PLECases() {
+	for i, c := range optest.PLECases() {
 		name := fmt.Sprintf("T%d_S%d_D%d_heads%d_split%d_%s", c.T, c.S, c.D, c.Heads, c.Split, c.DType)
 		p := densePLEWeights(t, c, uint64(2000+10*i))
 		C := c.S * c.D
-		H0 := opcases.Floats(uint64(2100+i), c.T*C, 2)
+		H0 := optest.Floats(uint64(2100+i), c.T*C, 2)
 		ids := make([]int32, c.T*c.Heads)
-		for j, v := range opcases.Tokens(uint64(2200+i), len(ids), c.Rows, 0, 0) {
+		for j, v := range optest.Tokens(uint64(2200+i), len(ids), c.Rows, 0, 0) {
 			ids[j] = v
 		}
 		run := func(split int) []float32 {
@@ -334,7 +334,7 @@ func testPLEApplyCases(t *testing.T) {
 }
 
 func TestPLEErrors(t *testing.T) {
-	c := opcases.PLECase{T: 2, S: 2, D: 8, Heads: 2, HeadDim: 3, Rows: 10, ConvK: 4, Dilation: 3, DType: "F32"}
+	c := optest.PLECase{T: 2, S: 2, D: 8, Heads: 2, HeadDim: 3, Rows: 10, ConvK: 4, Dilation: 3, DType: op.F32}
 	p := densePLEWeights(t, c, 1)
 	H := make([]float32, 2*16)
 	state := make([]float32, p.w.ConvStateLen())

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // qsaNaiveRow is the float64 reference selection of one query row.
@@ -97,7 +97,7 @@ func qsaNaive(q, rawKeys, kNorm []float32, p op.IndexerParams) []qsaNaiveRow {
 	return rows
 }
 
-func qsaParams(c opcases.QSACase) op.IndexerParams {
+func qsaParams(c optest.QSACase) op.IndexerParams {
 	return op.IndexerParams{T: c.T, Pos0: c.Pos0, NHeads: c.NHeads, Dim: c.Dim, Ratio: c.Ratio,
 		Budget: c.Budget, Rot: c.Rot, Theta: c.Theta, Eps: c.Eps}
 }
@@ -163,7 +163,7 @@ func qsaCompare(t *testing.T, sel *op.Selection, ref []qsaNaiveRow, p op.Indexer
 }
 
 func TestQSASelectCases(t *testing.T) {
-	for _, c := range opcases.QSACases() {
+	for _, c := range optest.QSACases() {
 		t.Run(c.Name, func(t *testing.T) {
 			iq, rawKeys, kNorm, q, k, v := c.Inputs()
 			p := qsaParams(c)
@@ -218,7 +218,7 @@ func TestQSASelectCases(t *testing.T) {
 
 // With all index queries zero every score is 0: the tie rule keeps the lowest blocks.
 func TestQSASelectTies(t *testing.T) {
-	c := opcases.QSACases()[5]
+	c := optest.QSACases()[5]
 	_, rawKeys, kNorm, _, _, _ := c.Inputs()
 	p := qsaParams(c)
 	iq := make([]float32, c.T*c.NHeads*c.Dim)
@@ -280,7 +280,7 @@ func TestQSAKthLargest(t *testing.T) {
 }
 
 func TestQSASelectDeterministic(t *testing.T) {
-	c := opcases.QSACases()[6]
+	c := optest.QSACases()[6]
 	iq, rawKeys, kNorm, _, _, _ := c.Inputs()
 	p := qsaParams(c)
 	run := func(procs int) op.Selection {
@@ -299,7 +299,7 @@ func TestQSASelectDeterministic(t *testing.T) {
 		}
 	}
 	// Reusing a selection that held a larger result gives the same lists as a fresh one.
-	big := opcases.QSACases()[7]
+	big := optest.QSACases()[7]
 	biq, braw, bnorm, _, _, _ := big.Inputs()
 	var reused op.Selection
 	if err := QSASelect(&reused, biq, braw, bnorm, qsaParams(big)); err != nil {

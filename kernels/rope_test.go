@@ -8,7 +8,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/opcases"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // denseRoPERef64 rotates x [T, H, Dh] in float64 with cos/sin duplicated over the two halves of the
@@ -37,9 +37,9 @@ func denseRoPERef64(x []float32, T, H, Dh, rot int, pos []float64, theta float64
 }
 
 func TestRoPECases(t *testing.T) {
-	for i, c := range opcases.RoPECases() {
+	for i, c := range optest.RoPECases() {
 		name := fmt.Sprintf("T%d_H%d_d%d_rot%d_pos%d_row%v", c.T, c.H, c.Dh, c.Rot, c.Pos0, c.PerRow)
-		x := opcases.Floats(uint64(500+i), c.T*c.H*c.Dh, 1)
+		x := optest.Floats(uint64(500+i), c.T*c.H*c.Dh, 1)
 		pos := make([]float64, c.T)
 		pos32 := make([]int32, c.T)
 		for j := range pos {
@@ -61,7 +61,7 @@ func TestRoPECases(t *testing.T) {
 		}
 		denseCheck(t, name, x, want, 1e-6)
 	}
-	x0 := opcases.Floats(3, 300*3*256, 1)
+	x0 := optest.Floats(3, 300*3*256, 1)
 	denseSameAcrossProcs(t, "RoPE", func() []float32 {
 		x := append([]float32(nil), x0...)
 		if err := RoPE(x, 300, 3, 256, 64, 17, 1e7); err != nil {
@@ -98,8 +98,8 @@ func TestRoPEErrors(t *testing.T) {
 // for bit, across GOMAXPROCS.
 func TestRMSNorm1pRoPEFused(t *testing.T) {
 	for _, c := range []struct{ T, H, d, rot, pos0 int }{{1, 1, 8, 4, 0}, {17, 3, 256, 64, 5}, {65, 2, 128, 64, 1000}} {
-		x := opcases.Floats(4, c.T*c.H*c.d, 2)
-		w := opcases.Floats(5, c.d, 0.1)
+		x := optest.Floats(4, c.T*c.H*c.d, 2)
+		w := optest.Floats(5, c.d, 0.1)
 		want := append([]float32(nil), x...)
 		if err := RMSNorm1p(want, want, c.T*c.H, c.d, w, 1e-6); err != nil {
 			t.Fatal(err)
@@ -125,8 +125,8 @@ func TestRMSNorm1pRoPEFused(t *testing.T) {
 // (T 512, 24 heads x 256, rotary 64).
 func BenchmarkRMSNorm1pRoPE(b *testing.B) {
 	const T, H, d = 512, 24, 256
-	x := opcases.Floats(1, T*H*d, 1)
-	w := opcases.Floats(2, d, 0.1)
+	x := optest.Floats(1, T*H*d, 1)
+	w := optest.Floats(2, d, 0.1)
 	b.SetBytes(8 * T * H * d)
 	for b.Loop() {
 		if err := RMSNorm1pRoPE(x, T, H, d, w, 1e-6, 64, 0, 1e7); err != nil {

@@ -1,5 +1,7 @@
-// Package opcases is the single list of op test cases (shapes, dtypes, edge sizes) that every
-// backend runs: the CPU backend in kernels, the Metal backend on the emulator and on Apple
-// hardware. Each op family has its own table; inputs come from deterministic generators so a
-// case means the same tensors everywhere.
+// Package opcases is the earlier home of the op test case tables (shapes, dtypes, edge sizes)
+// and their deterministic input generators.
+//
+// Deprecated: op/optest holds these tables, extended to every op of op.Pass, with one runner
+// per op against float64 references; its generators produce the same bits (pinned by
+// op/optest's TestGeneratorsMatchOpcases). This copy remains for the tests that still use it.
 package opcases

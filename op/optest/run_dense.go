@@ -1,0 +1,294 @@
+package optest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stratakernels/strata/op"
+)
+
+const eps = 1e-6 // rms_norm_eps of both models
+
+// RunMatMul runs GEMMCases through Pass.MatMul against RefMatMul (weights seeded 100+i, x
+// 200+i for case i), then its bad-argument table.
+func RunMatMul(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "MatMul")
+	for i, c := range GEMMCases() {
+		s.run(t, c.Name(), c.Short, func(t *testing.T) {
+			w := mustMatrix(t, uint64(100+i), c.N, c.K, c.DType, 0.1)
+			x := Floats(uint64(200+i), c.T*c.K, 1)
+			e := newEnv(t, be)
+			X, Y := e.f32(x), e.out("y", c.T*c.N)
+			e.pass(func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: c.T, W: w}) })
+			s.close(t, "y", f32s(Y), RefMatMul(x, c.T, w))
+		})
+	}
+	w, _, _ := RandMatrix(1, 4, 3, op.F32, 1)
+	runBad(t, s, be, func(e *env) op.MatMul {
+		return op.MatMul{Y: e.out("y", 8), X: e.f32(make([]float32, 6)), T: 2, W: w}
+	}, op.Pass.MatMul, []badCase[op.MatMul]{
+		{"nil_weight", errArg, func(e *env, a *op.MatMul) { a.W = nil }},
+		{"short_x", errShape, func(e *env, a *op.MatMul) { a.X = e.shorter(a.X, 1) }},
+		{"short_y", errShape, func(e *env, a *op.MatMul) { a.Y = e.shorter(a.Y, 1) }},
+		{"negative_T", errShape, func(e *env, a *op.MatMul) { a.T = -1 }},
+		{"x_I32", errDType, func(e *env, a *op.MatMul) { a.X = e.retyped(a.X) }},
+		{"missing_y", errArg, func(e *env, a *op.MatMul) { a.Y = noTensor }},
+		{"short_bf16_weight", errShape, func(e *env, a *op.MatMul) {
+			a.W = &op.Matrix{N: 4, K: 3, DType: op.BF16, U16: make([]uint16, 11)}
+		}},
+		{"weight_dtype_I32", errDType, func(e *env, a *op.MatMul) {
+			a.W = &op.Matrix{N: 4, K: 3, DType: op.I32, U16: make([]uint16, 12)}
+		}},
+		{"weight_zero_rows", errShape, func(e *env, a *op.MatMul) { a.W = &op.Matrix{N: 0, K: 3, DType: op.F32} }},
+	})
+}
+
+// RunRMSNorm runs NormCases (x seeded 300+i, w 400+i, eps 1e-6) against RefRMSNorm1p: S = 1
+// through Pass.RMSNorm, out of place and in place (Y = X); the grouped form (S > 1) through
+// GRWrite's Hn output with beta = u = 0 (the write leaves H unchanged): op.Pass has no grouped
+// norm of its own, GRWrite and GRApplyMoEC produce it fused.
+func RunRMSNorm(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "RMSNorm")
+	for i, c := range NormCases() {
+		x := Floats(uint64(300+i), c.T*c.S*c.D, 3)
+		w := Floats(uint64(400+i), c.S*c.D, 0.5)
+		want := func() []float64 { return RefRMSNorm1p(To64(x), c.S, c.D, w, eps) }
+		if c.S > 1 {
+			s.run(t, c.Name()+"/grouped", c.Short, func(t *testing.T) {
+				e := newEnv(t, be)
+				H, Hn := e.f32(x), e.out("Hn", len(x))
+				a := op.GRWrite{H: H, Hn: Hn, Beta: e.f32(make([]float32, c.T*c.S)), U: e.f32(make([]float32, c.T*c.D)),
+					T: c.T, S: c.S, D: c.D, Norm: w, Eps: eps}
+				e.pass(func(p op.Pass) error { return p.GRWrite(a) })
+				s.close(t, "y", f32s(Hn), want())
+				exactF32(t, "H (beta = 0)", f32s(H), x)
+			})
+			continue
+		}
+		s.run(t, c.Name(), c.Short, func(t *testing.T) {
+			e := newEnv(t, be)
+			X, Y := e.f32(x), e.out("y", len(x))
+			e.pass(func(p op.Pass) error { return p.RMSNorm(op.RMSNorm{Y: Y, X: X, Rows: c.T, D: c.D, W: w, Eps: eps}) })
+			s.close(t, "y", f32s(Y), want())
+			exactF32(t, "x", f32s(X), x)
+		})
+		s.run(t, c.Name()+"/in_place", c.Short, func(t *testing.T) {
+			e := newEnv(t, be)
+			X := e.f32(x)
+			e.pass(func(p op.Pass) error { return p.RMSNorm(op.RMSNorm{Y: X, X: X, Rows: c.T, D: c.D, W: w, Eps: eps}) })
+			s.close(t, "y", f32s(X), want())
+		})
+	}
+	runBad(t, s, be, func(e *env) op.RMSNorm {
+		return op.RMSNorm{Y: e.out("y", 8), X: e.f32(Floats(1, 8, 1)), Rows: 2, D: 4, W: make([]float32, 4), Eps: eps}
+	}, op.Pass.RMSNorm, []badCase[op.RMSNorm]{
+		{"short_x", errShape, func(e *env, a *op.RMSNorm) { a.X = e.shorter(a.X, 1) }},
+		{"short_y", errShape, func(e *env, a *op.RMSNorm) { a.Y = e.shorter(a.Y, 4) }},
+		{"short_w", errShape, func(e *env, a *op.RMSNorm) { a.W = a.W[:3] }},
+		{"D_zero", errShape, func(e *env, a *op.RMSNorm) { a.D = 0 }},
+		{"negative_rows", errShape, func(e *env, a *op.RMSNorm) { a.Rows = -2 }},
+		{"eps_NaN", errArg, func(e *env, a *op.RMSNorm) { a.Eps = nan32 }},
+		{"eps_negative", errArg, func(e *env, a *op.RMSNorm) { a.Eps = -1e-6 }},
+		{"y_I32", errDType, func(e *env, a *op.RMSNorm) { a.Y = e.retyped(a.Y) }},
+		{"missing_x", errArg, func(e *env, a *op.RMSNorm) { a.X = noTensor }},
+	})
+}
+
+// eltSeed is the first seed of element-wise case i's inputs.
+func eltSeed(i int) uint64 { return uint64(5000 + 10*i) }
+
+// RunAdd runs EltCases through Pass.Add, with and without V, against H + U (+ V) in float64.
+func RunAdd(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "Add")
+	for i, c := range EltCases() {
+		n, seed := c.T*c.D, eltSeed(i)
+		h, u, v := Floats(seed, n, 2), Floats(seed+1, n, 2), Floats(seed+2, n, 1)
+		for _, withV := range []bool{false, true} {
+			s.run(t, fmt.Sprintf("%s/v%v", c.Name(), withV), c.Short, func(t *testing.T) {
+				e := newEnv(t, be)
+				H, U := e.f32(h), e.f32(u)
+				a := op.Add{H: H, U: U}
+				want := To64(h)
+				for j := range want {
+					want[j] += float64(u[j])
+					if withV {
+						want[j] += float64(v[j])
+					}
+				}
+				if withV {
+					a.V = e.f32(v)
+				}
+				e.pass(func(p op.Pass) error { return p.Add(a) })
+				s.close(t, "h", f32s(H), want)
+			})
+		}
+	}
+	runBad(t, s, be, func(e *env) op.Add {
+		return op.Add{H: e.f32(make([]float32, 6)), U: e.f32(Floats(1, 6, 1)), V: e.f32(Floats(2, 6, 1))}
+	}, op.Pass.Add, []badCase[op.Add]{
+		{"missing_H", errArg, func(e *env, a *op.Add) { a.H = noTensor }},
+		{"missing_u", errArg, func(e *env, a *op.Add) { a.U = noTensor }},
+		{"short_u", errShape, func(e *env, a *op.Add) { a.U = e.shorter(a.U, 1) }},
+		{"long_v", errShape, func(e *env, a *op.Add) { a.V = e.shorter(a.V, -1) }},
+		{"u_I32", errDType, func(e *env, a *op.Add) { a.U = e.retyped(a.U) }},
+		{"H_I32", errDType, func(e *env, a *op.Add) { a.H = e.retyped(a.H) }},
+	})
+}
+
+// RunSigmoidMul runs EltCases through Pass.SigmoidMul against o * sigmoid(g) in float64 (gates
+// of scale 8: saturated and linear regions).
+func RunSigmoidMul(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "SigmoidMul")
+	for i, c := range EltCases() {
+		n, seed := c.T*c.D, eltSeed(i)
+		o0, g := Floats(seed+3, n, 2), Floats(seed+4, n, 8)
+		s.run(t, c.Name(), c.Short, func(t *testing.T) {
+			e := newEnv(t, be)
+			O := e.f32(o0)
+			a := op.SigmoidMul{O: O, G: e.f32(g)}
+			e.pass(func(p op.Pass) error { return p.SigmoidMul(a) })
+			want := make([]float64, n)
+			for j := range want {
+				want[j] = float64(o0[j]) * sigmoid64(float64(g[j]))
+			}
+			s.close(t, "o", f32s(O), want)
+		})
+	}
+	runBad(t, s, be, func(e *env) op.SigmoidMul {
+		return op.SigmoidMul{O: e.f32(Floats(1, 5, 1)), G: e.f32(Floats(2, 5, 1))}
+	}, op.Pass.SigmoidMul, []badCase[op.SigmoidMul]{
+		{"missing_o", errArg, func(e *env, a *op.SigmoidMul) { a.O = noTensor }},
+		{"missing_gate", errArg, func(e *env, a *op.SigmoidMul) { a.G = noTensor }},
+		{"short_gate", errShape, func(e *env, a *op.SigmoidMul) { a.G = e.shorter(a.G, 1) }},
+		{"gate_I32", errDType, func(e *env, a *op.SigmoidMul) { a.G = e.retyped(a.G) }},
+	})
+}
+
+// RunSwiGLU runs EltCases (rows T, I = D) through Pass.SwiGLU against RefSwiGLU.
+func RunSwiGLU(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "SwiGLU")
+	for i, c := range EltCases() {
+		gu := Floats(eltSeed(i)+5, 2*c.T*c.D, 3)
+		s.run(t, c.Name(), c.Short, func(t *testing.T) {
+			e := newEnv(t, be)
+			Hh := e.out("h", c.T*c.D)
+			a := op.SwiGLU{H: Hh, GU: e.f32(gu), Rows: c.T, I: c.D}
+			e.pass(func(p op.Pass) error { return p.SwiGLU(a) })
+			s.close(t, "h", f32s(Hh), RefSwiGLU(gu, c.T, c.D))
+		})
+	}
+	runBad(t, s, be, func(e *env) op.SwiGLU {
+		return op.SwiGLU{H: e.out("h", 8), GU: e.f32(Floats(1, 16, 1)), Rows: 2, I: 4}
+	}, op.Pass.SwiGLU, []badCase[op.SwiGLU]{
+		{"short_gu", errShape, func(e *env, a *op.SwiGLU) { a.GU = e.shorter(a.GU, 1) }},
+		{"short_h", errShape, func(e *env, a *op.SwiGLU) { a.H = e.shorter(a.H, 1) }},
+		{"I_zero", errShape, func(e *env, a *op.SwiGLU) { a.I = 0 }},
+		{"negative_rows", errShape, func(e *env, a *op.SwiGLU) { a.Rows = -1 }},
+		{"h_I32", errDType, func(e *env, a *op.SwiGLU) { a.H = e.retyped(a.H) }},
+		{"missing_gu", errArg, func(e *env, a *op.SwiGLU) { a.GU = noTensor }},
+	})
+}
+
+// RunRowSigmoidScale runs EltCases through Pass.RowSigmoidScale against x * sigmoid(s[row]).
+func RunRowSigmoidScale(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "RowSigmoidScale")
+	for i, c := range EltCases() {
+		x, sc := Floats(eltSeed(i)+6, c.T*c.D, 2), Floats(eltSeed(i)+7, c.T, 3)
+		s.run(t, c.Name(), c.Short, func(t *testing.T) {
+			e := newEnv(t, be)
+			X := e.f32(x)
+			a := op.RowSigmoidScale{X: X, S: e.f32(sc), Rows: c.T, D: c.D}
+			e.pass(func(p op.Pass) error { return p.RowSigmoidScale(a) })
+			want := To64(x)
+			for j := range want {
+				want[j] *= sigmoid64(float64(sc[j/c.D]))
+			}
+			s.close(t, "x", f32s(X), want)
+		})
+	}
+	runBad(t, s, be, func(e *env) op.RowSigmoidScale {
+		return op.RowSigmoidScale{X: e.f32(Floats(1, 8, 1)), S: e.f32(Floats(2, 2, 1)), Rows: 2, D: 4}
+	}, op.Pass.RowSigmoidScale, []badCase[op.RowSigmoidScale]{
+		{"short_s", errShape, func(e *env, a *op.RowSigmoidScale) { a.S = e.shorter(a.S, 1) }},
+		{"short_x", errShape, func(e *env, a *op.RowSigmoidScale) { a.X = e.shorter(a.X, 1) }},
+		{"D_zero", errShape, func(e *env, a *op.RowSigmoidScale) { a.D = 0 }},
+		{"s_I32", errDType, func(e *env, a *op.RowSigmoidScale) { a.S = e.retyped(a.S) }},
+		{"missing_x", errArg, func(e *env, a *op.RowSigmoidScale) { a.X = noTensor }},
+	})
+}
+
+// RunCopy runs EltCases through Pass.Copy for F32 and I32 tensors, whole and into a slice of a
+// larger tensor (the elements around the slice must stay), requiring exact copies.
+func RunCopy(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "Copy")
+	for i, c := range EltCases() {
+		n := c.T * c.D
+		f := Floats(eltSeed(i)+8, n, 4)
+		ints := Tokens(eltSeed(i)+9, n, 1<<30, 0, 0)
+		s.run(t, c.Name()+"/F32", c.Short, func(t *testing.T) {
+			e := newEnv(t, be)
+			dst := e.out("dst", n)
+			a := op.Copy{Dst: dst, Src: e.f32(f)}
+			e.pass(func(p op.Pass) error { return p.Copy(a) })
+			exactF32(t, "dst", f32s(dst), f)
+		})
+		s.run(t, c.Name()+"/I32_slice", c.Short, func(t *testing.T) {
+			e := newEnv(t, be)
+			around := Tokens(eltSeed(i)+10, n+12, 1<<30, 0, 0)
+			big := e.i32(around)
+			a := op.Copy{Dst: big.Slice(5, 5+n), Src: e.i32(ints)}
+			e.pass(func(p op.Pass) error { return p.Copy(a) })
+			want := append(append(append([]int32(nil), around[:5]...), ints...), around[5+n:]...)
+			exactI32(t, "dst", i32s(big), want)
+		})
+	}
+	runBad(t, s, be, func(e *env) op.Copy {
+		return op.Copy{Dst: e.out("dst", 6), Src: e.f32(Floats(1, 6, 1))}
+	}, op.Pass.Copy, []badCase[op.Copy]{
+		{"missing_src", errArg, func(e *env, a *op.Copy) { a.Src = noTensor }},
+		{"missing_dst", errArg, func(e *env, a *op.Copy) { a.Dst = noTensor }},
+		{"short_dst", errShape, func(e *env, a *op.Copy) { a.Dst = e.shorter(a.Dst, 1) }},
+		{"long_dst", errShape, func(e *env, a *op.Copy) { a.Dst = e.shorter(a.Dst, -1) }},
+		{"dtype_mismatch", errDType, func(e *env, a *op.Copy) { a.Dst = e.retyped(a.Dst) }},
+	})
+}
+
+// RunEmbed runs EmbedCases through Pass.Embed (table seeded 6000+i with scale 1, the first and
+// last token ids among the tokens) and requires the widened rows, repeated into every stream,
+// bit for bit.
+func RunEmbed(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "Embed")
+	for i, c := range EmbedCases() {
+		s.run(t, c.Name(), c.Short, func(t *testing.T) {
+			table := mustMatrix(t, uint64(6000+i), c.Vocab, c.D, c.DType, 1)
+			tok := Tokens(uint64(6100+i), c.T, c.Vocab, 0, 0)
+			tok[0] = int32(c.Vocab - 1)
+			tok[c.T-1] = 0
+			e := newEnv(t, be)
+			Hh := e.out("H", c.T*c.S*c.D)
+			a := op.Embed{H: Hh, Tokens: e.i32(tok), T: c.T, S: c.S, Table: table}
+			e.pass(func(p op.Pass) error { return p.Embed(a) })
+			wide := Widen(table)
+			want := make([]float32, 0, c.T*c.S*c.D)
+			for _, id := range tok {
+				for range c.S {
+					want = append(want, wide[int(id)*c.D:int(id+1)*c.D]...)
+				}
+			}
+			exactF32(t, "H", f32s(Hh), want)
+		})
+	}
+	table, _, _ := RandMatrix(1, 10, 4, op.BF16, 1)
+	runBad(t, s, be, func(e *env) op.Embed {
+		return op.Embed{H: e.out("H", 3*2*4), Tokens: e.i32([]int32{0, 9, 3}), T: 3, S: 2, Table: table}
+	}, op.Pass.Embed, []badCase[op.Embed]{
+		{"nil_table", errArg, func(e *env, a *op.Embed) { a.Table = nil }},
+		{"S_zero", errShape, func(e *env, a *op.Embed) { a.S = 0 }},
+		{"short_H", errShape, func(e *env, a *op.Embed) { a.H = e.shorter(a.H, 1) }},
+		{"short_tokens", errShape, func(e *env, a *op.Embed) { a.Tokens = e.shorter(a.Tokens, 1) }},
+		{"tokens_F32", errDType, func(e *env, a *op.Embed) { a.Tokens = e.retyped(a.Tokens) }},
+		{"negative_T", errShape, func(e *env, a *op.Embed) { a.T = -1 }},
+		{"value_token_past_vocab", errArg, func(e *env, a *op.Embed) { a.Tokens = e.i32([]int32{0, 10, 3}) }},
+		{"value_negative_token", errArg, func(e *env, a *op.Embed) { a.Tokens = e.i32([]int32{-1, 1, 3}) }},
+	})
+}

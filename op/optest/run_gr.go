@@ -1,0 +1,257 @@
+package optest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stratakernels/strata/op"
+)
+
+// grWeights builds a GRCase's module from seed: Norm Floats(seed, 0.3), Down (seed+1, 0.05), Up
+// (seed+2, 0.2), Inj (seed+3, 0.05) in the case's dtype.
+func grWeights(t *testing.T, c GRCase, seed uint64) *op.GRWeights {
+	S, D, R := c.S, c.D, c.R
+	g := &op.GRWeights{S: S, D: D, R: R, Norm: Floats(seed, S*D, 0.3)}
+	g.Down = mustMatrix(t, seed+1, R, S*D, c.DType, 0.05)
+	g.Up = mustMatrix(t, seed+2, S*D, R, c.DType, 0.2)
+	if c.Inject {
+		g.Inj = mustMatrix(t, seed+3, S, S*D, c.DType, 0.05)
+	}
+	return g
+}
+
+// RunGRRead runs GRCases through Pass.GRRead against RefGRRead (weights seeded 900+10i, H
+// 950+i): from the raw streams, and Normed from the reference's grouped norm rounded to
+// float32. Cases without Inject are the final mixer (no beta).
+func RunGRRead(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "GRRead")
+	for i, c := range GRCases() {
+		for _, normed := range []bool{false, true} {
+			s.run(t, fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, func(t *testing.T) {
+				g := grWeights(t, c, uint64(900+10*i))
+				H := Floats(uint64(950+i), c.T*c.S*c.D, 2)
+				if normed {
+					H = round32(RefRMSNorm1p(To64(H), c.S, c.D, g.Norm, eps))
+				}
+				e := newEnv(t, be)
+				X := e.out("x", c.T*c.D)
+				var Beta op.Tensor
+				if c.Inject {
+					Beta = e.out("beta", c.T*c.S)
+				}
+				Ht := e.f32(H)
+				e.pass(func(p op.Pass) error {
+					return p.GRRead(op.GRRead{X: X, Beta: Beta, H: Ht, Normed: normed, T: c.T, G: g, Eps: eps})
+				})
+				wx, wb := RefGRRead(H, normed, c.T, g, eps)
+				s.close(t, "x", f32s(X), wx)
+				if c.Inject {
+					s.close(t, "beta", f32s(Beta), wb)
+				}
+				exactF32(t, "H (not modified)", f32s(Ht), H)
+			})
+		}
+	}
+	g := grWeights(t, GRCase{S: 2, D: 8, R: 3, Inject: true, DType: op.F32}, 1)
+	mixer := *g
+	mixer.Inj = nil
+	badUp := *g
+	badUp.Up = g.Down
+	runBad(t, s, be, func(e *env) op.GRRead {
+		return op.GRRead{X: e.out("x", 2*8), Beta: e.out("beta", 2*2), H: e.f32(Floats(2, 2*16, 1)), T: 2, G: g, Eps: eps}
+	}, op.Pass.GRRead, []badCase[op.GRRead]{
+		{"nil_weights", errArg, func(e *env, a *op.GRRead) { a.G = nil }},
+		{"up_shape", errShape, func(e *env, a *op.GRRead) { a.G = &badUp }},
+		{"short_H", errShape, func(e *env, a *op.GRRead) { a.H = e.shorter(a.H, 1) }},
+		{"short_x", errShape, func(e *env, a *op.GRRead) { a.X = e.shorter(a.X, 1) }},
+		{"missing_beta", errArg, func(e *env, a *op.GRRead) { a.Beta = noTensor }},
+		{"beta_without_inject", errArg, func(e *env, a *op.GRRead) { a.G = &mixer }},
+		{"short_beta", errShape, func(e *env, a *op.GRRead) { a.Beta = e.shorter(a.Beta, 1) }},
+		{"negative_T", errShape, func(e *env, a *op.GRRead) { a.T = -1 }},
+		{"eps_NaN", errArg, func(e *env, a *op.GRRead) { a.Eps = nan32 }},
+		{"H_I32", errDType, func(e *env, a *op.GRRead) { a.H = e.retyped(a.H) }},
+	})
+}
+
+// RunGRWrite runs CombineCases through Pass.GRWrite, with and without Hn, against RefGRWrite
+// and the grouped RefRMSNorm1p of its result (H seeded Seed, beta Seed+1 uniform in [0, 2),
+// u Seed+2, norm Seed+3).
+func RunGRWrite(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "GRWrite")
+	for _, c := range CombineCases() {
+		for _, withHn := range []bool{false, true} {
+			s.run(t, fmt.Sprintf("%s/Hn%v", c.Name(), withHn), c.Short, func(t *testing.T) {
+				S, D, T := c.S, c.D, c.T
+				H0, beta := Floats(c.Seed, T*S*D, 2), Uniform(c.Seed+1, T*S, 0, 2)
+				u, norm := Floats(c.Seed+2, T*D, 1), Floats(c.Seed+3, S*D, 0.3)
+				e := newEnv(t, be)
+				H := e.f32(H0)
+				a := op.GRWrite{H: H, Beta: e.f32(beta), U: e.f32(u), T: T, S: S, D: D}
+				if withHn {
+					a.Hn, a.Norm, a.Eps = e.out("Hn", T*S*D), norm, eps
+				}
+				e.pass(func(p op.Pass) error { return p.GRWrite(a) })
+				want := RefGRWrite(H0, beta, To64(u), T, S, D)
+				s.close(t, "H", f32s(H), want)
+				if withHn {
+					s.close(t, "Hn", f32s(a.Hn), RefRMSNorm1p(want, S, D, norm, eps))
+				}
+			})
+		}
+	}
+	runBad(t, s, be, func(e *env) op.GRWrite {
+		return op.GRWrite{H: e.f32(Floats(1, 2*16, 1)), Hn: e.out("Hn", 2*16), Beta: e.f32(Floats(2, 4, 1)),
+			U: e.f32(Floats(3, 2*8, 1)), T: 2, S: 2, D: 8, Norm: make([]float32, 16), Eps: eps}
+	}, op.Pass.GRWrite, []badCase[op.GRWrite]{
+		{"short_u", errShape, func(e *env, a *op.GRWrite) { a.U = e.shorter(a.U, 1) }},
+		{"short_beta", errShape, func(e *env, a *op.GRWrite) { a.Beta = e.shorter(a.Beta, 1) }},
+		{"short_H", errShape, func(e *env, a *op.GRWrite) { a.H = e.shorter(a.H, 8) }},
+		{"short_Hn", errShape, func(e *env, a *op.GRWrite) { a.Hn = e.shorter(a.Hn, 8) }},
+		{"short_norm", errShape, func(e *env, a *op.GRWrite) { a.Norm = a.Norm[:8] }},
+		{"eps_NaN", errArg, func(e *env, a *op.GRWrite) { a.Eps = nan32 }},
+		{"S_zero", errShape, func(e *env, a *op.GRWrite) { a.S = 0 }},
+		{"negative_T", errShape, func(e *env, a *op.GRWrite) { a.T = -2 }},
+		{"missing_u", errArg, func(e *env, a *op.GRWrite) { a.U = noTensor }},
+		{"beta_I32", errDType, func(e *env, a *op.GRWrite) { a.Beta = e.retyped(a.Beta) }},
+	})
+}
+
+// RunGRApplyMoEC runs CombineCases through Pass.GRApplyMoEC with and without Shared and Hn:
+// u = RefMoECombine (+ shared), then RefGRWrite and the grouped norm (inputs as RunGRWrite's
+// and combineInputs; shared Seed+5, norm Seed+6).
+func RunGRApplyMoEC(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "GRApplyMoEC")
+	for _, c := range CombineCases() {
+		for _, v := range []struct{ shared, hn bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			s.run(t, fmt.Sprintf("%s/shared%v_Hn%v", c.Name(), v.shared, v.hn), c.Short, func(t *testing.T) {
+				S, D, T, K := c.S, c.D, c.T, c.K
+				H0, beta := Floats(c.Seed, T*S*D, 2), Uniform(c.Seed+1, T*S, 0, 2)
+				ye, rk, w := combineInputs(c)
+				shared, norm := Floats(c.Seed+5, T*D, 0.5), Floats(c.Seed+6, S*D, 0.3)
+				e := newEnv(t, be)
+				H := e.f32(H0)
+				a := op.GRApplyMoEC{H: H, Beta: e.f32(beta), YE: e.f32(ye), RK: e.i32(rk), W: e.f32(w), T: T, S: S, K: K, D: D}
+				u := RefMoECombine(ye, rk, w, T, K, D)
+				if v.shared {
+					a.Shared = e.f32(shared)
+					for j := range u {
+						u[j] += float64(shared[j])
+					}
+				}
+				if v.hn {
+					a.Hn, a.Norm, a.Eps = e.out("Hn", T*S*D), norm, eps
+				}
+				e.pass(func(p op.Pass) error { return p.GRApplyMoEC(a) })
+				want := RefGRWrite(H0, beta, u, T, S, D)
+				s.close(t, "H", f32s(H), want)
+				if v.hn {
+					s.close(t, "Hn", f32s(a.Hn), RefRMSNorm1p(want, S, D, norm, eps))
+				}
+			})
+		}
+	}
+	runBad(t, s, be, func(e *env) op.GRApplyMoEC {
+		return op.GRApplyMoEC{H: e.f32(Floats(1, 2*16, 1)), Hn: e.out("Hn", 2*16), Beta: e.f32(Floats(2, 4, 1)),
+			YE: e.f32(Floats(3, 3*8, 1)), RK: e.i32([]int32{0, 2, 1, -1}), W: e.f32(Floats(4, 4, 1)),
+			Shared: e.f32(Floats(5, 16, 1)), T: 2, S: 2, K: 2, D: 8, Norm: make([]float32, 16), Eps: eps}
+	}, op.Pass.GRApplyMoEC, []badCase[op.GRApplyMoEC]{
+		{"ragged_ye", errShape, func(e *env, a *op.GRApplyMoEC) { a.YE = e.shorter(a.YE, 3) }},
+		{"short_rk", errShape, func(e *env, a *op.GRApplyMoEC) { a.RK = e.shorter(a.RK, 1) }},
+		{"short_w", errShape, func(e *env, a *op.GRApplyMoEC) { a.W = e.shorter(a.W, 1) }},
+		{"short_shared", errShape, func(e *env, a *op.GRApplyMoEC) { a.Shared = e.shorter(a.Shared, 5) }},
+		{"short_Hn", errShape, func(e *env, a *op.GRApplyMoEC) { a.Hn = e.shorter(a.Hn, 1) }},
+		{"short_beta", errShape, func(e *env, a *op.GRApplyMoEC) { a.Beta = e.shorter(a.Beta, 1) }},
+		{"short_norm", errShape, func(e *env, a *op.GRApplyMoEC) { a.Norm = a.Norm[:15] }},
+		{"K_zero", errShape, func(e *env, a *op.GRApplyMoEC) { a.K = 0 }},
+		{"rk_F32", errDType, func(e *env, a *op.GRApplyMoEC) { a.RK = e.retyped(a.RK) }},
+		{"missing_ye", errArg, func(e *env, a *op.GRApplyMoEC) { a.YE = noTensor }},
+		{"value_rk_past_rows", errArg, func(e *env, a *op.GRApplyMoEC) { a.RK = e.i32([]int32{0, 3, 1, -1}) }},
+		{"value_rk_minus2", errArg, func(e *env, a *op.GRApplyMoEC) { a.RK = e.i32([]int32{0, 2, -2, -1}) }},
+	})
+}
+
+// pleWeights builds a PLECase's layer from seed: Table (seed, scale 1), Key (seed+1, 0.2),
+// Value (seed+2, 0.2) in the case's dtype, NormKey / NormQuery / NormConv Floats(seed+3..5,
+// 0.3), ConvW Floats(seed+6, 0.5).
+func pleWeights(t *testing.T, c PLECase, seed uint64) *op.PLEWeights {
+	S, D, E := c.S, c.D, c.Heads*c.HeadDim
+	w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: c.HeadDim, Dilation: c.Dilation}
+	w.Table = mustMatrix(t, seed, c.Rows, c.HeadDim, c.DType, 1)
+	w.Key = mustMatrix(t, seed+1, S*D, E, c.DType, 0.2)
+	w.Value = mustMatrix(t, seed+2, D, E, c.DType, 0.2)
+	w.NormKey = Floats(seed+3, S*D, 0.3)
+	w.NormQuery = Floats(seed+4, S*D, 0.3)
+	w.NormConv = Floats(seed+5, S*D, 0.3)
+	w.ConvW = Floats(seed+6, S*D*c.ConvK, 0.5)
+	return w
+}
+
+// RunPLEApply runs PLECases through Pass.PLEApply against RefPLEApply (weights seeded
+// 2000+10i, H 2100+i, ids 2200+i, the first and last table rows among them): over the whole
+// stream from a zero conv state, in two ops of one Pass split at Split (the second reading the
+// state the first wrote), and from a non-zero state (Floats 2300+i); H and the final conv state
+// are compared.
+func RunPLEApply(t *testing.T, be op.Backend, o Options) {
+	s := newSuite(t, o, "PLEApply")
+	for i, c := range PLECases() {
+		C := c.S * c.D
+		type variant struct {
+			name  string
+			split int
+			state bool
+		}
+		vs := []variant{{"whole", 0, false}, {"state", 0, true}}
+		if c.Split > 0 {
+			vs = append(vs, variant{fmt.Sprintf("split%d", c.Split), c.Split, false})
+		}
+		for _, v := range vs {
+			s.run(t, c.Name()+"/"+v.name, c.Short, func(t *testing.T) {
+				w := pleWeights(t, c, uint64(2000+10*i))
+				H0 := Floats(uint64(2100+i), c.T*C, 2)
+				ids := Tokens(uint64(2200+i), c.T*c.Heads, c.Rows, 0, 0)
+				ids[0], ids[len(ids)-1] = int32(c.Rows-1), 0
+				st0 := make([]float32, w.ConvStateLen())
+				if v.state {
+					st0 = Floats(uint64(2300+i), len(st0), 1)
+				}
+				e := newEnv(t, be)
+				H, IDs, St := e.f32(H0), e.i32(ids), e.f32(st0)
+				e.pass(func(p op.Pass) error {
+					for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
+						if r[1] == r[0] {
+							continue
+						}
+						a := op.PLEApply{H: H.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
+							W: w, ConvState: St, Eps: eps}
+						if err := p.PLEApply(a); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				wantH, wantSt := RefPLEApply(H0, c.T, ids, w, st0, eps)
+				s.close(t, "H", f32s(H), wantH)
+				s.close(t, "convState", f32s(St), wantSt)
+			})
+		}
+	}
+	w := pleWeights(t, PLECase{S: 2, D: 8, Heads: 2, HeadDim: 3, Rows: 10, ConvK: 4, Dilation: 3, DType: op.F32}, 1)
+	wideTable := *w
+	wideTable.Table = mustMatrix(t, 9, 10, 4, op.F32, 1)
+	runBad(t, s, be, func(e *env) op.PLEApply {
+		return op.PLEApply{H: e.f32(Floats(1, 2*16, 1)), T: 2, IDs: e.i32([]int32{0, 9, 2, 3}), W: w,
+			ConvState: e.f32(make([]float32, w.ConvStateLen())), Eps: eps}
+	}, op.Pass.PLEApply, []badCase[op.PLEApply]{
+		{"nil_weights", errArg, func(e *env, a *op.PLEApply) { a.W = nil }},
+		{"short_ids", errShape, func(e *env, a *op.PLEApply) { a.IDs = e.shorter(a.IDs, 1) }},
+		{"short_state", errShape, func(e *env, a *op.PLEApply) { a.ConvState = e.shorter(a.ConvState, 1) }},
+		{"short_H", errShape, func(e *env, a *op.PLEApply) { a.H = e.shorter(a.H, 1) }},
+		{"negative_T", errShape, func(e *env, a *op.PLEApply) { a.T = -1 }},
+		{"eps_NaN", errArg, func(e *env, a *op.PLEApply) { a.Eps = nan32 }},
+		{"ids_F32", errDType, func(e *env, a *op.PLEApply) { a.IDs = e.retyped(a.IDs) }},
+		{"missing_state", errArg, func(e *env, a *op.PLEApply) { a.ConvState = noTensor }},
+		{"table_width", errShape, func(e *env, a *op.PLEApply) { a.W = &wideTable }},
+		{"value_id_past_table", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, 1, 2, 10}) }},
+		{"value_negative_id", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, -1, 2, 3}) }},
+	})
+}
