@@ -49,6 +49,7 @@ func (b *Backend) Begin(w op.Weights, s op.Scratch) (op.Pass, error) {
 	if !ok1 || !ok2 || mw.b != b || ma.b != b {
 		return nil, fmt.Errorf("metal: %w: weights or scratch of another backend", op.ErrInvalidArgument)
 	}
+	ma.releaseRetired()
 	j, err := b.begin()
 	if err != nil {
 		return nil, err

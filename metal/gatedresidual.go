@@ -49,8 +49,18 @@ func (j *Pass) grRead(bx, bb, H *Tensor, normed bool, T int, g *op.GRWeights, ep
 	b.encodeMatMul(j, bz, bhn, T, g.Down)
 	b.encodeAct(j, bz, bz, T*R, float32(S), 1, actSilu)
 	b.encodeMatMul(j, ba, bz, T, g.Up)
-	j.dispatch(pmean, fmt.Sprintf("gr_stream_mean_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
-		bx, bhn, ba, paramBytes(streamParams{D: D, S: S}))
+	if !normed && b.preferred("gr_stream_mean", "gr_stream_mean") == "gr_norm_h_stream_out" {
+		// The read's output from the raw streams, renormalising them in the same pass.
+		pso, err := b.pipeline("prompt.metal", "gr_norm_h_stream_out", nil)
+		if err != nil {
+			return j.fail(err)
+		}
+		j.dispatch(pso, fmt.Sprintf("gr_norm_h_stream_out_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
+			bx, H, ba, j.vec(g.Norm), paramBytes(normParams{D: D, S: S, Eps: eps}))
+	} else {
+		j.dispatch(pmean, fmt.Sprintf("gr_stream_mean_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
+			bx, bhn, ba, paramBytes(streamParams{D: D, S: S}))
+	}
 	if g.Inj != nil {
 		b.encodeMatMul(j, bb, bhn, T, g.Inj)
 		b.encodeAct(j, bb, bb, T*S, float32(S), 2, actSigmoid)

@@ -74,18 +74,18 @@ func (j *Pass) MatMul(a op.MatMul) error {
 // GEMMs (gemm_w16_grouped / gemm_w32_grouped) with swiglu between them. Rows of ye past the
 // used ones are left as they were (the combine reads only the rows rk names). The expert indices
 // are not range-checked here (they come from TopKRoute on the device; the kernels treat indices
-// outside [0, E) as empty slots). Every expert must have one dtype (the grouped GEMM reads one
-// buffer); mixed dtypes are ErrUnsupported.
+// outside [0, E) as empty slots). The gate_up matrices of all experts must share one dtype, and
+// so must the down matrices (each grouped GEMM reads one buffer); mixed ones are ErrUnsupported.
 func (j *Pass) MoEExperts(a op.MoEExperts) error {
 	const opName = "MoEExperts"
 	if err := a.Check(); err != nil {
 		return j.fail(err)
 	}
 	ex := a.Ex
-	dt := ex.GateUp[0].DType
 	for e := 0; e < ex.E; e++ {
-		if ex.GateUp[e].DType != dt || ex.Down[e].DType != dt {
-			return j.unsupported(opName, "expert %d mixes %v and %v weights (the grouped GEMM takes one dtype)", e, ex.GateUp[e].DType, dt)
+		if g, d := ex.GateUp[e].DType, ex.Down[e].DType; g != ex.GateUp[0].DType || d != ex.Down[0].DType {
+			return j.unsupported(opName, "expert %d has %v gate_up and %v down weights, expert 0 %v and %v (each grouped GEMM takes one dtype over the experts)",
+				e, g, d, ex.GateUp[0].DType, ex.Down[0].DType)
 		}
 	}
 	if err := guard32(opName, a.T*a.K*ex.D, a.T*a.K*2*ex.I, ex.E*2*ex.I*ex.D); err != nil {
@@ -101,9 +101,9 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.Experts) error {
 	b := j.b
 	D, I, E := ex.D, ex.I, ex.E
-	dt := ex.GateUp[0].DType
-	var pipes [6]mtlPipeline
-	fn, name, consts := gemmKernel(dt, true)
+	var pipes [7]mtlPipeline
+	fn, name, consts := gemmKernel(ex.GateUp[0].DType, true)
+	fnD, nameD, constsD := gemmKernel(ex.Down[0].DType, true)
 	for i, f := range []string{"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather"} {
 		p, err := b.pipeline("prompt.metal", f, nil)
 		if err != nil {
@@ -115,7 +115,10 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	if pipes[4], err = b.pipeline("gemm.metal", fn, consts); err != nil {
 		return j.fail(err)
 	}
-	if pipes[5], err = b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, dt == op.BF16)}); err != nil {
+	if pipes[5], err = b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, true)}); err != nil {
+		return j.fail(err)
+	}
+	if pipes[6], err = b.pipeline("gemm.metal", fnD, constsD); err != nil {
 		return j.fail(err)
 	}
 	bgw, bdw, err := j.w.experts(ex)
@@ -137,7 +140,7 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 		gu, xg, bgw, tiles, paramBytes(gemmParams{Rows: rows, N: 2 * I, K: D}))
 	j.dispatch(pipes[5], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 		h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
-	j.dispatch(pipes[4], name, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
+	j.dispatch(pipes[6], nameD, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
 		ye, h, bdw, tiles, paramBytes(gemmParams{Rows: rows, N: D, K: I}))
 	return j.err
 }

@@ -151,9 +151,10 @@ func (b *Backend) SetSource(file, src string) error {
 
 // Prefer makes op run kernel instead of the variant the host would pick from the shapes, where
 // both compute the same result (e.g. Prefer("moe_comb", "moe_comb") turns off the slot
-// compaction of moe_comb_slots). Variants of moe_comb, the GatedResidual norms and the router
-// are bitwise equal; those of gdn_scan (gdn_scan_chunk) and attention (qsa_attn_mm,
-// qsa_flash_ph) agree within the tolerances their tests state. The A/B harness and the tests use
+// compaction of moe_comb_slots). Variants of moe_comb, the GatedResidual norms (gr_norm_h4,
+// gr_norm_h_moec) and the GatedResidual read's output (gr_stream_mean) are bitwise equal; those
+// of gdn_scan (gdn_scan_chunk) and attention (qsa_attn_mm, qsa_flash_ph) agree within the
+// tolerances their tests state. The A/B harness and the tests use
 // this to compare them. An empty kernel restores the default.
 // Errors wrap op.ErrInvalidArgument for an op or kernel without alternatives.
 func (b *Backend) Prefer(opName, kernel string) error {
@@ -183,6 +184,7 @@ var alternatives = map[string][]string{
 	"moe_comb":       {"moe_comb", "moe_comb_slots"},
 	"gr_norm_h4":     {"gr_norm_h4", "rms_norm"},
 	"gr_norm_h_moec": {"gr_norm_h_moec", "gr_apply_moec+gr_norm_h4"},
+	"gr_stream_mean": {"gr_stream_mean", "gr_norm_h_stream_out"},
 }
 
 func (b *Backend) preferred(opName, def string) string {

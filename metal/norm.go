@@ -54,8 +54,7 @@ func (j *Pass) grNormH4(hn, h *Tensor, T, S, D int, w *Tensor, eps float32) erro
 }
 
 // Embed implements op.Pass with embed: H[t, s, :] = table[tok[t], :] widened exactly to float32
-// and repeated into S streams. The table must be BF16 or F16 (an F32 table is ErrUnsupported).
-// The token ids are checked on the host when the op is encoded (Embed.CheckTokens), so they must
+// (BF16, F16 or F32 tables) and repeated into S streams. The token ids are checked on the host when the op is encoded (Embed.CheckTokens), so they must
 // be written into the tensor before (they come from the caller, never from an earlier op).
 func (j *Pass) Embed(a op.Embed) error {
 	const opName = "Embed"
@@ -63,9 +62,6 @@ func (j *Pass) Embed(a op.Embed) error {
 		return j.fail(err)
 	}
 	t := a.Table
-	if t.DType != op.BF16 && t.DType != op.F16 {
-		return j.unsupported(opName, "%v embedding table (the embed kernel takes BF16 or F16)", t.DType)
-	}
 	h, tok := j.dev("H", a.H), j.dev("tokens", a.Tokens)
 	if j.err != nil || a.T == 0 {
 		return j.err
@@ -79,7 +75,14 @@ func (j *Pass) Embed(a op.Embed) error {
 	}
 	D := t.K
 	nt := elemThreads(D)
+	dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[t.DType]
+	var t16, t32 arg = j.tmp("embed dummy16", 1), j.tmp("embed dummy32", 1)
+	if t.DType == op.F32 {
+		t32 = j.weight(t)
+	} else {
+		t16 = j.weight(t)
+	}
 	j.dispatch(pipe, fmt.Sprintf("embed_%s_s%d", t.DType, a.S), [3]int{(D + nt - 1) / nt, a.T, 1}, [3]int{nt, 1, 1}, 0,
-		h, j.weight(t), tok, paramBytes(embedParams{T: a.T, D: D, S: a.S, V: t.N, Bf16: t.DType == op.BF16}))
+		h, t16, t32, tok, paramBytes(embedParams{T: a.T, D: D, S: a.S, V: t.N, Dtype: dtype}))
 	return j.err
 }

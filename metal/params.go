@@ -96,7 +96,7 @@ type embedParams struct {
 	D    int
 	S    int
 	V    int
-	Bf16 bool // table dtype: 1 bfloat16, 0 half
+	Dtype int // table dtype: 0 float32 (table32), 1 bfloat16, 2 half (table16)
 }
 
 // actParams is ActParams of params.h.

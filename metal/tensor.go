@@ -208,29 +208,37 @@ func (w *Weights) experts(ex *op.Experts) (gu, dn mtl.Buffer, err error) {
 	return gu, dn, nil
 }
 
-// uploadExperts concatenates the experts' matrices into two new buffers from alloc (bytes).
+// uploadExperts concatenates the experts' gate_up and down matrices into one new buffer each
+// from alloc (bytes), each in its own dtype (one dtype over the experts of each).
 func uploadExperts(ex *op.Experts, alloc func(int) (mtl.Buffer, error)) (gu, dn mtl.Buffer, err error) {
-	es := 2
-	if ex.GateUp[0].DType == op.F32 {
-		es = 4
-	}
-	ngu, ndn := 2*ex.I*ex.D, ex.D*ex.I
-	if gu, err = alloc(es * ex.E * ngu); err != nil {
+	if gu, err = uploadStacked(ex.GateUp, alloc); err != nil {
 		return nil, nil, err
 	}
-	if dn, err = alloc(es * ex.E * ndn); err != nil {
+	if dn, err = uploadStacked(ex.Down, alloc); err != nil {
+		gu.Release()
 		return nil, nil, err
-	}
-	for e := 0; e < ex.E; e++ {
-		if es == 4 {
-			copyF32(gu, 4*e*ngu, ex.GateUp[e].F32)
-			copyF32(dn, 4*e*ndn, ex.Down[e].F32)
-		} else {
-			copyU16(gu, 2*e*ngu, ex.GateUp[e].U16)
-			copyU16(dn, 2*e*ndn, ex.Down[e].U16)
-		}
 	}
 	return gu, dn, nil
+}
+
+// uploadStacked concatenates matrices of one dtype and size into one buffer.
+func uploadStacked(ms []*op.Matrix, alloc func(int) (mtl.Buffer, error)) (mtl.Buffer, error) {
+	es, n := 2, ms[0].N*ms[0].K
+	if ms[0].DType == op.F32 {
+		es = 4
+	}
+	buf, err := alloc(es * len(ms) * n)
+	if err != nil {
+		return nil, err
+	}
+	for e, m := range ms {
+		if es == 4 {
+			copyF32(buf, 4*e*n, m.F32)
+		} else {
+			copyU16(buf, 2*e*n, m.U16)
+		}
+	}
+	return buf, nil
 }
 
 // vec returns x on the device, keyed by its first element and length.
@@ -262,6 +270,9 @@ type Arena struct {
 	b  *Backend
 	mu sync.Mutex
 	m  map[string]*Tensor
+	// retired holds tensors replaced by larger ones: a Pass may still have dispatches encoded
+	// on them, so they are released when the next Pass begins (or at Release), not at once.
+	retired []*Tensor
 }
 
 // NewScratch implements op.Backend: an empty scratch arena on b.
@@ -282,7 +293,7 @@ func (a *Arena) tensor(name string, dt op.DType, n int) (*Tensor, error) {
 		return t.sub(0, n), nil
 	}
 	if t, ok := a.m[name]; ok {
-		t.Release()
+		a.retired = append(a.retired, t)
 		delete(a.m, name)
 	}
 	t, err := a.b.newTensor(dt, n)
@@ -293,8 +304,20 @@ func (a *Arena) tensor(name string, dt op.DType, n int) (*Tensor, error) {
 	return t.sub(0, n), nil
 }
 
+// releaseRetired frees the tensors replaced during earlier passes (no pass of the arena is in
+// flight when a new one begins).
+func (a *Arena) releaseRetired() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.retired {
+		t.Release()
+	}
+	a.retired = nil
+}
+
 // Release frees the arena's tensors.
 func (a *Arena) Release() {
+	a.releaseRetired()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, t := range a.m {

@@ -46,7 +46,8 @@ func (a TopKRoute) CheckLogits(logits []float32) error {
 // MoEExperts runs the routed experts without their routing weights. Slots (t, j) with
 // Idx[t, j] = e >= 0 are grouped by expert (expert order, then slot order) into consecutive
 // rows of YE; RK[t, j] receives the row of slot (t, j) (-1 for an empty slot, Idx = -1); row r
-// holds down_e(silu(gate_e x_t) * up_e x_t) for its slot. Rows past the used ones are zero.
+// holds down_e(silu(gate_e x_t) * up_e x_t) for its slot. Rows past the used ones are
+// unspecified (no op reads them: the combines read the rows RK names; the CPU zeroes them).
 // Source: Qwen3NextExperts / Qwen4ExpTextExperts (the combine is MoECombine / GRApplyMoEC).
 type MoEExperts struct {
 	YE, RK, X Tensor // F32 [T*K, D], I32 [T, K], F32 [T, D]

@@ -86,7 +86,7 @@ struct EmbedParams {
     uint D;
     uint S;
     uint V;
-    uint bf16; // table dtype: 1 bfloat16, 0 half
+    uint dtype; // table dtype: 0 float32 (table32), 1 bfloat16, 2 half (table16)
 };
 
 struct ActParams {

@@ -355,12 +355,15 @@ kernel void moe_route(device float* wout [[buffer(0)]],
     }
 }
 
-// embed: H[t, s, :] = table[tok[t], :] widened to float32, repeated into the S streams.
-// Grid (ceil(D / ntg), T). Token ids outside [0, V) are rejected on the host. No threadgroup memory.
+// embed: H[t, s, :] = table[tok[t], :] widened to float32, repeated into the S streams; the
+// table is table16 (bfloat16 or half bits) or table32 (float32) per p.dtype, the other binding
+// unused. Grid (ceil(D / ntg), T). Token ids outside [0, V) are rejected on the host. No
+// threadgroup memory.
 kernel void embed(device float* h [[buffer(0)]],
-                  const device ushort* table [[buffer(1)]],
-                  const device int* tok [[buffer(2)]],
-                  constant EmbedParams& p [[buffer(3)]],
+                  const device ushort* table16 [[buffer(1)]],
+                  const device float* table32 [[buffer(2)]],
+                  const device int* tok [[buffer(3)]],
+                  constant EmbedParams& p [[buffer(4)]],
                   uint2 tg [[threadgroup_position_in_grid]],
                   uint tid [[thread_index_in_threadgroup]],
                   uint2 ntg2 [[threads_per_threadgroup]]) {
@@ -369,8 +372,14 @@ kernel void embed(device float* h [[buffer(0)]],
     if (d >= p.D) {
         return;
     }
-    ushort b = table[uint(tok[t]) * p.D + d];
-    float v = p.bf16 != 0 ? as_type<float>(uint(b) << 16) : float(as_type<half>(b));
+    uint i = uint(tok[t]) * p.D + d;
+    float v;
+    if (p.dtype == 0) {
+        v = table32[i];
+    } else {
+        ushort b = table16[i];
+        v = p.dtype == 1 ? as_type<float>(uint(b) << 16) : float(as_type<half>(b));
+    }
     for (uint s = 0; s < p.S; ++s) {
         h[(t * p.S + s) * p.D + d] = v;
     }

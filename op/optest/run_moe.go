@@ -148,8 +148,7 @@ func RunMoEExperts(t *testing.T, be op.Backend, o Options) {
 			wantYE, wantRK := RefMoEExperts(x, c.T, c.K, idx, ex)
 			exactI32(t, "rk", i32s(RK), wantRK)
 			ye := f32s(YE)
-			s.close(t, "ye", ye[:used*c.D], wantYE[:used*c.D])
-			exactF32(t, "unused rows of ye", ye[used*c.D:], make([]float32, len(ye)-used*c.D))
+			s.close(t, "ye", ye[:used*c.D], wantYE[:used*c.D]) // later rows are unspecified
 		})
 	}
 	gu, _, _ := RandMatrix(1, 8, 6, op.F32, 1)
