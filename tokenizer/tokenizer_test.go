@@ -11,38 +11,25 @@ import (
 	"testing"
 )
 
-// tinyFile is a tokenizer.json of Qwen's structure with a vocabulary of the 256 bytes (in byte
-// order, ids 0..255), the merges "a a", "b c", "aa a", the tokens they make (256..258), and
-// two added tokens. mutate edits the decoded JSON before it is encoded.
+// tinyFile is testdata/tiny/tokenizer.json, a tokenizer.json of Qwen's structure with a
+// vocabulary of the 256 bytes (in byte order, ids 0..255), the merges "a a", "b c", "aa a",
+// "h e", "l l", "he ll", "hell o", "Ġ w" (ids 256..263 for what they make), and the added
+// tokens <|im_start|> (511, special) and <|im (264). mutate edits the decoded JSON first.
 func tinyFile(t *testing.T, mutate func(f map[string]any)) []byte {
 	t.Helper()
-	vocab := map[string]any{}
-	for b := 0; b < 256; b++ {
-		vocab[string(byteRune[b])] = b
-	}
-	vocab["aa"], vocab["bc"], vocab["aaa"] = 256, 257, 258
-	f := map[string]any{
-		"version": "1.0", "truncation": nil, "padding": nil,
-		"added_tokens": []any{
-			map[string]any{"id": 259, "content": "<|im_start|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
-			map[string]any{"id": 260, "content": "<|im", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": false},
-		},
-		"normalizer": map[string]any{"type": "NFC"},
-		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": qwenPattern}, "behavior": "Isolated", "invert": false},
-			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-		}},
-		"post_processor": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
-			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-			"vocab": vocab, "merges": []any{[]any{"a", "a"}, "b c", []any{"aa", "a"}}},
-	}
-	if mutate != nil {
-		mutate(f)
-	}
-	b, err := json.Marshal(f)
+	b, err := os.ReadFile("testdata/tiny/tokenizer.json")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if mutate == nil {
+		return b
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	mutate(f)
+	if b, err = json.Marshal(f); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -66,7 +53,8 @@ func TestMergeOrder(t *testing.T) {
 	tok := tiny(t)
 	for text, want := range map[string][]int32{
 		"aaaa": {256, 256}, "aaa": {258}, "abc": {'a', 257}, "aaaaa": {256, 258}, "": nil,
-		"<|im_start|>aa<|im": {259, 256, 260}, "<|im_star": {260, '_', 's', 't', 'a', 'r'},
+		"<|im_start|>aa<|im": {511, 256, 264}, "<|im_star": {264, '_', 's', 't', 'a', 'r'},
+		"hello world": {262, 263, 'o', 'r', 'l', 'd'},
 	} {
 		got, err := tok.Encode(text)
 		if err != nil {
@@ -94,18 +82,18 @@ func TestEncodeInvalidUTF8(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	tok := tiny(t)
-	if tok.VocabSize() != 261 {
-		t.Fatalf("VocabSize %d, want 261", tok.VocabSize())
+	if tok.VocabSize() != 512 {
+		t.Fatalf("VocabSize %d, want 512", tok.VocabSize())
 	}
-	for _, ids := range [][]int32{{-1}, {1, 261}, {1 << 30}} {
+	for _, ids := range [][]int32{{-1}, {1, 512}, {1 << 30}, {300}} { // 300: in no token
 		if _, err := tok.Decode(ids); !errors.Is(err, ErrInvalidID) {
 			t.Errorf("Decode(%v): error %v, want ErrInvalidID", ids, err)
 		}
 	}
-	if s, err := tok.Decode([]int32{259, 256, 'b'}); err != nil || s != "<|im_start|>aab" {
+	if s, err := tok.Decode([]int32{511, 256, 'b', 264}); err != nil || s != "<|im_start|>aab<|im" {
 		t.Errorf("Decode = %q, %v", s, err)
 	}
-	if !tok.IsSpecial(259) || tok.IsSpecial(260) || tok.IsSpecial(256) {
+	if !tok.IsSpecial(511) || tok.IsSpecial(264) || tok.IsSpecial(256) {
 		t.Error("IsSpecial: only <|im_start|> is special")
 	}
 	if b, err := tok.TokenBytes(0xC3); err != nil || string(b) != "\xc3" {
@@ -152,7 +140,7 @@ func TestParseErrors(t *testing.T) {
 		{"truncation", func(f map[string]any) { f["truncation"] = map[string]any{"max_length": 8} }, ErrUnsupported, "truncation"},
 		{"lstrip", func(f map[string]any) { f["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true }, ErrUnsupported, "lstrip true"},
 		{"normalized", func(f map[string]any) { f["added_tokens"].([]any)[1].(map[string]any)["normalized"] = true }, ErrUnsupported, "normalized true"},
-		{"added id clash", func(f map[string]any) { f["added_tokens"].([]any)[1].(map[string]any)["id"] = 259 }, ErrFormat, "shares id 259"},
+		{"added id clash", func(f map[string]any) { f["added_tokens"].([]any)[1].(map[string]any)["id"] = 511 }, ErrFormat, "shares id 511"},
 		{"added renumbered", func(f map[string]any) { f["added_tokens"].([]any)[1].(map[string]any)["content"] = "aa" }, ErrFormat, "vocabulary has it as 256"},
 		{"added over vocab id", func(f map[string]any) { f["added_tokens"].([]any)[1].(map[string]any)["id"] = 5 }, ErrFormat, "which the vocabulary gives"},
 	}
@@ -182,7 +170,7 @@ func TestLoadDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, FileName), tinyFile(t, nil), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if tok, err := LoadDir(dir); err != nil || tok.VocabSize() != 261 {
+	if tok, err := LoadDir(dir); err != nil || tok.VocabSize() != 512 {
 		t.Errorf("LoadDir: %v", err)
 	}
 }

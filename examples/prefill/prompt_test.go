@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -13,24 +12,9 @@ import (
 
 const tinyQ4 = "../../testdata/qwen4exp-tiny"
 
-// byteLevel is GPT-2's bytes_to_unicode: the character each byte is written as in a
-// byte-level BPE vocabulary.
-func byteLevel(b int) rune {
-	if ('!' <= b && b <= '~') || (0xA1 <= b && b <= 0xAC) || (0xAE <= b && b <= 0xFF) {
-		return rune(b)
-	}
-	n := 0
-	for c := 0; c < b; c++ {
-		if !(('!' <= c && c <= '~') || (0xA1 <= c && c <= 0xAC) || (0xAE <= c && c <= 0xFF)) {
-			n++
-		}
-	}
-	return rune(256 + n)
-}
-
 // checkpointWithTokenizer copies the tiny qwen4exp checkpoint (vocab 512) into a temporary
-// directory and adds a byte-level tokenizer.json of Qwen's structure that fits it: the 256
-// bytes, a few merges, and <|im_start|> as id 511.
+// directory with the tokenizer package's tiny byte-level tokenizer.json, which fits it (ids
+// 0..511: the 256 bytes, "hello" 262, "Ġw" 263, <|im_start|> 511, ...).
 func checkpointWithTokenizer(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -39,37 +23,21 @@ func checkpointWithTokenizer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(tinyQ4, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyFile(t, filepath.Join(tinyQ4, e.Name()), filepath.Join(dir, e.Name()))
 	}
-	vocab := map[string]int{}
-	for b := 0; b < 256; b++ {
-		vocab[string(byteLevel(b))] = b
-	}
-	space := string(byteLevel(' '))
-	vocab["he"], vocab["ll"], vocab["hell"], vocab["hello"], vocab[space+"w"] = 256, 257, 258, 259, 260
-	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
-	f := map[string]any{
-		"added_tokens": []any{map[string]any{"id": 511, "content": "<|im_start|>", "special": true}},
-		"normalizer":   map[string]any{"type": "NFC"},
-		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "behavior": "Isolated", "pattern": map[string]any{
-				"Regex": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}},
-			bl}},
-		"post_processor": bl, "decoder": bl,
-		"model": map[string]any{"type": "BPE", "vocab": vocab,
-			"merges": []any{[]any{"h", "e"}, []any{"l", "l"}, []any{"he", "ll"}, []any{"hell", "o"}, []any{space, "w"}}},
-	}
-	b, _ := json.Marshal(f)
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), b, 0o644); err != nil {
+	copyFile(t, "../../tokenizer/testdata/tiny/tokenizer.json", filepath.Join(dir, "tokenizer.json"))
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // runMain runs the command with args and returns its standard output.
@@ -111,7 +79,7 @@ func TestPromptEndToEnd(t *testing.T) {
 	}
 	// <|im_start|>, "hello", " w", "o", "r", "l", "d", ",", " " "hello" (the pattern keeps the
 	// space with the letters: " hello" is one piece, BPE'd to " " + "hello").
-	if want := "511,259,260,111,114,108,100,44,32,259\n"; ids != want {
+	if want := "511,262,263,111,114,108,100,44,32,262\n"; ids != want {
 		t.Fatalf("--tokenize printed %q, want %q", ids, want)
 	}
 	text, err := runMain(t, "--model", dir, "--backend", "cpu", "--prompt", prompt)
