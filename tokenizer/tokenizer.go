@@ -6,7 +6,8 @@
 //
 //  1. added tokens (<|im_start|>, <think>, ...) are found in the raw text first, leftmost and
 //     longest first, and become their ids without further processing;
-//  2. every stretch of text between them is normalized (NFC);
+//  2. every stretch of text between them is normalized: NFC with the Unicode 9.0.0 data of
+//     tokenizers' normalization crate (split.go's nfc explains how);
 //  3. the Split pre-tokenizer cuts it into pieces with the Qwen2/Qwen3 pattern
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //     (split.go implements exactly this pattern, including the lookahead, with the Unicode
