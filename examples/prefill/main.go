@@ -156,7 +156,7 @@ func run() error {
 	fmt.Printf("kernels   %s\n", dev.Kernels())
 	fmt.Printf("model     %s\n", m.Describe())
 	fmt.Printf("          %s (loaded in %v)\n", homeRel(dir), loadTime.Round(time.Millisecond))
-	fmt.Printf("prompt    %d tokens%s", len(tokens), tf.describe(textIDs != nil))
+	fmt.Printf("prompt    %d tokens%s", len(tokens), tf.describe())
 	if *chunk > 0 {
 		fmt.Printf(" in chunks of %d", *chunk)
 	}

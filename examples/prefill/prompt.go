@@ -44,7 +44,7 @@ func (tf *textFlags) prepare(modelDir string, haveIDs bool) (ids []int32, done b
 	if err != nil {
 		return nil, false, err
 	}
-	if err := tf.loadTokenizer(modelDir, modelDir == "", isText); err != nil {
+	if err := tf.loadTokenizer(modelDir, isText); err != nil {
 		return nil, false, err
 	}
 	if tf.text = isText; !isText {
@@ -61,8 +61,8 @@ func (tf *textFlags) prepare(modelDir string, haveIDs bool) (ids []int32, done b
 }
 
 // describe is the prompt line's note on where the ids came from.
-func (tf *textFlags) describe(text bool) string {
-	if !text {
+func (tf *textFlags) describe() string {
+	if !tf.text {
 		return ""
 	}
 	return " of text, through " + homeRel(tf.source)
@@ -101,10 +101,10 @@ func (tf *textFlags) promptText(haveIDs bool) (text string, ok bool, err error) 
 // which has none). required says a text prompt needs it: then a missing or unusable file is an
 // error; otherwise it only means the top-5 are printed without their text (an unusable file
 // is reported on stderr).
-func (tf *textFlags) loadTokenizer(dir string, generated bool, required bool) error {
+func (tf *textFlags) loadTokenizer(dir string, required bool) error {
 	path := *tf.tokenizerPath
 	if path == "" {
-		if generated {
+		if dir == "" {
 			if required {
 				return fmt.Errorf("the generated model has no tokenizer.json: give --tokenizer FILE, or --model DIR of a checkpoint with one")
 			}
