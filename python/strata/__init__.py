@@ -5,11 +5,15 @@ A thin ctypes layer over libstrata (include/strata.h); numpy arrays in and out.
     import strata
     dev = strata.Device()                       # "auto", "cpu", "metal" or "emu"
     model = strata.Model(dev, "path/to/checkpoint")
+    tok = strata.Tokenizer("path/to/checkpoint")  # its tokenizer.json
     with model.session() as s:
-        logits = s.prefill([1, 2, 3])           # float32 [vocab]: the next-token logits
+        logits = s.prefill(tok.encode("Hello"))  # float32 [vocab]: the next-token logits
+    print(tok.decode([int(logits.argmax())]))
 
-The library is $STRATA_LIBRARY or libstrata.so / libstrata.dylib next to this package; build it
-with `go build -buildmode=c-shared -o libstrata.so ./capi`. Failures raise strata.Error
+`python3 -m pip install ./python` (from the repository; needs Go and a C compiler) builds
+libstrata into the installed package, where it is found without any setting. $STRATA_LIBRARY,
+when set, names another build to load instead (e.g. one made with
+`go build -buildmode=c-shared -o libstrata.so ./capi`). Failures raise strata.Error
 subclasses carrying the status code and the library's message.
 """
 
@@ -20,10 +24,11 @@ from .errors import (BackendError, BusyError, CancelledError, CapacityError, Che
                      InternalError, InvalidArgumentError, InvalidHandleError, OutOfMemoryError, ShapeError,
                      UnsupportedError, status_name)
 from .ops import attention, gdn_scan, moe_combine
+from .tokenizer import Tokenizer
 
 __all__ = [
     "ABI_VERSION", "library", "library_path", "version", "set_log_callback",
-    "Device", "Model", "Session", "Snapshot", "prefill",
+    "Device", "Model", "Session", "Snapshot", "prefill", "Tokenizer",
     "attention", "gdn_scan", "moe_combine",
     "Error", "InvalidArgumentError", "InvalidHandleError", "ShapeError", "DTypeError", "CapacityError",
     "CheckpointError", "BackendError", "OutOfMemoryError", "CancelledError", "InternalError", "BusyError",

@@ -1,9 +1,12 @@
 """Loading libstrata and declaring its C functions (include/strata.h) for ctypes."""
 
+from __future__ import annotations
+
 import ctypes
 import os
 import sys
 import threading
+from typing import Optional
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int32, c_int64,
                     c_size_t, c_void_p)
 
@@ -120,13 +123,18 @@ PROTOTYPES = {
     "strata_gdn_scan": (strata_status, [_h, _T, _T, _T, _T, _T, _T, _T, POINTER(GDNParams)]),
     "strata_moe_default_params": (MoEParams, []),
     "strata_moe_combine": (strata_status, [_h, _T, _T, _T, _T, POINTER(MoEParams)]),
+    "strata_tokenizer_load": (strata_status, [c_char_p, POINTER(_h)]),
+    "strata_tokenizer_free": (strata_status, [_h]),
+    "strata_tokenizer_vocab_size": (strata_status, [_h, POINTER(c_int64)]),
+    "strata_tokenizer_encode": (strata_status, [_h, c_char_p, c_size_t, POINTER(c_int32), c_size_t, POINTER(c_size_t)]),
+    "strata_tokenizer_decode": (strata_status, [_h, POINTER(c_int32), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)]),
 }
 
 _lock = threading.Lock()
-_lib = None
+_lib: Optional[ctypes.CDLL] = None
 
 
-def library_name():
+def library_name() -> str:
     """The platform's file name of the library: libstrata.so, libstrata.dylib or strata.dll."""
     if sys.platform == "darwin":
         return "libstrata.dylib"
@@ -135,15 +143,16 @@ def library_name():
     return "libstrata.so"
 
 
-def library_path():
-    """Where the library is looked for: $STRATA_LIBRARY when set, else next to this package."""
+def library_path() -> str:
+    """Where the library is looked for: $STRATA_LIBRARY when set, else next to this package's
+    files, where `pip install ./python` puts the one it builds."""
     env = os.environ.get("STRATA_LIBRARY")
     if env:
         return env
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), library_name())
 
 
-def load(path=None):
+def load(path: Optional[str] = None) -> ctypes.CDLL:
     """Loads libstrata (once per process) and returns the ctypes.CDLL with every function's
     argtypes and restype declared. Raises OSError when the library cannot be loaded and
     RuntimeError when its ABI version differs from this package's."""
@@ -153,9 +162,9 @@ def load(path=None):
             return _lib
         path = path or library_path()
         if not os.path.exists(path):
-            raise OSError(f"libstrata not found at {path}: build it with "
-                          f"`go build -buildmode=c-shared -o {library_name()} ./capi` and set STRATA_LIBRARY "
-                          f"or copy it next to the strata package")
+            raise OSError(f"libstrata not found at {path}: install the package with `python3 -m pip install ./python` "
+                          f"(it builds the library), or build it with `go build -buildmode=c-shared -o "
+                          f"{library_name()} ./capi` and set STRATA_LIBRARY")
         lib = ctypes.CDLL(path)
         for name, (restype, argtypes) in PROTOTYPES.items():
             fn = getattr(lib, name)

@@ -1,27 +1,32 @@
 """Devices, models, sessions and snapshots over libstrata's handles."""
 
+from __future__ import annotations
+
 import ctypes
+import os
 import threading
 from ctypes import byref, c_int32, c_int64, c_size_t, c_void_p
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _lib
-import os
-
 from .errors import CheckpointError, InvalidArgumentError, check
+
+PathLike = Union[str, bytes, "os.PathLike[Any]"]
+Tokens = Union[Sequence[int], np.ndarray]
 
 _BACKENDS = {"auto": _lib.BACKEND_AUTO, "cpu": _lib.BACKEND_CPU, "metal": _lib.BACKEND_METAL, "emu": _lib.BACKEND_EMU}
 _log_keep = None  # the installed ctypes callback, kept alive while installed
 _log_lock = threading.Lock()
 
 
-def version():
+def version() -> str:
     """The library's version string, e.g. "strata 0.1.0 (abi 1)"."""
     return _lib.load().strata_version_string().decode()
 
 
-def set_log_callback(fn, level=_lib.LOG_INFO):
+def set_log_callback(fn: Optional[Callable[[int, str], None]], level: int = _lib.LOG_INFO) -> None:
     """Sends library log messages at or above level to fn(level: int, message: str); None
     silences them (the default). fn may be called from any thread and must not raise."""
     global _log_keep
@@ -41,31 +46,31 @@ class _Handle:
     with block). After close() the stale handle is still passed to the library, which answers
     InvalidHandleError: the package adds no state of its own."""
 
-    _free = None
+    _free: str = ""
 
-    def __init__(self, lib, handle):
+    def __init__(self, lib: ctypes.CDLL, handle: Optional[int]) -> None:
         self._lib = lib
         self._h = c_void_p(handle)
         self._closed = False
 
     @property
-    def handle(self):
+    def handle(self) -> Optional[int]:
         """The raw handle value (for low-level calls through strata.library())."""
         return self._h.value
 
-    def close(self):
+    def close(self) -> None:
         if self._closed:
             return
         check(getattr(self._lib, self._free)(self._h), self._lib)
         self._closed = True
 
-    def __enter__(self):
+    def __enter__(self) -> "_Handle":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if not self._closed and self._h.value:
                 getattr(self._lib, self._free)(self._h)
@@ -80,7 +85,7 @@ class Device(_Handle):
 
     _free = "strata_device_free"
 
-    def __init__(self, backend="auto"):
+    def __init__(self, backend: str = "auto") -> None:
         lib = _lib.load()
         if backend not in _BACKENDS:
             raise InvalidArgumentError(f"backend {backend!r}: want one of {sorted(_BACKENDS)}")
@@ -90,7 +95,7 @@ class Device(_Handle):
         check(lib.strata_device_open(byref(p), byref(h)), lib)
         super().__init__(lib, h.value)
 
-    def info(self):
+    def info(self) -> Dict[str, str]:
         """{"backend": "cpu" | "metal" | "emu", "kernels": the whole kernel report (on metal and
         emu every kernel variant dispatched so far with its count)}."""
         props = _lib.DeviceProps(struct_size=ctypes.sizeof(_lib.DeviceProps))
@@ -102,7 +107,7 @@ class Device(_Handle):
         return {"backend": props.backend.decode(), "kernels": buf.value.decode("utf-8", "replace")}
 
     @property
-    def backend(self):
+    def backend(self) -> str:
         return self.info()["backend"]
 
 
@@ -112,7 +117,8 @@ class Model(_Handle):
 
     _free = "strata_model_free"
 
-    def __init__(self, device, checkpoint_dir, progress=None):
+    def __init__(self, device: Device, checkpoint_dir: PathLike,
+                 progress: Optional[Callable[[int, int, str], None]] = None) -> None:
         if not isinstance(device, Device):
             raise InvalidArgumentError(f"device must be a strata.Device, got {type(device).__name__}")
         checkpoint_dir = _path(checkpoint_dir)
@@ -132,7 +138,7 @@ class Model(_Handle):
         self.vocab = int(props.vocab)
         self.layers = int(props.layers)
 
-    def describe(self):
+    def describe(self) -> str:
         """A one-line description: sizes, heads, experts."""
         n = c_size_t()
         check(self._lib.strata_model_describe(self._h, None, 0, byref(n)), self._lib)
@@ -140,12 +146,12 @@ class Model(_Handle):
         check(self._lib.strata_model_describe(self._h, buf, n.value + 1, None), self._lib)
         return buf.value.decode()
 
-    def session(self, max_context=0):
+    def session(self, max_context: int = 0) -> "Session":
         """A new session (an empty cache) of max_context tokens (0: 4096 or the model's maximum)."""
         return Session(self, max_context)
 
 
-def _tokens(tokens):
+def _tokens(tokens: Tokens) -> np.ndarray:
     """tokens as a C-contiguous int32 array, checked to be a non-empty 1-D sequence of ids that
     int32 holds."""
     a = np.asarray(tokens)
@@ -160,7 +166,7 @@ def _tokens(tokens):
     return np.ascontiguousarray(a)
 
 
-def _prefill_call(fn, first, lib, tokens, vocab, all_logits):
+def _prefill_call(fn: Any, first: Any, lib: ctypes.CDLL, tokens: Tokens, vocab: int, all_logits: bool) -> np.ndarray:
     toks = _tokens(tokens)
     rows = toks.size if all_logits else 1
     out = np.empty((rows, vocab), dtype=np.float32)
@@ -179,7 +185,7 @@ class Session(_Handle):
 
     _free = "strata_session_free"
 
-    def __init__(self, model, max_context=0):
+    def __init__(self, model: Model, max_context: int = 0) -> None:
         if not isinstance(model, Model):
             raise InvalidArgumentError(f"model must be a strata.Model, got {type(model).__name__}")
         if isinstance(max_context, bool) or not isinstance(max_context, (int, np.integer)) or not 0 <= max_context < 2**63:
@@ -193,33 +199,33 @@ class Session(_Handle):
         self.model = model
         self.vocab = model.vocab
 
-    def prefill(self, tokens, all_logits=False):
+    def prefill(self, tokens: Tokens, all_logits: bool = False) -> np.ndarray:
         """Runs tokens (1-D integer ids) at the next positions and returns float32 logits:
         [vocab] for the last token, or [len(tokens), vocab] with all_logits."""
         return _prefill_call(self._lib.strata_session_prefill, self._h, self._lib, tokens, self.vocab, all_logits)
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Asks a prefill running in another thread to stop (it raises CancelledError)."""
         check(self._lib.strata_session_cancel(self._h), self._lib)
 
     @property
-    def position(self):
+    def position(self) -> int:
         """Tokens in the cache (the next prefill's first position)."""
         pos = c_int64()
         check(self._lib.strata_session_position(self._h, byref(pos)), self._lib)
         return pos.value
 
-    def reset(self):
+    def reset(self) -> None:
         """Empties the cache."""
         check(self._lib.strata_session_reset(self._h), self._lib)
 
-    def snapshot(self):
+    def snapshot(self) -> "Snapshot":
         """A copy of the whole state, restorable into any session of the same model."""
         h = c_void_p()
         check(self._lib.strata_session_snapshot(self._h, byref(h)), self._lib)
         return Snapshot(self._lib, h.value)
 
-    def restore(self, snapshot):
+    def restore(self, snapshot: "Snapshot") -> None:
         """Replaces the state with a copy of snapshot's."""
         if not isinstance(snapshot, Snapshot):
             raise InvalidArgumentError(f"snapshot must be a strata.Snapshot, got {type(snapshot).__name__}")
@@ -232,13 +238,13 @@ class Snapshot(_Handle):
     _free = "strata_snapshot_free"
 
     @property
-    def position(self):
+    def position(self) -> int:
         pos = c_int64()
         check(self._lib.strata_snapshot_position(self._h, byref(pos)), self._lib)
         return pos.value
 
 
-def prefill(checkpoint_dir, tokens, all_logits=False):
+def prefill(checkpoint_dir: PathLike, tokens: Tokens, all_logits: bool = False) -> np.ndarray:
     """One-shot: loads checkpoint_dir on the default device, prefills tokens in a fresh session
     and releases everything. Returns the logits like Session.prefill; the vocabulary size is read
     from the checkpoint's config."""
@@ -256,11 +262,11 @@ def prefill(checkpoint_dir, tokens, all_logits=False):
     return _prefill_call(lib.strata_prefill, path, lib, tokens, int(vocab), all_logits)
 
 
-def _path(p):
-    """A checkpoint path (str, bytes or os.PathLike) as the bytes the C ABI takes."""
+def _path(p: PathLike, what: str = "checkpoint_dir") -> bytes:
+    """A path (str, bytes or os.PathLike) as the bytes the C ABI takes."""
     if isinstance(p, (str, bytes, os.PathLike)):
         b = os.fsencode(p)
         if b"\0" in b:
-            raise InvalidArgumentError(f"checkpoint_dir {p!r} contains a NUL byte")
+            raise InvalidArgumentError(f"{what} {p!r} contains a NUL byte")
         return b
-    raise InvalidArgumentError(f"checkpoint_dir must be a path (str, bytes or os.PathLike), got {type(p).__name__}")
+    raise InvalidArgumentError(f"{what} must be a path (str, bytes or os.PathLike), got {type(p).__name__}")

@@ -1,6 +1,9 @@
 """Exceptions raised for failed libstrata calls: one class per strata_status."""
 
+from __future__ import annotations
+
 import ctypes
+from typing import Optional
 
 from . import _lib
 
@@ -9,15 +12,15 @@ class Error(Exception):
     """A failed strata call. status is the strata_status code, message the library's message
     (strata_last_error on the calling thread) or the package's own check."""
 
-    status = _lib.ERR_INTERNAL
+    status: int = _lib.ERR_INTERNAL
 
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
         super().__init__(message)
         if status is not None:
             self.status = status
         self.message = message
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{status_name(self.status)}: {self.message}"
 
 
@@ -85,17 +88,17 @@ _NAMES = {
 }
 
 
-def status_name(status):
+def status_name(status: int) -> str:
     return _NAMES.get(status, f"status {status}")
 
 
-def from_status(status, message):
+def from_status(status: int, message: str) -> Error:
     """The exception for a status code (Error itself for a code this package does not know)."""
     cls = _BY_STATUS.get(status)
     return cls(message) if cls else Error(message, status)
 
 
-def check(status, lib=None):
+def check(status: int, lib: Optional[ctypes.CDLL] = None) -> None:
     """Raises the exception for a non-zero status with the calling thread's last error."""
     if status == _lib.OK:
         return

@@ -3,8 +3,10 @@
 Each op runs on the device passed as device= (a strata.Device: the CPU kernels on "cpu", the Metal
 kernels on "metal" and on the emulator "emu"; device.info()["kernels"] then names the kernel
 variants that ran). Without device= they run on a process-wide cpu device opened on first use.
-Every array is checked here before the call (dtype, shape against the op, C-contiguity,
-alignment, writability of outputs) and again by the library. Outputs are returned as new arrays
+Arrays may be numpy arrays, objects with __array_interface__, or CPU DLPack tensors
+(__dlpack__, e.g. CPU torch tensors), used in place without a copy. Every array is checked
+here before the call (dtype, shape against the op, C-contiguity, alignment, writability of
+outputs) and again by the library. Outputs are returned as new arrays
 unless passed in (out=...), in which case they are written in place.
 """
 
@@ -16,6 +18,7 @@ import numpy as np
 import threading
 
 from . import _lib
+from ._arrays import as_array
 from .errors import DTypeError, InvalidArgumentError, ShapeError, check
 
 _cpu = None
@@ -43,11 +46,7 @@ class _Desc:
     """A strata_tensor over a numpy array; holds the array and the shape buffer alive."""
 
     def __init__(self, arr, name, dtype, shape, writable=False):
-        if not isinstance(arr, np.ndarray):
-            if hasattr(arr, "__array_interface__"):
-                arr = np.asarray(arr)
-            else:
-                raise InvalidArgumentError(f"{name}: expected a numpy array, got {type(arr).__name__}")
+        arr = as_array(arr, name, writable)
         if arr.dtype != np.dtype(dtype):
             raise DTypeError(f"{name}: dtype {arr.dtype}, want {np.dtype(dtype)}")
         if arr.ndim != len(shape):
@@ -93,9 +92,9 @@ def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, r
     lib = _lib.load()
     dev = _device(device)
     dq = _Desc(q, "q", np.float32, (None, None, None))
-    T, Hq, D = q.shape
+    T, Hq, D = dq.arr.shape
     dk = _Desc(k, "k", np.float32, (None, None, D))
-    N, Hkv, _ = k.shape
+    N, Hkv, _ = dk.arr.shape
     dv = _Desc(v, "v", np.float32, (N, Hkv, D))
     if pos0 < 0 or pos0 + T > N:
         raise ShapeError(f"pos0 {pos0} with T {T} needs pos0+T <= N = {N} cache rows")
@@ -140,10 +139,10 @@ def gdn_scan(q, k, v, g, beta, state, normalize_qk=False, head_map="grouped", mo
         raise InvalidArgumentError(f"head_map {head_map!r} / mode {mode!r}: want {sorted(maps)} / {sorted(modes)}")
     dev = _device(device)
     dq = _Desc(q, "q", np.float32, (None, None, None))
-    T, Hk, Dk = q.shape
+    T, Hk, Dk = dq.arr.shape
     dk = _Desc(k, "k", np.float32, (T, Hk, Dk))
     dv = _Desc(v, "v", np.float32, (T, None, None))
-    _, Hv, Dv = v.shape
+    _, Hv, Dv = dv.arr.shape
     if Hv % Hk:
         raise InvalidArgumentError(f"Hv {Hv} is not a multiple of Hk {Hk}")
     dg = _Desc(g, "g", np.float32, (T, Hv))
@@ -169,11 +168,11 @@ def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None, devi
     lib = _lib.load()
     dev = _device(device)
     dye = _Desc(ye, "ye", np.float32, (None, None))
-    rows, D = ye.shape
+    rows, D = dye.arr.shape
     drk = _Desc(rk, "rk", np.int32, (None, None))
-    T, K = rk.shape
-    if rk.size and (rk.min() < -1 or rk.max() >= rows):
-        raise InvalidArgumentError(f"rk values must lie in [-1, {rows}), got {rk.min()}..{rk.max()}")
+    T, K = drk.arr.shape
+    if drk.arr.size and (drk.arr.min() < -1 or drk.arr.max() >= rows):
+        raise InvalidArgumentError(f"rk values must lie in [-1, {rows}), got {drk.arr.min()}..{drk.arr.max()}")
     dw = _Desc(w, "w", np.float32, (T, K))
     p = lib.strata_moe_default_params()
     keep = []
@@ -185,7 +184,7 @@ def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None, devi
         raise InvalidArgumentError("residual and beta go together (the fused GatedResidual write)")
     if residual is not None:
         dbeta = _Desc(beta, "beta", np.float32, (T, None))
-        S = beta.shape[1]
+        S = dbeta.arr.shape[1]
         dout = _Desc(residual, "residual", np.float32, (T, S, D), writable=True)
         p.beta = dbeta.ptr()
         keep.append(dbeta)

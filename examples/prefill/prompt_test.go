@@ -1,0 +1,123 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const tinyQ4 = "../../testdata/qwen4exp-tiny"
+
+// checkpointWithTokenizer copies the tiny qwen4exp checkpoint (vocab 512) into a temporary
+// directory with the tokenizer package's tiny byte-level tokenizer.json, which fits it (ids
+// 0..511: the 256 bytes, "hello" 262, "Ġw" 263, <|im_start|> 511, ...).
+func checkpointWithTokenizer(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	ents, err := os.ReadDir(tinyQ4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		copyFile(t, filepath.Join(tinyQ4, e.Name()), filepath.Join(dir, e.Name()))
+	}
+	copyFile(t, "../../tokenizer/testdata/tiny/tokenizer.json", filepath.Join(dir, "tokenizer.json"))
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runMain runs the command with args and returns its standard output.
+func runMain(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	oldArgs, oldFlags, oldOut := os.Args, flag.CommandLine, os.Stdout
+	defer func() { os.Args, flag.CommandLine, os.Stdout = oldArgs, oldFlags, oldOut }()
+	os.Args = append([]string{"prefill"}, args...)
+	flag.CommandLine = flag.NewFlagSet("prefill", flag.ContinueOnError)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout = w
+	out := make(chan string)
+	go func() { b, _ := io.ReadAll(r); out <- string(b) }()
+	err = run()
+	w.Close()
+	return <-out, err
+}
+
+func top5(t *testing.T, out string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^top-5 .*$`).FindString(out)
+	if m == "" {
+		t.Fatalf("no top-5 line in:\n%s", out)
+	}
+	return m
+}
+
+// TestPromptEndToEnd: --prompt gives the ids --tokenize prints, and prefilling them gives the
+// same top-5 as --tokens with those ids; the top-5 carry their text.
+func TestPromptEndToEnd(t *testing.T) {
+	dir := checkpointWithTokenizer(t)
+	const prompt = "<|im_start|>hello world, hello"
+	ids, err := runMain(t, "--model", dir, "--tokenize", "--prompt", prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// <|im_start|>, "hello", " w", "o", "r", "l", "d", ",", " " "hello" (the pattern keeps the
+	// space with the letters: " hello" is one piece, BPE'd to " " + "hello").
+	if want := "511,262,263,111,114,108,100,44,32,262\n"; ids != want {
+		t.Fatalf("--tokenize printed %q, want %q", ids, want)
+	}
+	text, err := runMain(t, "--model", dir, "--backend", "cpu", "--prompt", prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "prompt    10 tokens of text") {
+		t.Errorf("prompt line missing:\n%s", text)
+	}
+	byIDs, err := runMain(t, "--model", dir, "--backend", "cpu", "--tokens", strings.TrimSpace(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := top5(t, text), top5(t, byIDs); a != b {
+		t.Errorf("--prompt and --tokens of its ids differ:\n%s\n%s", a, b)
+	}
+	if !regexp.MustCompile(`  \d+ "[^"]*" \(`).MatchString(top5(t, text)) {
+		t.Errorf("top-5 without token text: %s", top5(t, text))
+	}
+}
+
+func TestPromptErrors(t *testing.T) {
+	dir := checkpointWithTokenizer(t)
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--model", tinyQ4, "--prompt", "hi"}, "has no tokenizer.json"},
+		{[]string{"--model", tinyQ4, "--tokenize", "--prompt-file", "prompt_test.go"}, "has no tokenizer.json"},
+		{[]string{"--prompt", "hi"}, "the generated model has no tokenizer.json"},
+		{[]string{"--model", dir, "--prompt", "hi", "--tokens", "1"}, "not both"},
+		{[]string{"--model", dir, "--prompt", "hi", "--prompt-file", "x"}, "only one of --prompt, --prompt-file"},
+		{[]string{"--model", dir, "--tokenize"}, "--tokenize needs a text prompt"},
+		{[]string{"--model", dir, "--tokenizer", filepath.Join(dir, "config.json"), "--prompt", "hi"}, "malformed tokenizer.json"},
+	} {
+		_, err := runMain(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%v: error %v, want one containing %q", c.args, err, c.msg)
+		}
+	}
+}
