@@ -224,6 +224,9 @@ func execEmbed(a op.Embed) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
+	if err := denseWeights("Embed", a.Table); err != nil {
+		return err
+	}
 	tok := a.Tokens.I32()
 	if err := a.CheckTokens(tok); err != nil {
 		return err
@@ -290,4 +293,14 @@ func execQSAIndex(a op.QSAIndex) error {
 	tok := a.Tok.I32()
 	sel := &op.Selection{Tokens: tok[:0:len(tok)]}
 	return QSASelect(sel, iq, keys, a.KNorm, p)
+}
+
+// denseWeights refuses quantized weights, which the CPU kernels do not read yet.
+func denseWeights(opName string, ms ...*op.Matrix) error {
+	for _, m := range ms {
+		if m != nil && m.DType == op.QAffine {
+			return fmt.Errorf("cpu: %s: %w: %d-bit quantized weights", opName, op.ErrUnsupported, m.Q.Bits)
+		}
+	}
+	return nil
 }

@@ -137,6 +137,9 @@ func execMatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
+	if err := denseWeights("MatMul", a.W); err != nil {
+		return err
+	}
 	return matMul(a.Y.F32(), a.X.F32(), a.T, a.W, true)
 }
 

@@ -101,6 +101,9 @@ func execMoEExperts(a op.MoEExperts) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
+	if err := denseWeights("MoEExperts", append(append([]*op.Matrix{}, a.Ex.GateUp...), a.Ex.Down...)...); err != nil {
+		return err
+	}
 	ye, rk, x, idx := a.YE.F32(), a.RK.I32(), a.X.F32(), a.Idx.I32()
 	K, ex := a.K, a.Ex
 	if err := a.CheckIdx(idx); err != nil {

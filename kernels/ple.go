@@ -32,6 +32,9 @@ func execPLEApply(a op.PLEApply) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
+	if err := denseWeights("PLEApply", a.W.Table, a.W.Key, a.W.Value); err != nil {
+		return err
+	}
 	H, T, ids, w, convState, eps := a.H.F32(), a.T, a.IDs.I32(), a.W, a.ConvState.F32(), a.Eps
 	if err := a.CheckIDs(ids); err != nil {
 		return err

@@ -172,6 +172,9 @@ func copyF32(buf mtl.Buffer, off int, x []float32) {
 
 // matrix returns m's device buffer (16-bit elements or float32, as stored).
 func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
+	if m.DType == op.QAffine {
+		return nil, fmt.Errorf("metal: %w: %d-bit quantized weights", op.ErrUnsupported, m.Q.Bits)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if buf, ok := w.mats[m]; ok {
@@ -196,6 +199,9 @@ func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
 // experts returns the routed experts' gate_up [E, 2I, D] and down [E, D, I] weights, each
 // concatenated over the experts into one buffer (the grouped GEMM's layout).
 func (w *Weights) experts(ex *op.Experts) (gu, dn mtl.Buffer, err error) {
+	if ex.GateUp[0].DType == op.QAffine || ex.Down[0].DType == op.QAffine {
+		return nil, nil, fmt.Errorf("metal: %w: quantized expert weights", op.ErrUnsupported)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.exps[ex]; ok {

@@ -14,6 +14,9 @@ const (
 	F16
 	// I32 is a 32-bit signed integer (token ids, expert indices, slot rows, selections).
 	I32
+	// QAffine is a weight quantized as MLX's affine mode (Matrix.Q): packed unsigned codes of
+	// Quant.Bits bits with a scale and a bias per group of Quant.Group inputs.
+	QAffine
 )
 
 // String names the dtype as safetensors does.
@@ -27,6 +30,8 @@ func (d DType) String() string {
 		return "F16"
 	case I32:
 		return "I32"
+	case QAffine:
+		return "QAffine"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }

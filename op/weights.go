@@ -3,19 +3,42 @@ package op
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
-// Matrix is a dense weight W [N, K], row-major, as transformers' nn.Linear stores it
-// (out_features N, in_features K). F32 weights live in F32; BF16 and F16 weights keep their
-// 16-bit patterns in U16 (zero-copy on a checkpoint's memory mapping) and are widened to
-// float32 exactly where they are used. A Matrix is described once per model and uploaded by
-// each backend once (Backend.NewWeights), keyed by its address: do not modify it after use.
+// Matrix is a weight W [N, K], row-major, as transformers' nn.Linear stores it (out_features
+// N, in_features K). F32 weights live in F32; BF16 and F16 weights keep their 16-bit patterns in
+// U16 (zero-copy on a checkpoint's memory mapping) and are widened to float32 exactly where they
+// are used; QAffine weights keep their packed form in Q and are dequantized inside the kernels
+// that read them (never at load). A Matrix is described once per model and uploaded by each
+// backend once (Backend.NewWeights), keyed by its address: do not modify it after use.
 type Matrix struct {
 	N, K  int
 	DType DType
 	F32   []float32
 	U16   []uint16
+	Q     *Quant // DType QAffine
 }
+
+// Quant is an MLX affine-quantized weight [N, K] (mlx.core.quantize, mode "affine"): row n holds
+// K codes q of Bits bits packed into a little-endian bit stream of K*Bits/32 uint32 words, least
+// significant bit first (bit b of element i is bit (i*Bits + b) % 32 of word (i*Bits + b) / 32,
+// so 3-, 5- and 6-bit codes straddle words); element i of row n is
+// w = Scales[n, i/Group] * q + Biases[n, i/Group], scales and biases in ScaleDType (BF16 or F16),
+// the scale possibly negative and the bias not a minimum: the formula is applied as it is.
+// Source: FORMATS.md section 2 and mlx's quantized.h.
+type Quant struct {
+	Bits, Group    int
+	Codes          []uint32 // [N, K*Bits/32]
+	Scales, Biases []uint16 // [N, K/Group], bits of ScaleDType
+	ScaleDType     DType    // BF16 or F16
+}
+
+// QuantBits and QuantGroups are the bit widths and group sizes of MLX's affine mode.
+var (
+	QuantBits   = []int{2, 3, 4, 5, 6, 8}
+	QuantGroups = []int{32, 64, 128}
+)
 
 // NewMatrixF32 wraps data (length n*k, not copied) as an F32 Matrix [n, k].
 // Errors wrap ErrShape.
@@ -52,16 +75,43 @@ func (m *Matrix) Validate(op string) error {
 		if len(m.U16) != m.N*m.K {
 			return fmt.Errorf("%s: %w: %v weight [%d, %d] has %d elements", op, ErrShape, m.DType, m.N, m.K, len(m.U16))
 		}
+	case QAffine:
+		return m.Q.validate(op, m.N, m.K)
 	default:
-		return fmt.Errorf("%s: %w: %v weight (want F32, BF16 or F16)", op, ErrDType, m.DType)
+		return fmt.Errorf("%s: %w: %v weight (want F32, BF16, F16 or QAffine)", op, ErrDType, m.DType)
 	}
 	return nil
 }
 
-// Bytes is the size of the weight's elements in memory.
+func (q *Quant) validate(op string, N, K int) error {
+	if q == nil {
+		return fmt.Errorf("%s: %w: QAffine weight [%d, %d] without its codes", op, ErrInvalidArgument, N, K)
+	}
+	if !slices.Contains(QuantBits, q.Bits) || !slices.Contains(QuantGroups, q.Group) {
+		return fmt.Errorf("%s: %w: %d-bit codes in groups of %d (want bits %v, groups %v)", op, ErrUnsupported, q.Bits, q.Group, QuantBits, QuantGroups)
+	}
+	if K%q.Group != 0 {
+		return fmt.Errorf("%s: %w: group size %d does not divide K=%d", op, ErrShape, q.Group, K)
+	}
+	if q.ScaleDType != BF16 && q.ScaleDType != F16 {
+		return fmt.Errorf("%s: %w: %v scales (want BF16 or F16)", op, ErrDType, q.ScaleDType)
+	}
+	if words := N * (K * q.Bits / 32); len(q.Codes) != words || K*q.Bits%32 != 0 {
+		return fmt.Errorf("%s: %w: %d-bit weight [%d, %d] has %d code words, want %d", op, ErrShape, q.Bits, N, K, len(q.Codes), words)
+	}
+	if g := N * (K / q.Group); len(q.Scales) != g || len(q.Biases) != g {
+		return fmt.Errorf("%s: %w: weight [%d, %d] in groups of %d has %d scales and %d biases, want %d", op, ErrShape, N, K, q.Group, len(q.Scales), len(q.Biases), g)
+	}
+	return nil
+}
+
+// Bytes is the size of the weight's data in memory (codes, scales and biases for QAffine).
 func (m *Matrix) Bytes() int64 {
-	if m.DType == F32 {
+	switch m.DType {
+	case F32:
 		return 4 * int64(len(m.F32))
+	case QAffine:
+		return 4*int64(len(m.Q.Codes)) + 2*int64(len(m.Q.Scales)+len(m.Q.Biases))
 	}
 	return 2 * int64(len(m.U16))
 }

@@ -137,3 +137,41 @@ func (r *splitmix) fillRange(n int, lo, hi float64) []float32 {
 	}
 	return x
 }
+
+// RandQuant returns a deterministic QAffine weight [n, k] of bits-bit codes in groups of group
+// inputs with scales and biases in scaleDT (BF16 or F16): uniform codes, scales of either sign
+// (about one in eight negative, as MLX's quantizer produces for groups whose largest magnitude is
+// negative) around scale / 2^bits, biases around -scale/2, so values are of order scale like
+// RandMatrix's. It returns the weight and its dequantized values (Dequant).
+func RandQuant(seed uint64, n, k, bits, group int, scaleDT op.DType, scale float32) (*op.Matrix, []float32, error) {
+	r := rand.New(rand.NewPCG(seed, 0x9a7))
+	words := k * bits / 32
+	q := &op.Quant{Bits: bits, Group: group, ScaleDType: scaleDT, Codes: make([]uint32, n*words)}
+	for row := 0; row < n; row++ {
+		stream := q.Codes[row*words : (row+1)*words]
+		for i := 0; i < k; i++ {
+			c := uint64(r.IntN(1 << bits))
+			for b := 0; b < bits; b++ {
+				bit := i*bits + b
+				stream[bit/32] |= uint32(c>>b&1) << (bit % 32)
+			}
+		}
+	}
+	ng := n * (k / group)
+	sc := make([]float32, ng)
+	bi := make([]float32, ng)
+	for g := range sc {
+		s := scale * (0.5 + r.Float32()) * 2 / float32(int(1)<<bits)
+		if r.IntN(8) == 0 {
+			s = -s
+		}
+		sc[g], bi[g] = s, -s*float32(int(1)<<bits)/2*(0.8+0.4*r.Float32())
+	}
+	q.Scales, _ = Round16(sc, scaleDT)
+	q.Biases, _ = Round16(bi, scaleDT)
+	m := &op.Matrix{N: n, K: k, DType: op.QAffine, Q: q}
+	if err := m.Validate("RandQuant"); err != nil {
+		return nil, nil, err
+	}
+	return m, Dequant(m), nil
+}

@@ -25,6 +25,8 @@ func To64(x []float32) []float64 {
 // float32; F16: IEEE half widened exactly; F32: the data itself, not copied).
 func Widen(m *op.Matrix) []float32 {
 	switch m.DType {
+	case op.QAffine:
+		return Dequant(m)
 	case op.BF16:
 		w := make([]float32, len(m.U16))
 		for i, b := range m.U16 {
@@ -313,4 +315,39 @@ func RefPLEApply(H []float32, T int, ids []int32, w *op.PLEWeights, state []floa
 		}
 	}
 	return out, hist[T*C:]
+}
+
+// QuantCode returns code i of row n of a QAffine weight: bits (i*Bits .. i*Bits+Bits-1) of the
+// row's little-endian bit stream, least significant bit first (FORMATS.md section 2), read bit by
+// bit so that it does not share the kernels' word arithmetic.
+func QuantCode(q *op.Quant, K, n, i int) uint32 {
+	words := K * q.Bits / 32
+	row := q.Codes[n*words : (n+1)*words]
+	var c uint32
+	for b := 0; b < q.Bits; b++ {
+		bit := i*q.Bits + b
+		c |= (row[bit/32] >> (bit % 32) & 1) << b
+	}
+	return c
+}
+
+// Dequant returns the float32 values [N, K] of a QAffine weight, each element
+// scale * q + bias of its group evaluated in float64 and rounded once.
+func Dequant(m *op.Matrix) []float32 {
+	q := m.Q
+	w := make([]float32, m.N*m.K)
+	half := func(b uint16) float64 {
+		if q.ScaleDType == op.BF16 {
+			return float64(math.Float32frombits(uint32(b) << 16))
+		}
+		return float64(float16.Frombits(b).Float32())
+	}
+	gpr := m.K / q.Group
+	for n := 0; n < m.N; n++ {
+		for i := 0; i < m.K; i++ {
+			g := n*gpr + i/q.Group
+			w[n*m.K+i] = float32(half(q.Scales[g])*float64(QuantCode(q, m.K, n, i)) + half(q.Biases[g]))
+		}
+	}
+	return w
 }
