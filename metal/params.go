@@ -92,10 +92,10 @@ type routeParams struct {
 
 // embedParams is EmbedParams of params.h.
 type embedParams struct {
-	T    int
-	D    int
-	S    int
-	V    int
+	T     int
+	D     int
+	S     int
+	V     int
 	Dtype int // table dtype: 0 float32 (table32), 1 bfloat16, 2 half (table16)
 }
 
