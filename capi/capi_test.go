@@ -294,7 +294,9 @@ func TestGDNAndMoEChecks(t *testing.T) {
 		return []*tensor{goTensor("q", q, T, Hk, Dk), goTensor("k", k, T, Hk, Dk), goTensor("v", v, T, Hv, Dv),
 			goTensor("g", g, T, Hv), goTensor("beta", beta, T, Hv), goTensor("state", state, Hv, Dk, Dv), goTensor("o", o, T, Hv, Dv)}
 	}
-	run := func(a []*tensor, p gdnParams) error { return gdnScan(testDev, a[0], a[1], a[2], a[3], a[4], a[5], a[6], p) }
+	run := func(a []*tensor, p gdnParams) error {
+		return gdnScan(testDev, a[0], a[1], a[2], a[3], a[4], a[5], a[6], p)
+	}
 	if err := run(args(), gdnParams{}); err != nil {
 		t.Fatal(err)
 	}

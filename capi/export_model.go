@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/stratakernels/strata/strata"
@@ -77,14 +78,19 @@ func strata_model_load(d *C.strata_device, dir *C.char, params *C.strata_model_p
 	if dir == nil || out == nil {
 		return statusOf(errArg("strata_model_load: checkpoint_dir or out is NULL"))
 	}
-	var progress func(done, total int64, name string)
+	var opts strata.LoadOptions
 	if params != nil {
 		if err := checkSize("strata_model_params", params.struct_size, unsafe.Sizeof(*params)); err != nil {
 			return statusOf(err)
 		}
-		progress = progressFunc(params.progress, params.progress_user_data)
+		opts.Progress = progressFunc(params.progress, params.progress_user_data)
+		lo, hi := int64(params.layer_lo), int64(params.layer_hi)
+		if lo < 0 || hi < 0 || lo > math.MaxInt32 || hi > math.MaxInt32 {
+			return statusOf(errArg("strata_model_load: layers [%d, %d) out of range", lo, hi))
+		}
+		opts.Layers = [2]int{int(lo), int(hi)}
 	}
-	h, err := modelLoad(handle(unsafe.Pointer(d)), C.GoString(dir), progress)
+	h, err := modelLoad(handle(unsafe.Pointer(d)), C.GoString(dir), opts)
 	if err != nil {
 		return statusOf(err)
 	}
@@ -108,9 +114,10 @@ func strata_model_info(m *C.strata_model, info *C.strata_model_props) (st C.stra
 		return statusOf(err)
 	}
 	var arch string
-	var vocab, layers int
+	var vocab, layers, lo, hi, hidden int
 	err := withModel(handle(unsafe.Pointer(m)), func(md *strata.Model) error {
-		arch, vocab, layers = md.Arch(), md.Vocab(), md.Layers()
+		arch, vocab, layers, hidden = md.Arch(), md.Vocab(), md.Layers(), md.HiddenSize()
+		lo, hi = md.LayerRange()
 		return nil
 	})
 	if err != nil {
@@ -119,6 +126,8 @@ func strata_model_info(m *C.strata_model, info *C.strata_model_props) (st C.stra
 	copyCString(arch, &info.arch[0], C.size_t(len(info.arch)))
 	info.vocab = C.int64_t(vocab)
 	info.layers = C.int64_t(layers)
+	info.layer_lo, info.layer_hi = C.int64_t(lo), C.int64_t(hi)
+	info.hidden_size = C.int64_t(hidden)
 	return C.STRATA_OK
 }
 

@@ -36,7 +36,7 @@ func openTiny(t testing.TB) (dev, model uintptr) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err = modelLoad(dev, testdata(tinyQ4), nil)
+	model, err = modelLoad(dev, testdata(tinyQ4), strata.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func prefill(t testing.TB, s uintptr, tokens []int32, all bool, vocab int) []flo
 		rows = len(tokens)
 	}
 	out := make([]float32, rows*vocab)
-	n, err := sessionPrefill(s, tokens, all, goOut(out))
+	n, err := sessionPrefill(s, tokens, prefillReq{all: all}, goOut(out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestPrefillArgumentErrors(t *testing.T) {
 		{"negative token", []int32{-1}, false, goOut(make([]float32, 512)), strata.ErrInvalidArgument},
 		{"capacity", make([]int32, 9), false, goOut(make([]float32, 512)), strata.ErrCapacity},
 	} {
-		if _, err := sessionPrefill(s, c.tokens, c.all, c.out); !errors.Is(err, c.want) {
+		if _, err := sessionPrefill(s, c.tokens, prefillReq{all: c.all}, c.out); !errors.Is(err, c.want) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -204,7 +204,7 @@ func TestPrefillArgumentErrors(t *testing.T) {
 		t.Fatalf("failed prefills moved the position to %d", pos)
 	}
 	// No buffer: the cache is extended and nothing is written.
-	if n, err := sessionPrefill(s, []int32{1, 2, 3}, false, prefillOut{}); err != nil || n != 0 {
+	if n, err := sessionPrefill(s, []int32{1, 2, 3}, prefillReq{}, prefillOut{}); err != nil || n != 0 {
 		t.Fatalf("prefill without a buffer: %d, %v", n, err)
 	}
 	if pos, _ := sessionPosition(s); pos != 3 {
@@ -237,7 +237,7 @@ func TestSharedModelConcurrent(t *testing.T) {
 					return
 				}
 				out := make([]float32, 512)
-				if _, err := sessionPrefill(s, prompt, false, goOut(out)); err != nil {
+				if _, err := sessionPrefill(s, prompt, prefillReq{all: false}, goOut(out)); err != nil {
 					errs <- err.Error()
 				} else if !slicesEqual(out, ref) {
 					errs <- "logits differ from the single-threaded run"
@@ -288,12 +288,12 @@ func TestSessionUsedFromTwoThreads(t *testing.T) {
 	var prefillErr error
 	go func() {
 		defer close(done)
-		_, prefillErr = sessionPrefill(s, ids, true, goOut(make([]float32, len(ids)*512)))
+		_, prefillErr = sessionPrefill(s, ids, prefillReq{all: true}, goOut(make([]float32, len(ids)*512)))
 	}()
 	if waitBusy(t, s, done) {
 		checks := map[string]error{
 			"position": func() error { _, err := sessionPosition(s); return err }(),
-			"prefill":  func() error { _, err := sessionPrefill(s, ids[:2], false, prefillOut{}); return err }(),
+			"prefill":  func() error { _, err := sessionPrefill(s, ids[:2], prefillReq{all: false}, prefillOut{}); return err }(),
 			"reset":    sessionReset(s),
 			"snapshot": func() error { _, err := sessionSnapshot(s); return err }(),
 			"free":     sessionFree(s),
@@ -348,7 +348,7 @@ func TestModelFreedBeforeSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer deviceFree(dev)
-	model, err := modelLoad(dev, testdata(tinyQ4), nil)
+	model, err := modelLoad(dev, testdata(tinyQ4), strata.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestCancel(t *testing.T) {
 	for attempt := 0; attempt < 5 && !cancelled; attempt++ {
 		done := make(chan error, 1)
 		go func() {
-			_, err := sessionPrefill(s, ids, false, prefillOut{})
+			_, err := sessionPrefill(s, ids, prefillReq{all: false}, prefillOut{})
 			done <- err
 		}()
 		// Cancel as soon as the prefill has registered its cancel function.
@@ -448,7 +448,7 @@ func TestLoadPrefillFreeCycles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		model, err := modelLoad(dev, testdata(tinyQ4), nil)
+		model, err := modelLoad(dev, testdata(tinyQ4), strata.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

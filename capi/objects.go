@@ -159,7 +159,7 @@ func deviceInfo(h uintptr) (backend, kernels string, err error) {
 	return do.d.Backend(), do.d.Kernels(), nil
 }
 
-func modelLoad(dev uintptr, dir string, progress func(done, total int64, name string)) (uintptr, error) {
+func modelLoad(dev uintptr, dir string, opts strata.LoadOptions) (uintptr, error) {
 	do, err := getObj[*deviceObj](dev, kindDevice)
 	if err != nil {
 		return 0, err
@@ -167,7 +167,7 @@ func modelLoad(dev uintptr, dir string, progress func(done, total int64, name st
 	if err := do.acquire(); err != nil {
 		return 0, err
 	}
-	m, err := strata.LoadModel(do.d, dir, strata.LoadOptions{Progress: progress})
+	m, err := strata.LoadModel(do.d, dir, opts)
 	if err != nil {
 		do.release()
 		return 0, err
@@ -264,18 +264,56 @@ type prefillOut struct {
 	buf      func(need int) []float32
 }
 
-// sessionPrefill prefills tokens and writes the logits to out; it returns the number of floats
-// written. The buffer size is checked before any work.
-func sessionPrefill(h uintptr, tokens []int32, allLogits bool, out prefillOut) (int, error) {
+// prefillReq are a prefill's options: all logits, the step (strata.PrefillOptions.Step), and a
+// pipeline stage's input streams and output buffer.
+type prefillReq struct {
+	all       bool
+	step      int
+	hiddenIn  []float32
+	hiddenOut prefillOut
+}
+
+// sessionPrefill prefills tokens and writes the logits to out (and a stage's residual streams to
+// req.hiddenOut); it returns the number of logit floats written. Buffer sizes are checked before
+// any work.
+func sessionPrefill(h uintptr, tokens []int32, req prefillReq, out prefillOut) (int, error) {
 	written := 0
 	err := withSession(h, func(so *sessionObj) error {
+		m := so.s.Model()
+		lo, hi := m.LayerRange()
 		rows := 1
-		if allLogits {
+		if req.all {
 			rows = len(tokens)
 		}
-		need := rows * so.s.Model().Vocab()
+		if hi < m.Layers() {
+			rows = 0
+			if out.have {
+				return fmt.Errorf("%w: a stage ending at layer %d of %d has no head: it returns hidden_out, not logits (pass logits_out NULL)", strata.ErrInvalidArgument, hi, m.Layers())
+			}
+		}
+		need := rows * m.Vocab()
 		if out.have && out.capacity < uint64(need) {
-			return fmt.Errorf("%w: logits_cap %d floats is too small: %d rows x %d vocab = %d needed", strata.ErrShape, out.capacity, rows, so.s.Model().Vocab(), need)
+			return fmt.Errorf("%w: logits_cap %d floats is too small: %d rows x %d vocab = %d needed", strata.ErrShape, out.capacity, rows, m.Vocab(), need)
+		}
+		needH := 0
+		if hi < m.Layers() {
+			needH = len(tokens) * m.HiddenSize()
+			if !req.hiddenOut.have {
+				return fmt.Errorf("%w: a stage ending at layer %d of %d returns its residual streams: hidden_out must hold %d tokens x %d floats", strata.ErrInvalidArgument, hi, m.Layers(), len(tokens), m.HiddenSize())
+			}
+			if req.hiddenOut.capacity < uint64(needH) {
+				return fmt.Errorf("%w: hidden_out_cap %d floats is too small: %d tokens x %d = %d needed", strata.ErrShape, req.hiddenOut.capacity, len(tokens), m.HiddenSize(), needH)
+			}
+		} else if req.hiddenOut.have {
+			return fmt.Errorf("%w: hidden_out given to a model that holds the head (it returns logits)", strata.ErrInvalidArgument)
+		}
+		switch {
+		case lo > 0 && req.hiddenIn == nil:
+			return fmt.Errorf("%w: a stage starting at layer %d takes the previous stage's residual streams: hidden_in must hold %d tokens x %d floats", strata.ErrInvalidArgument, lo, len(tokens), m.HiddenSize())
+		case lo > 0 && len(req.hiddenIn) != len(tokens)*m.HiddenSize():
+			return fmt.Errorf("%w: hidden_in_len %d floats, want %d tokens x %d = %d", strata.ErrShape, len(req.hiddenIn), len(tokens), m.HiddenSize(), len(tokens)*m.HiddenSize())
+		case lo == 0 && req.hiddenIn != nil:
+			return fmt.Errorf("%w: hidden_in given to a model that starts at layer 0 (it embeds the tokens itself)", strata.ErrInvalidArgument)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		so.mu.Lock()
@@ -287,15 +325,18 @@ func sessionPrefill(h uintptr, tokens []int32, allLogits bool, out prefillOut) (
 			so.mu.Unlock()
 			cancel()
 		}()
-		lg, err := so.s.Prefill(ctx, tokens, strata.PrefillOptions{AllLogits: allLogits})
+		lg, err := so.s.Prefill(ctx, tokens, strata.PrefillOptions{AllLogits: req.all, Step: req.step, Hidden: req.hiddenIn})
 		if err != nil {
 			return err
 		}
-		if len(lg.Data) != need {
-			return fmt.Errorf("internal: prefill returned %d logits, want %d", len(lg.Data), need)
+		if len(lg.Data) != need || len(lg.Hidden) != needH {
+			return fmt.Errorf("internal: prefill returned %d logits and %d hidden floats, want %d and %d", len(lg.Data), len(lg.Hidden), need, needH)
 		}
 		if out.have {
 			written = copy(out.buf(need), lg.Data)
+		}
+		if needH > 0 {
+			copy(req.hiddenOut.buf(needH), lg.Hidden)
 		}
 		return nil
 	})
@@ -369,7 +410,7 @@ func snapshotFree(h uintptr) error {
 
 // prefillOnce is strata_prefill: a device, a model and a session made and released around one
 // prefill.
-func prefillOnce(dir string, tokens []int32, allLogits bool, out prefillOut) (int, error) {
+func prefillOnce(dir string, tokens []int32, req prefillReq, out prefillOut) (int, error) {
 	if len(tokens) == 0 {
 		return 0, fmt.Errorf("%w: empty prompt", strata.ErrInvalidArgument)
 	}
@@ -378,7 +419,7 @@ func prefillOnce(dir string, tokens []int32, allLogits bool, out prefillOut) (in
 		return 0, err
 	}
 	defer deviceFree(dev)
-	m, err := modelLoad(dev, dir, nil)
+	m, err := modelLoad(dev, dir, strata.LoadOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -388,5 +429,5 @@ func prefillOnce(dir string, tokens []int32, allLogits bool, out prefillOut) (in
 		return 0, err
 	}
 	defer sessionFree(s)
-	return sessionPrefill(s, tokens, allLogits, out)
+	return sessionPrefill(s, tokens, req, out)
 }

@@ -42,8 +42,11 @@ extern "C" {
 
 /* Version of this interface. Increases when functions, struct fields or codes are added, or when
  * a declaration changes (version 2: the op-level entry points take the device they run on
- * first); status codes and struct layouts of one version never change. */
+ * first; prefill steps and pipeline stages); status codes and struct layouts of one version never change. */
 #define STRATA_ABI_VERSION 2
+
+/* strata_prefill_params.step by default: tokens run at once within a prefill call. */
+#define STRATA_DEFAULT_STEP 2048
 
 /* Status codes. Stable; new codes are only appended. */
 typedef int32_t strata_status;
@@ -133,13 +136,23 @@ typedef struct strata_model_params {
   size_t             struct_size;  /* sizeof(strata_model_params) */
   strata_progress_fn progress;     /* optional; default NULL */
   void*              progress_user_data;
+  /* A pipeline stage: load only decoder layers [layer_lo, layer_hi) (plus the embedding when
+   * layer_lo is 0 and the final norm and head when layer_hi is the model's layer count). Both 0
+   * (default): the whole model. A stage that starts after layer 0 takes the previous stage's
+   * residual streams (strata_prefill_params.hidden_in); one that ends before the last layer
+   * returns its own (hidden_out) instead of logits. */
+  int64_t            layer_lo;
+  int64_t            layer_hi;
 } strata_model_params;
 
 typedef struct strata_model_props {
   size_t  struct_size;   /* set by the caller: sizeof(strata_model_props) */
   char    arch[32];      /* "qwen4_exp" or "qwen3_next", NUL-terminated */
   int64_t vocab;         /* logits per token */
-  int64_t layers;        /* decoder layers */
+  int64_t layers;        /* decoder layers of the checkpoint */
+  int64_t layer_lo;      /* the loaded stage [layer_lo, layer_hi); [0, layers) for a whole model */
+  int64_t layer_hi;
+  int64_t hidden_size;   /* floats per token of hidden_in / hidden_out: S*D (S residual streams) */
 } strata_model_props;
 
 typedef struct strata_session_params {
@@ -150,6 +163,21 @@ typedef struct strata_session_params {
 typedef struct strata_prefill_params {
   size_t  struct_size;   /* sizeof(strata_prefill_params) */
   int32_t all_logits;    /* nonzero: logits for every new token; 0 (default): the last only */
+  /* The most tokens run at once: a longer prompt runs in consecutive steps of step tokens within
+   * the call, so activation memory is bounded by the step, not the prompt; the results equal
+   * separate calls of step tokens each. Default 2048 (STRATA_DEFAULT_STEP); 0: the whole prompt
+   * in one step; negative: INVALID_ARGUMENT. */
+  int64_t step;
+  /* Pipeline stages (strata_model_params.layer_lo/layer_hi). hidden_in: for a stage with
+   * layer_lo > 0, the residual streams [n_tokens, hidden_size] float32 the previous stage wrote
+   * for the same tokens (hidden_in_len floats, exactly n_tokens * hidden_size); NULL otherwise.
+   * hidden_out: for a stage with layer_hi < layers, receives its residual streams
+   * [n_tokens, hidden_size] (hidden_out_cap floats, at least that, checked before any work); such
+   * a stage writes no logits (logits_out NULL, logits_cap 0). */
+  const float* hidden_in;
+  size_t       hidden_in_len;
+  float*       hidden_out;
+  size_t       hidden_out_cap;
 } strata_prefill_params;
 
 typedef struct strata_attention_params {
@@ -282,11 +310,17 @@ strata_prefill_params strata_prefill_default_params(void);
  * [vocab] for the last token, or [n_tokens, vocab] row-major with all_logits; logits_cap is its
  * length in floats and must be at least that (checked before any work). logits_out may be NULL
  * (logits_cap 0) to only extend the cache. *n_written, when not NULL, receives the number of
- * floats written. params may be NULL.
- * A failed or cancelled call leaves the session exactly as it was.
- * Errors: INVALID_ARGUMENT (tokens NULL, n_tokens 0, a token id outside [0, vocab)),
- * INVALID_HANDLE, SHAPE (logits_cap too small), CAPACITY (the context would be exceeded),
- * CANCELLED, BUSY, BACKEND. */
+ * floats written. params may be NULL. A prompt longer than params->step runs in steps (see
+ * strata_prefill_params). A pipeline stage (strata_model_params.layer_lo/layer_hi) reads
+ * params->hidden_in and writes params->hidden_out as strata_prefill_params says.
+ * A failed or cancelled call leaves the session exactly as it was, also when it fails in a
+ * later step.
+ * Errors: INVALID_ARGUMENT (tokens NULL, n_tokens 0, a token id outside [0, vocab), a negative
+ * step, hidden_in or hidden_out given to a stage that does not take or return them or missing
+ * where it does, hidden_in holding NaN or Inf), INVALID_HANDLE, SHAPE (logits_cap, hidden_in_len
+ * or hidden_out_cap too small), CAPACITY (the context would be exceeded), OUT_OF_MEMORY (the
+ * step's activations do not fit in the memory available: the message gives both sizes; lower
+ * step), CANCELLED, BUSY, BACKEND. */
 strata_status strata_session_prefill(strata_session* session, const int32_t* tokens, size_t n_tokens,
                                      const strata_prefill_params* params, float* logits_out,
                                      size_t logits_cap, size_t* n_written);

@@ -91,6 +91,16 @@ func (s *scratch) Tensor(name string, dt op.DType, n int) (op.Tensor, error) {
 	return t, nil
 }
 
+func (s *scratch) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, t := range s.m {
+		n += 4 * int64(t.Len())
+	}
+	return n
+}
+
 func (s *scratch) Release() {
 	s.mu.Lock()
 	clear(s.m)

@@ -310,6 +310,21 @@ func (a *Arena) tensor(name string, dt op.DType, n int) (*Tensor, error) {
 	return t.sub(0, n), nil
 }
 
+// Bytes implements op.Scratch: the bytes of the arena's tensors (and of those waiting to be
+// released).
+func (a *Arena) Bytes() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var n int64
+	for _, t := range a.m {
+		n += 4 * int64(t.n)
+	}
+	for _, t := range a.retired {
+		n += 4 * int64(t.n)
+	}
+	return n
+}
+
 // releaseRetired frees the tensors replaced during earlier passes (no pass of the arena is in
 // flight when a new one begins).
 func (a *Arena) releaseRetired() {

@@ -45,6 +45,8 @@ type Weights interface {
 // never overlap. A Scratch belongs to one sequence of Passes at a time.
 type Scratch interface {
 	Tensor(name string, dt DType, n int) (Tensor, error)
+	// Bytes is the memory the scratch holds now.
+	Bytes() int64
 	Release()
 }
 

@@ -42,10 +42,39 @@ type cache struct {
 	pleCtx map[int]*[2]int32
 }
 
-// newCache allocates an empty (zeroed) cache for m on its backend.
+// cacheBytes is the memory of a session cache of maxCtx tokens: K and V (and the indexer's raw
+// keys) per attention layer, the conv and recurrent states per GDN layer, the conv state per PLE
+// layer, each once more for the prefill's host backup of the fixed-size states.
+func cacheBytes(m *Model, maxCtx int) int64 {
+	c := m.cfg
+	C := int64(2*c.Hk*c.Dk + c.Hv*c.Dv)
+	var n int64
+	for _, ly := range m.layers {
+		if ly.gdn != nil {
+			n += 2 * (int64(c.ConvK-1)*C + int64(c.Hv*c.Dk*c.Dv))
+		} else {
+			n += 2 * int64(maxCtx) * int64(c.Hkv*c.HeadDim)
+			if ly.attn.idx != nil {
+				n += int64(maxCtx) * int64(c.IdxDim)
+			}
+		}
+		if ly.ple != nil {
+			n += 2 * int64(ly.ple.w.ConvStateLen())
+		}
+	}
+	return 4 * n
+}
+
+// newCache allocates an empty (zeroed) cache for m on its backend. Errors wrap ErrOutOfMemory,
+// before any allocation when the cache would not fit in the memory available.
 func newCache(m *Model, maxCtx int) (*cache, error) {
 	c := m.cfg
 	be := m.dev.be
+	need := cacheBytes(m, maxCtx)
+	if ok, avail := memoryFor(need, 0); !ok {
+		return nil, wrapf(ErrOutOfMemory, nil, "a session cache of %d tokens needs %.0f MiB, %.0f MiB are available (a smaller SessionOptions.MaxContext needs less)",
+			maxCtx, mib(need), mib(avail))
+	}
 	ch := &cache{at: map[[2]int]*state{}, pleCtx: map[int]*[2]int32{}}
 	add := func(layer int, kind stateKind, n, row int) error {
 		t, err := be.NewTensor(op.F32, n)
@@ -59,7 +88,8 @@ func newCache(m *Model, maxCtx int) (*cache, error) {
 	}
 	C := 2*c.Hk*c.Dk + c.Hv*c.Dv
 	kv := c.Hkv * c.HeadDim
-	for i, ly := range m.layers {
+	for _, ly := range m.layers {
+		i := ly.index
 		var err error
 		if ly.gdn != nil {
 			err = firstErr(add(i, stateConv, (c.ConvK-1)*C, 0), add(i, stateRec, c.Hv*c.Dk*c.Dv, 0))

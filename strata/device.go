@@ -172,7 +172,6 @@ func (d *Device) Kernels() string {
 	return d.be.Kernels()
 }
 
-
 func (d *Device) logf(level LogLevel, format string, args ...any) {
 	if d == nil || d.log == nil {
 		return

@@ -83,7 +83,22 @@ func (f *fwd) matmul(layer int, name string, y, x op.Tensor, T int, w *op.Matrix
 	f.do(StageGEMM, layer, name, func() error { return f.p.MatMul(op.MatMul{Y: y, X: x, T: T, W: w}) })
 }
 
-func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) (*Logits, error) {
+// stepSpec is what one prefill step computes: rows of logits (0: none, for the steps before the
+// last of a long prompt; 1: the last token's; T: every token's), the residual streams it starts
+// from (a pipeline stage after the first: hidden [T, S*D]; nil: the embedding) and whether it
+// returns its streams (a stage before the last).
+type stepSpec struct {
+	rows      int
+	hidden    []float32
+	keepH     bool
+	progress  func(done, total int)
+	doneLayer int // layers of earlier steps, for progress
+	allLayers int
+}
+
+// run prefills tokens at the session position in one Pass. The caller checked the arguments,
+// backs up the state and restores it on error.
+func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logits, error) {
 	m := s.m
 	c := m.cfg
 	T, D := len(tokens), c.D
@@ -118,89 +133,100 @@ func (s *Session) run(ctx context.Context, tokens []int32, opts PrefillOptions) 
 		return nil, f.err
 	}
 	copy(tok.I32(), tokens)
-	f.do(stageOther, -1, "embed", func() error {
-		return p.Embed(op.Embed{H: H, Tokens: tok, T: T, S: S, Table: m.embed})
-	})
+	if spec.hidden != nil {
+		copy(H.F32(), spec.hidden) // the previous stage's streams: written before the Pass reads them
+	} else {
+		f.do(stageOther, -1, "embed", func() error {
+			return p.Embed(op.Embed{H: H, Tokens: tok, T: T, S: S, Table: m.embed})
+		})
+	}
 	for i, ly := range m.layers {
+		li := ly.index
 		if err := ctx.Err(); err != nil {
-			return nil, wrapf(ErrCancelled, err, "before layer %d", i)
+			return nil, wrapf(ErrCancelled, err, "before layer %d", li)
 		}
 		if ly.ple != nil {
 			f.hnFor = nil // PLE changes H after the last write normalised it
-			f.ple(i, ly, H, tokens)
+			f.ple(li, ly, H, tokens)
 		}
 		// mixer block
-		f.readBlock(i, ly.attnGR, ly.inNorm, x, beta, H)
+		f.readBlock(li, ly.attnGR, ly.inNorm, x, beta, H)
 		if ly.gdn != nil {
-			f.gdn(i, ly.gdn, x, u)
+			f.gdn(li, ly.gdn, x, u)
 		} else {
-			f.attention(i, ly.attn, x, u)
+			f.attention(li, ly.attn, x, u)
 		}
-		f.writeBlock(i, ly.attnGR != nil, H, beta, u, ly.mlpGR)
+		f.writeBlock(li, ly.attnGR != nil, H, beta, u, ly.mlpGR)
 		// MLP block
-		f.readBlock(i, ly.mlpGR, ly.postNorm, x, beta, H)
+		f.readBlock(li, ly.mlpGR, ly.postNorm, x, beta, H)
 		var nextGR *op.GRWeights // the next read, when the MLP write may normalise for it
 		if i+1 < len(m.layers) && m.layers[i+1].ple == nil {
 			nextGR = m.layers[i+1].attnGR
 		}
-		f.mlp(i, ly, x, u, H, beta, nextGR)
+		f.mlp(li, ly, x, u, H, beta, nextGR)
 		if f.traceH != nil {
-			th := f.f32(fmt.Sprintf("trace layer_out %d", i), T*S*D)
-			f.do(stageOther, i, "trace copy", func() error { return p.Copy(op.Copy{Dst: th, Src: H}) })
-			f.traceH[i] = th
+			th := f.f32(fmt.Sprintf("trace layer_out %d", li), T*S*D)
+			f.do(stageOther, li, "trace copy", func() error { return p.Copy(op.Copy{Dst: th, Src: H}) })
+			f.traceH[li] = th
 		}
 		if f.err != nil {
 			return nil, f.err
 		}
-		if opts.Progress != nil {
-			opts.Progress(i+1, len(m.layers))
+		if spec.progress != nil {
+			spec.progress(spec.doneLayer+i+1, spec.allLayers)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, wrapf(ErrCancelled, err, "after the last layer")
 	}
-	// final read / norm and lm_head
-	rows, first := 1, T-1
-	if opts.AllLogits {
-		rows, first = T, 0
-	}
-	xf := f.f32("final x", rows*D)
-	lt := f.f32("logits", rows*c.Vocab)
-	if f.err != nil {
-		return nil, f.err
-	}
-	Hsel := H.Slice(first*S*D, T*S*D)
-	if m.mixer != nil {
-		f.do(StageGatedResidual, -1, "final mixer", func() error {
-			return p.GRRead(op.GRRead{X: xf, H: Hsel, T: rows, G: m.mixer, Eps: float32(c.Eps)})
-		})
-	} else {
-		f.do(StageGatedResidual, -1, "final norm", func() error {
-			return p.RMSNorm(op.RMSNorm{Y: xf, X: Hsel, Rows: rows, D: D, W: m.norm, Eps: float32(c.Eps)})
-		})
-	}
-	f.matmul(-1, "lm_head", lt, xf, rows, m.lmHead)
-	if f.err != nil {
-		return nil, f.err
+	// final read / norm and lm_head (the last stage of a pipeline; the last step of a long prompt)
+	rows, first := spec.rows, T-spec.rows
+	var lt op.Tensor
+	if rows > 0 {
+		xf := f.f32("final x", rows*D)
+		lt = f.f32("logits", rows*c.Vocab)
+		if f.err != nil {
+			return nil, f.err
+		}
+		Hsel := H.Slice(first*S*D, T*S*D)
+		if m.mixer != nil {
+			f.do(StageGatedResidual, -1, "final mixer", func() error {
+				return p.GRRead(op.GRRead{X: xf, H: Hsel, T: rows, G: m.mixer, Eps: float32(c.Eps)})
+			})
+		} else {
+			f.do(StageGatedResidual, -1, "final norm", func() error {
+				return p.RMSNorm(op.RMSNorm{Y: xf, X: Hsel, Rows: rows, D: D, W: m.norm, Eps: float32(c.Eps)})
+			})
+		}
+		f.matmul(-1, "lm_head", lt, xf, rows, m.lmHead)
+		if f.err != nil {
+			return nil, f.err
+		}
 	}
 	committed = true
 	tm, err := p.Commit()
 	if err != nil {
 		return nil, wrapf(ErrBackend, err, "prefill pass")
 	}
-	out := &Logits{Rows: rows, Vocab: c.Vocab, Pos0: s.pos + first, Data: make([]float32, rows*c.Vocab)}
-	copy(out.Data, lt.F32())
-	for i := range m.layers {
-		if th, ok := f.traceH[i]; ok {
-			s.trace(i, "layer_out", th.F32())
+	out := &Logits{Rows: rows, Vocab: c.Vocab, Pos0: s.pos + first}
+	if rows > 0 {
+		out.Data = append([]float32(nil), lt.F32()...)
+	}
+	if spec.keepH {
+		out.Hidden = append([]float32(nil), H.F32()...)
+	}
+	for _, ly := range m.layers {
+		li := ly.index
+		if th, ok := f.traceH[li]; ok {
+			s.trace(li, "layer_out", th.F32())
 		}
-		if ts, ok := f.traceSel[i]; ok {
+		if ts, ok := f.traceSel[li]; ok {
 			toks := ts.tok.I32()
 			for t := 0; t < T; t++ {
 				if ts.plan.Dense[t] {
-					s.traceSel(i, t, nil, true)
+					s.traceSel(li, t, nil, true)
 				} else {
-					s.traceSel(i, t, toks[ts.plan.Offsets[t]:ts.plan.Offsets[t+1]], false)
+					s.traceSel(li, t, toks[ts.plan.Offsets[t]:ts.plan.Offsets[t+1]], false)
 				}
 			}
 		}

@@ -176,7 +176,7 @@ func checkCaches(t *testing.T, m *Model, s *Session, g *goldens, prompt string, 
 	C := 2*c.Hk*c.Dk + c.Hv*c.Dv
 	for i := 0; i < 3; i++ {
 		want := g.f32(fmt.Sprintf("%s.conv_state.%d", prompt, i)) // [1, C, 4] channel-major
-		got := s.state.get(i, stateConv).F32() // [3, C] token-major
+		got := s.state.get(i, stateConv).F32()                    // [3, C] token-major
 		var d, scale float64
 		for j := 0; j < c.ConvK-1; j++ {
 			for ch := 0; ch < C; ch++ {

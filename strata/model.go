@@ -24,6 +24,13 @@ type LoadOptions struct {
 	// all of them. A widened matrix holds the same values, so results do not change. The metal
 	// backend ignores it (its GEMMs widen in registers).
 	WidenBudget int64
+	// Layers, when set ([lo, hi), 0 <= lo < hi <= layers), loads only the decoder layers lo..hi-1
+	// (and the embedding when lo == 0, the final norm or mixer and lm_head when hi == layers):
+	// one stage of a pipeline that splits the model over devices or machines. Its sessions take
+	// the residual streams of the stage before (PrefillOptions.Hidden) when lo > 0 and return
+	// theirs (Logits.Hidden) when hi < layers; chained stages give the whole model's logits
+	// bitwise. The zero value loads every layer.
+	Layers [2]int
 }
 
 // Model is a loaded checkpoint: its config and weights (bf16/f16 weights stay in their file
@@ -38,8 +45,9 @@ type Model struct {
 	lmHead *op.Matrix
 	norm   []float32     // qwen3_next final norm
 	mixer  *op.GRWeights // qwen4_exp final read-only mixer
-	layers []*layer
-	info   ModelInfo // the load-time check's findings (Info)
+	layers []*layer      // the decoder layers loaded: lo..hi-1
+	lo, hi int           // the stage: layers [lo, hi) of cfg.Layers
+	info   ModelInfo     // the load-time check's findings (Info)
 	// weights is the backend's store of this model's weights (uploaded on first use on Metal).
 	weights op.Weights
 	closed  atomic.Bool
@@ -49,7 +57,8 @@ type Model struct {
 }
 
 type layer struct {
-	kind hfconfig.LayerType
+	index int // in the checkpoint (a stage's first layer need not be 0)
+	kind  hfconfig.LayerType
 	// qwen3_next pre-norms
 	inNorm, postNorm []float32
 	// qwen4_exp gated residuals
@@ -103,8 +112,16 @@ func (m *Model) Arch() string {
 // Vocab is the vocabulary size (logits per token).
 func (m *Model) Vocab() int { return m.cfg.Vocab }
 
-// Layers is the number of decoder layers.
+// Layers is the number of decoder layers of the checkpoint (a stage loads LayerRange of them).
 func (m *Model) Layers() int { return m.cfg.Layers }
+
+// LayerRange is the half-open range [lo, hi) of decoder layers this Model loaded
+// (LoadOptions.Layers; [0, Layers()) for a whole model).
+func (m *Model) LayerRange() (lo, hi int) { return m.lo, m.hi }
+
+// HiddenSize is the width of one token's residual streams, S*D floats (S = 4 streams for
+// qwen4_exp, 1 for qwen3_next): the row length of PrefillOptions.Hidden and Logits.Hidden.
+func (m *Model) HiddenSize() int { return max(m.cfg.Streams, 1) * m.cfg.D }
 
 // Describe is a one-line summary of the model.
 func (m *Model) Describe() string {
@@ -117,8 +134,12 @@ func (m *Model) Describe() string {
 			nAttn++
 		}
 	}
-	return fmt.Sprintf("%s (%s): D %d, %d layers (%d GDN + %d attention), Hq %d / Hkv %d x %d, GDN Hk %d / Hv %d x %d, %d experts top-%d, vocab %d, streams %d",
+	s := fmt.Sprintf("%s (%s): D %d, %d layers (%d GDN + %d attention), Hq %d / Hkv %d x %d, GDN Hk %d / Hv %d x %d, %d experts top-%d, vocab %d, streams %d",
 		m.Arch(), c.ModelType, c.D, c.Layers, nGDN, nAttn, c.Hq, c.Hkv, c.HeadDim, c.Hk, c.Hv, c.Dk, c.Experts, c.TopK, c.Vocab, max(c.Streams, 1))
+	if m.lo > 0 || m.hi < c.Layers {
+		s += fmt.Sprintf("; stage: layers %d..%d", m.lo, m.hi-1)
+	}
+	return s
 }
 
 // Close releases the checkpoint mapping (and, on the metal backend, the device-resident weights).
@@ -193,24 +214,35 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights()}
 	c := cfg
 	D := c.D
-	if m.embed, err = l.matrix(layout.Model("embed_tokens.weight"), c.Vocab, D); err != nil {
-		return nil, err
+	m.lo, m.hi = opts.Layers[0], opts.Layers[1]
+	if m.lo == 0 && m.hi == 0 {
+		m.hi = c.Layers
 	}
-	if c.TieWordEmbeddings {
-		m.lmHead = m.embed
-	} else if m.lmHead, err = l.matrix("lm_head.weight", c.Vocab, D); err != nil {
-		return nil, err
+	if m.lo < 0 || m.lo >= m.hi || m.hi > c.Layers {
+		return nil, wrapf(ErrInvalidArgument, nil, "LoadOptions.Layers [%d, %d) is not a non-empty range of the model's %d layers", m.lo, m.hi, c.Layers)
 	}
-	S := max(c.Streams, 1)
-	if c.Arch == hfconfig.Qwen4Exp {
-		if m.mixer, err = loadGR(l, layout.Model("hyper_connection_mixer."), c, false); err != nil {
+	if m.lo == 0 || (c.TieWordEmbeddings && m.hi == c.Layers) {
+		if m.embed, err = l.matrix(layout.Model("embed_tokens.weight"), c.Vocab, D); err != nil {
 			return nil, err
 		}
-	} else if m.norm, err = l.vec(layout.Model("norm.weight"), int64(D)); err != nil {
-		return nil, err
 	}
-	for i := 0; i < c.Layers; i++ {
-		ly := &layer{kind: c.LayerTypes[i]}
+	if m.hi == c.Layers {
+		if c.TieWordEmbeddings {
+			m.lmHead = m.embed
+		} else if m.lmHead, err = l.matrix("lm_head.weight", c.Vocab, D); err != nil {
+			return nil, err
+		}
+		if c.Arch == hfconfig.Qwen4Exp {
+			if m.mixer, err = loadGR(l, layout.Model("hyper_connection_mixer."), c, false); err != nil {
+				return nil, err
+			}
+		} else if m.norm, err = l.vec(layout.Model("norm.weight"), int64(D)); err != nil {
+			return nil, err
+		}
+	}
+	S := max(c.Streams, 1)
+	for i := m.lo; i < m.hi; i++ {
+		ly := &layer{index: i, kind: c.LayerTypes[i]}
 		p := func(s string) string { return layout.Layer(i, s) }
 		if c.Arch == hfconfig.Qwen4Exp {
 			if ly.attnGR, err = loadGR(l, p("attn_hyper_connection."), c, true); err != nil {

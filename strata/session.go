@@ -3,6 +3,7 @@ package strata
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,21 +20,43 @@ type SessionOptions struct {
 	MaxContext int
 }
 
+// DefaultStep is the most tokens a Prefill runs at once unless PrefillOptions.Step says
+// otherwise: a longer prompt runs in steps of DefaultStep tokens, so the activation memory of a
+// call is bounded whatever the prompt's length (as mlx-lm prefills in steps of 2048 tokens).
+const DefaultStep = 2048
+
+// OneShot as PrefillOptions.Step runs the whole prompt in one step.
+const OneShot = -1
+
 // PrefillOptions configure one Prefill call.
 type PrefillOptions struct {
 	// AllLogits returns logits for every new token instead of only the last one.
 	AllLogits bool
-	// Progress, when set, is called after each layer with (layers done, total layers).
+	// Progress, when set, is called after each layer of each step with (layers done, total
+	// layers of all steps).
 	Progress func(done, total int)
+	// Step is the most tokens processed at once: a longer prompt runs in consecutive steps of
+	// Step tokens within the call (activation memory O(Step), not O(T)), with the same results as
+	// explicit chunked calls of that size. 0 means DefaultStep; OneShot (any negative value)
+	// runs the whole prompt in one step.
+	Step int
+	// Hidden is the input of a pipeline stage that starts after layer 0 (LoadOptions.Layers):
+	// the residual streams [T, S*D] (Model.HiddenSize per token) that the stage before returned
+	// for the same tokens (Logits.Hidden). It must be nil for a model that holds layer 0.
+	Hidden []float32
 }
 
 // Logits are the output of a prefill: float32 [Rows, Vocab] row-major. Row r is the
 // next-token distribution (unnormalised) after the token at absolute position Pos0+r (AllLogits)
-// or after the last token (Rows == 1, Pos0 = position of the last token).
+// or after the last token (Rows == 1, Pos0 = position of the last token). A pipeline stage
+// without the model's head returns no rows and its residual streams in Hidden instead.
 type Logits struct {
 	Rows, Vocab int
 	Pos0        int
 	Data        []float32
+	// Hidden, from a stage that ends before the last layer (LoadOptions.Layers), is the residual
+	// streams [T, S*D] after its last layer: the next stage's PrefillOptions.Hidden.
+	Hidden []float32
 	// Stats of the call that produced them.
 	Stats Stats
 }
@@ -57,6 +80,17 @@ const (
 
 func (s Stage) String() string {
 	return [...]string{"GEMM", "attention", "GDN", "MoE", "GatedResidual", "PLE"}[s]
+}
+
+// add accumulates the stats of one more step of a prefill.
+func (s *Stats) add(o Stats) {
+	s.Tokens += o.Tokens
+	s.Total += o.Total
+	s.Device += o.Device
+	for i := range s.Stage {
+		s.Stage[i] += o.Stage[i]
+	}
+	s.PerStage = o.PerStage && (s.PerStage || s.Tokens == o.Tokens)
 }
 
 // Stats report one prefill's work: wall time and time per stage. On the CPU a stage's time is
@@ -268,11 +302,15 @@ func (sn *Snapshot) Equal(o *Snapshot) bool {
 }
 
 // Prefill runs tokens through the model at positions Position()..Position()+len(tokens)-1,
-// extending the cache, and returns the last token's logits (all tokens' with
-// opts.AllLogits). Validation happens before any work: an empty prompt or a token id outside
-// [0, vocab) wraps ErrInvalidArgument, a prompt that would exceed MaxContext wraps ErrCapacity.
-// Cancellation of ctx is checked between layers and wraps ErrCancelled. A failed or cancelled
-// prefill leaves the session exactly as it was (position and every cache byte).
+// extending the cache, and returns the last token's logits (all tokens' with opts.AllLogits; a
+// pipeline stage before the last returns its residual streams instead, Logits.Hidden). A prompt
+// longer than opts.Step runs in steps within the call. Validation happens before any work: an
+// empty prompt, a token id outside [0, vocab), or a Hidden of the wrong length or holding NaN
+// or Inf wraps ErrInvalidArgument, a prompt that would exceed MaxContext wraps ErrCapacity, and
+// a step whose activations (and, with AllLogits, logits) would not fit in the memory available
+// wraps ErrOutOfMemory naming both byte counts. Cancellation of ctx is checked between layers and
+// wraps ErrCancelled. A failed or cancelled prefill leaves the session exactly as it was
+// (position and every cache byte), whichever step it failed in.
 func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptions) (*Logits, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
@@ -281,18 +319,42 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	m := s.m
 	T := len(tokens)
 	if T == 0 {
 		return nil, wrapf(ErrInvalidArgument, nil, "empty prompt")
 	}
-	V := s.m.cfg.Vocab
+	V := m.cfg.Vocab
 	for i, t := range tokens {
 		if t < 0 || int(t) >= V {
 			return nil, wrapf(ErrInvalidArgument, nil, "token %d at index %d is outside [0, %d)", t, i, V)
 		}
 	}
+	switch {
+	case m.lo > 0 && len(opts.Hidden) != T*m.HiddenSize():
+		return nil, wrapf(ErrInvalidArgument, nil, "a stage starting at layer %d needs PrefillOptions.Hidden of %d tokens x %d floats (the previous stage's Logits.Hidden), have %d floats",
+			m.lo, T, m.HiddenSize(), len(opts.Hidden))
+	case m.lo == 0 && opts.Hidden != nil:
+		return nil, wrapf(ErrInvalidArgument, nil, "PrefillOptions.Hidden given to a model that starts at layer 0 (it embeds the tokens itself)")
+	}
+	for i, v := range opts.Hidden {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, wrapf(ErrInvalidArgument, nil, "PrefillOptions.Hidden[%d] (token %d) is %v: the residual streams must be finite", i, i/m.HiddenSize(), v)
+		}
+	}
 	if s.pos+T > s.maxCtx {
 		return nil, wrapf(ErrCapacity, nil, "prefill of %d tokens at position %d exceeds the session's %d-token context", T, s.pos, s.maxCtx)
+	}
+	step := opts.Step
+	if step == 0 {
+		step = DefaultStep
+	}
+	if step < 0 || step > T {
+		step = T
+	}
+	head := m.hi == m.cfg.Layers
+	if err := s.checkMemory(step, T, head && opts.AllLogits); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, wrapf(ErrCancelled, err, "before prefill")
@@ -301,11 +363,12 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 	// recovered, the prefill stops at the next layer boundary as if cancelled (so the state is
 	// restored), and the call returns an error naming the panic.
 	var cbPanic any
+	progress := opts.Progress
 	if p := opts.Progress; p != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		opts.Progress = func(done, total int) {
+		progress = func(done, total int) {
 			if cbPanic != nil {
 				return
 			}
@@ -318,23 +381,47 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 			p(done, total)
 		}
 	}
-	failed := func(err error) error {
-		if cbPanic != nil {
-			return wrapf(ErrInvalidArgument, nil, "PrefillOptions.Progress panicked (%v); the prefill was abandoned and the session is unchanged", cbPanic)
-		}
-		return err
-	}
-	// Per-token caches (K/V/index keys) are only written at rows >= pos, which a failed call
-	// leaves unused; the fixed-size states are backed up and restored on failure (after the
-	// Pass ended, whatever of it ran).
+	// Per-token caches (K/V/index keys) are only written at rows >= the starting position, which
+	// a failed call leaves unused; the fixed-size states are backed up once and restored on
+	// failure (after the Pass ended, whatever of it ran), and the position goes back.
+	pos0 := s.pos
 	saved := s.state.backup()
-	logits, err := s.run(ctx, tokens, opts)
-	if err != nil {
+	fail := func(err error) (*Logits, error) {
 		s.state.restore(saved)
-		return nil, failed(err)
+		s.pos = pos0
+		if cbPanic != nil {
+			return nil, wrapf(ErrInvalidArgument, nil, "PrefillOptions.Progress panicked (%v); the prefill was abandoned and the session is unchanged", cbPanic)
+		}
+		return nil, err
 	}
-	s.pos += T
-	return logits, nil
+	steps := (T + step - 1) / step
+	out := &Logits{Vocab: V, Pos0: pos0}
+	for k := 0; k < steps; k++ {
+		at, end := k*step, min((k+1)*step, T)
+		spec := stepSpec{progress: progress, doneLayer: k * len(m.layers), allLayers: steps * len(m.layers), keepH: !head}
+		if head && (opts.AllLogits || k == steps-1) {
+			spec.rows = 1
+			if opts.AllLogits {
+				spec.rows = end - at
+			}
+		}
+		if opts.Hidden != nil {
+			spec.hidden = opts.Hidden[at*m.HiddenSize() : end*m.HiddenSize()]
+		}
+		lg, err := s.run(ctx, tokens[at:end], spec)
+		if err != nil {
+			return fail(err)
+		}
+		s.pos += end - at
+		out.Rows += lg.Rows
+		out.Data = append(out.Data, lg.Data...)
+		out.Hidden = append(out.Hidden, lg.Hidden...)
+		if !opts.AllLogits {
+			out.Pos0 = lg.Pos0
+		}
+		out.Stats.add(lg.Stats)
+	}
+	return out, nil
 }
 
 func (s *Session) String() string {

@@ -7,7 +7,7 @@
 //
 //	go run ./examples/prefill
 //	go run ./examples/prefill --model DIR --tokens 1,2,3
-//	go run ./examples/prefill --model DIR --tokens-file ids.txt --chunk 512 --all-logits --save-logits out.npy
+//	go run ./examples/prefill --model DIR --tokens-file ids.txt --step 512 --all-logits --save-logits out.npy
 //	go run ./examples/prefill --model DIR --prompt "Hello" (text in through DIR/tokenizer.json; --tokenize prints the ids)
 //	go run ./examples/prefill --bench
 //	go run ./examples/prefill --model DIR --inspect
@@ -56,7 +56,8 @@ func run() error {
 		tokensFile = flag.String("tokens-file", "", "file of token ids separated by commas or white space")
 		randomN    = flag.Int("random-tokens", 0, "prefill N random token ids (seeded by --seed)")
 		seed       = flag.Uint64("seed", 1, "seed for --random-tokens and the default prompt")
-		chunk      = flag.Int("chunk", 0, "prefill in chunks of N tokens (0: one shot)")
+		chunk      = flag.Int("chunk", 0, "prefill in separate calls of N tokens each (0: one call)")
+		step       = flag.Int("step", strata.DefaultStep, "most tokens a prefill call runs at once; longer prompts run in steps within the call (0: one shot)")
 		backend    = flag.String("backend", "auto", "backend: auto, cpu, metal or emu (the Metal kernels on the MSL emulator)")
 		allLogits  = flag.Bool("all-logits", false, "compute logits for every token, not only the last")
 		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
@@ -78,7 +79,7 @@ func run() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"--chunk", *chunk}, {"--random-tokens", *randomN}, {"--max-context", *maxCtx}} {
+	}{{"--chunk", *chunk}, {"--step", *step}, {"--random-tokens", *randomN}, {"--max-context", *maxCtx}} {
 		if f.v < 0 {
 			return fmt.Errorf("%s %d: must be >= 0", f.name, f.v)
 		}
@@ -167,25 +168,38 @@ func run() error {
 	fmt.Printf("          %s (loaded in %v)\n", homeRel(dir), loadTime.Round(time.Millisecond))
 	fmt.Printf("prompt    %d tokens%s", len(tokens), tf.describe())
 	if *chunk > 0 {
-		fmt.Printf(" in chunks of %d", *chunk)
+		fmt.Printf(" in calls of %d", *chunk)
+	}
+	if *step > 0 && *step < len(tokens) {
+		fmt.Printf(", steps of %d", *step)
 	}
 	fmt.Println()
 
-	step := len(tokens)
+	call := len(tokens)
 	if *chunk > 0 {
-		step = *chunk
+		call = *chunk
+	}
+	pstep := *step
+	if pstep == 0 {
+		pstep = strata.OneShot
 	}
 	var pbar *progressbar.ProgressBar
 	if len(tokens) >= 1024 {
-		pbar = progressbar.NewOptions(len(tokens), progressbar.OptionSetDescription("prefill"),
-			progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+		pbar = progressbar.NewOptions(1000, progressbar.OptionSetDescription("prefill"),
+			progressbar.OptionSetWriter(os.Stderr), progressbar.OptionClearOnFinish())
 	}
 	var total strata.Stats
 	var all []float32
 	var last *strata.Logits
-	for at := 0; at < len(tokens); at += step {
-		end := min(at+step, len(tokens))
-		lg, err := sess.Prefill(ctx, tokens[at:end], strata.PrefillOptions{AllLogits: *allLogits})
+	for at := 0; at < len(tokens); at += call {
+		end := min(at+call, len(tokens))
+		opts := strata.PrefillOptions{AllLogits: *allLogits, Step: pstep}
+		if pbar != nil {
+			opts.Progress = func(done, n int) {
+				pbar.Set(int(1000 * (float64(at) + float64(end-at)*float64(done)/float64(n)) / float64(len(tokens))))
+			}
+		}
+		lg, err := sess.Prefill(ctx, tokens[at:end], opts)
 		if err != nil {
 			return fmt.Errorf("prefill of tokens %d..%d: %w", at, end-1, err)
 		}
@@ -200,9 +214,6 @@ func run() error {
 			all = append(all, lg.Data...)
 		}
 		last = lg
-		if pbar != nil {
-			pbar.Add(end - at)
-		}
 	}
 	if pbar != nil {
 		pbar.Finish()

@@ -19,7 +19,7 @@ subclasses carrying the status code and the library's message.
 
 from ._lib import ABI_VERSION, library_path
 from ._lib import load as library
-from .api import Device, Model, Session, Snapshot, prefill, set_log_callback, version
+from .api import DEFAULT_STEP, Device, Model, Session, Snapshot, prefill, set_log_callback, version
 from .errors import (BackendError, BusyError, CancelledError, CapacityError, CheckpointError, DTypeError, Error,
                      InternalError, InvalidArgumentError, InvalidHandleError, OutOfMemoryError, ShapeError,
                      UnsupportedError, status_name)
@@ -28,7 +28,7 @@ from .tokenizer import Tokenizer
 
 __all__ = [
     "ABI_VERSION", "library", "library_path", "version", "set_log_callback",
-    "Device", "Model", "Session", "Snapshot", "prefill", "Tokenizer",
+    "DEFAULT_STEP", "Device", "Model", "Session", "Snapshot", "prefill", "Tokenizer",
     "attention", "gdn_scan", "moe_combine",
     "Error", "InvalidArgumentError", "InvalidHandleError", "ShapeError", "DTypeError", "CapacityError",
     "CheckpointError", "BackendError", "OutOfMemoryError", "CancelledError", "InternalError", "BusyError",

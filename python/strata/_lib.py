@@ -11,6 +11,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_
                     c_size_t, c_void_p)
 
 ABI_VERSION = 2
+DEFAULT_STEP = 2048  # STRATA_DEFAULT_STEP
 
 # Status codes (strata_status), stable and appended only.
 OK = 0
@@ -54,11 +55,13 @@ class DeviceProps(Structure):
 
 
 class ModelParams(Structure):
-    _fields_ = [("struct_size", c_size_t), ("progress", PROGRESS_FN), ("progress_user_data", c_void_p)]
+    _fields_ = [("struct_size", c_size_t), ("progress", PROGRESS_FN), ("progress_user_data", c_void_p),
+                ("layer_lo", c_int64), ("layer_hi", c_int64)]
 
 
 class ModelProps(Structure):
-    _fields_ = [("struct_size", c_size_t), ("arch", c_char * 32), ("vocab", c_int64), ("layers", c_int64)]
+    _fields_ = [("struct_size", c_size_t), ("arch", c_char * 32), ("vocab", c_int64), ("layers", c_int64),
+                ("layer_lo", c_int64), ("layer_hi", c_int64), ("hidden_size", c_int64)]
 
 
 class SessionParams(Structure):
@@ -66,7 +69,9 @@ class SessionParams(Structure):
 
 
 class PrefillParams(Structure):
-    _fields_ = [("struct_size", c_size_t), ("all_logits", c_int32)]
+    _fields_ = [("struct_size", c_size_t), ("all_logits", c_int32), ("step", c_int64),
+                ("hidden_in", POINTER(c_float)), ("hidden_in_len", c_size_t),
+                ("hidden_out", POINTER(c_float)), ("hidden_out_cap", c_size_t)]
 
 
 class AttentionParams(Structure):

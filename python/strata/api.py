@@ -6,17 +6,20 @@ import ctypes
 import os
 import threading
 from ctypes import byref, c_int32, c_int64, c_size_t, c_void_p
-from typing import Any, Callable, Dict, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _lib
-from .errors import CheckpointError, InvalidArgumentError, check
+from ._arrays import as_array
+from .errors import CheckpointError, InvalidArgumentError, ShapeError, check
 
 PathLike = Union[str, bytes, "os.PathLike[Any]"]
 Tokens = Union[Sequence[int], np.ndarray]
 
 _BACKENDS = {"auto": _lib.BACKEND_AUTO, "cpu": _lib.BACKEND_CPU, "metal": _lib.BACKEND_METAL, "emu": _lib.BACKEND_EMU}
+#: tokens a prefill runs at once unless told otherwise (STRATA_DEFAULT_STEP)
+DEFAULT_STEP = _lib.DEFAULT_STEP
 _log_keep = None  # the installed ctypes callback, kept alive while installed
 _log_lock = threading.Lock()
 
@@ -113,17 +116,28 @@ class Device(_Handle):
 
 class Model(_Handle):
     """A checkpoint loaded on a device. progress, if given, is called as progress(done_bytes,
-    total_bytes, tensor_name) while loading."""
+    total_bytes, tensor_name) while loading. layers=(lo, hi) loads one pipeline stage: decoder
+    layers [lo, hi) only (plus the embedding when lo == 0 and the head when hi is the layer
+    count); its sessions take the previous stage's residual streams (Session.prefill's hidden)
+    when lo > 0 and return their own instead of logits when hi < layers. None: the whole model."""
 
     _free = "strata_model_free"
 
     def __init__(self, device: Device, checkpoint_dir: PathLike,
-                 progress: Optional[Callable[[int, int, str], None]] = None) -> None:
+                 progress: Optional[Callable[[int, int, str], None]] = None,
+                 layers: Optional[Tuple[int, int]] = None) -> None:
         if not isinstance(device, Device):
             raise InvalidArgumentError(f"device must be a strata.Device, got {type(device).__name__}")
         checkpoint_dir = _path(checkpoint_dir)
         lib = device._lib
         p = lib.strata_model_default_params()
+        if layers is not None:
+            if (not isinstance(layers, (tuple, list)) or len(layers) != 2
+                    or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in layers)):
+                raise InvalidArgumentError(f"layers must be a pair of integers (lo, hi), got {layers!r}")
+            if not 0 <= layers[0] < layers[1] < 2**31:
+                raise InvalidArgumentError(f"layers {tuple(layers)!r} is not a non-empty range [lo, hi)")
+            p.layer_lo, p.layer_hi = int(layers[0]), int(layers[1])
         keep = None
         if progress is not None:
             keep = _lib.PROGRESS_FN(lambda d, t, n, ud: progress(int(d), int(t), n.decode()))
@@ -137,6 +151,10 @@ class Model(_Handle):
         self.arch = props.arch.decode()
         self.vocab = int(props.vocab)
         self.layers = int(props.layers)
+        #: the loaded stage's decoder layers [lo, hi); (0, layers) for a whole model
+        self.layer_range = (int(props.layer_lo), int(props.layer_hi))
+        #: floats per token of a stage's residual streams (S*D)
+        self.hidden_size = int(props.hidden_size)
 
     def describe(self) -> str:
         """A one-line description: sizes, heads, experts."""
@@ -166,15 +184,41 @@ def _tokens(tokens: Tokens) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _prefill_call(fn: Any, first: Any, lib: ctypes.CDLL, tokens: Tokens, vocab: int, all_logits: bool) -> np.ndarray:
+def _step(step: Any) -> int:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step < 2**63:
+        raise InvalidArgumentError(f"step must be a non-negative integer (0: one shot), got {step!r}")
+    return int(step)
+
+
+def _prefill_call(fn: Any, first: Any, lib: ctypes.CDLL, tokens: Tokens, vocab: int, all_logits: bool,
+                  step: int, hidden: Any = None, stage: Optional["Model"] = None) -> np.ndarray:
     toks = _tokens(tokens)
-    rows = toks.size if all_logits else 1
-    out = np.empty((rows, vocab), dtype=np.float32)
     p = lib.strata_prefill_default_params()
     p.all_logits = 1 if all_logits else 0
+    p.step = _step(step)
+    keep = []
+    if hidden is not None:
+        if stage is None or stage.layer_range[0] == 0:
+            raise InvalidArgumentError("hidden is the input of a pipeline stage that starts after layer 0 (Model(layers=(lo, hi)) with lo > 0)")
+        h = np.ascontiguousarray(as_array(hidden, "hidden"), dtype=np.float32)
+        if h.shape != (toks.size, stage.hidden_size):
+            raise ShapeError(f"hidden must be [{toks.size}, {stage.hidden_size}] (tokens x hidden_size), got {list(h.shape)}")
+        keep.append(h)
+        p.hidden_in = h.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        p.hidden_in_len = h.size
+    headless = stage is not None and stage.layer_range[1] < stage.layers
     written = c_size_t()
-    check(fn(first, toks.ctypes.data_as(ctypes.POINTER(c_int32)), toks.size, byref(p),
-             out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), out.size, byref(written)), lib)
+    tok_ptr = toks.ctypes.data_as(ctypes.POINTER(c_int32))
+    if headless:
+        out = np.empty((toks.size, stage.hidden_size), dtype=np.float32)
+        p.hidden_out = out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        p.hidden_out_cap = out.size
+        check(fn(first, tok_ptr, toks.size, byref(p), None, 0, byref(written)), lib)
+        return out
+    rows = toks.size if all_logits else 1
+    out = np.empty((rows, vocab), dtype=np.float32)
+    check(fn(first, tok_ptr, toks.size, byref(p), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+             out.size, byref(written)), lib)
     assert written.value == out.size
     return out if all_logits else out[0]
 
@@ -199,10 +243,21 @@ class Session(_Handle):
         self.model = model
         self.vocab = model.vocab
 
-    def prefill(self, tokens: Tokens, all_logits: bool = False) -> np.ndarray:
+    def prefill(self, tokens: Tokens, all_logits: bool = False, step: int = DEFAULT_STEP,
+                hidden: Any = None) -> np.ndarray:
         """Runs tokens (1-D integer ids) at the next positions and returns float32 logits:
-        [vocab] for the last token, or [len(tokens), vocab] with all_logits."""
-        return _prefill_call(self._lib.strata_session_prefill, self._h, self._lib, tokens, self.vocab, all_logits)
+        [vocab] for the last token, or [len(tokens), vocab] with all_logits. A prompt longer than
+        step runs in steps of step tokens within the call (memory bounded by the step; the same
+        results as separate calls of step tokens); step=0 runs it in one step.
+
+        For a pipeline stage (Model(layers=(lo, hi))): hidden, required when lo > 0, is the
+        previous stage's output for the same tokens, float32 [len(tokens), model.hidden_size]; a
+        stage with hi < layers returns its residual streams [len(tokens), hidden_size] instead
+        of logits. Raises CapacityError past max_context, OutOfMemoryError when a step's
+        activations do not fit (lower step), InvalidArgumentError / ShapeError for bad input;
+        a failed call leaves the session unchanged."""
+        return _prefill_call(self._lib.strata_session_prefill, self._h, self._lib, tokens, self.vocab, all_logits,
+                             step, hidden, self.model)
 
     def cancel(self) -> None:
         """Asks a prefill running in another thread to stop (it raises CancelledError)."""
@@ -244,7 +299,7 @@ class Snapshot(_Handle):
         return pos.value
 
 
-def prefill(checkpoint_dir: PathLike, tokens: Tokens, all_logits: bool = False) -> np.ndarray:
+def prefill(checkpoint_dir: PathLike, tokens: Tokens, all_logits: bool = False, step: int = DEFAULT_STEP) -> np.ndarray:
     """One-shot: loads checkpoint_dir on the default device, prefills tokens in a fresh session
     and releases everything. Returns the logits like Session.prefill; the vocabulary size is read
     from the checkpoint's config."""
@@ -259,7 +314,7 @@ def prefill(checkpoint_dir: PathLike, tokens: Tokens, all_logits: bool = False) 
     if not vocab:
         raise InvalidArgumentError(f"{checkpoint_dir}/config.json has no vocab_size")
     lib = _lib.load()
-    return _prefill_call(lib.strata_prefill, path, lib, tokens, int(vocab), all_logits)
+    return _prefill_call(lib.strata_prefill, path, lib, tokens, int(vocab), all_logits, step)
 
 
 def _path(p: PathLike, what: str = "checkpoint_dir") -> bytes:

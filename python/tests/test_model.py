@@ -1,6 +1,7 @@
 import os
 
 import numpy as np
+import pytest
 
 from helpers import TINY_Q4
 
@@ -85,3 +86,49 @@ def test_example_scripts(libpath, q4_goldens, tmp_path):
     assert len(generated) == 8
     if top2[1] - top2[0] > 1e-3:
         assert generated[0] == int(np.argmax(row)), res.stdout
+
+
+def test_steps_equal_calls_of_that_size(strata, model, q4_goldens):
+    ids = q4_goldens["a.input_ids"]
+    assert strata.DEFAULT_STEP == model._lib.strata_prefill_default_params().step
+    with model.session() as s, model.session() as ref:
+        got = s.prefill(ids, all_logits=True, step=25)
+        want = np.concatenate([ref.prefill(ids[at:at + 25], all_logits=True, step=0) for at in range(0, len(ids), 25)])
+        assert np.array_equal(got, want)  # bitwise: the same work
+        for bad in (-1, 1.5, True, "8"):
+            with pytest.raises(strata.InvalidArgumentError):
+                s.prefill(ids[:4], step=bad)
+        assert s.position == len(ids)
+
+
+def test_pipeline_stages(strata, device, model, q4_goldens):
+    ids = q4_goldens["a.input_ids"][:40]
+    with model.session() as s:
+        want = s.prefill(ids, all_logits=True, step=16)
+    L = model.layers
+    for k in range(1, L):
+        first = strata.Model(device, TINY_Q4, layers=(0, k))
+        second = strata.Model(device, TINY_Q4, layers=(k, L))
+        assert first.layer_range == (0, k) and second.layer_range == (k, L) and first.hidden_size == second.hidden_size
+        with first.session() as s1, second.session() as s2:
+            h = s1.prefill(ids, step=16)
+            assert h.shape == (len(ids), first.hidden_size) and h.dtype == np.float32
+            with pytest.raises(strata.InvalidArgumentError):
+                s2.prefill(ids, all_logits=True)  # no hidden
+            with pytest.raises(strata.ShapeError):
+                s2.prefill(ids, hidden=h[:-1])
+            bad = h.copy()
+            bad[3, 7] = np.inf
+            with pytest.raises(strata.InvalidArgumentError):
+                s2.prefill(ids, hidden=bad)
+            assert s2.position == 0
+            got = s2.prefill(ids, all_logits=True, step=16, hidden=h)
+            assert np.array_equal(got, want)  # bitwise: the same work, split over two models
+        first.close()
+        second.close()
+    with model.session() as s:
+        with pytest.raises(strata.InvalidArgumentError):
+            s.prefill(ids, hidden=np.zeros((len(ids), 64), np.float32))
+    for bad in ((2, 1), (0, L + 1), (-1, 2), (1,), "0,2", (0.0, 1)):
+        with pytest.raises(strata.InvalidArgumentError):
+            strata.Model(device, TINY_Q4, layers=bad)

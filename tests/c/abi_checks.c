@@ -5,6 +5,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +279,98 @@ int main(int argc, char** argv) {
     check_status("gdn_scan unknown mode", strata_gdn_scan(dev, &tq1, &tk1, &tk1, &tg, &tg, &tst1, &to1, &gp), STRATA_ERR_INVALID_ARGUMENT, "mode 9");
     check_status("gdn_scan state NULL", strata_gdn_scan(dev, &tq1, &tk1, &tk1, &tg, &tg, NULL, &to1, NULL), STRATA_ERR_INVALID_ARGUMENT, "state: NULL");
     check_status("gdn_scan ok", strata_gdn_scan(dev, &tq1, &tk1, &tk1, &tg, &tg, &tst1, &to1, NULL), STRATA_OK, NULL);
+  }
+
+  /* steps and pipeline stages: all logits of 60 tokens from the whole model in calls of 16
+     tokens, in one call with step 16, and from two stages [0, k) and [k, L) (step 16 each)
+     chained through hidden_out / hidden_in, for every k: the same bits. */
+  {
+    enum { T = 60 };
+    static float whole[T * 512], got[T * 512];
+    int64_t L = minfo.layers, H = 0;
+    strata_session* ws = NULL;
+    strata_session_new(model, NULL, &ws);
+    strata_prefill_params p1 = strata_prefill_default_params();
+    expect("default step is STRATA_DEFAULT_STEP", p1.step == STRATA_DEFAULT_STEP);
+    p1.all_logits = 1;
+    p1.step = 0;
+    for (int at = 0; at < T; at += 16) {
+      int n = T - at < 16 ? T - at : 16;
+      check_status("whole model, calls of 16 tokens", strata_session_prefill(ws, toks + at, n, &p1, whole + at * 512, n * 512, NULL), STRATA_OK, NULL);
+    }
+    strata_session_reset(ws);
+    p1.step = 16;
+    check_status("whole model, one call in steps of 16", strata_session_prefill(ws, toks, T, &p1, got, T * 512, NULL), STRATA_OK, NULL);
+    expect("steps of 16 == calls of 16, bitwise", memcmp(got, whole, sizeof whole) == 0);
+    strata_session_reset(ws);
+    p1.step = -1;
+    check_status("negative step", strata_session_prefill(ws, toks, T, &p1, got, T * 512, NULL), STRATA_ERR_INVALID_ARGUMENT, "step -1");
+    strata_session_free(ws);
+    strata_model_params mp = strata_model_default_params();
+    strata_model* st0 = NULL;
+    mp.layer_lo = 2, mp.layer_hi = 1;
+    check_status("empty layer range", strata_model_load(dev, dir, &mp, &st0), STRATA_ERR_INVALID_ARGUMENT, "[2, 1)");
+    mp.layer_lo = 0, mp.layer_hi = L + 1;
+    check_status("layer range past the model", strata_model_load(dev, dir, &mp, &st0), STRATA_ERR_INVALID_ARGUMENT, "layers");
+    int all_equal = 1;
+    for (int64_t k = 1; k < L; k++) {
+      strata_model *m0 = NULL, *m1 = NULL;
+      mp.layer_lo = 0, mp.layer_hi = k;
+      check_status("load stage [0, k)", strata_model_load(dev, dir, &mp, &m0), STRATA_OK, NULL);
+      mp.layer_lo = k, mp.layer_hi = L;
+      check_status("load stage [k, L)", strata_model_load(dev, dir, &mp, &m1), STRATA_OK, NULL);
+      strata_model_props pi = {.struct_size = sizeof pi};
+      strata_model_info(m1, &pi);
+      expect("stage props", pi.layer_lo == k && pi.layer_hi == L && pi.layers == L && pi.hidden_size > 0);
+      H = pi.hidden_size;
+      float* hidden = malloc(sizeof(float) * T * H);
+      strata_session *s0 = NULL, *s1 = NULL;
+      strata_session_new(m0, NULL, &s0);
+      strata_session_new(m1, NULL, &s1);
+      strata_prefill_params q = strata_prefill_default_params();
+      q.step = 16;
+      if (k == 1) {
+        check_status("headless stage without hidden_out", strata_session_prefill(s0, toks, T, &q, NULL, 0, NULL), STRATA_ERR_INVALID_ARGUMENT, "hidden_out");
+        check_status("headless stage with logits_out", strata_session_prefill(s0, toks, T, &q, got, T * 512, NULL), STRATA_ERR_INVALID_ARGUMENT, "no head");
+        q.hidden_out = hidden, q.hidden_out_cap = T * H - 1;
+        check_status("hidden_out too small", strata_session_prefill(s0, toks, T, &q, NULL, 0, NULL), STRATA_ERR_SHAPE, "hidden_out_cap");
+      }
+      q.hidden_out = hidden, q.hidden_out_cap = T * H;
+      check_status("stage [0, k)", strata_session_prefill(s0, toks, T, &q, NULL, 0, NULL), STRATA_OK, NULL);
+      strata_prefill_params r = strata_prefill_default_params();
+      r.all_logits = 1, r.step = 16;
+      if (k == 1) {
+        check_status("second stage without hidden_in", strata_session_prefill(s1, toks, T, &r, got, T * 512, NULL), STRATA_ERR_INVALID_ARGUMENT, "hidden_in must hold");
+        r.hidden_in = hidden, r.hidden_in_len = T * H - 1;
+        check_status("hidden_in too short", strata_session_prefill(s1, toks, T, &r, got, T * 512, NULL), STRATA_ERR_SHAPE, "hidden_in_len");
+        float keep = hidden[5];
+        hidden[5] = NAN;
+        r.hidden_in_len = T * H;
+        check_status("hidden_in with NaN", strata_session_prefill(s1, toks, T, &r, got, T * 512, NULL), STRATA_ERR_INVALID_ARGUMENT, "NaN");
+        hidden[5] = keep;
+        int64_t p = -1;
+        strata_session_position(s1, &p);
+        expect("refused stage prefills left position 0", p == 0);
+      }
+      r.hidden_in = hidden, r.hidden_in_len = T * H;
+      check_status("stage [k, L)", strata_session_prefill(s1, toks, T, &r, got, T * 512, NULL), STRATA_OK, NULL);
+      all_equal &= memcmp(got, whole, sizeof whole) == 0;
+      strata_session_free(s0);
+      strata_session_free(s1);
+      strata_model_free(m0);
+      strata_model_free(m1);
+      free(hidden);
+    }
+    strata_session* s2 = NULL;
+    strata_session_new(model, NULL, &s2);
+    strata_prefill_params r2 = strata_prefill_default_params();
+    r2.hidden_in = whole, r2.hidden_in_len = 64;
+    check_status("hidden_in to a whole model", strata_session_prefill(s2, toks, 1, &r2, got, 512, NULL), STRATA_ERR_INVALID_ARGUMENT, "starts at layer 0");
+    r2 = strata_prefill_default_params();
+    r2.hidden_out = got, r2.hidden_out_cap = 64;
+    check_status("hidden_out to a whole model", strata_session_prefill(s2, toks, 1, &r2, got, 512, NULL), STRATA_ERR_INVALID_ARGUMENT, "holds the head");
+    strata_session_free(s2);
+    expect("two chained stages == the whole model, bitwise, for every split", all_equal);
   }
 
   /* one-shot */
