@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // QSASelect runs the QSA indexer for a prefill chunk and writes, for each query row, the key
@@ -43,20 +44,34 @@ func QSASelect(sel *op.Selection, q []float32, rawKeys []float32, kNorm []float3
 	if total == 0 {
 		return nil
 	}
-	keys := qsaBlockKeys(rawKeys, kNorm, p, nbSparse)
+	keysT := qsaBlockKeys(rawKeys, kNorm, p, nbSparse)
 	scale := float32(1 / math.Sqrt(float64(p.Dim)))
-	parallelFor(p.T, 4, func(lo, hi int) {
-		sc := make([]float32, nbSparse)
-		buf := make([]float32, nbSparse)
-		for t := lo; t < hi; t++ {
-			if sel.Dense[t] {
-				continue
+	// Dense rows form a prefix (a row is dense while its position is small); the sparse rows are
+	// scored in tiles of qsaTileRows, handed out one at a time (later rows see more blocks).
+	first := 0
+	for first < p.T && sel.Dense[first] {
+		first++
+	}
+	tiles := (p.T - first + qsaTileRows - 1) / qsaTileRows
+	var next atomic.Int64
+	parallelFor(tiles, 1, func(_, _ int) {
+		var ws qsaWork
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= tiles {
+				return
 			}
-			pos := p.Pos0 + t
-			nb := (pos + 1) / p.Ratio
-			qsaScores(sc[:nb], q[t*p.NHeads*p.Dim:(t+1)*p.NHeads*p.Dim], keys, p.NHeads, p.Dim, scale)
-			out := sel.Tokens[sel.Offsets[t]:sel.Offsets[t+1]]
-			qsaEmit(out, sc[:nb], buf[:nb], keep, p.Ratio, pos)
+			t0 := first + i*qsaTileRows
+			t1 := min(t0+qsaTileRows, p.T)
+			nbMax := (p.Pos0 + t1) / p.Ratio // blocks visible to the tile's last row
+			sc := ws.scores(q[t0*p.NHeads*p.Dim:], keysT, nbSparse, t1-t0, nbMax, p.NHeads, p.Dim, scale)
+			for t := t0; t < t1; t++ {
+				pos := p.Pos0 + t
+				nb := (pos + 1) / p.Ratio
+				row := sc[(t-t0)*nbMax : (t-t0)*nbMax+nb]
+				out := sel.Tokens[sel.Offsets[t]:sel.Offsets[t+1]]
+				qsaEmit(out, row, ws.buf(nb), keep, p.Ratio, pos)
+			}
 		}
 	})
 	return nil
@@ -101,8 +116,9 @@ func qsaCheck(sel *op.Selection, q, rawKeys, kNorm []float32, p op.IndexerParams
 	return nil
 }
 
-// qsaBlockKeys returns the keys [nb, Dim] of blocks 0..nb-1: pooled mean, RMSNorm1p, RoPE at the
-// block's first position, all in float64, rounded once.
+// qsaBlockKeys returns the keys of blocks 0..nb-1 transposed, [Dim, nb] (the B operand of the
+// score products): pooled mean, RMSNorm1p, RoPE at the block's first position, all in float64,
+// rounded once.
 func qsaBlockKeys(rawKeys, kNorm []float32, p op.IndexerParams, nb int) []float32 {
 	dim, half := p.Dim, p.Rot/2
 	invFreq := make([]float64, half)
@@ -130,9 +146,8 @@ func qsaBlockKeys(rawKeys, kNorm []float32, p op.IndexerParams, nb int) []float3
 				x[j] *= inv * (1 + float64(kNorm[j]))
 			}
 			qsaRope(x, invFreq, float64(b*p.Ratio))
-			out := keys[b*dim : (b+1)*dim]
-			for j := range out {
-				out[j] = float32(x[j])
+			for j, v := range x {
+				keys[j*nb+b] = float32(v)
 			}
 		}
 	})
@@ -150,50 +165,69 @@ func qsaRope(x, invFreq []float64, pos float64) {
 	}
 }
 
-// qsaScores writes sc[b] = scale * sum_h relu(q_h . key_b) for the len(sc) first blocks; heads
-// are added in index order. NaN scores become -Inf so that they rank last.
-func qsaScores(sc, q, keys []float32, nh, dim int, scale float32) {
-	clear(sc)
-	nb := len(sc)
-	for h := 0; h < nh; h += 2 {
-		q0 := q[h*dim : (h+1)*dim]
-		q1 := q0
-		two := h+1 < nh
-		if two {
-			q1 = q[(h+1)*dim : (h+2)*dim]
-		}
-		b := 0
-		for ; b+4 <= nb; b += 4 {
-			a00, a01, a02, a03, a10, a11, a12, a13 := qsaDot2x4(q0, q1,
-				keys[b*dim:(b+1)*dim], keys[(b+1)*dim:(b+2)*dim], keys[(b+2)*dim:(b+3)*dim], keys[(b+3)*dim:(b+4)*dim])
-			s := sc[b : b+4 : b+4]
-			s[0] += max(a00, 0)
-			s[1] += max(a01, 0)
-			s[2] += max(a02, 0)
-			s[3] += max(a03, 0)
-			if two {
-				s[0] += max(a10, 0)
-				s[1] += max(a11, 0)
-				s[2] += max(a12, 0)
-				s[3] += max(a13, 0)
-			}
-		}
-		for ; b < nb; b++ {
-			a0, a1 := qsaDot2x1(q0, q1, keys[b*dim:(b+1)*dim])
-			sc[b] += max(a0, 0)
-			if two {
-				sc[b] += max(a1, 0)
+// qsaTileRows is how many query rows the indexer scores at once, and qsaTileBlocks how many
+// blocks: a [Dim, qsaTileBlocks] part of the transposed block keys (256 KB at Dim 128) stays in
+// cache while every head of the tile's rows runs over it.
+const (
+	qsaTileRows   = 24
+	qsaTileBlocks = 512
+)
+
+// qsaWork is one worker's scratch for the indexer scores, grown as needed.
+type qsaWork struct {
+	sc, part, sorted []float32
+	rows                    []*float32
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// buf returns n floats of selection scratch.
+func (w *qsaWork) buf(n int) []float32 {
+	w.sorted = grow(w.sorted, n)
+	return w.sorted
+}
+
+// scores returns sc [rows, nb]: sc[r, b] = scale * sum_h relu(q_{r,h} . key_b) for the rows
+// query rows starting at q (row stride nh*dim) and blocks b < nb of keysT [dim, ldk] (the keys
+// transposed, ldk >= nb); heads are
+// added in index order, each dot product is one fmaGemm sum over dim in index order (so a score
+// does not depend on the tile it fell in). NaN scores become -Inf so that they rank last.
+func (w *qsaWork) scores(q, keysT []float32, ldk, rows, nb, nh, dim int, scale float32) []float32 {
+	w.sc = grow(w.sc, rows*nb)
+	clear(w.sc)
+	if cap(w.rows) < dim {
+		w.rows = make([]*float32, dim)
+	}
+	brows := w.rows[:dim]
+	for b0 := 0; b0 < nb; b0 += qsaTileBlocks {
+		nc := min(qsaTileBlocks, nb-b0)
+		fmaRowTable(brows, keysT[b0:], ldk, nc)
+		w.part = grow(w.part, rows*nc)
+		for h := 0; h < nh; h++ {
+			clear(w.part)
+			fmaGemm(w.part, nc, q[h*dim:], nh*dim, 1, brows, rows, nc, dim)
+			for r := 0; r < rows; r++ {
+				dst, src := w.sc[r*nb+b0:r*nb+b0+nc], w.part[r*nc:(r+1)*nc]
+				for b, v := range src {
+					dst[b] += max(v, 0)
+				}
 			}
 		}
 	}
 	negInf := float32(math.Inf(-1))
-	for b := range sc {
-		s := sc[b] * scale
-		if s != s {
-			s = negInf
+	for i, v := range w.sc {
+		v *= scale
+		if v != v {
+			v = negInf
 		}
-		sc[b] = s
+		w.sc[i] = v
 	}
+	return w.sc
 }
 
 // qsaEmit writes the tokens of the keep best blocks of sc (ties to the lower index) in
@@ -275,40 +309,4 @@ func qsaKthLargest(a []float32, k int) float32 {
 		}
 	}
 	return a[target]
-}
-
-// qsaDot2x4 returns the 8 dot products of rows q0, q1 with k0..k3 (all of len(q0)), each
-// summed in index order.
-func qsaDot2x4(q0, q1, k0, k1, k2, k3 []float32) (a00, a01, a02, a03, a10, a11, a12, a13 float32) {
-	q1 = q1[:len(q0)]
-	k0 = k0[:len(q0)]
-	k1 = k1[:len(q0)]
-	k2 = k2[:len(q0)]
-	k3 = k3[:len(q0)]
-	for i := range q0 {
-		x0, x1 := q0[i], q1[i]
-		y0, y1, y2, y3 := k0[i], k1[i], k2[i], k3[i]
-		a00 += x0 * y0
-		a01 += x0 * y1
-		a02 += x0 * y2
-		a03 += x0 * y3
-		a10 += x1 * y0
-		a11 += x1 * y1
-		a12 += x1 * y2
-		a13 += x1 * y3
-	}
-	return
-}
-
-// qsaDot2x1 is qsaDot2x4 for one key; each sum runs in the same order, so a score does not
-// depend on whether its key fell in a group of four.
-func qsaDot2x1(q0, q1, k0 []float32) (a0, a1 float32) {
-	q1 = q1[:len(q0)]
-	k0 = k0[:len(q0)]
-	for i := range q0 {
-		y := k0[i]
-		a0 += q0[i] * y
-		a1 += q1[i] * y
-	}
-	return
 }

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"fmt"
+
 	"github.com/stratakernels/strata/op"
 
 	"errors"
@@ -347,6 +349,69 @@ func TestQSASelectErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := QSASelect(tc.sel, tc.q, tc.keys, tc.norm, tc.p); !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkQSASelect: the indexer at the real model's shapes (4 index heads of 128, ratio 4,
+// budget 2048) for a 2048-token chunk from position 0 and at pos0 30000 (continuing a long
+// prompt), and an 8192-token one-shot chunk; GFLOP/s counts the score dot products of the
+// sparse rows. Sub-benchmarks time the whole op, the scores alone and the selection alone.
+func BenchmarkQSASelect(b *testing.B) {
+	b.Logf("kernels: %s", AttentionKernel())
+	for _, c := range []struct{ T, pos0 int }{{2048, 0}, {2048, 30000}, {8192, 0}} {
+		p := op.IndexerParams{T: c.T, Pos0: c.pos0, NHeads: 4, Dim: 128, Ratio: 4, Budget: 2048, Rot: 64, Theta: 1e7, Eps: 1e-6}
+		r := rand.New(rand.NewPCG(7, uint64(c.T+c.pos0)))
+		q, raw, kn := make([]float32, c.T*p.NHeads*p.Dim), make([]float32, (c.pos0+c.T)*p.Dim), make([]float32, p.Dim)
+		for _, x := range [][]float32{q, raw, kn} {
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+		}
+		var sel op.Selection
+		if err := QSASelect(&sel, q, raw, kn, p); err != nil {
+			b.Fatal(err)
+		}
+		var dots float64
+		first := c.T
+		for t := c.T - 1; t >= 0 && !sel.Dense[t]; t-- {
+			dots += float64((c.pos0 + t + 1) / p.Ratio)
+			first = t
+		}
+		flops := 2 * dots * float64(p.NHeads*p.Dim)
+		name := fmt.Sprintf("T%d_pos0_%d", c.T, c.pos0)
+		b.Run(name+"/all", func(b *testing.B) {
+			for b.Loop() {
+				if err := QSASelect(&sel, q, raw, kn, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		nbAll := (c.pos0 + c.T) / p.Ratio
+		keysT := qsaBlockKeys(raw, kn, p, nbAll)
+		scale := float32(1 / math.Sqrt(float64(p.Dim)))
+		var ws qsaWork
+		b.Run(name+"/scores", func(b *testing.B) {
+			for b.Loop() {
+				for t0 := first; t0 < c.T; t0 += qsaTileRows {
+					t1 := min(t0+qsaTileRows, c.T)
+					ws.scores(q[t0*p.NHeads*p.Dim:], keysT, nbAll, t1-t0, (c.pos0+t1)/p.Ratio, p.NHeads, p.Dim, scale)
+				}
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		b.Run(name+"/select", func(b *testing.B) {
+			t := c.T - 1
+			nb := (c.pos0 + t + 1) / p.Ratio
+			sc := ws.scores(q[t*p.NHeads*p.Dim:], keysT, nbAll, 1, nb, p.NHeads, p.Dim, scale)
+			sc = append([]float32(nil), sc...)
+			out := make([]int32, c.pos0+t+1)
+			for b.Loop() {
+				for range c.T - first { // one selection per sparse row, each over the last row's blocks
+					qsaEmit(out, sc, ws.buf(nb), p.Budget/p.Ratio, p.Ratio, c.pos0+t)
+				}
 			}
 		})
 	}
