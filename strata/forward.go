@@ -345,7 +345,7 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
 			return
 		}
 		f.matmul(layer, "indexer index_qk_proj", iqk, x, T, w.idx)
-		f.do(StageAttention, layer, "qsa_index", func() error {
+		f.do(StageIndexer, layer, "qsa_index", func() error {
 			return p.QSAIndex(op.QSAIndex{Plan: plan, Tok: tok, IQ: iq, Keys: st.get(layer, stateIdxK), IQK: iqk,
 				QNorm: w.idxQN, KNorm: w.idxKN, P: ip})
 		})

@@ -70,16 +70,17 @@ type Stage int
 // Stages of a prefill.
 const (
 	StageGEMM          Stage = iota // dense projections, router, lm_head
-	StageAttention                  // attention incl. QSA indexer, q/k norm and RoPE
+	StageAttention                  // q/k norms and RoPE, the (QSA-sparse) attention, its output gate
 	StageGDN                        // gdn_pre (conv, l2norm, gates), scan, post
 	StageMoE                        // routing, expert GEMMs, combine
 	StageGatedResidual              // reads, writes, norms
 	StagePLE                        // n-gram hashing, gating, conv
+	StageIndexer                    // QSA indexer: index q/k norms and RoPE, block keys, scores, top-k block selection (its projection counts as GEMM)
 	numStages
 )
 
 func (s Stage) String() string {
-	return [...]string{"GEMM", "attention", "GDN", "MoE", "GatedResidual", "PLE"}[s]
+	return [...]string{"GEMM", "attention", "GDN", "MoE", "GatedResidual", "PLE", "indexer"}[s]
 }
 
 // add accumulates the stats of one more step of a prefill.

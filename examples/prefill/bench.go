@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -17,15 +18,40 @@ import (
 	"github.com/stratakernels/strata/strata"
 )
 
-// runBench prints the sgemm peak P, the per-op figures and the slice-model figures.
-func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64) error {
-	var Ts []int
-	for _, f := range strings.Split(tokensList, ",") {
-		T, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || T <= 0 {
-			return fmt.Errorf("--bench-tokens: bad length %q", f)
+// benchRun is one slice run of --bench-tokens: T tokens timed at position pos0 (after pos0
+// untimed tokens: "P+T").
+type benchRun struct{ pos0, T int }
+
+func parseBenchTokens(list string) ([]benchRun, error) {
+	var runs []benchRun
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		var r benchRun
+		p, t, cont := strings.Cut(f, "+")
+		var err error
+		if cont {
+			if r.pos0, err = strconv.Atoi(p); err == nil && r.pos0 < 0 {
+				err = fmt.Errorf("negative")
+			}
+		} else {
+			t = p
 		}
-		Ts = append(Ts, T)
+		if err == nil {
+			r.T, err = strconv.Atoi(t)
+		}
+		if err != nil || r.T <= 0 {
+			return nil, fmt.Errorf("--bench-tokens: bad entry %q (want T or P+T, T > 0)", f)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// runBench prints the sgemm peak P, the per-op figures and the slice-model figures.
+func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, step int) error {
+	runs, err := parseBenchTokens(tokensList)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("kernels   %s\n", dev.Kernels())
@@ -53,27 +79,42 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 		return err
 	}
 	defer m.Close()
-	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB\n", m.Describe(), time.Since(t0).Round(time.Millisecond), widen>>20)
-	for _, T := range Ts {
-		r := rand.New(rand.NewPCG(1, uint64(T)))
-		tokens := make([]int32, T)
+	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB, step %d\n", m.Describe(), time.Since(t0).Round(time.Millisecond), widen>>20, step)
+	var firstCost float64 // seconds per token of the first run
+	for i, run := range runs {
+		r := rand.New(rand.NewPCG(1, uint64(run.pos0+run.T)))
+		tokens := make([]int32, run.pos0+run.T)
 		for i := range tokens {
 			tokens[i] = int32(r.IntN(m.Vocab()))
 		}
-		s, err := m.NewSession(strata.SessionOptions{MaxContext: T})
+		s, err := m.NewSession(strata.SessionOptions{MaxContext: run.pos0 + run.T})
 		if err != nil {
 			return err
 		}
-		lg, err := s.Prefill(ctx, tokens, strata.PrefillOptions{})
+		if run.pos0 > 0 {
+			if _, err := s.Prefill(ctx, tokens[:run.pos0], strata.PrefillOptions{Step: step}); err != nil {
+				s.Close()
+				return err
+			}
+		}
+		// The peak RSS of this run: the high-water mark is reset (Linux) after returning the
+		// previous runs' freed memory to the system.
+		debug.FreeOSMemory()
+		resetHWM()
+		lg, err := s.Prefill(ctx, tokens[run.pos0:], strata.PrefillOptions{Step: step})
 		s.Close()
 		if err != nil {
 			return err
 		}
 		st := lg.Stats
 		sec := st.Total.Seconds()
-		gemm, total := m.PrefillFLOPs(0, T, 1)
-		fmt.Printf("slice T=%-5d %8.1f tokens/s  %7.1f GFLOP/s  %5.1f%% of P  %5.1f%% of the GEMM-bound limit (%.1f GFLOP of GEMM, %.1f total)  peak RSS %d MiB\n",
-			T, float64(T)/sec, total/sec/1e9, 100*total/sec/1e9/P, 100*gemm/(P*1e9)/sec, gemm/1e9, total/1e9, vmHWM()>>20)
+		gemm, total := m.PrefillFLOPs(run.pos0, run.T, 1)
+		cost := sec / float64(run.T)
+		if i == 0 {
+			firstCost = cost
+		}
+		fmt.Printf("slice pos0=%-5d T=%-5d %8.1f tokens/s  %5.2fx the first run's time per token  %7.1f GFLOP/s  %5.1f%% of P  %5.1f%% of the GEMM-bound limit (%.1f GFLOP of GEMM, %.1f total)  peak RSS %d MiB\n",
+			run.pos0, run.T, float64(run.T)/sec, cost/firstCost, total/sec/1e9, 100*total/sec/1e9/P, 100*gemm/(P*1e9)/sec, gemm/1e9, total/1e9, vmHWM()>>20)
 		for i, d := range st.Stage {
 			fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/sec)
 		}
@@ -187,6 +228,30 @@ func benchOps(P float64) error {
 	}); err != nil {
 		return err
 	}
+	// Long context: a 2048-token chunk at pos0 30000. The QSA indexer (4 index heads of 128,
+	// ratio 4, budget 2048: block scores, then each row's top-512 blocks), and the sparse
+	// attention over the 2048 + 3 selected tokens of each row (24 heads, 2 KV heads of 256).
+	const Tq, pos0 = 2048, 30000
+	ip := op.IndexerParams{T: Tq, Pos0: pos0, NHeads: 4, Dim: 128, Ratio: 4, Budget: 2048, Rot: 64, Theta: 1e7, Eps: 1e-6}
+	iq, ik := rnd(Tq*4*128, 1), rnd((pos0+Tq)*128, 1)
+	var sel op.Selection
+	var dots float64
+	for t := 0; t < Tq; t++ {
+		dots += float64((pos0 + t + 1) / 4)
+	}
+	if err := report("QSA indexer T2048 pos0 30000 (scores, top-k)", 2*dots*4*128, func() error {
+		return kernels.QSASelect(&sel, iq, ik, rnd(128, 0.1), ip)
+	}); err != nil {
+		return err
+	}
+	aq, ak, av := rnd(Tq*24*256, 1), rnd((pos0+Tq)*2*256, 1), rnd((pos0+Tq)*2*256, 1)
+	o, lse := make([]float32, Tq*24*256), make([]float32, Tq*24)
+	ap := op.AttnParams{T: Tq, Hq: 24, Hkv: 2, D: 256, Pos0: pos0, Scale: 1.0 / 16}
+	if err := report("sparse attention T2048 pos0 30000 (2051 keys/row)", 4*24*256*float64(len(sel.Tokens)), func() error {
+		return kernels.Attention(o, lse, aq, ak, av, ap, &sel)
+	}); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -204,6 +269,12 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// resetHWM resets the process's peak resident set to its current size (Linux: "5" written to
+// /proc/self/clear_refs); elsewhere it does nothing.
+func resetHWM() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 // vmHWM is the process's peak resident set in bytes (Linux /proc/self/status), 0 elsewhere.

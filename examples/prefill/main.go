@@ -12,9 +12,12 @@
 //	go run ./examples/prefill --bench
 //	go run ./examples/prefill --model DIR --inspect
 //
-// --bench measures this machine's sgemm peak P, then each CPU op at the real model's shapes and
-// a 4-layer real-width slice of Qwen3.8-Flash-Next (generated once, 3.2 GB) at T = 512 and
-// 2048, every figure also as a fraction of P (see bench.go).
+// --bench measures this machine's sgemm peak P, then each CPU op at the real model's shapes
+// (including the QSA indexer and the sparse attention of a 2048-token chunk at pos0 30000) and a
+// 4-layer real-width slice of Qwen3.8-Flash-Next (generated once, 3.2 GB) at the
+// --bench-tokens lengths (default 512 and 2048; e.g. 2048,8192,32768,30000+2048 for the long
+// context), with per-stage times, every figure also as a fraction of P, and each run's peak RSS
+// (see bench.go).
 //
 // --inspect checks a checkpoint as loading would, without loading it (reading headers only:
 // seconds for a 360 GB release), prints its summary and exits 0, or prints the error and exits
@@ -64,7 +67,7 @@ func run() error {
 		maxCtx     = flag.Int("max-context", 0, "session capacity in tokens (default: prompt length, at least 4096)")
 		verbose    = flag.Bool("v", false, "log library messages to stderr")
 		bench      = flag.Bool("bench", false, "benchmark: sgemm peak, each op at real shapes, and the qwen4exp-slice model (see --bench-tokens)")
-		benchT     = flag.String("bench-tokens", "512,2048", "prompt lengths of the --bench slice runs")
+		benchT     = flag.String("bench-tokens", "512,2048", "--bench slice runs: comma-separated T (T tokens from position 0) or P+T (T tokens timed after P untimed ones, e.g. 30000+2048)")
 		widen      = flag.Int64("widen-budget", 8<<30, "bytes of float32 weight copies to make at load (0: keep 16-bit weights, -1: all)")
 		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
 	)
@@ -115,7 +118,11 @@ func run() error {
 		return err
 	}
 	if *bench {
-		return runBench(ctx, dev, *modelDir, *benchT, *widen)
+		bstep := *step
+		if bstep == 0 {
+			bstep = strata.OneShot
+		}
+		return runBench(ctx, dev, *modelDir, *benchT, *widen, bstep)
 	}
 	dir := *modelDir
 	if dir == "" {
