@@ -14,4 +14,16 @@
 // walks the same way, and a failed or cancelled prefill restores the fixed-size states from host
 // backups on every backend. The token ids and the PLE n-gram ids are computed on the host
 // (integer bookkeeping) and written into device tensors before the ops that read them.
+//
+// Memory. A prompt longer than PrefillOptions.Step (DefaultStep, 2048 tokens) runs in steps
+// within the call, so activations are O(step) whatever the prompt length; the results are those
+// of separate calls of that size. Before a step, and before a session's cache is allocated, the
+// bytes needed are compared with the memory available (Linux MemAvailable, macOS hw.memsize,
+// capped by a Go memory limit): a prefill or session that would not fit fails with
+// ErrOutOfMemory naming both figures instead of the process running out of memory.
+//
+// Pipeline stages. LoadOptions.Layers loads a half-open range of decoder layers (the
+// embedding with the first, the head with the last); chained through PrefillOptions.Hidden and
+// Logits.Hidden (the residual streams [T, S*D]) the stages give the whole model's logits
+// bitwise.
 package strata
