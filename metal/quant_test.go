@@ -111,6 +111,7 @@ func TestQuantMatMul(t *testing.T) {
 	}
 	shapes = append(shapes, shape{quantFormat{4, 64, op.BF16}, 72, 2048, []int{3, 17}})
 	b := testBackend(t)
+	worst := map[string]float64{}
 	for si, s := range shapes {
 		name := fmt.Sprintf("%v_N%d_K%d", s.f, s.N, s.K)
 		w, dense := randQuant(t, uint64(10+si), s.N, s.K, s.f, 0.1)
@@ -126,9 +127,11 @@ func TestQuantMatMul(t *testing.T) {
 			ys := matMuls(t, b, w, s.ts, xs)
 			for i, T := range s.ts {
 				what := fmt.Sprintf("%s T%d %s", name, T, kernelName(k))
-				if e := optest.RelErr(ys[i], optest.RefMatMul(xs[i], T, w)); !(e <= quantTol()) {
+				e := optest.RelErr(ys[i], optest.RefMatMul(xs[i], T, w))
+				if !(e <= quantTol()) {
 					t.Errorf("%s: relative error %.3g > %.3g", what, e, quantTol())
 				}
+				worst[kernelName(k)] = max(worst[kernelName(k)], e)
 				if k == qmmKernel || k == qmmTensorKernel || (k == "" && T > qmvMaxRows) {
 					checkBitwise(t, what+" vs gemm_w32 on the dequantized weight", ys[i], twin[i])
 				}
@@ -150,7 +153,8 @@ func TestQuantMatMul(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d shapes x %d kernels on the emulator in %v", len(shapes), len(quantKernels), time.Since(t0).Round(time.Millisecond))
+	t.Logf("%d shapes x %d kernels on the emulator in %v; worst relative error per kernel %v (tolerance %.2g)",
+		len(shapes), len(quantKernels), time.Since(t0).Round(time.Millisecond), worst, quantTol())
 }
 
 func kernelName(k string) string {
@@ -261,6 +265,7 @@ func quantExpertsCases() []quantExpertsCase {
 func TestQuantExperts(t *testing.T) {
 	b := testBackend(t)
 	tol := optest.Tolerances()["MoEExperts.ye"] * metalTol
+	worst := map[string]float64{}
 	for ci, c := range quantExpertsCases() {
 		ex, twin := quantExperts(t, c, uint64(100*ci))
 		for _, T := range []int{1, 3, 17} {
@@ -282,15 +287,18 @@ func TestQuantExperts(t *testing.T) {
 				if !slices.Equal(rk, wantRK) {
 					t.Fatalf("%s: rk %v, want %v", what, rk, wantRK)
 				}
-				if e := optest.RelErr(ye[:used*c.D], wantYE[:used*c.D]); !(e <= tol) {
+				e := optest.RelErr(ye[:used*c.D], wantYE[:used*c.D])
+				if !(e <= tol) {
 					t.Errorf("%s: relative error %.3g > %.3g", what, e, tol)
 				}
+				worst[kernelName(k)] = max(worst[kernelName(k)], e)
 				if k == qmmKernel || k == qmmTensorKernel || (k == "" && T > qmvMaxRows) {
 					checkBitwise(t, what+" vs gemm_w32_grouped on the dequantized experts", ye[:used*c.D], twinYE[:used*c.D])
 				}
 			}
 		}
 	}
+	t.Logf("worst relative error per kernel %v (tolerance %.2g)", worst, tol)
 	for _, v := range []string{"qmm_affine_grouped_b4_g64_BF16_bm32_bn32_bk32", "qmv_affine_grouped_b3_g32_F16_bm4_bn8_bk256",
 		"qmm_affine_tensor_grouped_b2_g64_F16_bm32_bn32_bk32", "gemm_w16_grouped_BF16_bm32_bn32_bk16"} {
 		checkVariant(t, b, v)
