@@ -137,7 +137,8 @@ func (b *Backend) Kernels() string {
 }
 
 // SetSource replaces the source of one kernel file for this Backend (the A/B harness runs a
-// candidate file this way). It must be called before the file's first use.
+// candidate file this way). It must be called before the file's first use, and before the first
+// use of a file compiled after it (quant.metal is compiled ahead of quant_tensor.metal).
 // Errors wrap op.ErrInvalidArgument when the file is unknown or already compiled.
 func (b *Backend) SetSource(file, src string) error {
 	if _, err := Source(file); err != nil {
