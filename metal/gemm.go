@@ -40,8 +40,12 @@ func gemmKernel(dt op.DType, grouped bool) (fn, variant string, consts []mtlCons
 	return fn, variant, []mtlConst{boolConst(0, dt == op.BF16)}
 }
 
-// encodeMatMul encodes y [T, N] = x [T, K] W^T into j (tensors already on the device).
+// encodeMatMul encodes y [T, N] = x [T, K] W^T into j (tensors already on the device): a QAffine
+// W through the quantized kernels of quant.go, a dense one through gemm_w16 / gemm_w32.
 func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
+	if w.DType == op.QAffine {
+		return b.encodeQMatMul(j, y, x, T, w)
+	}
 	fn, variant, consts := gemmKernel(w.DType, false)
 	pipe, err := b.pipeline("gemm.metal", fn, consts)
 	if err != nil {
@@ -56,7 +60,9 @@ func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error
 // BF16 or F16 (function constant 0 selects the widening, exact either way) or F32, float32
 // accumulation on 8x8 simdgroup matrices in tiles of 32 x 32, K in steps of 16. Agreement with
 // the CPU op: a few float32 ulps of sum |x||w| per element (different summation order). Variant
-// names: gemm_w16_BF16_bm32_bn32_bk16, gemm_w32_bm32_bn32_bk16.
+// names: gemm_w16_BF16_bm32_bn32_bk16, gemm_w32_bm32_bn32_bk16. A QAffine W runs the quantized
+// kernels of op "qmm" (quant.go: qmv_affine for T <= 4, else qmm_affine, which gives gemm_w32's
+// bits on the dequantized weight), reading the packed codes, scales and biases.
 func (j *Pass) MatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return j.fail(err)
@@ -74,8 +80,11 @@ func (j *Pass) MatMul(a op.MatMul) error {
 // GEMMs (gemm_w16_grouped / gemm_w32_grouped) with swiglu between them. Rows of ye past the
 // used ones are left as they were (the combine reads only the rows rk names). The expert indices
 // are not range-checked here (they come from TopKRoute on the device; the kernels treat indices
-// outside [0, E) as empty slots). The gate_up matrices of all experts must share one dtype, and
-// so must the down matrices (each grouped GEMM reads one buffer); mixed ones are ErrUnsupported.
+// outside [0, E) as empty slots). The gate_up matrices of all experts must share one storage
+// format, and so must the down matrices (each grouped GEMM reads one stack: one dtype, and for
+// QAffine one bit width, group size and scale dtype); mixed ones are ErrUnsupported. QAffine
+// stacks run the grouped kernels of op "qmm" (qmv_affine_grouped for T <= 4, else
+// qmm_affine_grouped) over the same tile table.
 func (j *Pass) MoEExperts(a op.MoEExperts) error {
 	const opName = "MoEExperts"
 	if err := a.Check(); err != nil {
@@ -83,9 +92,9 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 	}
 	ex := a.Ex
 	for e := 0; e < ex.E; e++ {
-		if g, d := ex.GateUp[e].DType, ex.Down[e].DType; g != ex.GateUp[0].DType || d != ex.Down[0].DType {
-			return j.unsupported(opName, "expert %d has %v gate_up and %v down weights, expert 0 %v and %v (each grouped GEMM takes one dtype over the experts)",
-				e, g, d, ex.GateUp[0].DType, ex.Down[0].DType)
+		if g, d := ex.GateUp[e], ex.Down[e]; !sameFormat(g, ex.GateUp[0]) || !sameFormat(d, ex.Down[0]) {
+			return j.unsupported(opName, "expert %d has %s gate_up and %s down weights, expert 0 %s and %s (each grouped GEMM takes one format over the experts)",
+				e, weightFormat(g), weightFormat(d), weightFormat(ex.GateUp[0]), weightFormat(ex.Down[0]))
 		}
 	}
 	if err := guard32(opName, a.T*a.K*ex.D, a.T*a.K*2*ex.I, ex.E*2*ex.I*ex.D); err != nil {
@@ -101,9 +110,7 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.Experts) error {
 	b := j.b
 	D, I, E := ex.D, ex.I, ex.E
-	var pipes [7]mtlPipeline
-	fn, name, consts := gemmKernel(ex.GateUp[0].DType, true)
-	fnD, nameD, constsD := gemmKernel(ex.Down[0].DType, true)
+	var pipes [5]mtlPipeline
 	for i, f := range []string{"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather"} {
 		p, err := b.pipeline("prompt.metal", f, nil)
 		if err != nil {
@@ -112,16 +119,10 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 		pipes[i] = p
 	}
 	var err error
-	if pipes[4], err = b.pipeline("gemm.metal", fn, consts); err != nil {
+	if pipes[4], err = b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, true)}); err != nil {
 		return j.fail(err)
 	}
-	if pipes[5], err = b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, true)}); err != nil {
-		return j.fail(err)
-	}
-	if pipes[6], err = b.pipeline("gemm.metal", fnD, constsD); err != nil {
-		return j.fail(err)
-	}
-	bgw, bdw, err := j.w.experts(ex)
+	sgu, sdn, err := j.w.experts(ex)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -136,11 +137,30 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	j.dispatch(pipes[2], "moe_slot_scatter_tg256", [3]int{(E + 256) / 256, 1, 1}, [3]int{256, 1, 1}, 0, rk, rowtok, idx, base, prm)
 	nt := elemThreads(D)
 	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
-	j.dispatch(pipes[4], name, [3]int{(2*I + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		gu, xg, bgw, tiles, paramBytes(gemmParams{Rows: rows, N: 2 * I, K: D}))
-	j.dispatch(pipes[5], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+	j.groupedGEMM(gu, xg, ex.GateUp[0], sgu, tiles, T, rows, ntiles)
+	j.dispatch(pipes[4], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 		h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
-	j.dispatch(pipes[6], nameD, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
-		ye, h, bdw, tiles, paramBytes(gemmParams{Rows: rows, N: D, K: I}))
+	j.groupedGEMM(ye, h, ex.Down[0], sdn, tiles, T, rows, ntiles)
 	return j.err
+}
+
+// groupedGEMM encodes y [rows, N] = the expert-sorted rows of x [rows, K] times their expert's
+// W^T over the tile table, for the stack s of experts shaped and stored like m: gemm_w16_grouped
+// / gemm_w32_grouped, or the quantized grouped kernels (T tokens routed).
+func (j *Pass) groupedGEMM(y, x *Tensor, m *op.Matrix, s stack, tiles *Tensor, T, rows, ntiles int) {
+	if j.err != nil {
+		return
+	}
+	if s.q != nil {
+		j.encodeQGrouped(y, x, m, s.q, tiles, T, rows, ntiles)
+		return
+	}
+	fn, name, consts := gemmKernel(m.DType, true)
+	pipe, err := j.b.pipeline("gemm.metal", fn, consts)
+	if err != nil {
+		j.fail(err)
+		return
+	}
+	j.dispatch(pipe, name, [3]int{(m.N + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
+		y, x, s.dense, tiles, paramBytes(gemmParams{Rows: rows, N: m.N, K: m.K}))
 }

@@ -6,15 +6,18 @@
 //
 // Backend implements op.Backend: every op of op.Pass is encoded over device tensors (Tensor,
 // shared storage) into one command buffer per Pass (Begin), with weights from a per-model
-// Weights (uploaded on first use; 16-bit weights stay 16-bit) and temporaries from a per-session
-// Arena, committed once and waited for once. The ops are tested with op/optest against float64
+// Weights (uploaded on first use; 16-bit weights stay 16-bit, MLX affine-quantized weights
+// (op.QAffine) stay packed) and temporaries from a per-session Arena, committed once and waited
+// for once. The ops are tested with op/optest against float64
 // references, like the CPU backend's. Errors wrap op.ErrShape, op.ErrDType or
 // op.ErrInvalidArgument for bad input (each op's Check, before any work), op.ErrUnsupported for
 // shapes a kernel does not take (named in the message), and op.ErrBackend with
 // mtl.ErrCompile / mtl.ErrExecution for device failures.
 //
-// The ops cover a whole prefill of both model families: GEMM (16-bit and float32 weights, grouped
-// MoE experts with the slot table built on the device), RMSNorm1p and the GatedResidual
+// The ops cover a whole prefill of both model families: GEMM (16-bit and float32 weights, and
+// 2- to 8-bit affine-quantized ones read packed by qmm_affine / qmv_affine of quant.metal, with a
+// Metal 4 tensor-op form in quant_tensor.metal; grouped MoE experts with the slot table built on
+// the device), embedding gathers (dequantizing quantized tables), RMSNorm1p and the GatedResidual
 // read/write, MoE routing and combine, Gated DeltaNet, QSA preparation, indexer and attention,
 // PLE, the element-wise gates and a copy kernel (the device interface has no blit encoder).
 //
@@ -134,7 +137,8 @@ func (b *Backend) Kernels() string {
 }
 
 // SetSource replaces the source of one kernel file for this Backend (the A/B harness runs a
-// candidate file this way). It must be called before the file's first use.
+// candidate file this way). It must be called before the file's first use, and before the first
+// use of a file compiled after it (quant.metal is compiled ahead of quant_tensor.metal).
 // Errors wrap op.ErrInvalidArgument when the file is unknown or already compiled.
 func (b *Backend) SetSource(file, src string) error {
 	if _, err := Source(file); err != nil {
@@ -142,8 +146,10 @@ func (b *Backend) SetSource(file, src string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.libs[file]; ok {
-		return fmt.Errorf("metal: %w: %s is already compiled", op.ErrInvalidArgument, file)
+	for f := range b.libs {
+		if f == file || slices.Contains(kernelDeps[f], file) {
+			return fmt.Errorf("metal: %w: %s is already compiled", op.ErrInvalidArgument, file)
+		}
 	}
 	b.overrides[file] = src
 	return nil
@@ -154,8 +160,12 @@ func (b *Backend) SetSource(file, src string) error {
 // compaction of moe_comb_slots). Variants of moe_comb, the GatedResidual norms (gr_norm_h4,
 // gr_norm_h_moec) and the GatedResidual read's output (gr_stream_mean) are bitwise equal; those
 // of gdn_scan (gdn_scan_chunk) and attention (qsa_attn_mm, qsa_flash_ph) agree within the
-// tolerances their tests state. The A/B harness and the tests use
-// this to compare them. An empty kernel restores the default.
+// tolerances their tests state. Op "qmm" (the GEMMs of QAffine weights, grouped or not) has
+// qmm_affine, qmv_affine (the defaults above and up to 4 rows per weight) and qmm_affine_tensor
+// (Metal 4 tensor ops, for M5-class GPUs): qmm_affine_tensor gives qmm_affine's bits where
+// matmul2d sums k in ascending order (the emulator), qmv_affine agrees with both within float32
+// rounding. The A/B harness and the tests use this to compare them. An empty kernel restores
+// the default.
 // Errors wrap op.ErrInvalidArgument for an op or kernel without alternatives.
 func (b *Backend) Prefer(opName, kernel string) error {
 	alts, ok := alternatives[opName]
@@ -176,8 +186,9 @@ func (b *Backend) Prefer(opName, kernel string) error {
 }
 
 // alternatives lists, per op, the kernels that compute it bitwise alike, except gdn_scan, whose
-// chunked kernel agrees with the recurrent one (the default) within float32 rounding, and
-// attention, whose variants (attention_variants.go) agree with qsa_flash within their tolerances.
+// chunked kernel agrees with the recurrent one (the default) within float32 rounding, attention,
+// whose variants (attention_variants.go) agree with qsa_flash within their tolerances, and qmm
+// (quant.go), whose qmv_affine sums in another order.
 var alternatives = map[string][]string{
 	"attention":      {attnFlashKernel, attnMMKernel, attnFlashPHKernel},
 	"gdn_scan":       {"gdn_scan", gdnScanChunkKernel},
@@ -185,6 +196,7 @@ var alternatives = map[string][]string{
 	"gr_norm_h4":     {"gr_norm_h4", "rms_norm"},
 	"gr_norm_h_moec": {"gr_norm_h_moec", "gr_apply_moec+gr_norm_h4"},
 	"gr_stream_mean": {"gr_stream_mean", "gr_norm_h_stream_out"},
+	"qmm":            {qmmKernel, qmvKernel, qmmTensorKernel},
 }
 
 func (b *Backend) preferred(opName, def string) string {
@@ -217,18 +229,45 @@ func (b *Backend) ResetVariants() {
 	b.mu.Unlock()
 }
 
+// kernelDeps lists the kernel files compiled ahead of a file in its library, for their helpers:
+// quant_tensor.metal (Metal 4 tensor ops) builds on quant.metal, which stays a file of its own so
+// that it compiles on systems without Metal 4.
+var kernelDeps = map[string][]string{"quant_tensor.metal": {"quant.metal"}}
+
+// source is a kernel file's source for this Backend (its SetSource replacement, if any).
+func (b *Backend) source(file string) (string, error) {
+	if src, ok := b.overrides[file]; ok {
+		return src, nil
+	}
+	return Source(file)
+}
+
 func (b *Backend) library(file string) (mtl.Library, error) {
 	if lib, ok := b.libs[file]; ok {
 		return lib, nil
 	}
-	src, ok := b.overrides[file]
-	if !ok {
-		var err error
-		if src, err = Source(file); err != nil {
-			return nil, err
-		}
+	src, err := b.source(file)
+	if err != nil {
+		return nil, err
 	}
-	lib, err := b.dev.NewLibrary(file, CompileSource(file, src))
+	name := file
+	if deps := kernelDeps[file]; len(deps) > 0 {
+		var all strings.Builder
+		for i, d := range deps {
+			ds, err := b.source(d)
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 {
+				fmt.Fprintf(&all, "#line 1 %q\n", d)
+			}
+			all.WriteString(ds)
+		}
+		fmt.Fprintf(&all, "\n#line 1 %q\n", file)
+		all.WriteString(src)
+		name, src = deps[0], all.String()
+	}
+	lib, err := b.dev.NewLibrary(file, CompileSource(name, src))
 	if err != nil {
 		return nil, fmt.Errorf("metal: compiling %s: %w: %w", file, op.ErrBackend, err)
 	}

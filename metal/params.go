@@ -189,6 +189,13 @@ type qsaFlashParams struct {
 	Tq    int // query tokens per tile (hpg * tq <= QSA_RMAX); 1 when qsa_sparse
 }
 
+// qGatherParams is QGatherParams of params.h.
+type qGatherParams struct {
+	Rows int // table rows gathered (one id each)
+	Rep  int // copies written per row (the S streams of Embed; 1 for PLE)
+	K    int // row length
+}
+
 // paramTwins lists every twin with its MSL name (the header test walks it).
 var paramTwins = map[string]any{
 	"GDNPreParams":    gdnPreParams{},
@@ -212,6 +219,7 @@ var paramTwins = map[string]any{
 	"QSAPrepParams":   qsaPrepParams{},
 	"QSAIndexParams":  qsaIndexParams{},
 	"QSAFlashParams":  qsaFlashParams{},
+	"QGatherParams":   qGatherParams{},
 }
 
 // paramBytes encodes a params twin (a struct of int, bool and float32 fields) as its MSL struct:

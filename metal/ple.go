@@ -9,7 +9,7 @@ import (
 // Host side of the PLE kernels of prompt.metal (ple_gather, ple_gate, ple_conv, ple_state).
 
 // PLEApply implements op.Pass: the table rows of ids [T, Heads] gathered into emb [T, EmbedDim]
-// (ple_gather), key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the
+// (ple_gather; qgather_affine for a QAffine table), key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the
 // grouped norms per token (ple_gate), H += gv + silu(dilated causal conv of gvn) with the carried
 // conv state (ple_conv), and the state advanced (ple_state). The hashed ids come from
 // op.PLEHash on the host (integer bookkeeping over the token history, not worth a kernel) and are
@@ -52,17 +52,22 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, w *op.PLEWeights, bst *
 		}
 		pipes[i] = p
 	}
-	dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[w.Table.DType]
-	var t16, t32 arg = j.tmp("ple dummy16", 1), j.tmp("ple dummy32", 1)
-	if w.Table.DType == op.F32 {
-		t32 = j.weight(w.Table)
-	} else {
-		t16 = j.weight(w.Table)
-	}
 	bemb, bkey, bval := j.tmp("ple emb", T*E), j.tmp("ple key", T*C), j.tmp("ple value", T*D)
-	ne := elemThreads(E)
-	j.dispatch(pipes[0], fmt.Sprintf("ple_gather_%s_h%d_hd%d", w.Table.DType, heads, Hd), [3]int{(E + ne - 1) / ne, T, 1}, [3]int{ne, 1, 1}, 0,
-		bemb, t16, t32, bids, paramBytes(pleGatherParams{T: T, Heads: heads, Hd: Hd, Dtype: dtype}))
+	if w.Table.DType == op.QAffine {
+		// emb [T, heads, Hd] is the table rows of ids [T*heads] in order.
+		j.qgather(bemb, bids, T*heads, 1, w.Table)
+	} else {
+		dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[w.Table.DType]
+		var t16, t32 arg = j.tmp("ple dummy16", 1), j.tmp("ple dummy32", 1)
+		if w.Table.DType == op.F32 {
+			t32 = j.weight(w.Table)
+		} else {
+			t16 = j.weight(w.Table)
+		}
+		ne := elemThreads(E)
+		j.dispatch(pipes[0], fmt.Sprintf("ple_gather_%s_h%d_hd%d", w.Table.DType, heads, Hd), [3]int{(E + ne - 1) / ne, T, 1}, [3]int{ne, 1, 1}, 0,
+			bemb, t16, t32, bids, paramBytes(pleGatherParams{T: T, Heads: heads, Hd: Hd, Dtype: dtype}))
+	}
 	b.encodeMatMul(j, bkey, bemb, T, w.Key)
 	b.encodeMatMul(j, bval, bemb, T, w.Value)
 	bgv, bgvn := j.tmp("ple gv", T*C), j.tmp("ple gvn", T*C)

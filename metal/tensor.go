@@ -97,16 +97,34 @@ func (t *Tensor) Release() {
 }
 
 // Weights keeps one model's weights on the device (op.Weights): each weight matrix is uploaded on
-// its first use in its file format (bf16 and f16 stay 16-bit; the GEMMs widen in registers) into
-// a shared-storage buffer and reused by every later Pass; small float32 vectors (norm weights,
-// gates) likewise. A Weights is safe for concurrent use. Release frees the buffers.
+// its first use in its file format (bf16 and f16 stay 16-bit; the GEMMs widen in registers;
+// QAffine weights stay packed: codes, scales and biases, dequantized inside the kernels) into
+// shared-storage buffers and reused by every later Pass; the routed experts of a layer are
+// stacked per projection (one buffer, or one packed triple, over the experts); small float32
+// vectors (norm weights, gates) likewise. Bytes is the sum of what was uploaded: the packed size
+// for quantized weights. A Weights is safe for concurrent use. Release frees the buffers.
 type Weights struct {
 	b     *Backend
 	mu    sync.Mutex
 	mats  map[*op.Matrix]mtl.Buffer
-	exps  map[*op.Experts][2]mtl.Buffer
+	qmats map[*op.Matrix]*qweight
+	exps  map[*op.Experts][2]stack
 	vecs  map[vecKey]*Tensor
 	bytes int64
+}
+
+// stack is one projection of a layer's routed experts on the device: E dense matrices in one
+// buffer (dense), or E QAffine matrices stacked in one packed triple (q).
+type stack struct {
+	dense mtl.Buffer
+	q     *qweight
+}
+
+func (s stack) release() {
+	if s.dense != nil {
+		s.dense.Release()
+	}
+	s.q.release()
 }
 
 type vecKey struct {
@@ -118,7 +136,8 @@ type vecKey struct {
 func (b *Backend) NewWeights() op.Weights { return b.newWeights() }
 
 func (b *Backend) newWeights() *Weights {
-	return &Weights{b: b, mats: map[*op.Matrix]mtl.Buffer{}, exps: map[*op.Experts][2]mtl.Buffer{}, vecs: map[vecKey]*Tensor{}}
+	return &Weights{b: b, mats: map[*op.Matrix]mtl.Buffer{}, qmats: map[*op.Matrix]*qweight{},
+		exps: map[*op.Experts][2]stack{}, vecs: map[vecKey]*Tensor{}}
 }
 
 // Bytes is the number of weight bytes uploaded so far.
@@ -135,20 +154,24 @@ func (w *Weights) Release() {
 	for _, b := range w.mats {
 		b.Release()
 	}
+	for _, q := range w.qmats {
+		q.release()
+	}
 	for _, e := range w.exps {
-		e[0].Release()
-		e[1].Release()
+		e[0].release()
+		e[1].release()
 	}
 	for _, t := range w.vecs {
 		t.Release()
 	}
 	clear(w.mats)
+	clear(w.qmats)
 	clear(w.exps)
 	clear(w.vecs)
 	w.bytes = 0
 }
 
-// upload16 or upload32 copies one weight's elements into a new buffer.
+// newBuf allocates a weight buffer of n bytes and counts them in the store's Bytes.
 func (w *Weights) newBuf(n int) (mtl.Buffer, error) {
 	buf, err := w.b.dev.NewBuffer(max(n, 16))
 	if err != nil {
@@ -170,10 +193,11 @@ func copyF32(buf mtl.Buffer, off int, x []float32) {
 	}
 }
 
-// matrix returns m's device buffer (16-bit elements or float32, as stored).
+// matrix returns a dense m's device buffer (16-bit elements or float32, as stored); QAffine
+// weights are read through qmatrix.
 func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
 	if m.DType == op.QAffine {
-		return nil, fmt.Errorf("metal: %w: %d-bit quantized weights", op.ErrUnsupported, m.Q.Bits)
+		return nil, fmt.Errorf("metal: %w: a QAffine weight [%d, %d] given to a dense kernel", op.ErrDType, m.N, m.K)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -197,37 +221,38 @@ func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
 }
 
 // experts returns the routed experts' gate_up [E, 2I, D] and down [E, D, I] weights, each
-// concatenated over the experts into one buffer (the grouped GEMM's layout).
-func (w *Weights) experts(ex *op.Experts) (gu, dn mtl.Buffer, err error) {
-	if ex.GateUp[0].DType == op.QAffine || ex.Down[0].DType == op.QAffine {
-		return nil, nil, fmt.Errorf("metal: %w: quantized expert weights", op.ErrUnsupported)
-	}
+// stacked over the experts (the grouped GEMMs' layout) in its own dtype: dense matrices
+// concatenated into one buffer, QAffine ones into one packed triple (uploadQuant). Each
+// projection must have one dtype (and one bit width, group size and scale dtype) over the
+// experts: MoEExperts checks it.
+func (w *Weights) experts(ex *op.Experts) (gu, dn stack, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.exps[ex]; ok {
 		return e[0], e[1], nil
 	}
-	if gu, dn, err = uploadExperts(ex, w.newBuf); err != nil {
-		return nil, nil, err
+	if gu, err = w.uploadStack(ex.GateUp); err != nil {
+		return stack{}, stack{}, err
 	}
-	w.exps[ex] = [2]mtl.Buffer{gu, dn}
+	if dn, err = w.uploadStack(ex.Down); err != nil {
+		gu.release()
+		return stack{}, stack{}, err
+	}
+	w.exps[ex] = [2]stack{gu, dn}
 	return gu, dn, nil
 }
 
-// uploadExperts concatenates the experts' gate_up and down matrices into one new buffer each
-// from alloc (bytes), each in its own dtype (one dtype over the experts of each).
-func uploadExperts(ex *op.Experts, alloc func(int) (mtl.Buffer, error)) (gu, dn mtl.Buffer, err error) {
-	if gu, err = uploadStacked(ex.GateUp, alloc); err != nil {
-		return nil, nil, err
+// uploadStack stacks matrices of one dtype and size (w.mu held).
+func (w *Weights) uploadStack(ms []*op.Matrix) (stack, error) {
+	if ms[0].DType == op.QAffine {
+		q, err := uploadQuant(ms, w.newBuf)
+		return stack{q: q}, err
 	}
-	if dn, err = uploadStacked(ex.Down, alloc); err != nil {
-		gu.Release()
-		return nil, nil, err
-	}
-	return gu, dn, nil
+	buf, err := uploadStacked(ms, w.newBuf)
+	return stack{dense: buf}, err
 }
 
-// uploadStacked concatenates matrices of one dtype and size into one buffer.
+// uploadStacked concatenates dense matrices of one dtype and size into one buffer.
 func uploadStacked(ms []*op.Matrix, alloc func(int) (mtl.Buffer, error)) (mtl.Buffer, error) {
 	es, n := 2, ms[0].N*ms[0].K
 	if ms[0].DType == op.F32 {

@@ -171,4 +171,12 @@ struct QSAFlashParams {
     uint tq;  // query tokens per tile (hpg * tq <= QSA_RMAX); 1 when qsa_sparse
 };
 
+// ---- quant.metal, quant_tensor.metal (qmm_affine and qmv_affine take GemmParams)
+
+struct QGatherParams {
+    uint rows; // table rows gathered (one id each)
+    uint rep;  // copies written per row (the S streams of Embed; 1 for PLE)
+    uint K;    // row length
+};
+
 #endif // STRATA_PARAMS_H

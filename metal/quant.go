@@ -1,0 +1,240 @@
+package metal
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
+)
+
+// Host side of quant.metal and quant_tensor.metal: the GEMMs and gathers that read MLX
+// affine-quantized weights (op.QAffine, FORMATS.md section 2) in their packed form. MatMul (and
+// so the GEMMs of GRRead and PLEApply), MoEExperts, Embed and PLEApply's table gather dispatch
+// them when a weight is QAffine; every bit width of op.QuantBits, group size of op.QuantGroups and
+// scale dtype (BF16, F16) is a specialisation of the same kernels by function constants.
+//
+// Kernels of op "qmm" (Backend.Prefer("qmm", kernel)), each with a grouped form over the MoE
+// experts' tile table:
+//   - qmm_affine (the default for more than 4 rows per weight): 32 x 32 tiles, the W tile
+//     dequantized into threadgroup memory per K step of 32, 8x8 simdgroup matrices; it gives
+//     gemm_w32's bits on the dequantized float32 weight;
+//   - qmv_affine (the default for up to 4 rows: one-token and decode shapes): no threadgroup
+//     memory, 8 output columns per threadgroup, lanes over K, simd_sum; another summation order,
+//     so it agrees with qmm_affine to float32 rounding of sum |x||w|, not bitwise;
+//   - qmm_affine_tensor: qmm_affine with the products of each K step as one Metal 4
+//     mpp::tensor_ops::matmul2d into a cooperative tensor (M5-class GPUs; needs Metal 4). Same
+//     operands as qmm_affine; bitwise equal to it where matmul2d sums k in ascending order with
+//     fused multiply-adds (the emulator does; Apple does not document the order).
+// Variant names say the format and the tiles, MLX style: qmm_affine_b4_g64_BF16_bm32_bn32_bk32,
+// qmm_affine_tensor_grouped_b3_g32_F16_bm32_bn32_bk32, qmv_affine_b8_g128_BF16_bm4_bn8_bk256,
+// qgather_affine_b4_g64_BF16_rep4_tg256.
+
+// qweight is one QAffine weight, or E of them stacked per expert, on the device in its packed
+// form: the code words, the scales and the biases, each in its own buffer (so that a read past
+// one of them is caught by the emulator's AddressSanitizer build).
+type qweight struct {
+	codes, scales, biases mtl.Buffer
+}
+
+func (q *qweight) release() {
+	if q == nil {
+		return
+	}
+	for _, b := range []mtl.Buffer{q.codes, q.scales, q.biases} {
+		if b != nil {
+			b.Release()
+		}
+	}
+}
+
+// uploadQuant stacks QAffine matrices of one shape and format into one packed triple from alloc
+// (bytes): expert e's codes follow expert e-1's, likewise its scales and biases.
+func uploadQuant(ms []*op.Matrix, alloc func(int) (mtl.Buffer, error)) (*qweight, error) {
+	nw, ng := len(ms[0].Q.Codes), len(ms[0].Q.Scales)
+	q := &qweight{}
+	var err error
+	if q.codes, err = alloc(4 * len(ms) * nw); err != nil {
+		return nil, err
+	}
+	if q.scales, err = alloc(2 * len(ms) * ng); err != nil {
+		q.release()
+		return nil, err
+	}
+	if q.biases, err = alloc(2 * len(ms) * ng); err != nil {
+		q.release()
+		return nil, err
+	}
+	for e, m := range ms {
+		copyU32(q.codes, 4*e*nw, m.Q.Codes)
+		copyU16(q.scales, 2*e*ng, m.Q.Scales)
+		copyU16(q.biases, 2*e*ng, m.Q.Biases)
+	}
+	return q, nil
+}
+
+func copyU32(buf mtl.Buffer, off int, x []uint32) {
+	if len(x) > 0 {
+		copy(unsafe.Slice((*uint32)(unsafe.Pointer(&buf.Contents()[off])), len(x)), x)
+	}
+}
+
+// qmatrix returns a QAffine m on the device, packed (uploaded on first use).
+func (w *Weights) qmatrix(m *op.Matrix) (*qweight, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q, ok := w.qmats[m]; ok {
+		return q, nil
+	}
+	q, err := uploadQuant([]*op.Matrix{m}, w.newBuf)
+	if err != nil {
+		return nil, err
+	}
+	w.qmats[m] = q
+	return q, nil
+}
+
+// qweight returns a QAffine weight from the Pass's Weights, recording an upload error.
+func (j *Pass) qweight(m *op.Matrix) *qweight {
+	if j.err != nil {
+		return nil
+	}
+	q, err := j.w.qmatrix(m)
+	if err != nil {
+		j.fail(err)
+		return nil
+	}
+	return q
+}
+
+// quantConsts are the function constants of quant.metal for q's format: 0 scales in bfloat16
+// (else half), 1 bits, 2 group size.
+func quantConsts(q *op.Quant) []mtlConst {
+	return []mtlConst{boolConst(0, q.ScaleDType == op.BF16), intConst(1, q.Bits), intConst(2, q.Group)}
+}
+
+// quantTag names q's format in variant names: b4_g64_BF16.
+func quantTag(q *op.Quant) string { return fmt.Sprintf("b%d_g%d_%s", q.Bits, q.Group, q.ScaleDType) }
+
+// weightFormat names a weight's storage for error messages: BF16, or QAffine b4 g64 BF16.
+func weightFormat(m *op.Matrix) string {
+	if m.DType != op.QAffine {
+		return m.DType.String()
+	}
+	return fmt.Sprintf("QAffine b%d g%d %s", m.Q.Bits, m.Q.Group, m.Q.ScaleDType)
+}
+
+// sameFormat reports whether two weights have one storage format (dtype, and for QAffine the
+// bits, group size and scale dtype): what one stacked grouped GEMM reads.
+func sameFormat(a, b *op.Matrix) bool {
+	if a.DType != b.DType {
+		return false
+	}
+	return a.DType != op.QAffine || (a.Q.Bits == b.Q.Bits && a.Q.Group == b.Q.Group && a.Q.ScaleDType == b.Q.ScaleDType)
+}
+
+// Kernels of op "qmm".
+const (
+	qmmKernel       = "qmm_affine"
+	qmmTensorKernel = "qmm_affine_tensor"
+	qmvKernel       = "qmv_affine"
+)
+
+// qmvMaxRows is the most rows per weight for which qmv_affine is the default (QMV_ROWS of
+// quant.metal: one pass of rows per threadgroup).
+const qmvMaxRows = 4
+
+// qmmPlan is one quantized GEMM dispatch: kernel file and function, variant name and geometry.
+type qmmPlan struct {
+	file, fn, variant string
+	groups, threads   [3]int
+}
+
+// planQMM picks the kernel of op "qmm" (Prefer, else qmv_affine for at most qmvMaxRows rows
+// per weight, else qmm_affine) for an [N, K] weight of format q and lays out its grid: rows rows
+// for one weight, or ntiles entries of the experts' tile table when grouped.
+func (b *Backend) planQMM(q *op.Quant, N, rowsPerWeight, rows, ntiles int, grouped bool) qmmPlan {
+	def := qmmKernel
+	if rowsPerWeight <= qmvMaxRows {
+		def = qmvKernel
+	}
+	k := b.preferred("qmm", def)
+	p := qmmPlan{file: "quant.metal", fn: k}
+	if k == qmmTensorKernel {
+		p.file = "quant_tensor.metal"
+	}
+	if grouped {
+		p.fn += "_grouped"
+	}
+	gy := ntiles
+	if k == qmvKernel {
+		p.variant = fmt.Sprintf("%s_%s_bm%d_bn8_bk256", p.fn, quantTag(q), qmvMaxRows)
+		if !grouped {
+			gy = (rows + qmvMaxRows - 1) / qmvMaxRows
+		}
+		p.groups, p.threads = [3]int{(N + 7) / 8, gy, 1}, [3]int{64, 1, 1}
+		return p
+	}
+	p.variant = fmt.Sprintf("%s_%s_bm32_bn32_bk32", p.fn, quantTag(q))
+	if !grouped {
+		gy = (rows + 31) / 32
+	}
+	p.groups, p.threads = [3]int{(N + 31) / 32, gy, 1}, [3]int{128, 1, 1}
+	return p
+}
+
+// encodeQMatMul encodes y [T, N] = x [T, K] W^T for a QAffine W (tensors on the device).
+func (b *Backend) encodeQMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
+	p := b.planQMM(w.Q, w.N, T, T, 0, false)
+	pipe, err := b.pipeline(p.file, p.fn, quantConsts(w.Q))
+	if err != nil {
+		return j.fail(err)
+	}
+	q := j.qweight(w)
+	if q == nil {
+		return j.err
+	}
+	j.dispatch(pipe, p.variant, p.groups, p.threads, 0, y, x, q.codes, q.scales, q.biases,
+		paramBytes(gemmParams{Rows: T, N: w.N, K: w.K}))
+	return j.err
+}
+
+// encodeQGrouped encodes the grouped GEMM of the stacked QAffine experts q (format of m, each
+// expert [N, K]) over the tile table: y [rows, N] from x [rows, K], T tokens routed.
+func (j *Pass) encodeQGrouped(y, x *Tensor, m *op.Matrix, q *qweight, tiles *Tensor, T, rows, ntiles int) {
+	if j.err != nil {
+		return
+	}
+	p := j.b.planQMM(m.Q, m.N, T, rows, ntiles, true)
+	pipe, err := j.b.pipeline(p.file, p.fn, quantConsts(m.Q))
+	if err != nil {
+		j.fail(err)
+		return
+	}
+	j.dispatch(pipe, p.variant, p.groups, p.threads, 0, y, x, q.codes, q.scales, q.biases, tiles,
+		paramBytes(gemmParams{Rows: rows, N: m.N, K: m.K}))
+}
+
+// qgather encodes qgather_affine: out[(r*rep + s)*K : ...+K] = the dequantized row ids[r] of
+// the QAffine table m [V, K], for r < rows and s < rep. The ids must be in [0, V) (checked on
+// the host by the op).
+func (j *Pass) qgather(out, ids *Tensor, rows, rep int, m *op.Matrix) error {
+	if rows == 0 {
+		return j.err
+	}
+	if err := guard32("qgather", rows*rep*m.K, len(m.Q.Codes)); err != nil {
+		return j.fail(err)
+	}
+	pipe, err := j.b.pipeline("quant.metal", "qgather_affine", quantConsts(m.Q))
+	if err != nil {
+		return j.fail(err)
+	}
+	q := j.qweight(m)
+	if q == nil {
+		return j.err
+	}
+	nt := elemThreads(m.K)
+	j.dispatch(pipe, fmt.Sprintf("qgather_affine_%s_rep%d_tg%d", quantTag(m.Q), rep, nt), [3]int{(m.K + nt - 1) / nt, rows, 1},
+		[3]int{nt, 1, 1}, 0, out, q.codes, q.scales, q.biases, ids, paramBytes(qGatherParams{Rows: rows, Rep: rep, K: m.K}))
+	return j.err
+}
