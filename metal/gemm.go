@@ -82,6 +82,9 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 		return j.fail(err)
 	}
 	ex := a.Ex
+	if ex.Split() {
+		return j.unsupported(opName, "gate and up projections stored apart (op.Experts.Up): the grouped GEMM reads one gate_up matrix per expert")
+	}
 	for e := 0; e < ex.E; e++ {
 		if g, d := ex.GateUp[e].DType, ex.Down[e].DType; g != ex.GateUp[0].DType || d != ex.Down[0].DType {
 			return j.unsupported(opName, "expert %d has %v gate_up and %v down weights, expert 0 %v and %v (each grouped GEMM takes one dtype over the experts)",
