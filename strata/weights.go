@@ -57,7 +57,7 @@ func (l *loader) vec(name string, shape ...int64) ([]float32, error) {
 	}
 	if l.layout.ShiftedNorm(name) {
 		for i := range v {
-			v[i]-- // exact: stored values are within [0.5, 2] of 1 or far from it in float32's range
+			v[i]-- // exact in float32 for the 16-bit values stored (|w| < 2^13)
 		}
 	}
 	return v, nil
@@ -168,7 +168,6 @@ func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, err
 	}
 	return nil, wrapf(ErrCheckpoint, nil, "tensor %s: dtype %s is not a weight type (want BF16, F16 or F32)", t.Name, t.DType)
 }
-
 
 // concatRows builds a weight from selected row ranges of one or more matrices (used to regroup
 // Qwen3-Next's in_proj_qkvz / in_proj_ba and to fuse per-expert gate/up). Each part is (src,

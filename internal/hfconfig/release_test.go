@@ -166,7 +166,9 @@ func TestRefusedByName(t *testing.T) {
 			top["quantization"] = map[string]any{"group_size": 64, "bits": 4, "model.layers.0.mlp.gate": map[string]any{"group_size": 16, "bits": 4, "mode": "nvfp4"}}
 		},
 			[]string{`quantization.model.layers.0.mlp.gate: MLX quantization mode "nvfp4"`}},
-		{"mlx mxfp8", qwen3Next, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 32, "bits": 8, "mode": "mxfp8"} },
+		{"mlx mxfp8", qwen3Next, func(top, _ map[string]any) {
+			top["quantization"] = map[string]any{"group_size": 32, "bits": 8, "mode": "mxfp8"}
+		},
 			[]string{`MLX quantization mode "mxfp8"`}},
 		{"mlx 7 bits", qwen3Next, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 64, "bits": 7} },
 			[]string{"MLX affine quantization with 7 bits in groups of 64"}},

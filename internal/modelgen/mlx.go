@@ -520,3 +520,25 @@ func dequantMLX(w, s, b *safetensors.Tensor, bits, group int) ([]float32, error)
 	}
 	return out, nil
 }
+
+// MLXVariant is one MLX conversion of the tiny Qwen3-Next checkpoint whose transformers logits
+// are committed as goldens (testdata/goldens/mlx_goldens.safetensors, keys "<Name>.a.logits",
+// "<Name>.b.logits").
+type MLXVariant struct {
+	Name string
+	MLXOptions
+}
+
+// MLXGoldenVariants are the conversions with goldens: every bit width, every group size at least
+// once (groups of 32 quantize the experts' down_proj too, whose input width 32 the larger groups
+// do not divide), the model's 8-bit router and shared-expert gate, and mlx_lm's mixed_3_6 recipe
+// with its per-module entries (null group sizes, as mlx_lm.convert writes them by default).
+var MLXGoldenVariants = []MLXVariant{
+	{"q2_g32", MLXOptions{Quantize: true, Bits: 2, Group: 32}},
+	{"q3_g64", MLXOptions{Quantize: true, Bits: 3, Group: 64}},
+	{"q4_g64", MLXOptions{Quantize: true, Bits: 4, Group: 64}},
+	{"q5_g128", MLXOptions{Quantize: true, Bits: 5, Group: 128}},
+	{"q6_g64", MLXOptions{Quantize: true, Bits: 6, Group: 64}},
+	{"q8_g32", MLXOptions{Quantize: true, Bits: 8, Group: 32}},
+	{"mixed_3_6", MLXOptions{Quantize: true, Recipe: "mixed_3_6"}},
+}
