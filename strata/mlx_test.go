@@ -3,8 +3,10 @@ package strata
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -406,5 +408,24 @@ func TestMLXProvenanceRefused(t *testing.T) {
 	}
 	if _, err := Inspect(vlm); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "an MLX conversion of qwen4_exp (mlx-vlm; tensor names start with language_model.model.") {
 		t.Fatalf("mlx-vlm qwen4_exp: %v", err)
+	}
+}
+
+// TestMLXDeterministicAcrossGOMAXPROCS: a quantized model's logits are bitwise the same with
+// one and two worker goroutines (the dequantizing GEMM blocks depend on the shapes only).
+func TestMLXDeterministicAcrossGOMAXPROCS(t *testing.T) {
+	dir, _ := mlxTiny(t, modelgen.MLXOptions{Quantize: true, Recipe: "mixed_3_6"}, false)
+	m := loadDir(t, dir)
+	ids := openGoldens(t, "model_goldens.safetensors").i32("b.input_ids")
+	run := func(procs int) []float32 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		s, _ := m.NewSession(SessionOptions{MaxContext: 512})
+		return prefillAll(t, s, ids, nil)
+	}
+	a, b := run(1), run(2)
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			t.Fatalf("logit %d: GOMAXPROCS=1 %v, =2 %v", i, a[i], b[i])
+		}
 	}
 }

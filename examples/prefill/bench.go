@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -17,7 +18,8 @@ import (
 	"github.com/stratakernels/strata/strata"
 )
 
-// runBench prints the sgemm peak P, the per-op figures and the slice-model figures.
+// runBench prints the sgemm peak P, the per-op figures, the slice-model figures, and those of
+// the Qwen3-Next slice beside its MLX 4- and 8-bit conversions (benchMLX).
 func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64) error {
 	var Ts []int
 	for _, f := range strings.Split(tokensList, ",") {
@@ -78,7 +80,14 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 			fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/sec)
 		}
 	}
-	return nil
+	m.Close()
+	// MLX conversions are read for qwen3_next only: the quantized runs use a Qwen3-Next slice.
+	q3, err := defaultModel("qwen3next-slice")
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nqwen3next-slice (4 layers of Qwen3-Next-80B-A3B at real width, 64 experts) and its MLX conversions")
+	return benchMLX(ctx, os.Stdout, dev, q3, filepath.Dir(q3), Ts, widen)
 }
 
 // benchOps times the CPU ops at Qwen3.8-Flash-Next shapes on random data.
@@ -134,6 +143,9 @@ func benchOps(P float64) error {
 	}
 	// MoE at T = 512: 64 experts (the slice), top-10, I = 640, f32 weights (widened at load).
 	const E, K, I = 64, 10, 640
+	if err := benchQuantOps(report, r, x, y, T, D, E, K, I); err != nil {
+		return err
+	}
 	ex := &op.Experts{E: E, D: D, I: I}
 	for e := 0; e < E; e++ {
 		ex.GateUp = append(ex.GateUp, f32(bf16(2*I, D)))
