@@ -108,7 +108,8 @@ type TruncatedShard struct {
 }
 
 // Inspect validates the checkpoint in dir without loading it and describes it: config.json
-// (fields, invariants, quantization and model type refused by name), the shard index and every
+// (fields, invariants, the MLX quantization block; other quantizations and model types refused
+// by name), whether it is an MLX conversion, the quantized modules, the shard index and every
 // tensor header (names, dtypes, shapes, offsets), and the tensor table against the config
 // (every tensor the model needs with its shape and a weight dtype, the PLE hash buffers'
 // values), exactly as LoadModel checks them. It reads no tensor data but the PLE buffers (a

@@ -26,15 +26,16 @@ type LoadOptions struct {
 	WidenBudget int64
 }
 
-// Model is a loaded checkpoint: its config and weights (bf16/f16 weights stay in their file
-// format, memory-mapped; norms and small vectors are widened to float32). A Model is safe for
+// Model is a loaded checkpoint: its config and weights (bf16/f16 weights and MLX quantized
+// weights stay in their file format, memory-mapped; norms and small vectors are widened to
+// float32). A Model is safe for
 // concurrent use by many sessions. Close releases the mapping once no session runs.
 type Model struct {
 	dev    *Device
 	cfg    *hfconfig.Config
 	dir    string
 	ck     *safetensors.Checkpoint
-	embed  *op.Matrix // [vocab, D] as stored (gathered and widened per token by op.Embed)
+	embed  *op.Matrix // [vocab, D] as stored (gathered and widened or dequantized per token by op.Embed)
 	lmHead *op.Matrix
 	norm   []float32     // qwen3_next final norm
 	mixer  *op.GRWeights // qwen4_exp final read-only mixer
@@ -139,10 +140,13 @@ func (m *Model) Close() error {
 
 // LoadModel loads a Hugging Face checkpoint directory (config.json plus model.safetensors or
 // sharded safetensors with model.safetensors.index.json) of model_type qwen3_next,
-// qwen4_exp_text or qwen4_exp. Every tensor the config implies must be present with the
-// implied shape (extra mtp.* and model.visual.* tensors are skipped): the checks of Inspect,
-// which also refuse quantized checkpoints by name and compare stored PLE hash buffers with the
-// config (ModelInfo tells what was found; see Info). Errors wrap ErrCheckpoint (missing or
+// qwen4_exp_text or qwen4_exp, or an MLX conversion of qwen3_next (mlx_lm.convert: bf16, or
+// affine-quantized at 2 to 8 bits with per-module entries; its quantized weights stay packed,
+// views of the mapped files, and are dequantized inside the kernels). Every tensor the config
+// implies must be present with the implied shape (extra mtp.* and model.visual.* tensors are
+// skipped): the checks of Inspect, which also refuse other quantized formats by name and compare
+// stored PLE hash buffers with the config (ModelInfo tells what was found; see Info). The
+// resident weight bytes are logged and reported by Info. Errors wrap ErrCheckpoint (missing or
 // corrupt files, tensors that disagree with the config; the message names the file and
 // tensor), ErrUnsupported (a format, model type or setting strata does not run, named: e.g.
 // `quantization method "fp8" is not supported`), ErrOutOfMemory or ErrInvalidArgument.

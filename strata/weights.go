@@ -10,7 +10,7 @@ import (
 
 // loader reads tensors of a checkpoint by logical name, checking shapes against the config.
 // Quantized modules (quant, from hfconfig.CheckCheckpoint) become op.QAffine matrices viewing
-// the mapped codes, scales and biases; resident counts the bytes of the weights the model holds.
+// the mapped codes, scales and biases.
 type loader struct {
 	ck     *safetensors.Checkpoint
 	layout hfconfig.Layout
