@@ -22,9 +22,15 @@ import (
 // fresh folder, and with hf the float32 Hugging Face checkpoint of its exact weights beside it.
 func mlxTiny(t testing.TB, o modelgen.MLXOptions, hf bool) (mlxDir, hfDir string) {
 	t.Helper()
+	return mlxFrom(t, testdata("qwen3next-tiny"), o, hf)
+}
+
+// mlxFrom is mlxTiny for the Hugging Face qwen3_next checkpoint in src.
+func mlxFrom(t testing.TB, src string, o modelgen.MLXOptions, hf bool) (mlxDir, hfDir string) {
+	t.Helper()
 	root := t.TempDir()
 	mlxDir = filepath.Join(root, "mlx")
-	if err := modelgen.ConvertMLX(testdata("qwen3next-tiny"), mlxDir, o); err != nil {
+	if err := modelgen.ConvertMLX(src, mlxDir, o); err != nil {
 		t.Fatal(err)
 	}
 	if hf {
@@ -427,5 +433,42 @@ func TestMLXDeterministicAcrossGOMAXPROCS(t *testing.T) {
 		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
 			t.Fatalf("logit %d: GOMAXPROCS=1 %v, =2 %v", i, a[i], b[i])
 		}
+	}
+}
+
+// TestMLXTiedEmbeddings: with tie_word_embeddings, mlx_lm drops lm_head and the quantized
+// embedding serves as the output projection too; strata's logits on it equal those on the float32
+// Hugging Face checkpoint of the same weights (tied as well) within 1e-4.
+func TestMLXTiedEmbeddings(t *testing.T) {
+	src := t.TempDir()
+	for _, f := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"} {
+		b, err := os.ReadFile(testdata("qwen3next-tiny", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _ := os.ReadFile(testdata("qwen3next-tiny", "config.json"))
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["tie_word_embeddings"] = true
+	raw, _ = json.Marshal(c)
+	if err := os.WriteFile(filepath.Join(src, "config.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mlxDir, hfDir := mlxFrom(t, src, modelgen.MLXOptions{Quantize: true, Bits: 6, Group: 32}, true)
+	mq, mf := loadDir(t, mlxDir), loadDir(t, hfDir)
+	if mq.lmHead != mq.embed || mq.embed.DType != op.QAffine || mq.embed.Q.Bits != 6 {
+		t.Fatalf("lm_head %p embed %p (%v)", mq.lmHead, mq.embed, mq.embed.DType)
+	}
+	ids := openGoldens(t, "model_goldens.safetensors").i32("a.input_ids")
+	sq, _ := mq.NewSession(SessionOptions{MaxContext: 128})
+	sf, _ := mf.NewSession(SessionOptions{MaxContext: 128})
+	if d, _ := maxAbsDiff(prefillAll(t, sq, ids, nil), prefillAll(t, sf, ids, nil)); d > 1e-4 {
+		t.Errorf("tied: max|diff| %.3g > 1e-4", d)
 	}
 }
