@@ -229,12 +229,10 @@ func execCopy(a op.Copy) error {
 	return nil
 }
 
-// execEmbed gathers table rows (widened exactly) into every stream of H.
+// execEmbed gathers table rows (widened exactly, or dequantized: gather, then dequantize the
+// gathered rows) into every stream of H.
 func execEmbed(a op.Embed) error {
 	if err := a.Check(); err != nil {
-		return err
-	}
-	if err := denseWeights("Embed", a.Table); err != nil {
 		return err
 	}
 	tok := a.Tokens.I32()
@@ -242,20 +240,20 @@ func execEmbed(a op.Embed) error {
 		return err
 	}
 	H, S, D := a.H.F32(), a.S, a.Table.K
-	var err error
 	parallelFor(a.T, 16, func(lo, hi int) {
+		var sb []float32
+		if a.Table.DType == op.QAffine {
+			sb = make([]float32, quantScratch(a.Table.Q, D, 1))
+		}
 		for t := lo; t < hi; t++ {
 			row := H[t*S*D : t*S*D+D]
-			if e := RowF32(row, a.Table, int(tok[t])); e != nil {
-				err = e
-				return
-			}
+			rowF32(row, a.Table, int(tok[t]), sb)
 			for s := 1; s < S; s++ {
 				copy(H[(t*S+s)*D:(t*S+s+1)*D], row)
 			}
 		}
 	})
-	return err
+	return nil
 }
 
 // execQSAPrep splits qg into query and gate, appends k and v to the cache rows pos0.., and
@@ -303,14 +301,4 @@ func execQSAIndex(a op.QSAIndex) error {
 	tok := a.Tok.I32()
 	sel := &op.Selection{Tokens: tok[:0:len(tok)]}
 	return QSASelect(sel, iq, keys, a.KNorm, p)
-}
-
-// denseWeights refuses quantized weights, which the CPU kernels do not read yet.
-func denseWeights(opName string, ms ...*op.Matrix) error {
-	for _, m := range ms {
-		if m != nil && m.DType == op.QAffine {
-			return fmt.Errorf("cpu: %s: %w: %d-bit quantized weights", opName, op.ErrUnsupported, m.Q.Bits)
-		}
-	}
-	return nil
 }

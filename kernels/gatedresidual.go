@@ -28,9 +28,6 @@ func execGRRead(a op.GRRead) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := denseWeights("GRRead", a.G.Down, a.G.Up, a.G.Inj); err != nil {
-		return err
-	}
 	var beta []float32
 	if op.Present(a.Beta) {
 		beta = a.Beta.F32()

@@ -13,14 +13,22 @@ import (
 )
 
 // WidenF32 returns an F32 copy of m (m itself when it is already F32): widening 16-bit weights
-// once at load trades twice the memory for skipping the per-call widening in MatMul.
+// once at load trades twice the memory for skipping the per-call widening in MatMul. A QAffine
+// weight is dequantized (for tools and tests: a model keeps its quantized weights packed).
 // Errors wrap op.ErrShape or op.ErrDType.
 func WidenF32(m *op.Matrix) (*op.Matrix, error) {
 	if err := m.Validate("WidenF32"); err != nil {
 		return nil, err
 	}
-	if m.DType == op.F32 {
+	switch m.DType {
+	case op.F32:
 		return m, nil
+	case op.QAffine:
+		out, err := DequantF32(m)
+		if err != nil {
+			return nil, err
+		}
+		return &op.Matrix{N: m.N, K: m.K, DType: op.F32, F32: out}, nil
 	}
 	out := make([]float32, m.N*m.K)
 	parallelFor(m.N, 64, func(lo, hi int) {
@@ -29,7 +37,8 @@ func WidenF32(m *op.Matrix) (*op.Matrix, error) {
 	return &op.Matrix{N: m.N, K: m.K, DType: op.F32, F32: out}, nil
 }
 
-// RowF32 widens row n of m into dst (length K). Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
+// RowF32 widens (or, for QAffine, dequantizes) row n of m into dst (length K). Errors wrap
+// op.ErrShape, op.ErrInvalidArgument, op.ErrUnsupported or op.ErrDType.
 func RowF32(dst []float32, m *op.Matrix, n int) error {
 	if err := m.Validate("RowF32"); err != nil {
 		return err
@@ -37,12 +46,24 @@ func RowF32(dst []float32, m *op.Matrix, n int) error {
 	if n < 0 || n >= m.N || len(dst) != m.K {
 		return fmt.Errorf("RowF32: %w: row %d of [%d, %d] into %d", op.ErrShape, n, m.N, m.K, len(dst))
 	}
-	if m.DType == op.F32 {
+	rowF32(dst, m, n, nil)
+	return nil
+}
+
+// rowF32 is RowF32 after validation; sb is scale-bias scratch for QAffine rows (allocated when
+// shorter than quantScratch of one row).
+func rowF32(dst []float32, m *op.Matrix, n int, sb []float32) {
+	switch m.DType {
+	case op.F32:
 		copy(dst, m.F32[n*m.K:(n+1)*m.K])
-	} else {
+	case op.QAffine:
+		if len(sb) < quantScratch(m.Q, m.K, 1) {
+			sb = make([]float32, quantScratch(m.Q, m.K, 1))
+		}
+		dequantRows(dst, m.Q, m.K, n, n+1, sb)
+	default:
 		widenU16(dst, m.U16[n*m.K:(n+1)*m.K], m.DType)
 	}
-	return nil
 }
 
 // BF16ToF32 widens bfloat16 bits exactly.
@@ -83,13 +104,7 @@ func widenU16(dst []float32, src []uint16, dt op.DType) {
 		}
 		return
 	}
-	f16TableOnce.Do(func() {
-		f16Table = make([]float32, 1<<16)
-		for i := range f16Table {
-			f16Table[i] = F16ToF32(uint16(i))
-		}
-	})
-	tab := f16Table[:1<<16]
+	tab := f16Tab()
 	for i, b := range src {
 		dst[i] = tab[b]
 	}
@@ -117,18 +132,21 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // The product is split into column blocks of y (gemmBlockRows rows of W each, a split that
 // depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
 // OpenBLAS, Accelerate or gonum) writing the columns it owns, and the blocks run on up to
-// GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are widened
-// exactly, block by block, into the scratch of the goroutine that multiplies the block, so the
-// widening runs in parallel and stays in cache. Every block has the same shape and inputs
-// whichever goroutine runs it, so results are bitwise identical across runs, GOMAXPROCS and
-// core counts (for one BLAS build; see internal/blas). A row's bits may depend on T (the BLAS
-// blocks small and large products differently), so a stream run in chunks agrees with one run
-// to rounding, not bitwise. When the library cannot be entered concurrently (internal/blas
-// Concurrent is false) the blocks run one after another and the library spreads each one over
-// its own threads. Widening per call costs up to half the speed for weights multiplied with few
-// rows (experts); callers with memory to spare widen once with WidenF32.
+// GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are
+// widened exactly, and op.QAffine weights dequantized (scale * q + bias rounded once, the
+// assembly kernels of quant.go), block by block into the scratch of the goroutine that
+// multiplies the block, so the conversion runs in parallel and stays in cache while the packed
+// weight is read once per call. Every block has the same shape and inputs whichever goroutine
+// runs it, so results are bitwise identical across runs, GOMAXPROCS and core counts (for one
+// BLAS build; see internal/blas). A row's bits may depend on T (the BLAS blocks small and large
+// products differently), so a stream run in chunks agrees with one run to rounding, not bitwise.
+// When the library cannot be entered concurrently (internal/blas Concurrent is false) the blocks
+// run one after another and the library spreads each one over its own threads. Widening per
+// call costs up to half the speed for weights multiplied with few rows (experts); callers with
+// memory to spare widen 16-bit weights once with WidenF32.
 // T may be 0 (nothing to do). len(x) must be T*K and len(y) T*N.
-// Errors wrap op.ErrShape, op.ErrInvalidArgument (nil weight) or op.ErrDType.
+// Errors wrap op.ErrShape, op.ErrInvalidArgument (nil weight), op.ErrUnsupported (a bit width
+// or group size outside MLX's) or op.ErrDType.
 func MatMul(y, x []float32, T int, w *op.Matrix) error {
 	return execMatMul(op.MatMul{Y: op.HostF32(y), X: op.HostF32(x), T: T, W: w})
 }
@@ -137,16 +155,14 @@ func execMatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := denseWeights("MatMul", a.W); err != nil {
-		return err
-	}
-	return matMul(a.Y.F32(), a.X.F32(), a.T, a.W, true)
+	return matMul(a.Y.F32(), a.W.N, a.X.F32(), a.T, a.W, true)
 }
 
-// matMul is MatMul after validation. With parallel false every block runs on the calling
-// goroutine (callers that already run one product per core, such as MoEExperts); the blocks,
-// and so the bits, are the same either way.
-func matMul(y, x []float32, T int, w *op.Matrix, parallel bool) error {
+// matMul is MatMul after validation, writing row t of the product at y[t*ldy:] (ldy >= N: the
+// experts write gate and up columns side by side). With parallel false every block runs on the
+// calling goroutine (callers that already run one product per core, such as MoEExperts); the
+// blocks, and so the bits, are the same either way.
+func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel bool) error {
 	if T == 0 {
 		return nil
 	}
@@ -154,14 +170,33 @@ func matMul(y, x []float32, T int, w *op.Matrix, parallel bool) error {
 	nb := gemmBlockRows(N, K)
 	nblk := (N + nb - 1) / nb
 	concurrent := blas.Concurrent()
-	block := func(b int, panel []float32) error {
+	// Scratch of one worker: the block's float32 rows, then (QAffine) its scale-bias pairs.
+	need := 0
+	switch w.DType {
+	case op.BF16, op.F16:
+		need = nb * K
+	case op.QAffine:
+		need = nb*K + quantScratch(w.Q, K, nb)
+	}
+	block := func(b int, scratch []float32) error {
 		n0 := b * nb
 		rows := min(nb, N-n0)
 		var wb []float32
-		if w.DType == op.F32 {
+		switch w.DType {
+		case op.F32:
 			wb = w.F32[n0*K : (n0+rows)*K]
-		} else {
-			wb = panel[:rows*K]
+		case op.QAffine:
+			wb = scratch[:rows*K]
+			sb := scratch[nb*K:]
+			if concurrent {
+				dequantRows(wb, w.Q, K, n0, n0+rows, sb)
+			} else {
+				parallelFor(rows, 32, func(lo, hi int) {
+					dequantRows(wb[lo*K:hi*K], w.Q, K, n0+lo, n0+hi, sb[quantScratch(w.Q, K, lo):])
+				})
+			}
+		default:
+			wb = scratch[:rows*K]
 			src := w.U16[n0*K : (n0+rows)*K]
 			if concurrent {
 				widenU16(wb, src, w.DType)
@@ -171,7 +206,14 @@ func matMul(y, x []float32, T int, w *op.Matrix, parallel bool) error {
 				})
 			}
 		}
-		return blas.Sgemm(false, true, T, rows, K, 1, x, K, wb, K, 0, y[n0:], N)
+		return blas.Sgemm(false, true, T, rows, K, 1, x, K, wb, K, 0, y[n0:], ldy)
+	}
+	scratchOf := func() (*[]float32, []float32) {
+		sp := gemmScratch.Get().(*[]float32)
+		if cap(*sp) < need {
+			*sp = make([]float32, need)
+		}
+		return sp, (*sp)[:cap(*sp)]
 	}
 	workers := 1
 	if parallel && concurrent {
@@ -179,13 +221,10 @@ func matMul(y, x []float32, T int, w *op.Matrix, parallel bool) error {
 		workers = min(runtime.GOMAXPROCS(0), nblk, max(1, 2*T*N*K/(1<<20)))
 	}
 	if workers <= 1 {
-		sp := gemmScratch.Get().(*[]float32)
+		sp, scratch := scratchOf()
 		defer gemmScratch.Put(sp)
-		if w.DType != op.F32 && cap(*sp) < nb*K {
-			*sp = make([]float32, nb*K)
-		}
 		for b := 0; b < nblk; b++ {
-			if err := block(b, (*sp)[:cap(*sp)]); err != nil {
+			if err := block(b, scratch); err != nil {
 				return err
 			}
 		}
@@ -198,17 +237,14 @@ func matMul(y, x []float32, T int, w *op.Matrix, parallel bool) error {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			sp := gemmScratch.Get().(*[]float32)
+			sp, scratch := scratchOf()
 			defer gemmScratch.Put(sp)
-			if w.DType != op.F32 && cap(*sp) < nb*K {
-				*sp = make([]float32, nb*K)
-			}
 			for {
 				b := int(next.Add(1) - 1)
 				if b >= nblk {
 					return
 				}
-				if err := block(b, (*sp)[:cap(*sp)]); err != nil && errs[g] == nil {
+				if err := block(b, scratch); err != nil && errs[g] == nil {
 					errs[g] = err
 				}
 			}

@@ -101,9 +101,6 @@ func execMoEExperts(a op.MoEExperts) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := denseWeights("MoEExperts", append(append([]*op.Matrix{}, a.Ex.GateUp...), a.Ex.Down...)...); err != nil {
-		return err
-	}
 	ye, rk, x, idx := a.YE.F32(), a.RK.I32(), a.X.F32(), a.Idx.I32()
 	K, ex := a.K, a.Ex
 	if err := a.CheckIdx(idx); err != nil {
@@ -163,15 +160,21 @@ func execMoEExperts(a op.MoEExperts) error {
 			t := int(slots[r0+r]) / K
 			copy(xg[r*D:(r+1)*D], x[t*D:(t+1)*D])
 		}
-		if err := matMul(gu[:n*2*I], xg[:n*D], n, ex.GateUp[e], !perExpert); err != nil {
+		if err := matMul(gu[:n*2*I], 2*I, xg[:n*D], n, ex.GateUp[e], !perExpert); err != nil {
 			return fmt.Errorf("expert %d: %w", e, err)
+		}
+		if ex.Split() {
+			// gate columns [0, I) written above, up columns [I, 2I) beside them
+			if err := matMul(gu[I:n*2*I], 2*I, xg[:n*D], n, ex.Up[e], !perExpert); err != nil {
+				return fmt.Errorf("expert %d up: %w", e, err)
+			}
 		}
 		if perExpert {
 			swigluRange(h, gu, 0, n, I)
 		} else {
 			swigluRows(h[:n*I], gu[:n*2*I], n, I)
 		}
-		if err := matMul(ye[r0*D:(r0+n)*D], h[:n*I], n, ex.Down[e], !perExpert); err != nil {
+		if err := matMul(ye[r0*D:(r0+n)*D], D, h[:n*I], n, ex.Down[e], !perExpert); err != nil {
 			return fmt.Errorf("expert %d: %w", e, err)
 		}
 		return nil

@@ -32,9 +32,6 @@ func execPLEApply(a op.PLEApply) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	if err := denseWeights("PLEApply", a.W.Table, a.W.Key, a.W.Value); err != nil {
-		return err
-	}
 	H, T, ids, w, convState, eps := a.H.F32(), a.T, a.IDs.I32(), a.W, a.ConvState.F32(), a.Eps
 	if err := a.CheckIDs(ids); err != nil {
 		return err
@@ -46,13 +43,12 @@ func execPLEApply(a op.PLEApply) error {
 	}
 	emb := make([]float32, T*E)
 	parallelFor(T, 16, func(lo, hi int) {
+		var sb []float32
+		if w.Table.DType == op.QAffine {
+			sb = make([]float32, quantScratch(w.Table.Q, Hd, 1))
+		}
 		for i := lo * heads; i < hi*heads; i++ {
-			r := int(ids[i])
-			if w.Table.DType == op.F32 {
-				copy(emb[i*Hd:(i+1)*Hd], w.Table.F32[r*Hd:(r+1)*Hd])
-			} else {
-				widenU16(emb[i*Hd:(i+1)*Hd], w.Table.U16[r*Hd:(r+1)*Hd], w.Table.DType)
-			}
+			rowF32(emb[i*Hd:(i+1)*Hd], w.Table, int(ids[i]), sb)
 		}
 	})
 	key := make([]float32, T*C)

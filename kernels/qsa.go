@@ -176,7 +176,7 @@ const (
 // qsaWork is one worker's scratch for the indexer scores, grown as needed.
 type qsaWork struct {
 	sc, part, sorted []float32
-	rows                    []*float32
+	rows             []*float32
 }
 
 func grow(s []float32, n int) []float32 {

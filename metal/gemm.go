@@ -91,6 +91,9 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 		return j.fail(err)
 	}
 	ex := a.Ex
+	if ex.Split() {
+		return j.unsupported(opName, "gate and up projections stored apart (op.Experts.Up): the grouped GEMM reads one gate_up matrix per expert")
+	}
 	for e := 0; e < ex.E; e++ {
 		if g, d := ex.GateUp[e], ex.Down[e]; !sameFormat(g, ex.GateUp[0]) || !sameFormat(d, ex.Down[0]) {
 			return j.unsupported(opName, "expert %d has %s gate_up and %s down weights, expert 0 %s and %s (each grouped GEMM takes one format over the experts)",

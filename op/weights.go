@@ -119,12 +119,19 @@ func (m *Matrix) Bytes() int64 {
 // Experts holds one MoE layer's routed experts: E experts of hidden size D and intermediate
 // size I. GateUp[e] is [2I, D] with the gate rows first (transformers' fused
 // experts.gate_up_proj[e]; published per-expert files concatenate gate_proj then up_proj),
-// Down[e] is [D, I] (experts.down_proj[e]). Weights may be F32, BF16 or F16.
+// Down[e] is [D, I] (experts.down_proj[e]). With Up set, the gate and up projections are kept
+// apart instead: GateUp[e] is the gate alone, [I, D], and Up[e] is [I, D] (MLX's
+// switch_mlp.gate_proj / up_proj, whose quantized codes stay views of the file this way).
+// Weights may be F32, BF16, F16 or QAffine, each matrix in its own dtype.
 type Experts struct {
 	E, D, I int
 	GateUp  []*Matrix
+	Up      []*Matrix // nil: GateUp holds gate and up rows
 	Down    []*Matrix
 }
+
+// Split reports whether the gate and up projections are separate matrices (Up set).
+func (ex *Experts) Split() bool { return ex.Up != nil }
 
 // Validate checks the experts' counts and every matrix's shape. Errors wrap
 // ErrInvalidArgument, ErrShape or ErrDType.
@@ -132,9 +139,13 @@ func (ex *Experts) Validate(op string) error {
 	if ex == nil {
 		return fmt.Errorf("%s: %w: nil experts", op, ErrInvalidArgument)
 	}
-	if ex.E <= 0 || ex.D <= 0 || ex.I <= 0 || len(ex.GateUp) != ex.E || len(ex.Down) != ex.E {
-		return fmt.Errorf("%s: %w: E=%d D=%d I=%d with %d gate_up and %d down matrices",
-			op, ErrShape, ex.E, ex.D, ex.I, len(ex.GateUp), len(ex.Down))
+	if ex.E <= 0 || ex.D <= 0 || ex.I <= 0 || len(ex.GateUp) != ex.E || len(ex.Down) != ex.E || (ex.Up != nil && len(ex.Up) != ex.E) {
+		return fmt.Errorf("%s: %w: E=%d D=%d I=%d with %d gate_up, %d up and %d down matrices",
+			op, ErrShape, ex.E, ex.D, ex.I, len(ex.GateUp), len(ex.Up), len(ex.Down))
+	}
+	gateRows := 2 * ex.I
+	if ex.Split() {
+		gateRows = ex.I
 	}
 	for e := 0; e < ex.E; e++ {
 		if err := ex.GateUp[e].Validate(op); err != nil {
@@ -143,9 +154,17 @@ func (ex *Experts) Validate(op string) error {
 		if err := ex.Down[e].Validate(op); err != nil {
 			return fmt.Errorf("expert %d down: %w", e, err)
 		}
-		if gu, dn := ex.GateUp[e], ex.Down[e]; gu.N != 2*ex.I || gu.K != ex.D || dn.N != ex.D || dn.K != ex.I {
+		if gu, dn := ex.GateUp[e], ex.Down[e]; gu.N != gateRows || gu.K != ex.D || dn.N != ex.D || dn.K != ex.I {
 			return fmt.Errorf("%s: %w: expert %d gate_up [%d, %d] (want [%d, %d]), down [%d, %d] (want [%d, %d])",
-				op, ErrShape, e, gu.N, gu.K, 2*ex.I, ex.D, dn.N, dn.K, ex.D, ex.I)
+				op, ErrShape, e, gu.N, gu.K, gateRows, ex.D, dn.N, dn.K, ex.D, ex.I)
+		}
+		if ex.Split() {
+			if err := ex.Up[e].Validate(op); err != nil {
+				return fmt.Errorf("expert %d up: %w", e, err)
+			}
+			if up := ex.Up[e]; up.N != ex.I || up.K != ex.D {
+				return fmt.Errorf("%s: %w: expert %d up [%d, %d] (want [%d, %d])", op, ErrShape, e, up.N, up.K, ex.I, ex.D)
+			}
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package strata
 import (
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
@@ -48,6 +49,21 @@ type ModelInfo struct {
 	UsedTensors  int   // tensors the model loads
 	UsedBytes    int64 // their bytes
 	WeightDTypes []DTypeBytes
+	// MLX reports an MLX conversion (mlx_lm.convert): experts stacked under mlp.switch_mlp,
+	// conv1d weights [C, K, 1], the pre-norms, the final norm and the q/k norms stored as 1 + w
+	// (read as stored - 1).
+	MLX bool
+	// Quantized groups the quantized modules of an MLX affine conversion by bit width and group
+	// size (most bytes first); empty for unquantized checkpoints. Quantization is the config's
+	// block in words ("affine, 4 bits, group size 64, 8 per-module entries"), "" without one.
+	Quantized    []QuantBytes
+	Quantization string
+	// ResidentBytes is the weight memory of the loaded model: quantized modules packed (codes,
+	// scales, biases) and 16-bit weights as stored, memory-mapped or copied where the loader
+	// regroups rows; norms and other vectors widened to float32. Inspect reports what loading
+	// would hold; Model.Info what the loaded model holds (float32 copies of LoadOptions.WidenBudget
+	// included).
+	ResidentBytes int64
 	// PLEBuffersChecked is how many PLE layers store their int64 hash constants
 	// (layer_multipliers, ngram_heads_offsets, ngram_heads_vocab_sizes), each checked equal
 	// to what config.json implies; 0 when the checkpoint stores none (the published
@@ -67,6 +83,14 @@ type DTypeBytes struct {
 	Bytes   int64
 }
 
+// QuantBytes is one (bit width, group size) of a quantized checkpoint: how many modules
+// (stacked experts count once per layer) and the bytes of their codes, scales and biases.
+type QuantBytes struct {
+	Bits, Group int
+	Modules     int
+	Bytes       int64
+}
+
 // SkippedTensors is a group of tensors a checkpoint carries that the model does not load:
 // its name pattern (mtp.*, model.visual.*, the PLE hash buffers), size and why.
 type SkippedTensors struct {
@@ -84,7 +108,8 @@ type TruncatedShard struct {
 }
 
 // Inspect validates the checkpoint in dir without loading it and describes it: config.json
-// (fields, invariants, quantization and model type refused by name), the shard index and every
+// (fields, invariants, the MLX quantization block; other quantizations and model types refused
+// by name), whether it is an MLX conversion, the quantized modules, the shard index and every
 // tensor header (names, dtypes, shapes, offsets), and the tensor table against the config
 // (every tensor the model needs with its shape and a weight dtype, the PLE hash buffers'
 // values), exactly as LoadModel checks them. It reads no tensor data but the PLE buffers (a
@@ -122,6 +147,7 @@ func (m *Model) Info() ModelInfo {
 	in.Architectures = append([]string(nil), in.Architectures...)
 	in.PLELayers = append([]int(nil), in.PLELayers...)
 	in.WeightDTypes = append([]DTypeBytes(nil), in.WeightDTypes...)
+	in.Quantized = append([]QuantBytes(nil), in.Quantized...)
 	in.Skipped = append([]SkippedTensors(nil), in.Skipped...)
 	in.Truncated = append([]TruncatedShard(nil), in.Truncated...)
 	return in
@@ -155,7 +181,36 @@ func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, re
 		Prefix: res.Layout.Prefix, FusedExperts: res.Layout.FusedExperts, NGramShards: res.Layout.NGramParts,
 		Shards: len(ck.Files()), Tensors: res.Tensors, TensorBytes: res.Bytes,
 		UsedTensors: res.Used, UsedBytes: res.UsedBytes, PLEBuffersChecked: res.PLEBuffersChecked,
+		MLX: res.Layout.MLX, ResidentBytes: res.ResidentBytes,
 	}
+	if c.Quant != nil {
+		in.Quantization = c.Quant.Describe()
+	}
+	byQ := map[[2]int]*QuantBytes{}
+	for _, q := range res.Quant {
+		k := [2]int{q.Bits, q.Group}
+		b := byQ[k]
+		if b == nil {
+			b = &QuantBytes{Bits: q.Bits, Group: q.Group}
+			byQ[k] = b
+		}
+		b.Modules++
+		for _, n := range []string{q.Weight, q.Scales, q.Biases} {
+			if t, err := ck.Tensor(n); err == nil {
+				b.Bytes += t.ByteSize()
+			}
+		}
+	}
+	for _, b := range byQ {
+		in.Quantized = append(in.Quantized, *b)
+	}
+	sort.Slice(in.Quantized, func(i, j int) bool {
+		a, b := in.Quantized[i], in.Quantized[j]
+		if a.Bytes != b.Bytes {
+			return a.Bytes > b.Bytes
+		}
+		return a.Bits < b.Bits || a.Bits == b.Bits && a.Group < b.Group
+	})
 	for i, t := range c.LayerTypes {
 		switch t {
 		case hfconfig.LinearAttention:

@@ -32,6 +32,12 @@ func releaseBytes(name string) (all int64, byPrefix map[string]int64, counts map
 			b *= s
 		}
 		all += b
+		// "vectors": the text model's norm, conv and gate weights, which the loader widens from
+		// BF16 to float32 (2 more bytes per element in memory)
+		text := !strings.HasPrefix(w.Name, "mtp.") && !strings.HasPrefix(w.Name, "model.visual.") && w.DType == safetensors.BF16
+		if text && (len(w.Shape) == 1 || strings.Contains(w.Name, "conv1d")) {
+			byPrefix["vectors"] += b
+		}
 		for _, p := range []string{"mtp.", "model.visual."} {
 			if strings.HasPrefix(w.Name, p) {
 				byPrefix[p] += b
@@ -62,7 +68,7 @@ func TestInspectReleases(t *testing.T) {
 			Prefix: "model.language_model.", FusedExperts: true, NGramShards: 128, Shards: 131,
 			Tensors: n[""], TensorBytes: all, UsedTensors: n[""] - n["mtp."] - n["model.visual."] - 3, UsedBytes: used,
 			WeightDTypes:      []DTypeBytes{{"BF16", n[""] - n["mtp."] - n["model.visual."] - 3, used}},
-			PLEBuffersChecked: 1,
+			PLEBuffersChecked: 1, ResidentBytes: used + by["vectors"],
 			Skipped: []SkippedTensors{
 				{"mtp.*", n["mtp."], by["mtp."], "multi-token-prediction head (mtp_num_hidden_layers 1): used in decoding, not by prefill"},
 				{"model.visual.*", n["model.visual."], by["model.visual."], "vision tower: strata prefills text"},
@@ -91,8 +97,8 @@ func TestInspectReleases(t *testing.T) {
 			Hk: 16, Hv: 32, Dk: 128, Dv: 128, Experts: 512, TopK: 10, MoEI: 512, SharedI: 512, Vocab: 151936, Streams: 1,
 			MaxPositions: 262144, Prefix: "model.", Shards: 41,
 			Tensors: n[""], TensorBytes: all, UsedTensors: n[""] - n["mtp."], UsedBytes: used,
-			WeightDTypes: []DTypeBytes{{"BF16", n[""] - n["mtp."], used}},
-			Skipped:      []SkippedTensors{{"mtp.*", n["mtp."], by["mtp."], "multi-token-prediction head: used in decoding, not by prefill"}},
+			WeightDTypes: []DTypeBytes{{"BF16", n[""] - n["mtp."], used}}, ResidentBytes: used + by["vectors"],
+			Skipped: []SkippedTensors{{"mtp.*", n["mtp."], by["mtp."], "multi-token-prediction head: used in decoding, not by prefill"}},
 		}
 		if !reflect.DeepEqual(info, want) {
 			t.Errorf("\n got %+v\nwant %+v", info, want)
@@ -161,7 +167,7 @@ func TestLoadAndInspectRefuse(t *testing.T) {
 		{"gptq", quant(map[string]any{"quant_method": "gptq", "bits": 4}), hfconfig.ErrUnsupported, `quantization method "gptq"`},
 		{"unknown method", quant(map[string]any{"quant_method": "quanto"}), hfconfig.ErrUnsupported, `quantization method "quanto" is not supported`},
 		{"mlx", modelgen.HeaderOnly{Config: func(top map[string]any) { top["quantization"] = map[string]any{"group_size": 64, "bits": 4} }},
-			hfconfig.ErrUnsupported, "MLX quantized checkpoints are not supported yet (mode affine, 4 bits, group size 64)"},
+			hfconfig.ErrUnsupported, "an MLX conversion of qwen4_exp (mlx-vlm; config.json has an MLX quantization block (affine, 4 bits, group size 64)) is not supported"},
 		{"qwen3_5_moe", modelgen.HeaderOnly{Config: func(top map[string]any) { top["model_type"] = "qwen3_5_moe" }}, hfconfig.ErrUnsupported, `model_type "qwen3_5_moe"`},
 		{"mamba_ssm_dtype", modelgen.HeaderOnly{Config: func(top map[string]any) { top["text_config"].(map[string]any)["mamba_ssm_dtype"] = "bfloat16" }},
 			hfconfig.ErrUnsupported, `mamba_ssm_dtype "bfloat16"`},

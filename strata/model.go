@@ -33,15 +33,16 @@ type LoadOptions struct {
 	Layers [2]int
 }
 
-// Model is a loaded checkpoint: its config and weights (bf16/f16 weights stay in their file
-// format, memory-mapped; norms and small vectors are widened to float32). A Model is safe for
+// Model is a loaded checkpoint: its config and weights (bf16/f16 weights and MLX quantized
+// weights stay in their file format, memory-mapped; norms and small vectors are widened to
+// float32). A Model is safe for
 // concurrent use by many sessions. Close releases the mapping once no session runs.
 type Model struct {
 	dev    *Device
 	cfg    *hfconfig.Config
 	dir    string
 	ck     *safetensors.Checkpoint
-	embed  *op.Matrix // [vocab, D] as stored (gathered and widened per token by op.Embed)
+	embed  *op.Matrix // [vocab, D] as stored (gathered and widened or dequantized per token by op.Embed)
 	lmHead *op.Matrix
 	norm   []float32     // qwen3_next final norm
 	mixer  *op.GRWeights // qwen4_exp final read-only mixer
@@ -160,10 +161,13 @@ func (m *Model) Close() error {
 
 // LoadModel loads a Hugging Face checkpoint directory (config.json plus model.safetensors or
 // sharded safetensors with model.safetensors.index.json) of model_type qwen3_next,
-// qwen4_exp_text or qwen4_exp. Every tensor the config implies must be present with the
-// implied shape (extra mtp.* and model.visual.* tensors are skipped): the checks of Inspect,
-// which also refuse quantized checkpoints by name and compare stored PLE hash buffers with the
-// config (ModelInfo tells what was found; see Info). Errors wrap ErrCheckpoint (missing or
+// qwen4_exp_text or qwen4_exp, or an MLX conversion of qwen3_next (mlx_lm.convert: bf16, or
+// affine-quantized at 2 to 8 bits with per-module entries; its quantized weights stay packed,
+// views of the mapped files, and are dequantized inside the kernels). Every tensor the config
+// implies must be present with the implied shape (extra mtp.* and model.visual.* tensors are
+// skipped): the checks of Inspect, which also refuse other quantized formats by name and compare
+// stored PLE hash buffers with the config (ModelInfo tells what was found; see Info). The
+// resident weight bytes are logged and reported by Info. Errors wrap ErrCheckpoint (missing or
 // corrupt files, tensors that disagree with the config; the message names the file and
 // tensor), ErrUnsupported (a format, model type or setting strata does not run, named: e.g.
 // `quantization method "fp8" is not supported`), ErrOutOfMemory or ErrInvalidArgument.
@@ -200,7 +204,10 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 		}
 		dev.logf(LogInfo, "widened %d weight matrices to float32 (%d MiB)", n, bytes>>20)
 	}
+	m.info.ResidentBytes = m.residentBytes()
 	dev.logf(LogInfo, "loaded %s from %s", m.Describe(), dir)
+	dev.logf(LogInfo, "resident weights %.1f MiB (checkpoint tensors %.1f MiB%s)", float64(m.info.ResidentBytes)/(1<<20),
+		float64(m.info.TensorBytes)/(1<<20), quantNote(m.info))
 	return m, nil
 }
 
@@ -210,7 +217,7 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 		return nil, err
 	}
 	layout := res.Layout
-	l := &loader{ck: ck, layout: layout, total: res.Bytes, progress: opts.Progress}
+	l := &loader{ck: ck, layout: layout, quant: res.Quant, total: res.Bytes, progress: opts.Progress}
 	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights()}
 	c := cfg
 	D := c.D
@@ -267,7 +274,7 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 			return nil, err
 		}
 		if c.IsMoELayer(i) {
-			if ly.moe, err = loadMoE(l, p, c, layout.FusedExperts); err != nil {
+			if ly.moe, err = loadMoE(l, p, c); err != nil {
 				return nil, err
 			}
 		} else if ly.mlp, err = loadMLP(l, p("mlp."), D, c.DenseI); err != nil {
@@ -283,10 +290,10 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 	return m, nil
 }
 
-// widen replaces 16-bit weight matrices by float32 copies within budget bytes (negative: no
-// limit), routed experts first. It reports how many matrices and bytes it widened.
-func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
-	var experts, rest []**op.Matrix
+// matrixRefs lists where the model keeps each weight matrix: the routed experts, the other
+// products widen may widen in load order (lm_head last; it is the embedding itself when tied),
+// and the rest (the embedding and the PLE matrices, which widen leaves alone).
+func (m *Model) matrixRefs() (experts, rest, other []**op.Matrix) {
 	addGR := func(g *op.GRWeights) {
 		if g != nil {
 			rest = append(rest, &g.Down, &g.Up)
@@ -295,6 +302,7 @@ func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
 			}
 		}
 	}
+	other = append(other, &m.embed)
 	for _, ly := range m.layers {
 		addGR(ly.attnGR)
 		addGR(ly.mlpGR)
@@ -310,19 +318,75 @@ func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
 		if mw := ly.moe; mw != nil {
 			for e := range mw.experts.GateUp {
 				experts = append(experts, &mw.experts.GateUp[e], &mw.experts.Down[e])
+				if mw.experts.Split() {
+					experts = append(experts, &mw.experts.Up[e])
+				}
 			}
 			rest = append(rest, &mw.router, &mw.shared.gateUp, &mw.shared.down, &mw.sharedGate)
 		}
 		if ly.mlp != nil {
 			rest = append(rest, &ly.mlp.gateUp, &ly.mlp.down)
 		}
+		if ly.ple != nil {
+			other = append(other, &ly.ple.w.Table, &ly.ple.w.Key, &ly.ple.w.Value)
+		}
 	}
 	addGR(m.mixer)
 	rest = append(rest, &m.lmHead)
+	return experts, rest, other
+}
+
+// residentBytes is the memory of the weights the model holds (each matrix once, in its dtype:
+// packed codes with scales and biases, 16-bit, or float32 copies made by widen; the float32
+// vectors).
+func (m *Model) residentBytes() int64 {
+	experts, rest, other := m.matrixRefs()
+	seen := map[*op.Matrix]bool{}
+	var n int64
+	for _, p := range append(append(experts, rest...), other...) {
+		if w := *p; !seen[w] {
+			seen[w] = true
+			n += w.Bytes()
+		}
+	}
+	vec := func(vs ...[]float32) {
+		for _, v := range vs {
+			n += 4 * int64(len(v))
+		}
+	}
+	gr := func(g *op.GRWeights) {
+		if g != nil {
+			vec(g.Norm)
+		}
+	}
+	vec(m.norm)
+	gr(m.mixer)
+	for _, ly := range m.layers {
+		vec(ly.inNorm, ly.postNorm)
+		gr(ly.attnGR)
+		gr(ly.mlpGR)
+		if g := ly.gdn; g != nil {
+			vec(g.convW, g.aLog, g.dt, g.norm)
+		}
+		if a := ly.attn; a != nil {
+			vec(a.qNorm, a.kNorm, a.idxQN, a.idxKN)
+		}
+		if ly.ple != nil {
+			w := ly.ple.w
+			vec(w.NormKey, w.NormQuery, w.NormConv, w.ConvW)
+		}
+	}
+	return n
+}
+
+// widen replaces 16-bit weight matrices by float32 copies within budget bytes (negative: no
+// limit), routed experts first. It reports how many matrices and bytes it widened.
+func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
+	experts, rest, _ := m.matrixRefs()
 	for _, p := range append(experts, rest...) {
 		w := *p
-		if w.DType == op.F32 {
-			continue
+		if w.DType != op.BF16 && w.DType != op.F16 {
+			continue // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
 		}
 		size := int64(w.N) * int64(w.K) * 4
 		if budget >= 0 && bytes+size > budget {
@@ -426,7 +490,7 @@ func loadGDN(l *loader, p func(string) string, c *hfconfig.Config) (*gdnWeights,
 			return nil, wrapf(ErrCheckpoint, err, "regrouping in_proj_ba")
 		}
 	}
-	if g.convW, err = l.vec(p("linear_attn.conv1d.weight"), int64(C), 1, int64(c.ConvK)); err != nil {
+	if g.convW, err = l.vec(p("linear_attn.conv1d.weight"), l.layout.ConvShape(int64(C), int64(c.ConvK))...); err != nil {
 		return nil, err
 	}
 	if g.aLog, err = l.vec(p("linear_attn.A_log"), int64(Hv)); err != nil {
@@ -503,7 +567,7 @@ func loadMLP(l *loader, pre string, D, I int) (*mlpWeights, error) {
 	return &mlpWeights{gateUp: gu, down: down, I: I}, nil
 }
 
-func loadMoE(l *loader, p func(string) string, c *hfconfig.Config, fused bool) (*moeWeights, error) {
+func loadMoE(l *loader, p func(string) string, c *hfconfig.Config) (*moeWeights, error) {
 	D, E, I := c.D, c.Experts, c.MoEI
 	mw := &moeWeights{}
 	var err error
@@ -511,24 +575,37 @@ func loadMoE(l *loader, p func(string) string, c *hfconfig.Config, fused bool) (
 		return nil, err
 	}
 	ex := &op.Experts{E: E, D: D, I: I, GateUp: make([]*op.Matrix, E), Down: make([]*op.Matrix, E)}
-	if fused {
-		gu, err := l.tensor(p("mlp.experts.gate_up_proj"), int64(E), int64(2*I), int64(D))
+	switch {
+	case l.layout.SwitchMLP:
+		gate, err := l.matrices(p("mlp.switch_mlp.gate_proj.weight"), E, I, D)
 		if err != nil {
 			return nil, err
 		}
-		dn, err := l.tensor(p("mlp.experts.down_proj"), int64(E), int64(D), int64(I))
+		up, err := l.matrices(p("mlp.switch_mlp.up_proj.weight"), E, I, D)
 		if err != nil {
 			return nil, err
+		}
+		if ex.Down, err = l.matrices(p("mlp.switch_mlp.down_proj.weight"), E, D, I); err != nil {
+			return nil, err
+		}
+		if gate[0].DType == op.QAffine || up[0].DType == op.QAffine {
+			// Quantized experts stay views of the file: gate and up apart (op.Experts.Up).
+			ex.GateUp, ex.Up = gate, up
+			break
 		}
 		for e := 0; e < E; e++ {
-			if ex.GateUp[e], err = stacked(gu, e, 2*I, D); err != nil {
-				return nil, err
-			}
-			if ex.Down[e], err = stacked(dn, e, D, I); err != nil {
-				return nil, err
+			if ex.GateUp[e], err = concatRows([]rowPart{{gate[e], 0, I}, {up[e], 0, I}}); err != nil {
+				return nil, wrapf(ErrCheckpoint, err, "%s expert %d gate_proj/up_proj", p("mlp.switch_mlp."), e)
 			}
 		}
-	} else {
+	case l.layout.FusedExperts:
+		if ex.GateUp, err = l.matrices(p("mlp.experts.gate_up_proj"), E, 2*I, D); err != nil {
+			return nil, err
+		}
+		if ex.Down, err = l.matrices(p("mlp.experts.down_proj"), E, D, I); err != nil {
+			return nil, err
+		}
+	default:
 		for e := 0; e < E; e++ {
 			w, err := loadMLP(l, p(fmt.Sprintf("mlp.experts.%d.", e)), D, I)
 			if err != nil {
@@ -592,7 +669,7 @@ func loadPLE(l *loader, pre string, c *hfconfig.Config, pleIndex, S int) (*pleWe
 	if w.NormConv, err = l.vec(pre+"norm_conv.weight", int64(S*D)); err != nil {
 		return nil, err
 	}
-	if w.ConvW, err = l.vec(pre+"conv1d.weight", int64(S*D), 1, int64(c.PLEConvK)); err != nil {
+	if w.ConvW, err = l.vec(pre+"conv1d.weight", l.layout.ConvShape(int64(S*D), int64(c.PLEConvK))...); err != nil {
 		return nil, err
 	}
 	return &pleWeights{hash: h, w: w}, nil
@@ -663,4 +740,16 @@ func (m *Model) PrefillFLOPs(pos0, T, lastRows int) (gemm, total float64) {
 	gemm += grRead(m.mixer) * float64(lastRows) / t
 	gemm += 2 * float64(lastRows) * D * float64(c.Vocab)
 	return gemm, gemm + mix
+}
+
+// quantNote describes a checkpoint's quantization for the load log: "; MLX, affine, 4 bits, ..."
+// or "" for an unquantized Hugging Face checkpoint.
+func quantNote(in ModelInfo) string {
+	switch {
+	case in.Quantization != "":
+		return "; MLX " + in.Quantization
+	case in.MLX:
+		return "; MLX conversion, not quantized"
+	}
+	return ""
 }

@@ -9,9 +9,12 @@ import (
 )
 
 // loader reads tensors of a checkpoint by logical name, checking shapes against the config.
+// Quantized modules (quant, from hfconfig.CheckCheckpoint) become op.QAffine matrices viewing
+// the mapped codes, scales and biases.
 type loader struct {
 	ck     *safetensors.Checkpoint
 	layout hfconfig.Layout
+	quant  map[string]hfconfig.QuantTensor
 	// progress accounting
 	done, total int64
 	progress    func(done, total int64, name string)
@@ -38,8 +41,12 @@ func (l *loader) tensor(name string, shape ...int64) (*safetensors.Tensor, error
 	return t, nil
 }
 
-// vec reads a 1-D (or any) float tensor widened to float32.
+// vec reads a 1-D (or any) float tensor widened to float32. A norm an MLX conversion stores as
+// 1 + w (hfconfig.Layout.ShiftedNorm) is read as stored - 1.
 func (l *loader) vec(name string, shape ...int64) ([]float32, error) {
+	if _, ok := l.quant[name]; ok {
+		return nil, wrapf(ErrCheckpoint, nil, "tensor %s is quantized, but strata reads it as a float vector", name)
+	}
 	t, err := l.tensor(name, shape...)
 	if err != nil {
 		return nil, err
@@ -48,17 +55,86 @@ func (l *loader) vec(name string, shape ...int64) ([]float32, error) {
 	if err != nil {
 		return nil, wrapf(ErrCheckpoint, err, "tensor %s", name)
 	}
+	if l.layout.ShiftedNorm(name) {
+		for i := range v {
+			v[i]-- // exact in float32 for the 16-bit values stored (|w| < 2^13)
+		}
+	}
 	return v, nil
 }
 
-// matrix reads a 2-D weight [n, k] (or a 3-D [e, n, k] slice e when sub >= 0) keeping bf16/f16
-// weights in their own format (zero-copy on the mapping) and f32 as f32.
+// matrix reads a 2-D weight [n, k] keeping bf16/f16 weights in their own format (zero-copy on
+// the mapping), f32 as f32 and quantized modules packed (QAffine views of the codes, scales and
+// biases).
 func (l *loader) matrix(name string, n, k int) (*op.Matrix, error) {
-	t, err := l.tensor(name, int64(n), int64(k))
+	ms, err := l.matrices(name, 0, n, k)
 	if err != nil {
 		return nil, err
 	}
-	return tensorMatrix(t, n, k, 0)
+	return ms[0], nil
+}
+
+// matrices reads the e [n, k] slices of a stacked 3-D weight [e, n, k] (e > 0; 0 reads a 2-D
+// weight [n, k] as one matrix), each a view of the mapping as matrix describes.
+func (l *loader) matrices(name string, e, n, k int) ([]*op.Matrix, error) {
+	stack, lead := max(e, 1), []int64{}
+	if e > 0 {
+		lead = []int64{int64(e)}
+	}
+	q, quantized := l.quant[name]
+	if !quantized {
+		t, err := l.tensor(name, append(lead, int64(n), int64(k))...)
+		if err != nil {
+			return nil, err
+		}
+		ms := make([]*op.Matrix, stack)
+		for i := range ms {
+			if ms[i], err = tensorMatrix(t, n, k, i*n*k*t.DType.Size()); err != nil {
+				return nil, err
+			}
+		}
+		return ms, nil
+	}
+	// hfconfig.CheckCheckpoint checked the codes', scales' and biases' dtypes and shapes.
+	w, err := l.tensor(q.Weight, append(lead, int64(n), int64(k*q.Bits/32))...)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := l.tensor(q.Scales, append(lead, int64(n), int64(k/q.Group))...)
+	if err != nil {
+		return nil, err
+	}
+	bi, err := l.tensor(q.Biases, append(lead, int64(n), int64(k/q.Group))...)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := w.Uint32s()
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Weight)
+	}
+	scales, err := sc.Uint16s()
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Scales)
+	}
+	biases, err := bi.Uint16s()
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Biases)
+	}
+	sdt := op.BF16
+	if q.ScaleDType == safetensors.F16 {
+		sdt = op.F16
+	}
+	words, groups := n*k*q.Bits/32, n*(k/q.Group)
+	ms := make([]*op.Matrix, stack)
+	for i := range ms {
+		m := &op.Matrix{N: n, K: k, DType: op.QAffine, Q: &op.Quant{Bits: q.Bits, Group: q.Group, ScaleDType: sdt,
+			Codes: codes[i*words : (i+1)*words], Scales: scales[i*groups : (i+1)*groups], Biases: biases[i*groups : (i+1)*groups]}}
+		if err := m.Validate("load"); err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Weight)
+		}
+		ms[i] = m
+	}
+	return ms, nil
 }
 
 func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, error) {
@@ -93,14 +169,11 @@ func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, err
 	return nil, wrapf(ErrCheckpoint, nil, "tensor %s: dtype %s is not a weight type (want BF16, F16 or F32)", t.Name, t.DType)
 }
 
-// stacked reads expert e's [n, k] slice of a 3-D tensor [E, n, k].
-func stacked(t *safetensors.Tensor, e, n, k int) (*op.Matrix, error) {
-	return tensorMatrix(t, n, k, e*n*k*t.DType.Size())
-}
-
-// rowsMatrix builds a weight from selected row ranges of one or more matrices (used to
-// regroup Qwen3-Next's in_proj_qkvz / in_proj_ba and to fuse per-expert gate/up). Each part is
-// (src, firstRow, nRows); all parts share K and dtype. The result owns a copy.
+// concatRows builds a weight from selected row ranges of one or more matrices (used to regroup
+// Qwen3-Next's in_proj_qkvz / in_proj_ba and to fuse per-expert gate/up). Each part is (src,
+// firstRow, nRows); all parts share K and dtype (and, quantized, bits, group size and scale
+// dtype: rows of codes, scales and biases are concatenated, still packed). The result owns a
+// copy. Errors wrap op.ErrUnsupported (parts that cannot share one matrix) or op.ErrShape.
 type rowPart struct {
 	src      *op.Matrix
 	row, cnt int
@@ -114,9 +187,26 @@ func concatRows(parts []rowPart) (*op.Matrix, error) {
 	n := 0
 	for _, p := range parts {
 		if p.src.K != k || p.src.DType != dt {
-			return nil, fmt.Errorf("concatRows: mixed K or dtype")
+			return nil, fmt.Errorf("%w: concatRows: parts of K %d and %d or dtypes %v and %v", op.ErrUnsupported, k, p.src.K, dt, p.src.DType)
+		}
+		if q0, q := parts[0].src.Q, p.src.Q; dt == op.QAffine && (q.Bits != q0.Bits || q.Group != q0.Group || q.ScaleDType != q0.ScaleDType) {
+			return nil, fmt.Errorf("%w: concatRows: parts quantized at %d bits in groups of %d (%v scales) and at %d bits in groups of %d (%v scales)",
+				op.ErrUnsupported, q0.Bits, q0.Group, q0.ScaleDType, q.Bits, q.Group, q.ScaleDType)
 		}
 		n += p.cnt
+	}
+	if dt == op.QAffine {
+		q0 := parts[0].src.Q
+		words, groups := k*q0.Bits/32, k/q0.Group
+		q := &op.Quant{Bits: q0.Bits, Group: q0.Group, ScaleDType: q0.ScaleDType}
+		for _, p := range parts {
+			r0, r1 := p.row, p.row+p.cnt
+			q.Codes = append(q.Codes, p.src.Q.Codes[r0*words:r1*words]...)
+			q.Scales = append(q.Scales, p.src.Q.Scales[r0*groups:r1*groups]...)
+			q.Biases = append(q.Biases, p.src.Q.Biases[r0*groups:r1*groups]...)
+		}
+		m := &op.Matrix{N: n, K: k, DType: op.QAffine, Q: q}
+		return m, m.Validate("concatRows")
 	}
 	if dt == op.F32 {
 		out := make([]float32, 0, n*k)

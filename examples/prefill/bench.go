@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -47,7 +48,8 @@ func parseBenchTokens(list string) ([]benchRun, error) {
 	return runs, nil
 }
 
-// runBench prints the sgemm peak P, the per-op figures and the slice-model figures.
+// runBench prints the sgemm peak P, the per-op figures, the slice-model figures, and those of
+// the Qwen3-Next slice beside its MLX 4- and 8-bit conversions (benchMLX).
 func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, step int) error {
 	runs, err := parseBenchTokens(tokensList)
 	if err != nil {
@@ -119,7 +121,24 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 			fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/sec)
 		}
 	}
-	return nil
+	m.Close()
+	// MLX conversions are read for qwen3_next only: the quantized runs use a Qwen3-Next slice,
+	// at the lengths of the runs from position 0.
+	var Ts []int
+	for _, r := range runs {
+		if r.pos0 == 0 {
+			Ts = append(Ts, r.T)
+		}
+	}
+	if len(Ts) == 0 {
+		return nil
+	}
+	q3, err := defaultModel("qwen3next-slice")
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nqwen3next-slice (4 layers of Qwen3-Next-80B-A3B at real width, 64 experts) and its MLX conversions")
+	return benchMLX(ctx, os.Stdout, dev, q3, filepath.Dir(q3), Ts, widen, step)
 }
 
 // benchOps times the CPU ops at Qwen3.8-Flash-Next shapes on random data.

@@ -86,8 +86,19 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 		dts = append(dts, fmt.Sprintf("%s %d tensors, %s", d.DType, d.Tensors, size(d.Bytes)))
 	}
 	line("weights", "%s", strings.Join(dts, "; "))
+	if len(in.Quantized) > 0 {
+		var qs []string
+		for _, q := range in.Quantized {
+			qs = append(qs, fmt.Sprintf("%d-bit groups of %d: %s, %s", q.Bits, q.Group, plural(q.Modules, "module"), size(q.Bytes)))
+		}
+		line("quantized", "MLX %s: %s", in.Quantization, strings.Join(qs, "; "))
+	}
+	line("resident", "%s of weights in memory once loaded", size(in.ResidentBytes))
 	experts := "experts stored one by one"
-	if in.FusedExperts {
+	switch {
+	case in.MLX:
+		experts = "MLX conversion (experts stacked under switch_mlp, conv1d [C, K, 1], norms stored as 1 + w)"
+	case in.FusedExperts:
 		experts = "experts fused"
 	}
 	line("tensors", "%d in %s, %s; prefix %s, %s", in.Tensors, plural(in.Shards, "shard"), size(in.TensorBytes), in.Prefix, experts)

@@ -20,6 +20,14 @@ type CheckResult struct {
 	UsedBytes int64
 	// DTypes are the element types of the tensors the model reads, most bytes first.
 	DTypes []DTypeUse
+	// Quant holds the quantized modules of an MLX conversion by weight tensor name (empty
+	// otherwise): their codes, scales and biases and the bit width and group size.
+	Quant map[string]QuantTensor
+	// ResidentBytes is the weight memory the loaded model holds: Linear and Embedding weights
+	// as stored (16-bit, float32, or packed codes with their scales and biases), the other
+	// weights (norms, convolutions, gate vectors) widened to float32. Copies made at load
+	// (LoadOptions.WidenBudget) come on top.
+	ResidentBytes int64
 	// PLEBuffersChecked is how many PLE layers stored the three hash buffers that were checked
 	// (0 when the checkpoint carries none: the derived values are then used unchecked).
 	PLEBuffersChecked int
@@ -50,9 +58,13 @@ var weightDTypes = map[safetensors.DType]bool{safetensors.BF16: true, safetensor
 // that loading (strata.LoadModel) and inspecting (strata.Inspect) run; it reads the headers and
 // the PLE hash buffers only (a few hundred bytes), so it works on a checkpoint opened with
 // safetensors.OpenDirHeaders as on a mapped one. In order:
-//   - DetectLayout and CheckTensors: every tensor the config implies, with its shape, nothing
-//     else besides the skipped groups (mtp.*, model.visual.*);
-//   - the weights' dtypes are BF16, F16 or F32 (an FP8 or packed-integer tensor is named);
+//   - DetectLayout and DetectMLX: the names' layout and whether the file is an MLX conversion
+//     (every signal must agree);
+//   - the quantized modules (resolveQuant): codes, scales and biases with shapes giving a bit
+//     width and group size that config.json declares for the module, on Linear weights only;
+//   - CheckTensors: every tensor the config implies, with its (logical) shape, nothing else
+//     besides the skipped groups (mtp.*, model.visual.*);
+//   - the other weights' dtypes are BF16, F16 or F32 (an FP8 or packed-integer tensor is named);
 //   - with language_model_only, no model.visual.* tensors;
 //   - the PLE buffers, where present, are I64 and equal, element by element, the multipliers,
 //     head vocabulary sizes (the primes >= ngram_vocab_size_base) and offsets (their running
@@ -77,18 +89,22 @@ func (c *Config) CheckCheckpoint(ck *safetensors.Checkpoint) (*CheckResult, erro
 		tensors[n], shapes[n] = t, t.Shape
 		res.Bytes += t.ByteSize()
 	}
-	if err := c.CheckTensors(l, shapes); err != nil {
+	if err := c.DetectMLX(&l, ck.Files(), shapes); err != nil {
+		return nil, err
+	}
+	res.Layout = l
+	specs := c.ExpectedTensors(l)
+	quant, logical, err := c.resolveQuant(specs, tensors, shapes)
+	if err != nil {
+		return nil, err
+	}
+	res.Quant = quant
+	if err := c.CheckTensors(l, logical); err != nil {
 		return nil, err
 	}
 
 	uses := map[safetensors.DType]*DTypeUse{}
-	var badDType []string
-	for _, s := range c.ExpectedTensors(l) {
-		t := tensors[s.Name]
-		if !weightDTypes[t.DType] {
-			badDType = append(badDType, fmt.Sprintf("%s %s", s.Name, t.DType))
-			continue
-		}
+	use := func(t *safetensors.Tensor) {
 		u := uses[t.DType]
 		if u == nil {
 			u = &DTypeUse{DType: string(t.DType)}
@@ -99,8 +115,29 @@ func (c *Config) CheckCheckpoint(ck *safetensors.Checkpoint) (*CheckResult, erro
 		res.Used++
 		res.UsedBytes += t.ByteSize()
 	}
+	var badDType []string
+	for _, s := range specs {
+		t := tensors[s.Name]
+		if q, ok := quant[s.Name]; ok {
+			for _, n := range []string{q.Weight, q.Scales, q.Biases} {
+				use(tensors[n])
+				res.ResidentBytes += tensors[n].ByteSize()
+			}
+			continue
+		}
+		if !weightDTypes[t.DType] {
+			badDType = append(badDType, fmt.Sprintf("%s %s", s.Name, t.DType))
+			continue
+		}
+		use(t)
+		if s.Linear {
+			res.ResidentBytes += t.ByteSize()
+		} else {
+			res.ResidentBytes += 4 * t.NumElements()
+		}
+	}
 	if len(badDType) > 0 {
-		return nil, fmt.Errorf("%w: %d tensors are not BF16, F16 or F32, the weight types strata reads (a quantized checkpoint without quantization_config?): %s",
+		return nil, fmt.Errorf("%w: %d tensors are not BF16, F16 or F32, the weight types strata reads (quantized codes without their <module>.scales?): %s",
 			ErrTensors, len(badDType), cut(badDType))
 	}
 	for _, u := range uses {

@@ -3,8 +3,11 @@
 // model nested under text_config), into one Config, checks its invariants, derives from it
 // the name and shape of every checkpoint tensor the model needs, and checks a checkpoint's
 // tensor table against it (CheckCheckpoint: the one check both loading and inspecting run).
-// Quantized checkpoints (FP8, ModelOpt, compressed-tensors, AutoRound, AWQ, GPTQ, MLX) and
-// other model types are refused by name.
+// MLX conversions of qwen3_next (mlx_lm.convert: stacked switch_mlp experts, transposed conv1d,
+// norms stored as 1 + w, affine-quantized modules at 2 to 8 bits) are recognised from several
+// signals and described (Layout.MLX, CheckResult.Quant); other quantized checkpoints (FP8,
+// ModelOpt, compressed-tensors, AutoRound, AWQ, GPTQ, MLX's mxfp4/nvfp4/mxfp8 modes), MLX
+// conversions of qwen4_exp and other model types are refused by name.
 //
 // Field names, defaults and invariants follow transformers' configuration_qwen3_next.py and
 // configuration_qwen4_exp.py (v5.17): a field absent from config.json (or null) takes the
@@ -123,6 +126,11 @@ type Config struct {
 	NGramParts int
 	Seed       int64 // seed of the PLE hash multipliers
 	EOS        []int // eos_token_id, int or list
+
+	// Quant is the MLX quantization block (quantization / quantization_config without
+	// quant_method; nil for unquantized checkpoints). Which modules are quantized, and how, is
+	// read from the tensor table against it (CheckCheckpoint).
+	Quant *MLXQuant
 }
 
 // Load reads and parses dir/config.json. Errors wrap ErrConfig or ErrUnsupported and name the file.

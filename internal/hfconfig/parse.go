@@ -236,7 +236,9 @@ func (o *object) unknown(ignore ...map[string]bool) {
 // The result is validated (see Validate). Errors wrap ErrConfig (malformed JSON, wrong types,
 // unknown fields, broken invariants; all problems found are listed in one error) or
 // ErrUnsupported (another model_type, a quantized checkpoint, RoPE scaling, attention biases,
-// ...), which names the unsupported value.
+// ...), which names the unsupported value. An MLX quantization block (mlx_lm.convert's, without
+// quant_method) is read into Config.Quant (qwen3_next; MLX conversions of qwen4_exp are refused
+// by name).
 func Parse(data []byte) (*Config, error) {
 	var errs []string
 	top, err := decodeObject(data, "", &errs)
@@ -255,9 +257,11 @@ func Parse(data []byte) (*Config, error) {
 	default:
 		return nil, unsupportedModelType(mt)
 	}
-	if err := checkQuantization(top); err != nil {
+	q, err := checkQuantization(top)
+	if err != nil {
 		return nil, err
 	}
+	c.Quant = q
 	c.Architectures, _ = top.strs("architectures")
 	c.LanguageModelOnly = top.bool("language_model_only", false)
 	var unsupported []string
@@ -280,8 +284,12 @@ func Parse(data []byte) (*Config, error) {
 		if tmt := text.str("model_type", "qwen4_exp_text"); tmt != "qwen4_exp_text" {
 			return nil, fmt.Errorf("%w: text_config.model_type %q, want qwen4_exp_text", ErrUnsupported, tmt)
 		}
-		if err := checkQuantization(text); err != nil {
+		tq, err := checkQuantization(text)
+		if err != nil {
 			return nil, err
+		}
+		if c.Quant == nil {
+			c.Quant = tq
 		}
 		unsupported = readText(c, text)
 		text.unknown(ignoredFields, ignoredQwen4Fields)
@@ -292,6 +300,9 @@ func Parse(data []byte) (*Config, error) {
 			c.EOS = eos
 		}
 		top.unknown(ignoredFields, ignoredMultimodalFields)
+	}
+	if c.Quant != nil && c.Arch == Qwen4Exp {
+		return nil, errMLXQwen4(fmt.Sprintf("config.json has an MLX quantization block (%s)", c.Quant.Describe()))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(errs, "; "))

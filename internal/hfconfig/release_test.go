@@ -154,14 +154,26 @@ func TestRefusedByName(t *testing.T) {
 		{"unknown method", qwen3Next, quant(map[string]any{"quant_method": "hqq", "nbits": 4}), []string{`quantization method "hqq" is not supported`}},
 		{"in text_config", flashNext, func(_, text map[string]any) { text["quantization_config"] = map[string]any{"quant_method": "fp8"} },
 			[]string{`text_config.quantization_config: quantization method "fp8"`}},
-		{"mlx", qwen3Next, func(top, _ map[string]any) { top["quantization"] = mlx; top["quantization_config"] = mlx },
-			[]string{"MLX quantized checkpoints are not supported yet (mode affine, 4 bits, group size 64)"}},
-		{"mlx quantization_config only", qwen3Next, func(top, _ map[string]any) { top["quantization_config"] = map[string]any{"group_size": 32, "bits": 8} },
-			[]string{"MLX quantized checkpoints are not supported yet (mode affine, 8 bits, group size 32)"}},
-		{"mlx mxfp4", flashNext, func(top, _ map[string]any) {
+		{"mlx qwen4_exp", flashNext, func(top, _ map[string]any) { top["quantization"] = mlx; top["quantization_config"] = mlx },
+			[]string{"an MLX conversion of qwen4_exp (mlx-vlm; config.json has an MLX quantization block (affine, 4 bits, group size 64, 1 per-module entries)) is not supported"}},
+		{"mlx qwen4_exp quantization_config only", flashNext, func(top, _ map[string]any) { top["quantization_config"] = map[string]any{"group_size": 32, "bits": 8} },
+			[]string{"an MLX conversion of qwen4_exp", "affine, 8 bits, group size 32"}},
+		{"mlx mxfp4", qwen3Next, func(top, _ map[string]any) {
 			top["quantization"] = map[string]any{"group_size": 32, "bits": 4, "mode": "mxfp4"}
 		},
-			[]string{"MLX quantized checkpoints are not supported yet (mode mxfp4, 4 bits, group size 32)"}},
+			[]string{`quantization: MLX quantization mode "mxfp4" (FP4 E2M1 codes in groups of 32 with E8M0 scales, 4 bits, group size 32) is not supported`}},
+		{"mlx nvfp4 entry", qwen3Next, func(top, _ map[string]any) {
+			top["quantization"] = map[string]any{"group_size": 64, "bits": 4, "model.layers.0.mlp.gate": map[string]any{"group_size": 16, "bits": 4, "mode": "nvfp4"}}
+		},
+			[]string{`quantization.model.layers.0.mlp.gate: MLX quantization mode "nvfp4"`}},
+		{"mlx mxfp8", qwen3Next, func(top, _ map[string]any) {
+			top["quantization"] = map[string]any{"group_size": 32, "bits": 8, "mode": "mxfp8"}
+		},
+			[]string{`MLX quantization mode "mxfp8"`}},
+		{"mlx 7 bits", qwen3Next, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 64, "bits": 7} },
+			[]string{"MLX affine quantization with 7 bits in groups of 64"}},
+		{"mlx group 16", qwen3Next, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 16, "bits": 4} },
+			[]string{"MLX affine quantization with 4 bits in groups of 16"}},
 		{"qwen3_5_moe", qwen3Next, func(top, _ map[string]any) { top["model_type"] = "qwen3_5_moe" },
 			[]string{`model_type "qwen3_5_moe", Qwen3.5 MoE, is not supported`}},
 		{"qwen3_5_moe with quantization", flashNext, func(top, _ map[string]any) { top["model_type"] = "qwen3_5_moe"; top["quantization"] = mlx },
@@ -234,10 +246,15 @@ func TestPublishedCheckpoints(t *testing.T) {
 			// What the table holds, counted here by prefix.
 			groups := map[string][2]int64{}
 			var all [2]int64
+			var widened int64 // the 1-D weights and convolutions, widened from BF16 to float32 at load
 			for _, tn := range r.Tensors() {
 				b := int64(tn.DType.Size())
 				for _, s := range tn.Shape {
 					b *= s
+				}
+				if text := !strings.HasPrefix(tn.Name, "mtp.") && !strings.HasPrefix(tn.Name, "model.visual.") && tn.DType != safetensors.I64; text &&
+					(len(tn.Shape) == 1 || strings.Contains(tn.Name, "conv1d")) {
+					widened += b
 				}
 				g := "text"
 				switch {
@@ -258,7 +275,7 @@ func TestPublishedCheckpoints(t *testing.T) {
 				}
 				text := groups["text"]
 				want := &CheckResult{Tensors: int(all[0]), Bytes: all[1], Used: int(text[0]), UsedBytes: text[1],
-					DTypes: []DTypeUse{{"BF16", int(text[0]), text[1]}}}
+					DTypes: []DTypeUse{{"BF16", int(text[0]), text[1]}}, Quant: map[string]QuantTensor{}, ResidentBytes: text[1] + widened}
 				if name == flashNext {
 					want.Layout = Layout{Prefix: "model.language_model.", FusedExperts: true, NGramParts: 128}
 					want.PLEBuffersChecked = 1

@@ -13,7 +13,16 @@ import (
 type Spec struct {
 	Name  string
 	Shape []int64
+	// Linear marks the weight of a Linear or Embedding module ([out, in], or [E, out, in] for
+	// stacked experts): the tensors an MLX conversion may store quantized (<module>.weight as
+	// packed codes beside <module>.scales and <module>.biases). Norms, convolutions and the GDN
+	// gate vectors are never quantized.
+	Linear bool
 }
+
+// Module is the module path of a Linear weight: its name without ".weight" (the key of a
+// per-module quantization entry).
+func (s Spec) Module() string { return strings.TrimSuffix(s.Name, ".weight") }
 
 // Layout is how a checkpoint names its tensors.
 type Layout struct {
@@ -28,6 +37,13 @@ type Layout struct {
 	// ple.ple_embedding.ngram_embedding.shard_{k}.weight of equal size, to be concatenated in k
 	// order; 0 or 1: one ple.ple_embedding.ngram_embedding.weight.
 	NGramParts int
+	// SwitchMLP: experts stacked as MLX stores them, mlp.switch_mlp.{gate,up}_proj.weight
+	// [E, I, D] and mlp.switch_mlp.down_proj.weight [E, D, I].
+	SwitchMLP bool
+	// MLX: the checkpoint is an MLX conversion (mlx_lm.convert), decided once from several
+	// signals (DetectMLX): experts under switch_mlp, linear_attn.conv1d.weight [C, K, 1], the
+	// norms of ShiftedNorm stored as 1 + w, and quantized modules where <module>.scales exists.
+	MLX bool
 }
 
 // Layer returns the name of a tensor of decoder layer i, e.g. Layer(3, "self_attn.q_proj.weight")
@@ -38,6 +54,16 @@ func (l Layout) Layer(i int, suffix string) string {
 
 // Model returns the name of a model-level tensor, e.g. Model("embed_tokens.weight").
 func (l Layout) Model(suffix string) string { return l.Prefix + suffix }
+
+// ConvShape is the stored shape of a depthwise conv1d weight of C channels and kernel K:
+// [C, 1, K] as transformers stores it, [C, K, 1] in an MLX conversion. Both hold the kernel of
+// channel c at [c*K, (c+1)*K) in memory.
+func (l Layout) ConvShape(C, K int64) []int64 {
+	if l.MLX {
+		return []int64{C, K, 1}
+	}
+	return []int64{C, 1, K}
+}
 
 // LMHead returns the name of the output projection, "lm_head.weight" in every layout (absent
 // from checkpoints with tie_word_embeddings).
@@ -50,6 +76,7 @@ func skipped(name string) bool {
 }
 
 var (
+	switchRe    = regexp.MustCompile(`layers\.\d+\.mlp\.switch_mlp\.(gate|up|down)_proj\.weight$`)
 	perExpertRe = regexp.MustCompile(`layers\.\d+\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$`)
 	fusedRe     = regexp.MustCompile(`layers\.\d+\.mlp\.experts\.(gate_up|down)_proj$`)
 	ngramPartRe = regexp.MustCompile(`^(.*)\.ple\.ple_embedding\.ngram_embedding\.shard_\d+\.weight$`)
@@ -57,18 +84,22 @@ var (
 
 // DetectLayout infers the Layout from a checkpoint's tensor names (mtp.* and model.visual.*
 // ignored): the prefix from where embed_tokens / layers live, the expert storage from the
-// expert tensor names, and split n-gram tables from shard_{k} names (then NGramParts =
-// split_ngram_parts). Errors wrap ErrTensors: no text model found, both prefixes, both
-// expert layouts present, or a layer whose number of n-gram shards is not split_ngram_parts.
+// expert tensor names (fused, per expert, or MLX's switch_mlp), and split n-gram tables from
+// shard_{k} names (then NGramParts = split_ngram_parts). Whether the file is an MLX conversion
+// takes more than names (DetectMLX sets Layout.MLX). Errors wrap ErrTensors: no text model
+// found, both prefixes, several expert layouts present, or a layer whose number of n-gram
+// shards is not split_ngram_parts; ErrUnsupported for mlx-vlm's language_model.model. names.
 func (c *Config) DetectLayout(names []string) (Layout, error) {
 	var l Layout
-	var lm, plain, fused, perExpert bool
+	var lm, plain, fused, perExpert, switched, vlm bool
 	parts := map[string]int{} // layer prefix -> n-gram table shards
 	for _, n := range names {
 		if skipped(n) {
 			continue
 		}
 		switch {
+		case strings.HasPrefix(n, "language_model.model."):
+			vlm = true
 		case strings.HasPrefix(n, "model.language_model."):
 			lm = true
 		case strings.HasPrefix(n, "model.layers.") || strings.HasPrefix(n, "model.embed_tokens."):
@@ -76,9 +107,13 @@ func (c *Config) DetectLayout(names []string) (Layout, error) {
 		}
 		fused = fused || fusedRe.MatchString(n)
 		perExpert = perExpert || perExpertRe.MatchString(n)
+		switched = switched || switchRe.MatchString(n)
 		if m := ngramPartRe.FindStringSubmatch(n); m != nil {
 			parts[m[1]]++
 		}
+	}
+	if vlm {
+		return l, errMLXQwen4("tensor names start with language_model.model. (mlx-vlm's layout)")
 	}
 	switch {
 	case lm && plain:
@@ -90,10 +125,10 @@ func (c *Config) DetectLayout(names []string) (Layout, error) {
 	default:
 		return l, fmt.Errorf("%w: no model.layers.* or model.language_model.layers.* tensors among %d names", ErrTensors, len(names))
 	}
-	if fused && perExpert {
-		return l, fmt.Errorf("%w: both fused (mlp.experts.gate_up_proj) and per-expert (mlp.experts.{e}.*) expert tensors", ErrTensors)
+	if n := btoi(fused) + btoi(perExpert) + btoi(switched); n > 1 {
+		return l, fmt.Errorf("%w: expert tensors in more than one layout: fused (mlp.experts.gate_up_proj) %v, per expert (mlp.experts.{e}.*) %v, stacked (mlp.switch_mlp.*) %v", ErrTensors, fused, perExpert, switched)
 	}
-	l.FusedExperts = fused
+	l.FusedExperts, l.SwitchMLP = fused, switched
 	if len(parts) > 0 {
 		l.NGramParts = c.NGramParts
 		layers := make([]string, 0, len(parts))
@@ -120,10 +155,11 @@ func (c *Config) DetectLayout(names []string) (Layout, error) {
 //	qwen4_exp: {attn,mlp}_hyper_connection.{hc_norm, input_mix_weight_down, input_mix_weight_up, block_inject_weight [S, S*D]}
 //	linear_attn (C = 2*Hk*dk + Hv*dv): qwen3_next in_proj_qkvz [C + Hv*dv, D], in_proj_ba [2*Hv, D];
 //	qwen4_exp in_proj_qkv [C, D], in_proj_z [Hv*dv, D], in_proj_b, in_proj_a [Hv, D];
-//	both conv1d [C, 1, K], dt_bias, A_log [Hv], norm [dv], out_proj [D, Hv*dv]
+//	both conv1d [C, 1, K] ([C, K, 1] in an MLX conversion), dt_bias, A_log [Hv], norm [dv], out_proj [D, Hv*dv]
 //	self_attn: q_proj [2*Hq*hd, D] (query and gate per head), k_proj, v_proj [Hkv*hd, D], o_proj [D, Hq*hd], q_norm, k_norm [hd];
 //	QSA: indexer.index_qk_proj [(nH+kvH)*ihd, D], indexer.{q,k}_layernorm [ihd]
 //	MoE: gate [E, D], experts (see Layout), shared_expert.{gate,up}_proj [SI, D], down_proj [D, SI], shared_expert_gate [1, D];
+//	(the shapes of Linear weights are the logical [out, in]: CheckCheckpoint reads quantized ones)
 //	dense MLP: {gate,up}_proj [DenseI, D], down_proj [D, DenseI]
 //	PLE: ple.{key_proj [S*D, P], value_proj [D, P], norm_key, norm_query, norm_conv [S*D], conv1d [S*D, 1, K_ple],
 //	ple_embedding.ngram_embedding [PLEVocabRows, P/NGramHeads]}
@@ -133,17 +169,19 @@ func (c *Config) ExpectedTensors(l Layout) []Spec {
 	D, S, R := int64(c.D), int64(c.Streams), int64(c.HCRank)
 	SD := S * D
 	var out []Spec
-	add := func(name string, shape ...int64) { out = append(out, Spec{name, shape}) }
-	add(l.Model("embed_tokens.weight"), int64(c.Vocab), D)
+	add := func(name string, shape ...int64) { out = append(out, Spec{Name: name, Shape: shape}) }
+	lin := func(name string, shape ...int64) { out = append(out, Spec{Name: name, Shape: shape, Linear: true}) }
+	conv := func(name string, C, K int64) { add(name, l.ConvShape(C, K)...) }
+	lin(l.Model("embed_tokens.weight"), int64(c.Vocab), D)
 	if !c.TieWordEmbeddings {
-		add(l.LMHead(), int64(c.Vocab), D)
+		lin(l.LMHead(), int64(c.Vocab), D)
 	}
 	hyper := func(name func(string) string, inject bool) {
 		add(name("hc_norm.weight"), SD)
-		add(name("input_mix_weight_down.weight"), R, SD)
-		add(name("input_mix_weight_up.weight"), SD, R)
+		lin(name("input_mix_weight_down.weight"), R, SD)
+		lin(name("input_mix_weight_up.weight"), SD, R)
 		if inject {
-			add(name("block_inject_weight.weight"), S, SD)
+			lin(name("block_inject_weight.weight"), S, SD)
 		}
 	}
 	if c.Arch == Qwen4Exp {
@@ -166,65 +204,70 @@ func (c *Config) ExpectedTensors(l Layout) []Spec {
 		switch c.LayerTypes[i] {
 		case LinearAttention:
 			if c.Arch == Qwen4Exp {
-				add(L("linear_attn.in_proj_qkv.weight"), convC, D)
-				add(L("linear_attn.in_proj_z.weight"), Hv*dv, D)
-				add(L("linear_attn.in_proj_b.weight"), Hv, D)
-				add(L("linear_attn.in_proj_a.weight"), Hv, D)
+				lin(L("linear_attn.in_proj_qkv.weight"), convC, D)
+				lin(L("linear_attn.in_proj_z.weight"), Hv*dv, D)
+				lin(L("linear_attn.in_proj_b.weight"), Hv, D)
+				lin(L("linear_attn.in_proj_a.weight"), Hv, D)
 			} else {
-				add(L("linear_attn.in_proj_qkvz.weight"), convC+Hv*dv, D)
-				add(L("linear_attn.in_proj_ba.weight"), 2*Hv, D)
+				lin(L("linear_attn.in_proj_qkvz.weight"), convC+Hv*dv, D)
+				lin(L("linear_attn.in_proj_ba.weight"), 2*Hv, D)
 			}
-			add(L("linear_attn.conv1d.weight"), convC, 1, int64(c.ConvK))
+			conv(L("linear_attn.conv1d.weight"), convC, int64(c.ConvK))
 			add(L("linear_attn.dt_bias"), Hv)
 			add(L("linear_attn.A_log"), Hv)
 			add(L("linear_attn.norm.weight"), dv)
-			add(L("linear_attn.out_proj.weight"), D, Hv*dv)
+			lin(L("linear_attn.out_proj.weight"), D, Hv*dv)
 		case FullAttention, SparseAttention:
-			add(L("self_attn.q_proj.weight"), 2*Hq*hd, D)
-			add(L("self_attn.k_proj.weight"), Hkv*hd, D)
-			add(L("self_attn.v_proj.weight"), Hkv*hd, D)
-			add(L("self_attn.o_proj.weight"), D, Hq*hd)
+			lin(L("self_attn.q_proj.weight"), 2*Hq*hd, D)
+			lin(L("self_attn.k_proj.weight"), Hkv*hd, D)
+			lin(L("self_attn.v_proj.weight"), Hkv*hd, D)
+			lin(L("self_attn.o_proj.weight"), D, Hq*hd)
 			add(L("self_attn.q_norm.weight"), hd)
 			add(L("self_attn.k_norm.weight"), hd)
 			if c.LayerTypes[i] == SparseAttention {
 				ihd := int64(c.IdxDim)
-				add(L("self_attn.indexer.index_qk_proj.weight"), int64(c.IdxHeads+c.IdxKVHeads)*ihd, D)
+				lin(L("self_attn.indexer.index_qk_proj.weight"), int64(c.IdxHeads+c.IdxKVHeads)*ihd, D)
 				add(L("self_attn.indexer.q_layernorm.weight"), ihd)
 				add(L("self_attn.indexer.k_layernorm.weight"), ihd)
 			}
 		}
 		if c.IsMoELayer(i) {
 			E, I, SI := int64(c.Experts), int64(c.MoEI), int64(c.SharedI)
-			add(L("mlp.gate.weight"), E, D)
-			if l.FusedExperts {
-				add(L("mlp.experts.gate_up_proj"), E, 2*I, D)
-				add(L("mlp.experts.down_proj"), E, D, I)
-			} else {
+			lin(L("mlp.gate.weight"), E, D)
+			switch {
+			case l.SwitchMLP:
+				lin(L("mlp.switch_mlp.gate_proj.weight"), E, I, D)
+				lin(L("mlp.switch_mlp.up_proj.weight"), E, I, D)
+				lin(L("mlp.switch_mlp.down_proj.weight"), E, D, I)
+			case l.FusedExperts:
+				lin(L("mlp.experts.gate_up_proj"), E, 2*I, D)
+				lin(L("mlp.experts.down_proj"), E, D, I)
+			default:
 				for e := 0; e < c.Experts; e++ {
 					p := "mlp.experts." + strconv.Itoa(e) + "."
-					add(L(p+"gate_proj.weight"), I, D)
-					add(L(p+"up_proj.weight"), I, D)
-					add(L(p+"down_proj.weight"), D, I)
+					lin(L(p+"gate_proj.weight"), I, D)
+					lin(L(p+"up_proj.weight"), I, D)
+					lin(L(p+"down_proj.weight"), D, I)
 				}
 			}
-			add(L("mlp.shared_expert.gate_proj.weight"), SI, D)
-			add(L("mlp.shared_expert.up_proj.weight"), SI, D)
-			add(L("mlp.shared_expert.down_proj.weight"), D, SI)
-			add(L("mlp.shared_expert_gate.weight"), 1, D)
+			lin(L("mlp.shared_expert.gate_proj.weight"), SI, D)
+			lin(L("mlp.shared_expert.up_proj.weight"), SI, D)
+			lin(L("mlp.shared_expert.down_proj.weight"), D, SI)
+			lin(L("mlp.shared_expert_gate.weight"), 1, D)
 		} else {
 			I := int64(c.DenseI)
-			add(L("mlp.gate_proj.weight"), I, D)
-			add(L("mlp.up_proj.weight"), I, D)
-			add(L("mlp.down_proj.weight"), D, I)
+			lin(L("mlp.gate_proj.weight"), I, D)
+			lin(L("mlp.up_proj.weight"), I, D)
+			lin(L("mlp.down_proj.weight"), D, I)
 		}
 		if j := c.PLEIndex(i); j >= 0 {
 			P := int64(c.PLEEmbedDim)
-			add(L("ple.key_proj.weight"), SD, P)
-			add(L("ple.value_proj.weight"), D, P)
+			lin(L("ple.key_proj.weight"), SD, P)
+			lin(L("ple.value_proj.weight"), D, P)
 			add(L("ple.norm_key.weight"), SD)
 			add(L("ple.norm_query.weight"), SD)
 			add(L("ple.norm_conv.weight"), SD)
-			add(L("ple.conv1d.weight"), SD, 1, int64(c.PLEConvK))
+			conv(L("ple.conv1d.weight"), SD, int64(c.PLEConvK))
 			rows, width := int64(c.PLEVocabRows(j)), P/int64(c.NGramHeads())
 			if l.NGramParts > 1 {
 				parts := int64(l.NGramParts)
@@ -232,12 +275,12 @@ func (c *Config) ExpectedTensors(l Layout) []Spec {
 				// appears as missing and every shard_{k} as unexpected.
 				if rows%parts == 0 {
 					for k := int64(0); k < parts; k++ {
-						add(L(fmt.Sprintf("ple.ple_embedding.ngram_embedding.shard_%d.weight", k)), rows/parts, width)
+						lin(L(fmt.Sprintf("ple.ple_embedding.ngram_embedding.shard_%d.weight", k)), rows/parts, width)
 					}
 					continue
 				}
 			}
-			add(L("ple.ple_embedding.ngram_embedding.weight"), rows, width)
+			lin(L("ple.ple_embedding.ngram_embedding.weight"), rows, width)
 		}
 	}
 	return out
@@ -266,9 +309,9 @@ func (c *Config) pleBuffers(l Layout, i int) []Spec {
 	}
 	heads := int64(c.NGramHeads())
 	return []Spec{
-		{l.Layer(i, pleMultipliers), []int64{int64(c.NGramSize)}},
-		{l.Layer(i, pleOffsets), []int64{heads}},
-		{l.Layer(i, pleVocabSizes), []int64{heads}},
+		{Name: l.Layer(i, pleMultipliers), Shape: []int64{int64(c.NGramSize)}},
+		{Name: l.Layer(i, pleOffsets), Shape: []int64{heads}},
+		{Name: l.Layer(i, pleVocabSizes), Shape: []int64{heads}},
 	}
 }
 
@@ -358,4 +401,11 @@ func equalShape(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

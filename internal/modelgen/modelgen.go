@@ -62,6 +62,12 @@ var Presets = map[string]Spec{
 	"qwen4exp-slice": {Arch: "qwen4_exp_text", D: 2560, Layers: 4, Vocab: 8192, AttnEvery: 4,
 		Hq: 24, Hkv: 2, HeadDim: 256, Hk: 16, Hv: 48, Dk: 128, Dv: 128, Experts: 64, TopK: 10, MoEI: 640, SharedI: 640,
 		Streams: 4, HCRank: 320, IdxHeads: 4, IdxBudget: 2048, PLELayers: []int{2}, PLEEmbedDim: 256, RopeTheta: 1e7, Seed: 3},
+	// A 4-layer slice of Qwen3-Next-80B-A3B at real width (3 GDN + 1 attention, 64 of the 512
+	// experts, top-10), in the published per-expert layout that mlx_lm.convert reads: the bf16
+	// side of the MLX benchmarks (its 4- and 8-bit conversions come from ConvertMLX).
+	"qwen3next-slice": {Arch: "qwen3_next", D: 2048, Layers: 4, Vocab: 8192, AttnEvery: 4,
+		Hq: 16, Hkv: 2, HeadDim: 256, Hk: 16, Hv: 32, Dk: 128, Dv: 128, Experts: 64, TopK: 10, MoEI: 512, SharedI: 512,
+		RopeTheta: 1e7, Seed: 5, PerExpertLayout: true},
 }
 
 // Generate writes the model of spec into dir (created if needed): config.json and

@@ -220,6 +220,30 @@ func (t *Tensor) Uint16s() ([]uint16, error) {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(&t.Data[0])), len(t.Data)/2), nil
 }
 
+// Uint32s returns the raw elements of a U32 tensor (little-endian hosts only), such as the
+// packed codes of an MLX quantized weight. The result aliases the file mapping when the tensor's
+// bytes are 4-byte aligned and is a copy otherwise (a tensor after an odd number of 16-bit
+// elements); it must not be written either way. Errors wrap ErrDType or ErrFormat.
+func (t *Tensor) Uint32s() ([]uint32, error) {
+	if t.DType != U32 {
+		return nil, fmt.Errorf("%w: tensor %q is %s, not U32", ErrDType, t.Name, t.DType)
+	}
+	if err := t.checkData(); err != nil {
+		return nil, err
+	}
+	if len(t.Data) == 0 {
+		return nil, nil
+	}
+	if uintptr(unsafe.Pointer(&t.Data[0]))%4 != 0 {
+		out := make([]uint32, len(t.Data)/4)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint32(t.Data[4*i:])
+		}
+		return out, nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&t.Data[0])), len(t.Data)/4), nil
+}
+
 // Int32 returns the tensor as int32: I32 copied, I64 narrowed with a range check, U8/BOOL widened.
 // Other dtypes and out-of-range I64 values return an error wrapping ErrDType.
 func (t *Tensor) Int32() ([]int32, error) {

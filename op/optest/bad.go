@@ -88,11 +88,21 @@ func (s tensorState) equal(o tensorState) bool {
 
 // Shorthands of the tables.
 var (
-	errShape = op.ErrShape
-	errDType = op.ErrDType
-	errArg   = op.ErrInvalidArgument
-	nan32    = float32(math.NaN())
+	errShape       = op.ErrShape
+	errDType       = op.ErrDType
+	errArg         = op.ErrInvalidArgument
+	errUnsupported = op.ErrUnsupported
+	nan32          = float32(math.NaN())
 )
+
+// quantWith returns a copy of the QAffine weight m whose Quant mut has changed (m is untouched).
+func quantWith(m *op.Matrix, mut func(q *op.Quant)) *op.Matrix {
+	q := *m.Q
+	mut(&q)
+	c := *m
+	c.Q = &q
+	return &c
+}
 
 // shorter returns a new tensor of the dtype of x with n fewer (n < 0: more) elements.
 func (e *env) shorter(x op.Tensor, n int) op.Tensor { return e.tensor(x.DType(), x.Len()-n) }

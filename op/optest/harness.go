@@ -40,6 +40,9 @@ type Options struct {
 	// leave those checks to the host functions (CheckTokens, CheckSlots, CheckIdx, CheckLogits,
 	// CheckIDs, Selection.CheckTokens); the CPU backend makes them in every op.
 	NoValueChecks bool
+	// NoQuant skips the quantized-weight cases (cases_quant.go: subtests "Op/q<bits>_..."), for
+	// a backend whose kernels do not read op.QAffine weights yet.
+	NoQuant bool
 }
 
 // tolerances are the default bounds on max |got - want| / max |want| per op output. They were
@@ -163,6 +166,14 @@ func newSuite(t *testing.T, o Options, opName string) *suite {
 		t.Logf("%s: %d subtests; worst max|got-want|/max|want|:%s", opName, s.cases, b.String())
 	})
 	return s
+}
+
+// runQ is run for a quantized-weight case (skipped under NoQuant).
+func (s *suite) runQ(t *testing.T, name string, short bool, fn func(t *testing.T)) {
+	t.Helper()
+	if !s.o.NoQuant {
+		s.run(t, name, short, fn)
+	}
 }
 
 // run runs fn as the subtest name unless Short or Filter exclude it.

@@ -172,7 +172,8 @@ func refExpert(x []float64, gu, down []float32, D, I int) []float64 {
 	return linear64(h, 1, down, D, I)
 }
 
-// RefMoEExperts runs the routed experts of op.MoEExperts: rk [T, K] is the row layout the op
+// RefMoEExperts runs the routed experts of op.MoEExperts (gate and up rows of a split
+// op.Experts joined as the fused layout): rk [T, K] is the row layout the op
 // specifies (slots grouped by expert in expert order, then slot order; -1 for an empty slot) and
 // ye [T*K, D] holds each used row's down_e(silu(gate_e x_t) * up_e x_t), zeros past the used rows.
 func RefMoEExperts(x []float32, T, K int, idx []int32, ex *op.Experts) (ye []float64, rk []int32) {
@@ -187,6 +188,9 @@ func RefMoEExperts(x []float32, T, K int, idx []int32, ex *op.Experts) (ye []flo
 			}
 			if gu == nil {
 				gu, dn = Widen(ex.GateUp[e]), Widen(ex.Down[e])
+				if ex.Split() {
+					gu = append(append([]float32(nil), gu...), Widen(ex.Up[e])...)
+				}
 			}
 			t := i / K
 			copy(ye[row*D:(row+1)*D], refExpert(To64(x[t*D:(t+1)*D]), gu, dn, D, I))

@@ -10,7 +10,7 @@ import (
 const eps = 1e-6 // rms_norm_eps of both models
 
 // RunMatMul runs GEMMCases through Pass.MatMul against RefMatMul (weights seeded 100+i, x
-// 200+i for case i), then its bad-argument table.
+// 200+i for case i), QGEMMCases (weights 20000+i, x 21000+i), then its bad-argument table.
 func RunMatMul(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "MatMul")
 	for i, c := range GEMMCases() {
@@ -23,7 +23,18 @@ func RunMatMul(t *testing.T, be op.Backend, o Options) {
 			s.close(t, "y", f32s(Y), RefMatMul(x, c.T, w))
 		})
 	}
+	for i, c := range QGEMMCases() {
+		s.runQ(t, c.Name(), c.Short, func(t *testing.T) {
+			w := c.Q.matrix(t, uint64(20000+i), c.N, c.K, 0.1)
+			x := Floats(uint64(21000+i), c.T*c.K, 1)
+			e := newEnv(t, be)
+			X, Y := e.f32(x), e.out("y", c.T*c.N)
+			e.pass(func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: c.T, W: w}) })
+			s.close(t, "y", f32s(Y), RefMatMul(x, c.T, w))
+		})
+	}
 	w, _, _ := RandMatrix(1, 4, 3, op.F32, 1)
+	q, _, _ := RandQuant(2, 4, 64, 4, 32, op.BF16, 1)
 	runBad(t, s, be, func(e *env) op.MatMul {
 		return op.MatMul{Y: e.out("y", 8), X: e.f32(make([]float32, 6)), T: 2, W: w}
 	}, op.Pass.MatMul, []badCase[op.MatMul]{
@@ -40,6 +51,15 @@ func RunMatMul(t *testing.T, be op.Backend, o Options) {
 			a.W = &op.Matrix{N: 4, K: 3, DType: op.I32, U16: make([]uint16, 12)}
 		}},
 		{"weight_zero_rows", errShape, func(e *env, a *op.MatMul) { a.W = &op.Matrix{N: 0, K: 3, DType: op.F32} }},
+		{"quant_without_codes", errArg, func(e *env, a *op.MatMul) { a.W = &op.Matrix{N: 4, K: 64, DType: op.QAffine} }},
+		{"quant_short_codes", errShape, func(e *env, a *op.MatMul) { a.W = quantWith(q, func(c *op.Quant) { c.Codes = c.Codes[1:] }) }},
+		{"quant_short_scales", errShape, func(e *env, a *op.MatMul) { a.W = quantWith(q, func(c *op.Quant) { c.Scales = c.Scales[1:] }) }},
+		{"quant_scales_F32", errDType, func(e *env, a *op.MatMul) { a.W = quantWith(q, func(c *op.Quant) { c.ScaleDType = op.F32 }) }},
+		{"quant_7_bits", errUnsupported, func(e *env, a *op.MatMul) { a.W = quantWith(q, func(c *op.Quant) { c.Bits = 7 }) }},
+		{"quant_group_16", errUnsupported, func(e *env, a *op.MatMul) { a.W = quantWith(q, func(c *op.Quant) { c.Group = 16 }) }},
+		{"quant_group_not_dividing_K", errShape, func(e *env, a *op.MatMul) {
+			a.W = quantWith(q, func(c *op.Quant) { c.Group = 128 })
+		}},
 	})
 }
 
@@ -255,27 +275,20 @@ func RunCopy(t *testing.T, be op.Backend, o Options) {
 
 // RunEmbed runs EmbedCases through Pass.Embed (table seeded 6000+i with scale 1, the first and
 // last token ids among the tokens) and requires the widened rows, repeated into every stream,
-// bit for bit.
+// bit for bit; then QEmbedCases (table 22000+i, tokens 22500+i), whose rows must be the
+// dequantized values (Dequant) bit for bit.
 func RunEmbed(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "Embed")
 	for i, c := range EmbedCases() {
 		s.run(t, c.Name(), c.Short, func(t *testing.T) {
 			table := mustMatrix(t, uint64(6000+i), c.Vocab, c.D, c.DType, 1)
-			tok := Tokens(uint64(6100+i), c.T, c.Vocab, 0, 0)
-			tok[0] = int32(c.Vocab - 1)
-			tok[c.T-1] = 0
-			e := newEnv(t, be)
-			Hh := e.out("H", c.T*c.S*c.D)
-			a := op.Embed{H: Hh, Tokens: e.i32(tok), T: c.T, S: c.S, Table: table}
-			e.pass(func(p op.Pass) error { return p.Embed(a) })
-			wide := Widen(table)
-			want := make([]float32, 0, c.T*c.S*c.D)
-			for _, id := range tok {
-				for range c.S {
-					want = append(want, wide[int(id)*c.D:int(id+1)*c.D]...)
-				}
-			}
-			exactF32(t, "H", f32s(Hh), want)
+			s.embedCase(t, be, c.T, c.S, c.D, c.Vocab, table, uint64(6100+i))
+		})
+	}
+	for i, c := range QEmbedCases() {
+		s.runQ(t, c.Name(), c.Short, func(t *testing.T) {
+			table := c.Q.matrix(t, uint64(22000+i), c.Vocab, c.D, 1)
+			s.embedCase(t, be, c.T, c.S, c.D, c.Vocab, table, uint64(22500+i))
 		})
 	}
 	table, _, _ := RandMatrix(1, 10, 4, op.BF16, 1)
@@ -291,4 +304,24 @@ func RunEmbed(t *testing.T, be op.Backend, o Options) {
 		{"value_token_past_vocab", errArg, func(e *env, a *op.Embed) { a.Tokens = e.i32([]int32{0, 10, 3}) }},
 		{"value_negative_token", errArg, func(e *env, a *op.Embed) { a.Tokens = e.i32([]int32{-1, 1, 3}) }},
 	})
+}
+
+// embedCase gathers T tokens (seeded tokSeed, the last and the first row among them) of table
+// [vocab, D] into S streams and requires the widened rows bit for bit.
+func (s *suite) embedCase(t *testing.T, be op.Backend, T, S, D, vocab int, table *op.Matrix, tokSeed uint64) {
+	tok := Tokens(tokSeed, T, vocab, 0, 0)
+	tok[0] = int32(vocab - 1)
+	tok[T-1] = 0
+	e := newEnv(t, be)
+	Hh := e.out("H", T*S*D)
+	a := op.Embed{H: Hh, Tokens: e.i32(tok), T: T, S: S, Table: table}
+	e.pass(func(p op.Pass) error { return p.Embed(a) })
+	wide := Widen(table)
+	want := make([]float32, 0, T*S*D)
+	for _, id := range tok {
+		for range S {
+			want = append(want, wide[int(id)*D:int(id+1)*D]...)
+		}
+	}
+	exactF32(t, "H", f32s(Hh), want)
 }

@@ -22,33 +22,28 @@ func grWeights(t *testing.T, c GRCase, seed uint64) *op.GRWeights {
 
 // RunGRRead runs GRCases through Pass.GRRead against RefGRRead (weights seeded 900+10i, H
 // 950+i): from the raw streams, and Normed from the reference's grouped norm rounded to
-// float32. Cases without Inject are the final mixer (no beta).
+// float32. Cases without Inject are the final mixer (no beta). Then QGRCases (weights
+// 23000+10i, H 23500+i) with quantized Down, Up and Inj.
 func RunGRRead(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "GRRead")
 	for i, c := range GRCases() {
 		for _, normed := range []bool{false, true} {
 			s.run(t, fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, func(t *testing.T) {
-				g := grWeights(t, c, uint64(900+10*i))
-				H := Floats(uint64(950+i), c.T*c.S*c.D, 2)
-				if normed {
-					H = round32(RefRMSNorm1p(To64(H), c.S, c.D, g.Norm, eps))
+				s.grReadCase(t, be, c, grWeights(t, c, uint64(900+10*i)), uint64(950+i), normed)
+			})
+		}
+	}
+	for i, c := range QGRCases() {
+		for _, normed := range []bool{false, true} {
+			s.runQ(t, fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, func(t *testing.T) {
+				S, D, R, seed := c.GR.S, c.GR.D, c.GR.R, uint64(23000+10*i)
+				g := &op.GRWeights{S: S, D: D, R: R, Norm: Floats(seed, S*D, 0.3)}
+				g.Down = c.Q.matrix(t, seed+1, R, S*D, 0.05)
+				g.Up = c.Q.matrix(t, seed+2, S*D, R, 0.2)
+				if c.GR.Inject {
+					g.Inj = c.Q.matrix(t, seed+3, S, S*D, 0.05)
 				}
-				e := newEnv(t, be)
-				X := e.out("x", c.T*c.D)
-				var Beta op.Tensor
-				if c.Inject {
-					Beta = e.out("beta", c.T*c.S)
-				}
-				Ht := e.f32(H)
-				e.pass(func(p op.Pass) error {
-					return p.GRRead(op.GRRead{X: X, Beta: Beta, H: Ht, Normed: normed, T: c.T, G: g, Eps: eps})
-				})
-				wx, wb := RefGRRead(H, normed, c.T, g, eps)
-				s.close(t, "x", f32s(X), wx)
-				if c.Inject {
-					s.close(t, "beta", f32s(Beta), wb)
-				}
-				exactF32(t, "H (not modified)", f32s(Ht), H)
+				s.grReadCase(t, be, c.GR, g, uint64(23500+i), normed)
 			})
 		}
 	}
@@ -71,6 +66,31 @@ func RunGRRead(t *testing.T, be op.Backend, o Options) {
 		{"eps_NaN", errArg, func(e *env, a *op.GRRead) { a.Eps = nan32 }},
 		{"H_I32", errDType, func(e *env, a *op.GRRead) { a.H = e.retyped(a.H) }},
 	})
+}
+
+// grReadCase runs one GRRead case with weights g and H seeded hSeed (normalised first when
+// normed).
+func (s *suite) grReadCase(t *testing.T, be op.Backend, c GRCase, g *op.GRWeights, hSeed uint64, normed bool) {
+	H := Floats(hSeed, c.T*c.S*c.D, 2)
+	if normed {
+		H = round32(RefRMSNorm1p(To64(H), c.S, c.D, g.Norm, eps))
+	}
+	e := newEnv(t, be)
+	X := e.out("x", c.T*c.D)
+	var Beta op.Tensor
+	if c.Inject {
+		Beta = e.out("beta", c.T*c.S)
+	}
+	Ht := e.f32(H)
+	e.pass(func(p op.Pass) error {
+		return p.GRRead(op.GRRead{X: X, Beta: Beta, H: Ht, Normed: normed, T: c.T, G: g, Eps: eps})
+	})
+	wx, wb := RefGRRead(H, normed, c.T, g, eps)
+	s.close(t, "x", f32s(X), wx)
+	if c.Inject {
+		s.close(t, "beta", f32s(Beta), wb)
+	}
+	exactF32(t, "H (not modified)", f32s(Ht), H)
 }
 
 // RunGRWrite runs CombineCases through Pass.GRWrite, with and without Hn, against RefGRWrite
@@ -190,48 +210,27 @@ func pleWeights(t *testing.T, c PLECase, seed uint64) *op.PLEWeights {
 // 2000+10i, H 2100+i, ids 2200+i, the first and last table rows among them): over the whole
 // stream from a zero conv state, in two ops of one Pass split at Split (the second reading the
 // state the first wrote), and from a non-zero state (Floats 2300+i); H and the final conv state
-// are compared.
+// are compared. Then QPLECases (weights 24000+10i, inputs from 24500+i) with a quantized
+// table, Key and Value.
 func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "PLEApply")
 	for i, c := range PLECases() {
-		C := c.S * c.D
-		type variant struct {
-			name  string
-			split int
-			state bool
-		}
-		vs := []variant{{"whole", 0, false}, {"state", 0, true}}
-		if c.Split > 0 {
-			vs = append(vs, variant{fmt.Sprintf("split%d", c.Split), c.Split, false})
-		}
-		for _, v := range vs {
+		for _, v := range pleVariants(c) {
 			s.run(t, c.Name()+"/"+v.name, c.Short, func(t *testing.T) {
-				w := pleWeights(t, c, uint64(2000+10*i))
-				H0 := Floats(uint64(2100+i), c.T*C, 2)
-				ids := Tokens(uint64(2200+i), c.T*c.Heads, c.Rows, 0, 0)
-				ids[0], ids[len(ids)-1] = int32(c.Rows-1), 0
-				st0 := make([]float32, w.ConvStateLen())
-				if v.state {
-					st0 = Floats(uint64(2300+i), len(st0), 1)
-				}
-				e := newEnv(t, be)
-				H, IDs, St := e.f32(H0), e.i32(ids), e.f32(st0)
-				e.pass(func(p op.Pass) error {
-					for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
-						if r[1] == r[0] {
-							continue
-						}
-						a := op.PLEApply{H: H.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
-							W: w, ConvState: St, Eps: eps}
-						if err := p.PLEApply(a); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				wantH, wantSt := RefPLEApply(H0, c.T, ids, w, st0, eps)
-				s.close(t, "H", f32s(H), wantH)
-				s.close(t, "convState", f32s(St), wantSt)
+				s.pleCase(t, be, c, pleWeights(t, c, uint64(2000+10*i)), uint64(2100+i), v)
+			})
+		}
+	}
+	for i, c := range QPLECases() {
+		for _, v := range pleVariants(c.PLE) {
+			s.runQ(t, c.Name()+"/"+v.name, c.Short, func(t *testing.T) {
+				p, seed := c.PLE, uint64(24000+10*i)
+				w := pleWeights(t, p, seed)
+				E := p.Heads * p.HeadDim
+				w.Table = c.Q.matrix(t, seed, p.Rows, p.HeadDim, 1)
+				w.Key = c.Q.matrix(t, seed+1, p.S*p.D, E, 0.2)
+				w.Value = c.Q.matrix(t, seed+2, p.D, E, 0.2)
+				s.pleCase(t, be, p, w, uint64(24500+i), v)
 			})
 		}
 	}
@@ -254,4 +253,51 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 		{"value_id_past_table", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, 1, 2, 10}) }},
 		{"value_negative_id", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, -1, 2, 3}) }},
 	})
+}
+
+// pleVariant is one way of running a PLE case: whole or split in two ops, from a zero or a
+// random conv state.
+type pleVariant struct {
+	name  string
+	split int
+	state bool
+}
+
+func pleVariants(c PLECase) []pleVariant {
+	vs := []pleVariant{{"whole", 0, false}, {"state", 0, true}}
+	if c.Split > 0 {
+		vs = append(vs, pleVariant{fmt.Sprintf("split%d", c.Split), c.Split, false})
+	}
+	return vs
+}
+
+// pleCase runs one PLE case with weights w, inputs seeded from seed (H seed, ids seed+100, the
+// state seed+200).
+func (s *suite) pleCase(t *testing.T, be op.Backend, c PLECase, w *op.PLEWeights, seed uint64, v pleVariant) {
+	C := c.S * c.D
+	H0 := Floats(seed, c.T*C, 2)
+	ids := Tokens(seed+100, c.T*c.Heads, c.Rows, 0, 0)
+	ids[0], ids[len(ids)-1] = int32(c.Rows-1), 0
+	st0 := make([]float32, w.ConvStateLen())
+	if v.state {
+		st0 = Floats(seed+200, len(st0), 1)
+	}
+	e := newEnv(t, be)
+	H, IDs, St := e.f32(H0), e.i32(ids), e.f32(st0)
+	e.pass(func(p op.Pass) error {
+		for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
+			if r[1] == r[0] {
+				continue
+			}
+			a := op.PLEApply{H: H.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
+				W: w, ConvState: St, Eps: eps}
+			if err := p.PLEApply(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	wantH, wantSt := RefPLEApply(H0, c.T, ids, w, st0, eps)
+	s.close(t, "H", f32s(H), wantH)
+	s.close(t, "convState", f32s(St), wantSt)
 }

@@ -126,29 +126,28 @@ func moeExperts(t *testing.T, c MoECase, i int) *op.Experts {
 // RunMoEExperts runs MoECases through Pass.MoEExperts against RefMoEExperts: x seeded 700+i,
 // the slots routed by RefTopKRoute over logits seeded 800+i, with the case's empty slots. The
 // slot rows rk must equal the reference layout exactly, rows past the used ones must be zero.
+// Then QMoECases (experts seeded 30000+1000i, x 29000+i, logits 29500+i).
 func RunMoEExperts(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "MoEExperts")
 	for i, c := range MoECases() {
 		s.run(t, c.Name(), c.Short, func(t *testing.T) {
-			ex := moeExperts(t, c, i)
-			x := Floats(uint64(700+i), c.T*c.D, 1)
-			_, idx, _ := RefTopKRoute(moeLogits(c, uint64(800+i)), c.T, c.E, c.K, c.Norm)
-			used := 0
-			for j := range idx {
-				if c.Empty(j) {
-					idx[j] = -1
+			s.moeExpertsCase(t, be, c, moeExperts(t, c, i), uint64(700+i), uint64(800+i))
+		})
+	}
+	for i, c := range QMoECases() {
+		s.runQ(t, c.Name(), c.Short, func(t *testing.T) {
+			ex := &op.Experts{E: c.E, D: c.D, I: c.I}
+			seed := uint64(30000 + 1000*i)
+			for e := 0; e < c.E; e++ {
+				if c.Split {
+					ex.GateUp = append(ex.GateUp, c.Q.matrix(t, seed+uint64(3*e), c.I, c.D, 0.1))
+					ex.Up = append(ex.Up, c.UpQ.matrix(t, seed+uint64(3*e+1), c.I, c.D, 0.1))
 				} else {
-					used++
+					ex.GateUp = append(ex.GateUp, c.Q.matrix(t, seed+uint64(3*e), 2*c.I, c.D, 0.1))
 				}
+				ex.Down = append(ex.Down, c.DownQ.matrix(t, seed+uint64(3*e+2), c.D, c.I, 0.1))
 			}
-			e := newEnv(t, be)
-			YE, RK := e.out("ye", c.T*c.K*c.D), e.outI32("rk", c.T*c.K)
-			a := op.MoEExperts{YE: YE, RK: RK, X: e.f32(x), Idx: e.i32(idx), T: c.T, K: c.K, Ex: ex}
-			e.pass(func(p op.Pass) error { return p.MoEExperts(a) })
-			wantYE, wantRK := RefMoEExperts(x, c.T, c.K, idx, ex)
-			exactI32(t, "rk", i32s(RK), wantRK)
-			ye := f32s(YE)
-			s.close(t, "ye", ye[:used*c.D], wantYE[:used*c.D]) // later rows are unspecified
+			s.moeExpertsCase(t, be, c.moe(), ex, uint64(29000+i), uint64(29500+i))
 		})
 	}
 	gu, _, _ := RandMatrix(1, 8, 6, op.F32, 1)
@@ -165,6 +164,14 @@ func RunMoEExperts(t *testing.T, be op.Backend, o Options) {
 		{"expert_count", errShape, func(e *env, a *op.MoEExperts) {
 			a.Ex = &op.Experts{E: 3, D: 6, I: 4, GateUp: []*op.Matrix{gu, gu}, Down: []*op.Matrix{dn, dn}}
 		}},
+		{"split_up_shape", errShape, func(e *env, a *op.MoEExperts) {
+			g, _, _ := RandMatrix(4, 4, 6, op.F32, 1)
+			a.Ex = &op.Experts{E: 2, D: 6, I: 4, GateUp: []*op.Matrix{g, g}, Up: []*op.Matrix{g, gu}, Down: []*op.Matrix{dn, dn}}
+		}},
+		{"split_up_count", errShape, func(e *env, a *op.MoEExperts) {
+			g, _, _ := RandMatrix(4, 4, 6, op.F32, 1)
+			a.Ex = &op.Experts{E: 2, D: 6, I: 4, GateUp: []*op.Matrix{g, g}, Up: []*op.Matrix{g}, Down: []*op.Matrix{dn, dn}}
+		}},
 		{"short_ye", errShape, func(e *env, a *op.MoEExperts) { a.YE = e.shorter(a.YE, 4) }},
 		{"short_rk", errShape, func(e *env, a *op.MoEExperts) { a.RK = e.shorter(a.RK, 1) }},
 		{"short_x", errShape, func(e *env, a *op.MoEExperts) { a.X = e.shorter(a.X, 6) }},
@@ -174,6 +181,29 @@ func RunMoEExperts(t *testing.T, be op.Backend, o Options) {
 		{"value_idx_E", errArg, func(e *env, a *op.MoEExperts) { a.Idx = e.i32([]int32{0, 1, 2, 0}) }},
 		{"value_idx_minus2", errArg, func(e *env, a *op.MoEExperts) { a.Idx = e.i32([]int32{0, 1, -2, 0}) }},
 	})
+}
+
+// moeExpertsCase runs one MoEExperts case with experts ex, x seeded xSeed and the slots routed
+// over logits seeded lSeed (with the case's empty slots).
+func (s *suite) moeExpertsCase(t *testing.T, be op.Backend, c MoECase, ex *op.Experts, xSeed, lSeed uint64) {
+	x := Floats(xSeed, c.T*c.D, 1)
+	_, idx, _ := RefTopKRoute(moeLogits(c, lSeed), c.T, c.E, c.K, c.Norm)
+	used := 0
+	for j := range idx {
+		if c.Empty(j) {
+			idx[j] = -1
+		} else {
+			used++
+		}
+	}
+	e := newEnv(t, be)
+	YE, RK := e.out("ye", c.T*c.K*c.D), e.outI32("rk", c.T*c.K)
+	a := op.MoEExperts{YE: YE, RK: RK, X: e.f32(x), Idx: e.i32(idx), T: c.T, K: c.K, Ex: ex}
+	e.pass(func(p op.Pass) error { return p.MoEExperts(a) })
+	wantYE, wantRK := RefMoEExperts(x, c.T, c.K, idx, ex)
+	exactI32(t, "rk", i32s(RK), wantRK)
+	ye := f32s(YE)
+	s.close(t, "ye", ye[:used*c.D], wantYE[:used*c.D]) // later rows are unspecified
 }
 
 // combineInputs returns case c's expert rows ye [Rows, D] (Floats seed+2), slot rows rk
