@@ -80,7 +80,8 @@ func (j *Pass) MatMul(a op.MatMul) error {
 // GEMMs (gemm_w16_grouped / gemm_w32_grouped) with swiglu between them. Rows of ye past the
 // used ones are left as they were (the combine reads only the rows rk names). The expert indices
 // are not range-checked here (they come from TopKRoute on the device; the kernels treat indices
-// outside [0, E) as empty slots). The gate_up matrices of all experts must share one storage
+// outside [0, E) as empty slots). The gate_up matrices of all experts (or their gate and up
+// matrices, stored apart: op.Experts.Up, stacked per expert at upload) must share one storage
 // format, and so must the down matrices (each grouped GEMM reads one stack: one dtype, and for
 // QAffine one bit width, group size and scale dtype); mixed ones are ErrUnsupported. QAffine
 // stacks run the grouped kernels of op "qmm" (qmv_affine_grouped for T <= 4, else
@@ -91,13 +92,14 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 		return j.fail(err)
 	}
 	ex := a.Ex
-	if ex.Split() {
-		return j.unsupported(opName, "gate and up projections stored apart (op.Experts.Up): the grouped GEMM reads one gate_up matrix per expert")
-	}
 	for e := 0; e < ex.E; e++ {
 		if g, d := ex.GateUp[e], ex.Down[e]; !sameFormat(g, ex.GateUp[0]) || !sameFormat(d, ex.Down[0]) {
 			return j.unsupported(opName, "expert %d has %s gate_up and %s down weights, expert 0 %s and %s (each grouped GEMM takes one format over the experts)",
 				e, weightFormat(g), weightFormat(d), weightFormat(ex.GateUp[0]), weightFormat(ex.Down[0]))
+		}
+		if ex.Split() && !sameFormat(ex.Up[e], ex.Up[0]) {
+			return j.unsupported(opName, "expert %d has %s up weights, expert 0 %s (the grouped GEMM takes one format over the experts)",
+				e, weightFormat(ex.Up[e]), weightFormat(ex.Up[0]))
 		}
 	}
 	if err := guard32(opName, a.T*a.K*ex.D, a.T*a.K*2*ex.I, ex.E*2*ex.I*ex.D); err != nil {
@@ -121,12 +123,15 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 		}
 		pipes[i] = p
 	}
-	var err error
-	if pipes[4], err = b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, true)}); err != nil {
+	es, err := j.w.experts(ex)
+	if err != nil {
 		return j.fail(err)
 	}
-	sgu, sdn, err := j.w.experts(ex)
-	if err != nil {
+	swiglu := "swiglu"
+	if es.split {
+		swiglu = "swiglu_split"
+	}
+	if pipes[4], err = b.pipeline("gemm.metal", swiglu, []mtlConst{boolConst(0, true)}); err != nil {
 		return j.fail(err)
 	}
 	rows := T * K
@@ -140,10 +145,26 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	j.dispatch(pipes[2], "moe_slot_scatter_tg256", [3]int{(E + 256) / 256, 1, 1}, [3]int{256, 1, 1}, 0, rk, rowtok, idx, base, prm)
 	nt := elemThreads(D)
 	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
-	j.groupedGEMM(gu, xg, ex.GateUp[0], sgu, tiles, T, rows, ntiles)
-	j.dispatch(pipes[4], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
-		h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
-	j.groupedGEMM(ye, h, ex.Down[0], sdn, tiles, T, rows, ntiles)
+	if es.split {
+		// Gate and up in different formats: one grouped GEMM each, into the two halves of the
+		// gate_up scratch ([rows, I] each).
+		g, u := gu.sub(0, rows*I), gu.sub(rows*I, 2*rows*I)
+		j.groupedGEMM(g, xg, ex.GateUp[0], es.gu, tiles, T, rows, ntiles)
+		j.groupedGEMM(u, xg, ex.Up[0], es.up, tiles, T, rows, ntiles)
+		j.dispatch(pipes[4], "swiglu_split_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+			h, g, u, paramBytes(swigluParams{Rows: rows, I: I}))
+	} else {
+		guShape := ex.GateUp[0]
+		if ex.Split() { // the stack holds [2I, D] per expert (Weights.experts): the gate_up shape
+			s := *guShape
+			s.N = 2 * I
+			guShape = &s
+		}
+		j.groupedGEMM(gu, xg, guShape, es.gu, tiles, T, rows, ntiles)
+		j.dispatch(pipes[4], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
+			h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
+	}
+	j.groupedGEMM(ye, h, ex.Down[0], es.dn, tiles, T, rows, ntiles)
 	return j.err
 }
 

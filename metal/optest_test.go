@@ -23,8 +23,7 @@ const metalTol = 4
 func TestOpCases(t *testing.T) {
 	b := testBackend(t)
 	t0 := time.Now()
-	// NoQuant: the Metal kernels do not read op.QAffine weights yet (qmm/qmv).
-	optest.Run(t, b, optest.Options{Short: testing.Short(), TolScale: metalTol, NoValueChecks: true, NoQuant: true})
+	optest.Run(t, b, optest.Options{Short: testing.Short(), TolScale: metalTol, NoValueChecks: true})
 	t.Logf("op cases on the emulator in %v; %s", time.Since(t0).Round(time.Millisecond), b.Kernels())
 }
 
@@ -61,7 +60,7 @@ func TestOpCasesVariants(t *testing.T) {
 				}
 				return false
 			}
-			optest.Run(t, b, optest.Options{Short: true, TolScale: metalTol, Tol: v.tol, NoValueChecks: true, Filter: run, NoQuant: true})
+			optest.Run(t, b, optest.Options{Short: true, TolScale: metalTol, Tol: v.tol, NoValueChecks: true, Filter: run})
 			checkVariant(t, b, v.ran)
 		})
 	}

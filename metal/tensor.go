@@ -108,7 +108,7 @@ type Weights struct {
 	mu    sync.Mutex
 	mats  map[*op.Matrix]mtl.Buffer
 	qmats map[*op.Matrix]*qweight
-	exps  map[*op.Experts][2]stack
+	exps  map[*op.Experts]expertStacks
 	vecs  map[vecKey]*Tensor
 	bytes int64
 }
@@ -137,7 +137,7 @@ func (b *Backend) NewWeights() op.Weights { return b.newWeights() }
 
 func (b *Backend) newWeights() *Weights {
 	return &Weights{b: b, mats: map[*op.Matrix]mtl.Buffer{}, qmats: map[*op.Matrix]*qweight{},
-		exps: map[*op.Experts][2]stack{}, vecs: map[vecKey]*Tensor{}}
+		exps: map[*op.Experts]expertStacks{}, vecs: map[vecKey]*Tensor{}}
 }
 
 // Bytes is the number of weight bytes uploaded so far.
@@ -158,8 +158,7 @@ func (w *Weights) Release() {
 		q.release()
 	}
 	for _, e := range w.exps {
-		e[0].release()
-		e[1].release()
+		e.release()
 	}
 	for _, t := range w.vecs {
 		t.Release()
@@ -220,26 +219,64 @@ func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
 	return buf, nil
 }
 
-// experts returns the routed experts' gate_up [E, 2I, D] and down [E, D, I] weights, each
-// stacked over the experts (the grouped GEMMs' layout) in its own dtype: dense matrices
-// concatenated into one buffer, QAffine ones into one packed triple (uploadQuant). Each
-// projection must have one dtype (and one bit width, group size and scale dtype) over the
+// expertStacks are the routed experts' weights on the device, each projection stacked over the
+// experts (the grouped GEMMs' layout): gu the gate_up [E, 2I, D] (gate rows first), or, when the
+// gate and up projections are stored apart in different formats, gu the gate [E, I, D] and up
+// the up [E, I, D]; dn the down [E, D, I].
+type expertStacks struct {
+	gu, up, dn stack
+	split      bool // gu holds the gate only, up the up projections
+}
+
+func (e expertStacks) release() {
+	e.gu.release()
+	e.up.release()
+	e.dn.release()
+}
+
+// splitFormats reports whether ex stores gate and up apart in different formats (two grouped
+// GEMMs); gate and up apart in one format are stacked into one gate_up matrix per expert.
+func splitFormats(ex *op.Experts) bool {
+	return ex.Split() && !sameFormat(ex.Up[0], ex.GateUp[0])
+}
+
+// experts returns the routed experts' weights, each projection in its own dtype: dense
+// matrices concatenated into one buffer, QAffine ones into one packed triple (uploadQuant).
+// Each projection must have one dtype (and one bit width, group size and scale dtype) over the
 // experts: MoEExperts checks it.
-func (w *Weights) experts(ex *op.Experts) (gu, dn stack, err error) {
+func (w *Weights) experts(ex *op.Experts) (expertStacks, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.exps[ex]; ok {
-		return e[0], e[1], nil
+		return e, nil
 	}
-	if gu, err = w.uploadStack(ex.GateUp); err != nil {
-		return stack{}, stack{}, err
+	var es expertStacks
+	var err error
+	gateUp := ex.GateUp
+	switch {
+	case splitFormats(ex):
+		es.split = true
+		if es.up, err = w.uploadStack(ex.Up); err != nil {
+			return expertStacks{}, err
+		}
+	case ex.Split():
+		// Gate and up stored apart (op.Experts.Up) in one format: stacked as gate rows then up
+		// rows per expert, the [2I, D] gate_up layout.
+		gateUp = make([]*op.Matrix, 0, 2*ex.E)
+		for e := range ex.GateUp {
+			gateUp = append(gateUp, ex.GateUp[e], ex.Up[e])
+		}
 	}
-	if dn, err = w.uploadStack(ex.Down); err != nil {
-		gu.release()
-		return stack{}, stack{}, err
+	if es.gu, err = w.uploadStack(gateUp); err != nil {
+		es.release()
+		return expertStacks{}, err
 	}
-	w.exps[ex] = [2]stack{gu, dn}
-	return gu, dn, nil
+	if es.dn, err = w.uploadStack(ex.Down); err != nil {
+		es.release()
+		return expertStacks{}, err
+	}
+	w.exps[ex] = es
+	return es, nil
 }
 
 // uploadStack stacks matrices of one dtype and size (w.mu held).

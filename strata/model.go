@@ -344,7 +344,7 @@ func (m *Model) residentBytes() int64 {
 	seen := map[*op.Matrix]bool{}
 	var n int64
 	for _, p := range append(append(experts, rest...), other...) {
-		if w := *p; !seen[w] {
+		if w := *p; w != nil && !seen[w] { // nil: a pipeline stage without the embedding or head
 			seen[w] = true
 			n += w.Bytes()
 		}
@@ -385,7 +385,7 @@ func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
 	experts, rest, _ := m.matrixRefs()
 	for _, p := range append(experts, rest...) {
 		w := *p
-		if w.DType != op.BF16 && w.DType != op.F16 {
+		if w == nil || (w.DType != op.BF16 && w.DType != op.F16) { // nil: a stage without the head
 			continue // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
 		}
 		size := int64(w.N) * int64(w.K) * 4
@@ -588,16 +588,8 @@ func loadMoE(l *loader, p func(string) string, c *hfconfig.Config) (*moeWeights,
 		if ex.Down, err = l.matrices(p("mlp.switch_mlp.down_proj.weight"), E, D, I); err != nil {
 			return nil, err
 		}
-		if gate[0].DType == op.QAffine || up[0].DType == op.QAffine {
-			// Quantized experts stay views of the file: gate and up apart (op.Experts.Up).
-			ex.GateUp, ex.Up = gate, up
-			break
-		}
-		for e := 0; e < E; e++ {
-			if ex.GateUp[e], err = concatRows([]rowPart{{gate[e], 0, I}, {up[e], 0, I}}); err != nil {
-				return nil, wrapf(ErrCheckpoint, err, "%s expert %d gate_proj/up_proj", p("mlp.switch_mlp."), e)
-			}
-		}
+		// The experts stay views of the file: gate and up apart (op.Experts.Up).
+		ex.GateUp, ex.Up = gate, up
 	case l.layout.FusedExperts:
 		if ex.GateUp, err = l.matrices(p("mlp.experts.gate_up_proj"), E, 2*I, D); err != nil {
 			return nil, err
@@ -606,12 +598,20 @@ func loadMoE(l *loader, p func(string) string, c *hfconfig.Config) (*moeWeights,
 			return nil, err
 		}
 	default:
+		// One tensor per expert and projection (Qwen3-Next's releases): views of the file, gate
+		// and up apart (op.Experts.Up), never copied.
+		ex.Up = make([]*op.Matrix, E)
 		for e := 0; e < E; e++ {
-			w, err := loadMLP(l, p(fmt.Sprintf("mlp.experts.%d.", e)), D, I)
-			if err != nil {
+			pre := p(fmt.Sprintf("mlp.experts.%d.", e))
+			if ex.GateUp[e], err = l.matrix(pre+"gate_proj.weight", I, D); err != nil {
 				return nil, err
 			}
-			ex.GateUp[e], ex.Down[e] = w.gateUp, w.down
+			if ex.Up[e], err = l.matrix(pre+"up_proj.weight", I, D); err != nil {
+				return nil, err
+			}
+			if ex.Down[e], err = l.matrix(pre+"down_proj.weight", D, I); err != nil {
+				return nil, err
+			}
 		}
 	}
 	mw.experts = ex

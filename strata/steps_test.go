@@ -246,3 +246,24 @@ func TestStages(t *testing.T) {
 		})
 	}
 }
+
+// TestStageWiden: a stage without the embedding or the head loads with every weight widened and
+// reports its resident bytes (the missing matrices are not counted or touched).
+func TestStageWiden(t *testing.T) {
+	dev, err := Open(Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range tinyModels {
+		whole := loadTiny(t, tm.dir)
+		L := whole.Layers()
+		m, err := LoadModel(dev, testdata(tm.dir), LoadOptions{Layers: [2]int{1, L - 1}, WidenBudget: -1})
+		if err != nil {
+			t.Fatalf("%s: stage [1, %d) widened: %v", tm.name, L-1, err)
+		}
+		if got, all := m.Info().ResidentBytes, whole.Info().ResidentBytes; got <= 0 || got >= 2*all {
+			t.Errorf("%s: middle stage resident %d B, whole model %d B", tm.name, got, all)
+		}
+		m.Close()
+	}
+}

@@ -187,3 +187,18 @@ kernel void swiglu(device float* h [[buffer(0)]],
     float gv = gu[r * 2 * p.I + c];
     h[i] = gv / (1.0f + exp(-gv)) * gu[r * 2 * p.I + p.I + c];
 }
+
+// swiglu_split: h[i] = silu(g[i]) * u[i] for g, u [rows, I]: the gate and up products of experts
+// whose gate and up projections have different storage formats (two grouped GEMMs).
+// Grid ceil(rows * I / ntg). No threadgroup memory.
+kernel void swiglu_split(device float* h [[buffer(0)]],
+                         const device float* g [[buffer(1)]],
+                         const device float* u [[buffer(2)]],
+                         constant SwiGLUParams& p [[buffer(3)]],
+                         uint i [[thread_position_in_grid]]) {
+    if (i >= p.rows * p.I) {
+        return;
+    }
+    float gv = g[i];
+    h[i] = gv / (1.0f + exp(-gv)) * u[i];
+}
