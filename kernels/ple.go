@@ -32,25 +32,31 @@ func execPLEApply(a op.PLEApply) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	H, T, ids, w, convState, eps := a.H.F32(), a.T, a.IDs.I32(), a.W, a.ConvState.F32(), a.Eps
-	if err := a.CheckIDs(ids); err != nil {
-		return err
-	}
+	H, T, w, convState, eps := a.H.F32(), a.T, a.W, a.ConvState.F32(), a.Eps
 	S, D, E, Hd := w.S, w.D, w.EmbedDim, w.HeadDim
 	heads, C := E/Hd, S*D
+	var emb []float32
+	if op.Present(a.Emb) {
+		emb = a.Emb.F32() // gathered by the caller
+	} else {
+		ids := a.IDs.I32()
+		if err := a.CheckIDs(ids); err != nil {
+			return err
+		}
+		emb = make([]float32, T*E)
+		parallelFor(T, 16, func(lo, hi int) {
+			var sb []float32
+			if w.Table.DType == op.QAffine {
+				sb = make([]float32, quantScratch(w.Table.Q, Hd, 1))
+			}
+			for i := lo * heads; i < hi*heads; i++ {
+				rowF32(emb[i*Hd:(i+1)*Hd], w.Table, int(ids[i]), sb)
+			}
+		})
+	}
 	if T == 0 {
 		return nil
 	}
-	emb := make([]float32, T*E)
-	parallelFor(T, 16, func(lo, hi int) {
-		var sb []float32
-		if w.Table.DType == op.QAffine {
-			sb = make([]float32, quantScratch(w.Table.Q, Hd, 1))
-		}
-		for i := lo * heads; i < hi*heads; i++ {
-			rowF32(emb[i*Hd:(i+1)*Hd], w.Table, int(ids[i]), sb)
-		}
-	})
 	key := make([]float32, T*C)
 	value := make([]float32, T*D)
 	if err := MatMul(key, emb, T, w.Key); err != nil {

@@ -26,20 +26,34 @@ func (j *Pass) PLEApply(a op.PLEApply) error {
 	if w.S > 8 || L > 32 {
 		return j.unsupported(opName, "S=%d streams, conv state of %d steps (the kernels take S <= 8, at most 32 steps)", w.S, L)
 	}
-	if err := guard32(opName, a.T*C, a.T*w.EmbedDim, w.Table.N*w.HeadDim); err != nil {
+	rows := 0
+	if w.Table != nil {
+		rows = w.Table.N
+	}
+	if err := guard32(opName, a.T*C, a.T*w.EmbedDim, rows*w.HeadDim); err != nil {
 		return j.fail(err)
 	}
-	H, ids, st := j.dev("H", a.H), j.dev("ids", a.IDs), j.dev("convState", a.ConvState)
+	H, st := j.dev("H", a.H), j.dev("convState", a.ConvState)
+	var ids, emb *Tensor
+	if op.Present(a.Emb) {
+		emb = j.dev("emb", a.Emb)
+	} else {
+		ids = j.dev("ids", a.IDs)
+	}
 	if j.err != nil || a.T == 0 {
 		return j.err
 	}
-	if err := a.CheckIDs(ids.I32()); err != nil {
-		return j.fail(err)
+	if ids != nil {
+		if err := a.CheckIDs(ids.I32()); err != nil {
+			return j.fail(err)
+		}
 	}
-	return j.pleApply(H, a.T, ids, w, st, a.Eps)
+	return j.pleApply(H, a.T, ids, emb, w, st, a.Eps)
 }
 
-func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, w *op.PLEWeights, bst *Tensor, eps float32) error {
+// pleApply encodes the PLE layer; emb, when not nil, holds the gathered table rows (else the
+// rows of bids are gathered from w.Table).
+func (j *Pass) pleApply(bh *Tensor, T int, bids, emb *Tensor, w *op.PLEWeights, bst *Tensor, eps float32) error {
 	b := j.b
 	S, D, E, Hd := w.S, w.D, w.EmbedDim, w.HeadDim
 	heads, C, K := E/Hd, S*D, w.ConvK()
@@ -52,11 +66,15 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, w *op.PLEWeights, bst *
 		}
 		pipes[i] = p
 	}
-	bemb, bkey, bval := j.tmp("ple emb", T*E), j.tmp("ple key", T*C), j.tmp("ple value", T*D)
-	if w.Table.DType == op.QAffine {
+	bemb, bkey, bval := emb, j.tmp("ple key", T*C), j.tmp("ple value", T*D)
+	switch {
+	case emb != nil:
+	case w.Table.DType == op.QAffine:
+		bemb = j.tmp("ple emb", T*E)
 		// emb [T, heads, Hd] is the table rows of ids [T*heads] in order.
 		j.qgather(bemb, bids, T*heads, 1, w.Table)
-	} else {
+	default:
+		bemb = j.tmp("ple emb", T*E)
 		dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[w.Table.DType]
 		var t16, t32 arg = j.tmp("ple dummy16", 1), j.tmp("ple dummy32", 1)
 		if w.Table.DType == op.F32 {

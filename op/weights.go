@@ -212,7 +212,8 @@ func (g *GRWeights) Validate(op string) error {
 }
 
 // PLEWeights is one qwen4_exp PLE layer (Qwen4ExpTextPLELayer) for S streams of D:
-// Table [rows, HeadDim] (ple_embedding.ngram_embedding.weight; EmbedDim = Heads*HeadDim),
+// Table [rows, HeadDim] (ple_embedding.ngram_embedding.weight; EmbedDim = Heads*HeadDim; nil
+// when the caller gathers the rows itself, PLEApply.Emb),
 // Key [S*D, EmbedDim] (key_proj), Value [D, EmbedDim] (value_proj), NormKey, NormQuery,
 // NormConv [S*D] (grouped RMSNorm1p weights), ConvW [S*D, ConvK] (conv1d.weight [S*D, 1, ConvK],
 // depthwise, no bias; ConvK = len(ConvW)/(S*D), 4 in the models) and Dilation (= ngram_size, 3).
@@ -254,14 +255,22 @@ func (w *PLEWeights) Validate(op string) error {
 		return fmt.Errorf("%s: %w: S=%d D=%d EmbedDim=%d HeadDim=%d dilation=%d len(ConvW)=%d norms %d/%d/%d",
 			op, ErrShape, S, D, E, Hd, w.Dilation, len(w.ConvW), len(w.NormKey), len(w.NormQuery), len(w.NormConv))
 	}
-	for _, m := range []*Matrix{w.Table, w.Key, w.Value} {
+	for _, m := range []*Matrix{w.Key, w.Value} {
 		if err := m.Validate(op); err != nil {
 			return err
 		}
 	}
-	if w.Table.K != Hd || w.Key.N != S*D || w.Key.K != E || w.Value.N != D || w.Value.K != E {
-		return fmt.Errorf("%s: %w: table [%d, %d] (want [*, %d]), key [%d, %d] (want [%d, %d]), value [%d, %d] (want [%d, %d])",
-			op, ErrShape, w.Table.N, w.Table.K, Hd, w.Key.N, w.Key.K, S*D, E, w.Value.N, w.Value.K, D, E)
+	if w.Table != nil {
+		if err := w.Table.Validate(op); err != nil {
+			return err
+		}
+		if w.Table.K != Hd {
+			return fmt.Errorf("%s: %w: table [%d, %d], want [*, %d]", op, ErrShape, w.Table.N, w.Table.K, Hd)
+		}
+	}
+	if w.Key.N != S*D || w.Key.K != E || w.Value.N != D || w.Value.K != E {
+		return fmt.Errorf("%s: %w: key [%d, %d] (want [%d, %d]), value [%d, %d] (want [%d, %d])",
+			op, ErrShape, w.Key.N, w.Key.K, S*D, E, w.Value.N, w.Value.K, D, E)
 	}
 	return nil
 }

@@ -100,6 +100,11 @@ type moeWeights struct {
 type pleWeights struct {
 	hash *op.PLEHash
 	w    *op.PLEWeights
+	// parts, for a table split into row blocks of partRows rows (shard_k tensors), are the
+	// blocks as views of the file; w.Table is nil and the runner gathers the rows a prompt uses
+	// on the host (PLEApply.Emb).
+	parts    []*op.Matrix
+	partRows int
 }
 
 // Arch names the architecture: "qwen3_next" or "qwen4_exp".
@@ -329,6 +334,9 @@ func (m *Model) matrixRefs() (experts, rest, other []**op.Matrix) {
 		}
 		if ly.ple != nil {
 			other = append(other, &ly.ple.w.Table, &ly.ple.w.Key, &ly.ple.w.Value)
+			for i := range ly.ple.parts {
+				other = append(other, &ly.ple.parts[i])
+			}
 		}
 	}
 	addGR(m.mixer)
@@ -639,40 +647,55 @@ func loadPLE(l *loader, pre string, c *hfconfig.Config, pleIndex, S int) (*pleWe
 	w := &op.PLEWeights{S: S, D: D, EmbedDim: c.PLEEmbedDim, HeadDim: hd, Dilation: c.NGramSize}
 	rows := h.TableRows()
 	if parts := l.layout.NGramParts; parts > 1 {
-		// Published checkpoints may split the n-gram table into equal row blocks shard_{k}.
-		var ps []rowPart
+		// Published checkpoints split the n-gram table into equal row blocks shard_{k} (128
+		// blocks, 102 GB in Qwen3.8-Flash-Next): kept as views of the file, never concatenated;
+		// the rows a prompt uses are gathered on the host.
+		if rows%parts != 0 {
+			return nil, wrapf(ErrCheckpoint, nil, "%sple_embedding.ngram_embedding: %d rows do not split into %d equal shards", pre, rows, parts)
+		}
+		pw := &pleWeights{hash: h, w: w, partRows: rows / parts}
 		for k := 0; k < parts; k++ {
 			m, err := l.matrix(fmt.Sprintf("%sple_embedding.ngram_embedding.shard_%d.weight", pre, k), rows/parts, hd)
 			if err != nil {
 				return nil, err
 			}
-			ps = append(ps, rowPart{m, 0, rows / parts})
+			pw.parts = append(pw.parts, m)
 		}
-		if w.Table, err = concatRows(ps); err != nil {
-			return nil, wrapf(ErrCheckpoint, err, "%sple_embedding.ngram_embedding shards", pre)
+		if err := loadPLEProjections(l, pre, c, w, S, D); err != nil {
+			return nil, err
 		}
+		return pw, nil
 	} else if w.Table, err = l.matrix(pre+"ple_embedding.ngram_embedding.weight", rows, hd); err != nil {
 		return nil, err
 	}
-	if w.Key, err = l.matrix(pre+"key_proj.weight", S*D, c.PLEEmbedDim); err != nil {
-		return nil, err
-	}
-	if w.Value, err = l.matrix(pre+"value_proj.weight", D, c.PLEEmbedDim); err != nil {
-		return nil, err
-	}
-	if w.NormKey, err = l.vec(pre+"norm_key.weight", int64(S*D)); err != nil {
-		return nil, err
-	}
-	if w.NormQuery, err = l.vec(pre+"norm_query.weight", int64(S*D)); err != nil {
-		return nil, err
-	}
-	if w.NormConv, err = l.vec(pre+"norm_conv.weight", int64(S*D)); err != nil {
-		return nil, err
-	}
-	if w.ConvW, err = l.vec(pre+"conv1d.weight", l.layout.ConvShape(int64(S*D), int64(c.PLEConvK))...); err != nil {
+	if err := loadPLEProjections(l, pre, c, w, S, D); err != nil {
 		return nil, err
 	}
 	return &pleWeights{hash: h, w: w}, nil
+}
+
+// loadPLEProjections loads a PLE layer's key and value projections, norms and conv weights.
+func loadPLEProjections(l *loader, pre string, c *hfconfig.Config, w *op.PLEWeights, S, D int) error {
+	var err error
+	if w.Key, err = l.matrix(pre+"key_proj.weight", S*D, c.PLEEmbedDim); err != nil {
+		return err
+	}
+	if w.Value, err = l.matrix(pre+"value_proj.weight", D, c.PLEEmbedDim); err != nil {
+		return err
+	}
+	if w.NormKey, err = l.vec(pre+"norm_key.weight", int64(S*D)); err != nil {
+		return err
+	}
+	if w.NormQuery, err = l.vec(pre+"norm_query.weight", int64(S*D)); err != nil {
+		return err
+	}
+	if w.NormConv, err = l.vec(pre+"norm_conv.weight", int64(S*D)); err != nil {
+		return err
+	}
+	if w.ConvW, err = l.vec(pre+"conv1d.weight", l.layout.ConvShape(int64(S*D), int64(c.PLEConvK))...); err != nil {
+		return err
+	}
+	return nil
 }
 
 // PrefillFLOPs counts the floating-point operations of one prefill of T tokens after pos0

@@ -209,8 +209,9 @@ func pleWeights(t *testing.T, c PLECase, seed uint64) *op.PLEWeights {
 // RunPLEApply runs PLECases through Pass.PLEApply against RefPLEApply (weights seeded
 // 2000+10i, H 2100+i, ids 2200+i, the first and last table rows among them): over the whole
 // stream from a zero conv state, in two ops of one Pass split at Split (the second reading the
-// state the first wrote), and from a non-zero state (Floats 2300+i); H and the final conv state
-// are compared. Then QPLECases (weights 24000+10i, inputs from 24500+i) with a quantized
+// state the first wrote), and from a non-zero state (Floats 2300+i), each also with the table
+// rows gathered by the caller (PLEApply.Emb, no W.Table); H and the final conv state are
+// compared. Then QPLECases (weights 24000+10i, inputs from 24500+i) with a quantized
 // table, Key and Value.
 func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "PLEApply")
@@ -237,6 +238,8 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	w := pleWeights(t, PLECase{S: 2, D: 8, Heads: 2, HeadDim: 3, Rows: 10, ConvK: 4, Dilation: 3, DType: op.F32}, 1)
 	wideTable := *w
 	wideTable.Table = mustMatrix(t, 9, 10, 4, op.F32, 1)
+	noTable := *w
+	noTable.Table = nil
 	runBad(t, s, be, func(e *env) op.PLEApply {
 		return op.PLEApply{H: e.f32(Floats(1, 2*16, 1)), T: 2, IDs: e.i32([]int32{0, 9, 2, 3}), W: w,
 			ConvState: e.f32(make([]float32, w.ConvStateLen())), Eps: eps}
@@ -250,6 +253,9 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 		{"ids_F32", errDType, func(e *env, a *op.PLEApply) { a.IDs = e.retyped(a.IDs) }},
 		{"missing_state", errArg, func(e *env, a *op.PLEApply) { a.ConvState = noTensor }},
 		{"table_width", errShape, func(e *env, a *op.PLEApply) { a.W = &wideTable }},
+		{"no_table_no_emb", errArg, func(e *env, a *op.PLEApply) { a.W = &noTable }},
+		{"short_emb", errShape, func(e *env, a *op.PLEApply) { a.W, a.Emb = &noTable, e.f32(make([]float32, 2*6-1)) }},
+		{"emb_I32", errDType, func(e *env, a *op.PLEApply) { a.W, a.Emb = &noTable, e.i32(make([]int32, 2*6)) }},
 		{"value_id_past_table", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, 1, 2, 10}) }},
 		{"value_negative_id", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, -1, 2, 3}) }},
 	})
@@ -258,15 +264,17 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 // pleVariant is one way of running a PLE case: whole or split in two ops, from a zero or a
 // random conv state.
 type pleVariant struct {
-	name  string
-	split int
-	state bool
+	name     string
+	split    int
+	state    bool
+	gathered bool // the table rows gathered by the caller (PLEApply.Emb, W.Table nil)
 }
 
 func pleVariants(c PLECase) []pleVariant {
-	vs := []pleVariant{{"whole", 0, false}, {"state", 0, true}}
+	vs := []pleVariant{{"whole", 0, false, false}, {"state", 0, true, false}, {"gathered", 0, true, true}}
 	if c.Split > 0 {
-		vs = append(vs, pleVariant{fmt.Sprintf("split%d", c.Split), c.Split, false})
+		vs = append(vs, pleVariant{fmt.Sprintf("split%d", c.Split), c.Split, false, false},
+			pleVariant{fmt.Sprintf("split%d_gathered", c.Split), c.Split, false, true})
 	}
 	return vs
 }
@@ -284,13 +292,28 @@ func (s *suite) pleCase(t *testing.T, be op.Backend, c PLECase, w *op.PLEWeights
 	}
 	e := newEnv(t, be)
 	H, IDs, St := e.f32(H0), e.i32(ids), e.f32(st0)
+	wp, E := w, c.Heads*c.HeadDim
+	var Emb op.Tensor
+	if v.gathered {
+		table, rows := Widen(w.Table), make([]float32, len(ids)*c.HeadDim)
+		for i, id := range ids {
+			copy(rows[i*c.HeadDim:(i+1)*c.HeadDim], table[int(id)*c.HeadDim:])
+		}
+		Emb = e.f32(rows)
+		wg := *w
+		wg.Table = nil
+		wp = &wg
+	}
 	e.pass(func(p op.Pass) error {
 		for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
 			if r[1] == r[0] {
 				continue
 			}
 			a := op.PLEApply{H: H.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
-				W: w, ConvState: St, Eps: eps}
+				W: wp, ConvState: St, Eps: eps}
+			if Emb != nil {
+				a.IDs, a.Emb = nil, Emb.Slice(r[0]*E, r[1]*E)
+			}
 			if err := p.PLEApply(a); err != nil {
 				return err
 			}
