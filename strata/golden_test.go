@@ -44,7 +44,13 @@ type goldens struct {
 
 func openGoldens(t testing.TB, name string) *goldens {
 	t.Helper()
-	f, err := safetensors.Open(testdata("goldens", name))
+	return openGoldensFile(t, testdata("goldens", name))
+}
+
+// openGoldensFile opens a goldens file by path.
+func openGoldensFile(t testing.TB, path string) *goldens {
+	t.Helper()
+	f, err := safetensors.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
