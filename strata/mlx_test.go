@@ -1,7 +1,6 @@
 package strata
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -472,9 +471,10 @@ func TestMLXTiedEmbeddings(t *testing.T) {
 	}
 }
 
-// TestMetalMLXGoldens runs two golden MLX conversions (4-bit, and the mixed 3/6-bit recipe) on
-// the emulator, the Metal quantized kernels reading the packed weights, against transformers'
-// float64 logits of prompt a.
+// TestMetalMLXGoldens runs every golden MLX conversion on the emulator, the Metal quantized
+// kernels reading the packed weights, against transformers' float64 logits of the first 48
+// tokens of prompt a, in one shot and, for the 4-bit and the mixed 3/6-bit conversions, in two
+// chunks.
 func TestMetalMLXGoldens(t *testing.T) {
 	g, ids := openGoldensFile(t, mlxGoldens), openGoldens(t, "model_goldens.safetensors")
 	dev, err := Open(Options{Backend: "emu", MetalDevice: emuDevice(t)})
@@ -482,10 +482,9 @@ func TestMetalMLXGoldens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
+	const T, V = 48, 512
+	in := ids.i32("a.input_ids")[:T]
 	for _, v := range modelgen.MLXGoldenVariants {
-		if v.Name != "q4_g64" && v.Name != "mixed_3_6" {
-			continue
-		}
 		t.Run(v.Name, func(t *testing.T) {
 			mlxDir, _ := mlxTiny(t, v.MLXOptions, false)
 			m, err := LoadModel(dev, mlxDir, LoadOptions{})
@@ -493,17 +492,20 @@ func TestMetalMLXGoldens(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			s, _ := m.NewSession(SessionOptions{MaxContext: 128})
-			in, want := ids.i32("a.input_ids"), g.f32(v.Name+".a.logits")
-			lg, err := s.Prefill(context.Background(), in, PrefillOptions{AllLogits: true})
-			if err != nil {
-				t.Fatal(err)
+			want := g.f32(v.Name + ".a.logits")[:T*V]
+			runs := [][]int{nil}
+			if v.Name == "q4_g64" || v.Name == "mixed_3_6" {
+				runs = append(runs, []int{20})
 			}
-			d, _ := maxAbsDiff(lg.Data, want)
-			t.Logf("logits max|diff| %.3g; %s", d, dev.Kernels())
-			if d > 1e-4 {
-				t.Errorf("max|diff| %.3g > 1e-4", d)
+			for _, splits := range runs {
+				s, _ := m.NewSession(SessionOptions{MaxContext: 64})
+				d, _ := maxAbsDiff(prefillAll(t, s, in, splits), want)
+				t.Logf("chunks %v: logits max|diff| %.3g", splits, d)
+				if d > 1e-4 {
+					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
+				}
 			}
 		})
 	}
+	t.Log(dev.Kernels())
 }
