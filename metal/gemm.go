@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/stratakernels/strata/op"
 )
@@ -22,32 +23,64 @@ func (j *Pass) weight(w *op.Matrix) mtlBuffer {
 	return buf
 }
 
-// gemmKernel names the kernel and variant of a weight's dtype: gemm_w16 (function constant 0
-// selects bfloat16 or half widening) or gemm_w32.
-func gemmKernel(dt op.DType, grouped bool) (fn, variant string, consts []mtlConst) {
-	fn = "gemm_w16"
+// gemmTile is one GEMM kernel choice: the kernel function, its variant name, its function
+// constants and its output tile (bm rows x bn columns per threadgroup of 128 threads).
+type gemmTile struct {
+	fn, variant string
+	consts      []mtlConst
+	bm, bn      int
+}
+
+// gemmKernel picks the GEMM kernel of a weight's dtype: gemm_w16 (function constant 0 selects
+// bfloat16 or half widening) or gemm_w32 from gemm.metal, or with tensor their twins of
+// gemm_tensor.metal; grouped: the MoE experts' forms. The grouped tiles are 32 rows (the tile
+// table of moe_slot_plan); the dense tensor-op tile is 64 x 64.
+func gemmKernel(dt op.DType, grouped, tensor bool) gemmTile {
+	g := gemmTile{fn: "gemm_w16", bm: 32, bn: 32}
 	if dt == op.F32 {
-		fn = "gemm_w32"
+		g.fn = "gemm_w32"
+	}
+	suffix := "_bm32_bn32_bk16"
+	if tensor {
+		g.fn = strings.Replace(g.fn, "gemm_", "gemm_tensor_", 1)
+		g.bn, suffix = 64, "_bm64_bn64"
+		if !grouped {
+			g.bm = 64
+		} else {
+			suffix = "_bm32_bn64"
+		}
 	}
 	if grouped {
-		fn += "_grouped"
+		g.fn += "_grouped"
 	}
 	if dt == op.F32 {
-		variant = fn + "_bm32_bn32_bk16"
+		g.variant = g.fn + suffix
 	} else {
-		variant = fmt.Sprintf("%s_%s_bm32_bn32_bk16", fn, dt)
+		g.variant = fmt.Sprintf("%s_%s%s", g.fn, dt, suffix)
 	}
-	return fn, variant, []mtlConst{boolConst(0, dt == op.BF16)}
+	g.consts = []mtlConst{boolConst(0, dt == op.BF16)}
+	return g
 }
+
+// file is the kernel file of the GEMM.
+func (g gemmTile) file() string {
+	if strings.HasPrefix(g.fn, "gemm_tensor_") {
+		return "gemm_tensor.metal"
+	}
+	return "gemm.metal"
+}
+
+// gemmTensor reports whether the Pass runs the tensor-op GEMMs (op "gemm").
+func (j *Pass) gemmTensor() bool { return j.kernel("gemm", gemmSimdKernel) == gemmTensorKernel }
 
 // encodeMatMul encodes y [T, N] = x [T, K] W^T into j (tensors already on the device).
 func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
-	fn, variant, consts := gemmKernel(w.DType, false)
-	pipe, err := b.pipeline("gemm.metal", fn, consts)
+	g := gemmKernel(w.DType, false, j.gemmTensor())
+	pipe, err := b.pipeline(g.file(), g.fn, g.consts)
 	if err != nil {
 		return j.fail(err)
 	}
-	j.dispatch(pipe, variant, [3]int{(w.N + 31) / 32, (T + 31) / 32, 1}, [3]int{128, 1, 1}, 0,
+	j.dispatch(pipe, g.variant, [3]int{(w.N + g.bn - 1) / g.bn, (T + g.bm - 1) / g.bm, 1}, [3]int{128, 1, 1}, 0,
 		y, x, j.weight(w), paramBytes(gemmParams{Rows: T, N: w.N, K: w.K}))
 	return j.err
 }
@@ -56,7 +89,9 @@ func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error
 // BF16 or F16 (function constant 0 selects the widening, exact either way) or F32, float32
 // accumulation on 8x8 simdgroup matrices in tiles of 32 x 32, K in steps of 16. Agreement with
 // the CPU op: a few float32 ulps of sum |x||w| per element (different summation order). Variant
-// names: gemm_w16_BF16_bm32_bn32_bk16, gemm_w32_bm32_bn32_bk16.
+// names: gemm_w16_BF16_bm32_bn32_bk16, gemm_w32_bm32_bn32_bk16; with the tensor-op kernels (op
+// "gemm": the default on M5 once its self-check passed, else Prefer("gemm", "gemm_tensor"))
+// gemm_tensor_w16_BF16_bm64_bn64, bitwise equal to gemm_w16 on the emulator.
 func (j *Pass) MatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return j.fail(err)
@@ -102,8 +137,8 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	b := j.b
 	D, I, E := ex.D, ex.I, ex.E
 	var pipes [7]mtlPipeline
-	fn, name, consts := gemmKernel(ex.GateUp[0].DType, true)
-	fnD, nameD, constsD := gemmKernel(ex.Down[0].DType, true)
+	tensor := j.gemmTensor()
+	ggu, gdn := gemmKernel(ex.GateUp[0].DType, true, tensor), gemmKernel(ex.Down[0].DType, true, tensor)
 	for i, f := range []string{"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather"} {
 		p, err := b.pipeline("prompt.metal", f, nil)
 		if err != nil {
@@ -112,13 +147,13 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 		pipes[i] = p
 	}
 	var err error
-	if pipes[4], err = b.pipeline("gemm.metal", fn, consts); err != nil {
+	if pipes[4], err = b.pipeline(ggu.file(), ggu.fn, ggu.consts); err != nil {
 		return j.fail(err)
 	}
 	if pipes[5], err = b.pipeline("gemm.metal", "swiglu", []mtlConst{boolConst(0, true)}); err != nil {
 		return j.fail(err)
 	}
-	if pipes[6], err = b.pipeline("gemm.metal", fnD, constsD); err != nil {
+	if pipes[6], err = b.pipeline(gdn.file(), gdn.fn, gdn.consts); err != nil {
 		return j.fail(err)
 	}
 	bgw, bdw, err := j.w.experts(ex)
@@ -136,11 +171,11 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	j.dispatch(pipes[2], "moe_slot_scatter_tg256", [3]int{(E + 256) / 256, 1, 1}, [3]int{256, 1, 1}, 0, rk, rowtok, idx, base, prm)
 	nt := elemThreads(D)
 	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
-	j.dispatch(pipes[4], name, [3]int{(2*I + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
+	j.dispatch(pipes[4], ggu.variant, [3]int{(2*I + ggu.bn - 1) / ggu.bn, ntiles, 1}, [3]int{128, 1, 1}, 0,
 		gu, xg, bgw, tiles, paramBytes(gemmParams{Rows: rows, N: 2 * I, K: D}))
 	j.dispatch(pipes[5], "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0,
 		h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
-	j.dispatch(pipes[6], nameD, [3]int{(D + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
+	j.dispatch(pipes[6], gdn.variant, [3]int{(D + gdn.bn - 1) / gdn.bn, ntiles, 1}, [3]int{128, 1, 1}, 0,
 		ye, h, bdw, tiles, paramBytes(gemmParams{Rows: rows, N: D, K: I}))
 	return j.err
 }
