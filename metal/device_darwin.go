@@ -191,7 +191,7 @@ func (d *sysDevice) Describe() [][2]string {
 		info := objc.ID(objc.GetClass("NSProcessInfo")).Send(sel.processInfo)
 		out = append(out, [2]string{"macOS", goString(info.Send(sel.osVersionString))})
 		var fams []string
-		for f := mtl.FamilyApple7; f <= mtl.FamilyApple7+9; f++ {
+		for f := mtl.FamilyApple7; f <= mtl.FamilyApple10; f++ {
 			if d.SupportsFamily(f) {
 				fams = append(fams, f.String())
 			}

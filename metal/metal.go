@@ -18,6 +18,21 @@
 // read/write, MoE routing and combine, Gated DeltaNet, QSA preparation, indexer and attention,
 // PLE, the element-wise gates and a copy kernel (the device interface has no blit encoder).
 //
+// Kernel choice: each op picks its kernel from the shapes; Alternatives lists the other kernels
+// Prefer can choose per op, which of them give the default's bits and the tolerances of the
+// others. On GPUs with the matrix units behind Metal 4 tensor ops (MTLGPUFamilyApple10 with
+// Metal 4: M5) attention and the GEMMs default to tensor-op kernels (qsa_tensor.metal,
+// gemm_tensor.metal) once a first-use self-check on the device passed (tensorops.go). Every
+// pipeline the backend can build is in one table (Pipelines); every file compiles with
+// CompileOptions (safe math). The self-test command metal/cmd/selftest builds them all and runs
+// the op case table with every kernel on a device, and reports.
+//
+// Command buffers: a Pass records its dispatches and, at Commit, creates,
+// encodes, commits and waits for its command buffer inside one autorelease pool
+// (mtl.AutoreleasePooler: Metal's Objective-C API hands out autoreleased objects, and a Go
+// thread has no pool of its own); Commit reports the command buffer's GPU time where the device has it
+// (mtl.GPUTimer) and the emulator's per-dispatch times per Stage.
+//
 // Offsets the kernels compute in 32-bit integers are guarded on the host: every buffer a kernel
 // indexes must hold fewer than 2^31 elements.
 package metal

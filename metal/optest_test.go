@@ -25,21 +25,59 @@ func TestOpCases(t *testing.T) {
 
 // TestOpCasesVariants runs the op case table (short subset) with each non-default kernel of
 // Alternatives chosen by Prefer (the Metal 4 tensor-op kernels among them: the emulator reports
-// no Apple GPU family, so only Prefer reaches them here), against the float64 references under
-// the alternative's tolerances, and checks that the variant ran. TestVariantsBitwise and
-// TestAlternativesBitwise check the variants that must give another kernel's bits.
+// no Apple GPU family, so only Prefer reaches them here), and with each default kernel another
+// one must reproduce, against the float64 references under the alternative's tolerances, and
+// checks that the variant ran. Then every alternative documented as giving another kernel's
+// bits (Bitwise: moe_comb, rms_norm for the grouped norm, the unfused GatedResidual write,
+// gr_norm_h_stream_out, and on the emulator the tensor-op qsa_attn_tensor and gemm_tensor) must
+// give them on every output of those cases. TestVariantsBitwise checks some of them again at
+// real widths.
 func TestOpCasesVariants(t *testing.T) {
-	for _, v := range Alternatives {
-		if v.Default {
+	runs := map[string]map[string][]float32{}
+	need := map[string]bool{}
+	for _, v := range Alternatives() {
+		if v.Bitwise != "" {
+			need[v.Op+"="+v.Bitwise] = true
+		}
+	}
+	for _, v := range Alternatives() {
+		key := v.Op + "=" + v.Kernel
+		if v.Default && !need[key] {
 			continue
 		}
-		t.Run(v.Op+"="+v.Kernel, func(t *testing.T) {
+		t.Run(key, func(t *testing.T) {
 			b := testBackend(t)
 			if err := b.Prefer(v.Op, v.Kernel); err != nil {
 				t.Fatal(err)
 			}
-			optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Tol: v.Tol, NoValueChecks: true, Filter: caseFilter(v.Cases)})
+			outs, n := map[string][]float32{}, map[string]int{}
+			optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Tol: v.Tol, NoValueChecks: true, Filter: caseFilter(v.Cases),
+				Observe: func(t *testing.T, o optest.Output) {
+					k := o.Case + "/" + o.Name
+					outs[fmt.Sprintf("%s#%d", k, n[k])] = o.Got
+					n[k]++
+				}})
 			checkVariant(t, b, v.Ran)
+			runs[key] = outs
+		})
+	}
+	for _, v := range Alternatives() {
+		if v.Bitwise == "" {
+			continue
+		}
+		t.Run(v.Op+"="+v.Kernel+"=="+v.Bitwise, func(t *testing.T) {
+			got, want := runs[v.Op+"="+v.Kernel], runs[v.Op+"="+v.Bitwise]
+			if len(want) == 0 || len(got) != len(want) {
+				t.Fatalf("%d outputs of %s, %d of %s", len(got), v.Kernel, len(want), v.Bitwise)
+			}
+			for k, w := range want {
+				g, ok := got[k]
+				if !ok {
+					t.Fatalf("%s: no %s output", k, v.Kernel)
+				}
+				checkBitwise(t, k, g, w)
+			}
+			t.Logf("%d outputs bitwise equal", len(want))
 		})
 	}
 }
@@ -111,49 +149,5 @@ func TestVariantsBitwise(t *testing.T) {
 		for i, got := range run(b) {
 			checkBitwise(t, fmt.Sprintf("%s=%s output %d", v.op, v.kernel, i), got, want[i])
 		}
-	}
-}
-
-// TestAlternativesBitwise: every alternative documented as giving another kernel's bits
-// (Alternatives' Bitwise: moe_comb, rms_norm for the grouped norm, the unfused GatedResidual
-// write, gr_norm_h_stream_out, and on the emulator the tensor-op qsa_attn_tensor and gemm_tensor)
-// gives them on every output of the short op cases of its ops.
-func TestAlternativesBitwise(t *testing.T) {
-	for _, v := range Alternatives {
-		if v.Bitwise == "" {
-			continue
-		}
-		t.Run(v.Op+"="+v.Kernel, func(t *testing.T) {
-			outputs := func(kernel string, seen func(t *testing.T, key string, got []float32)) {
-				t.Run(kernel, func(t *testing.T) {
-					b := testBackend(t)
-					if err := b.Prefer(v.Op, kernel); err != nil {
-						t.Fatal(err)
-					}
-					n := map[string]int{}
-					optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Tol: v.Tol, NoValueChecks: true, Filter: caseFilter(v.Cases),
-						Observe: func(t *testing.T, o optest.Output) {
-							key := fmt.Sprintf("%s/%s#%d", o.Case, o.Name, n[o.Case+"/"+o.Name])
-							n[o.Case+"/"+o.Name]++
-							seen(t, key, o.Got)
-						}})
-				})
-			}
-			want := map[string][]float32{}
-			outputs(v.Bitwise, func(_ *testing.T, key string, got []float32) { want[key] = got })
-			compared := 0
-			outputs(v.Kernel, func(t *testing.T, key string, got []float32) {
-				w, ok := want[key]
-				if !ok {
-					t.Fatalf("%s: no %s output to compare with", key, v.Bitwise)
-				}
-				checkBitwise(t, key+" "+v.Kernel+" vs "+v.Bitwise, got, w)
-				compared++
-			})
-			if compared != len(want) {
-				t.Errorf("compared %d outputs, %s gave %d", compared, v.Bitwise, len(want))
-			}
-			t.Logf("%d outputs bitwise equal to %s's", compared, v.Bitwise)
-		})
 	}
 }

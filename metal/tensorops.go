@@ -72,6 +72,11 @@ func (b *Backend) TensorOpsDefault() bool {
 	return ok && f.SupportsFamily(mtl.FamilyApple10) && f.SupportsFamily(mtl.FamilyMetal4)
 }
 
+// TensorDefault returns the tensor-op kernel op runs by default on this device, running its
+// first-use self-check the first time; false where there is none (not an M5-class GPU, an op
+// without one) or the self-check failed.
+func (b *Backend) TensorDefault(opName string) (string, bool) { return b.tensorDefault(opName) }
+
 // tensorDefault returns op's tensor-op kernel when it is the default on this device, running the
 // first-use self-check the first time.
 func (b *Backend) tensorDefault(opName string) (string, bool) {

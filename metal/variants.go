@@ -1,8 +1,10 @@
 package metal
 
+import "slices"
+
 // Alternative is one kernel Backend.Prefer accepts for an op: the ops' defaults and the variants
-// that compute the same op another way. Alternatives is the one list of them; the tests, the A/B
-// harness and the self-test read it.
+// that compute the same op another way. Alternatives returns the one list of them; the tests and
+// the self-test read it.
 type Alternative struct {
 	// Op is the name Prefer takes ("attention", "gemm", ...); Kernel the kernel (family) name.
 	Op, Kernel string
@@ -37,7 +39,9 @@ var halfP = map[string]float64{"Attention.o": 1e-3}
 var grCases = []string{"GRRead", "GRApplyMoEC", "GRWrite"}
 
 // Alternatives lists every kernel Prefer accepts, per op, default first.
-var Alternatives = []Alternative{
+func Alternatives() []Alternative { return slices.Clone(alternatives) }
+
+var alternatives = []Alternative{
 	{Op: "attention", Kernel: attnFlashKernel, Default: true, Cases: []string{"Attention"}, Ran: "qsa_flash_f32"},
 	{Op: "attention", Kernel: attnMMKernel, Cases: []string{"Attention"}, Ran: "qsa_attn_mm_f32"},
 	{Op: "attention", Kernel: attnFlashPHKernel, Cases: []string{"Attention"}, Tol: halfP, Ran: "qsa_flash_ph_f32"},
@@ -63,7 +67,7 @@ var Alternatives = []Alternative{
 // alternativesOf returns the Alternatives of op (nil for an op without any).
 func alternativesOf(opName string) []Alternative {
 	var out []Alternative
-	for _, a := range Alternatives {
+	for _, a := range alternatives {
 		if a.Op == opName {
 			out = append(out, a)
 		}

@@ -130,6 +130,7 @@ func (d *Device) openMetal(dev mtl.Device) error {
 	if err != nil {
 		return wrapf(ErrBackend, err, "metal backend")
 	}
+	b.SetLog(func(msg string) { d.logf(LogInfo, "%s", msg) })
 	d.be = b
 	return nil
 }
@@ -171,7 +172,6 @@ func (d *Device) Kernels() string {
 	}
 	return d.be.Kernels()
 }
-
 
 func (d *Device) logf(level LogLevel, format string, args ...any) {
 	if d == nil || d.log == nil {

@@ -39,16 +39,6 @@ constant bool qsa_sparse [[function_constant(0)]];
 typedef tensor<device const float, dextents<int32_t, 2>, tensor_inline> qt_dev;
 typedef tensor<threadgroup float, dextents<int32_t, 2>, tensor_inline> qt_tg;
 
-// S = Q K^T over all of D at once (dense: K from device memory, one key per row of D dims) or
-// over one staged chunk of QT_BD dims (gathered keys), accumulated.
-constexpr auto qt_s_desc = matmul2d_descriptor(QT_RM, QT_BK, static_cast<int>(dynamic_extent), false, true, false,
-                                               matmul2d_descriptor::mode::multiply_accumulate);
-constexpr auto qt_sg_desc = matmul2d_descriptor(QT_RM, QT_BK, QT_BD, false, true, false,
-                                                matmul2d_descriptor::mode::multiply_accumulate);
-// O += P V for one tile of QT_BD head dims.
-constexpr auto qt_o_desc = matmul2d_descriptor(QT_RM, QT_BD, QT_BK, false, false, false,
-                                               matmul2d_descriptor::mode::multiply_accumulate);
-
 // The right operand type of the value product: V from device memory, or its staged chunk.
 template <bool GATHER>
 struct qt_vsrc {
@@ -101,9 +91,18 @@ static inline void qsa_tensor_rows(device float* o, device float* lse, const dev
     threadgroup float* kvs = tgm + hpg * QT_BK; // [QT_BK keys x QT_BD dims] staging (GATHER)
     threadgroup PT* pbuf = (threadgroup PT*)sbuf;
 
-    matmul2d<qt_s_desc, execution_simdgroups<4>> mm_s;
-    matmul2d<qt_sg_desc, execution_simdgroups<4>> mm_sg;
-    matmul2d<qt_o_desc, execution_simdgroups<4>> mm_o;
+    // S = Q K^T over all of D at once (dense: K from device memory, one key per row of D dims)
+    // or over one staged chunk of QT_BD dims (gathered keys), accumulated; O += P V for one tile
+    // of QT_BD head dims.
+    constexpr auto s_desc = matmul2d_descriptor(QT_RM, QT_BK, static_cast<int>(dynamic_extent), false, true, false,
+                                                matmul2d_descriptor::mode::multiply_accumulate);
+    constexpr auto sg_desc = matmul2d_descriptor(QT_RM, QT_BK, QT_BD, false, true, false,
+                                                 matmul2d_descriptor::mode::multiply_accumulate);
+    constexpr auto o_desc = matmul2d_descriptor(QT_RM, QT_BD, QT_BK, false, false, false,
+                                                matmul2d_descriptor::mode::multiply_accumulate);
+    matmul2d<s_desc, execution_simdgroups<4>> mm_s;
+    matmul2d<sg_desc, execution_simdgroups<4>> mm_sg;
+    matmul2d<o_desc, execution_simdgroups<4>> mm_o;
     // The tile's query rows: hpg rows of D, stride D.
     qt_dev qv(q + (t * p.Hq + g * hpg) * uint(D), dextents<int32_t, 2>(D, int(hpg)));
     qt_tg sview(sbuf, dextents<int32_t, 2>(QT_BK, int(hpg)));

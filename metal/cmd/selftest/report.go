@@ -15,6 +15,9 @@ const (
 	statusSkip = "skip"
 )
 
+// maxFailures bounds the failure list of the report (one broken kernel fails many cases).
+const maxFailures = 60
+
 // row is one line of the report (and one object of --json).
 type row struct {
 	Kernel  string   `json:"kernel"`
@@ -96,7 +99,11 @@ func (st *selftest) write(t *testing.T) int {
 	fmt.Fprintf(&b, "\n## Result\n\n%d rows: %d failed, %d skipped.\n", len(all), failed, skipped)
 	if len(st.failures) > 0 {
 		b.WriteString("\nFailures:\n\n")
-		for _, f := range st.failures {
+		for i, f := range st.failures {
+			if i == maxFailures {
+				fmt.Fprintf(&b, "- and %d more (stderr has every failure's details)\n", len(st.failures)-i)
+				break
+			}
 			fmt.Fprintf(&b, "- %s\n", f)
 		}
 	}

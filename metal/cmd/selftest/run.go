@@ -248,11 +248,10 @@ func (st *selftest) runAlternatives(t *testing.T) {
 		t.Fatal(err)
 	}
 	tensorOK := b0.TensorOpsCompile()
-	byKey := map[string]metal.Alternative{}
 	need := map[string]bool{}
-	for _, a := range metal.Alternatives {
-		byKey[altKey(a)] = a
-		if !a.Default {
+	for _, a := range metal.Alternatives() {
+		// A default kernel runs here where a tensor-op kernel replaced it as the default.
+		if _, replaced := b0.TensorDefault(a.Op); !a.Default || replaced {
 			need[altKey(a)] = true
 		}
 		if a.Bitwise != "" && (st.emulated || !a.BitwiseEmulated) {
@@ -261,7 +260,7 @@ func (st *selftest) runAlternatives(t *testing.T) {
 	}
 	var rows, bitwise []row
 	outs := map[string]outputs{}
-	for _, a := range metal.Alternatives {
+	for _, a := range metal.Alternatives() {
 		key := altKey(a)
 		if !need[key] {
 			continue
@@ -287,7 +286,7 @@ func (st *selftest) runAlternatives(t *testing.T) {
 		rows = append(rows, agg.row(a.Op, a.Kernel+fmt.Sprintf(" (%s: %d cases)", strings.Join(a.Cases, ", "), agg.cases)))
 		st.noteFailed(key, agg.failed)
 	}
-	for _, a := range metal.Alternatives {
+	for _, a := range metal.Alternatives() {
 		if a.Bitwise == "" {
 			continue
 		}
@@ -300,8 +299,14 @@ func (st *selftest) runAlternatives(t *testing.T) {
 			r.Status, r.Note = statusSkip, "not run"
 		default:
 			r.Status, r.Err = statusPass, floatp(0)
+			keys := make([]string, 0, len(want))
+			for k := range want {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
 			n := 0
-			for k, w := range want {
+			for _, k := range keys {
+				w := want[k]
 				g, ok := got[k]
 				if !ok || len(g) != len(w) {
 					r.Status = statusFail
@@ -358,7 +363,7 @@ func (st *selftest) timeAlternatives(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range metal.Alternatives {
+		for _, a := range metal.Alternatives() {
 			if a.Op != opName {
 				continue
 			}
