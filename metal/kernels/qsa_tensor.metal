@@ -16,8 +16,9 @@
 //     map: nothing depends on the cooperative layout).
 // Dense tiles read Q, K and V through tensor views of device memory (keys kb .. kb+31 of KV head
 // g are rows of stride Hkv*D). Rows with a selection gather their keys: K and V are staged 32 keys
-// x 32 head dims at a time in threadgroup memory and S accumulates over the chunks of D; every
-// element is the same fma chain over ascending head dims as in the dense path.
+// x 32 head dims at a time in threadgroup memory and S accumulates over the chunks of D (on the
+// emulator every element is then the same fma chain over ascending head dims as in the dense
+// path; a GPU's matrix units order their sums themselves).
 // Output o = O / l, lse = m + log(l). Threadgroup memory: S/P 4*HPG*32 B, with a selection the
 // staging chunk 4 KiB (both dynamic, index 0), static 192 B (positions, row factors): HPG 12 ->
 // 1,728 B dense, 5,824 B with a selection, at any D.
