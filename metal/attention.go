@@ -18,7 +18,8 @@ const qsaRowsMax = 16
 // selection is given: its rows share one key list); the variant name says it, e.g.
 // qsa_flash_f32_hpg12_tq1_bk32_bd256. The selected tokens are not range-checked here (they come
 // from QSAIndex on the device, or were checked by the caller: Selection.CheckTokens).
-// Limits: D <= 256, HPG <= 16. Other kernels of the op: Prefer("attention", ...).
+// Limits: D <= 256, HPG <= 16. Other kernels of the op: Prefer("attention", ...); on M5 the
+// tensor-op qsa_flash_tensor (attention_tensor.go) once its first-use self-check passed.
 func (j *Pass) Attention(a op.Attention) error {
 	const opName = "attention"
 	if err := a.Check(); err != nil {
@@ -44,7 +45,11 @@ func (j *Pass) Attention(a op.Attention) error {
 }
 
 func (j *Pass) attention(bo, blse, bq, bk, bv *Tensor, p op.AttnParams, sel *op.Selection, btok *Tensor) error {
-	if k := j.b.preferred("attention", attnFlashKernel); k != attnFlashKernel {
+	switch k := j.kernel("attention", attnFlashKernel); k {
+	case attnFlashKernel:
+	case attnTensorKernel, attnTensorPFKernel:
+		return j.attentionTensor(k, bo, blse, bq, bk, bv, p, sel, btok)
+	default:
 		return j.attentionVariant(k, bo, blse, bq, bk, bv, p, sel, btok)
 	}
 	hpg := p.Hq / p.Hkv

@@ -3,7 +3,9 @@ package metal
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -14,7 +16,11 @@ import (
 
 // The Metal framework through purego's Objective-C runtime (no cgo). Objects from new*/alloc
 // are owned and released in Release/Close; command buffers and encoders (autoreleased by Metal)
-// are retained while in use and released after Wait.
+// are retained while in use and released after Wait. A Go thread has no autorelease pool: every
+// method that makes Metal hand out autoreleased objects (strings, errors, command buffers,
+// encoders, and what Metal autoreleases inside commit and wait) runs inside one
+// (AutoreleasePool, on a locked OS thread), and the Metal backend runs each command buffer's
+// whole life inside one AutoreleasePool call.
 
 // MTLDataType values of function constants (MTLArgument.h).
 const (
@@ -27,6 +33,12 @@ const (
 // mtlCommandBufferStatusError is MTLCommandBufferStatusError.
 const mtlCommandBufferStatusError = 5
 
+// MTLCounterSamplingPoint values (MTLCounters.h).
+const (
+	mtlCounterSamplingAtStageBoundary    = 0
+	mtlCounterSamplingAtDispatchBoundary = 2
+)
+
 // mtlSize is MTLSize (three NSUInteger), passed by value.
 type mtlSize struct{ Width, Height, Depth uint }
 
@@ -34,6 +46,8 @@ var (
 	loadOnce sync.Once
 	loadErr  error
 	createFn func() objc.ID
+	poolPush func() uintptr
+	poolPop  func(uintptr)
 
 	sel = struct {
 		alloc, init, release, retain                                    objc.SEL
@@ -44,6 +58,10 @@ var (
 		maxTGMem, commandBuffer, computeEncoder, setPipeline            objc.SEL
 		setBuffer, setBytes, setTGMem, dispatch, endEncoding            objc.SEL
 		commit, waitUntilCompleted, status, errorSel, newCompileOptions objc.SEL
+		setLanguageVersion, setMathMode, setMathFunctions, setFastMath  objc.SEL
+		respondsToSelector, supportsFamily, gpuStartTime, gpuEndTime    objc.SEL
+		processInfo, osVersionString, supportsCounterSampling           objc.SEL
+		hasUnifiedMemory, recommendedMaxWorkingSet                      objc.SEL
 	}{}
 )
 
@@ -59,6 +77,13 @@ func loadMetal() error {
 			return
 		}
 		purego.RegisterLibFunc(&createFn, lib, "MTLCreateSystemDefaultDevice")
+		objcLib, err := purego.Dlopen("/usr/lib/libobjc.A.dylib", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			loadErr = fmt.Errorf("metal: loading libobjc: %w", err)
+			return
+		}
+		purego.RegisterLibFunc(&poolPush, objcLib, "objc_autoreleasePoolPush")
+		purego.RegisterLibFunc(&poolPop, objcLib, "objc_autoreleasePoolPop")
 		r := objc.RegisterName
 		sel.alloc, sel.init, sel.release, sel.retain = r("alloc"), r("init"), r("release"), r("retain")
 		sel.stringWithUTF8String, sel.utf8String = r("stringWithUTF8String:"), r("UTF8String")
@@ -78,8 +103,25 @@ func loadMetal() error {
 		sel.commit, sel.waitUntilCompleted = r("commit"), r("waitUntilCompleted")
 		sel.status, sel.errorSel = r("status"), r("error")
 		sel.newCompileOptions = r("new")
+		sel.setLanguageVersion, sel.setMathMode = r("setLanguageVersion:"), r("setMathMode:")
+		sel.setMathFunctions, sel.setFastMath = r("setMathFloatingPointFunctions:"), r("setFastMathEnabled:")
+		sel.respondsToSelector, sel.supportsFamily = r("respondsToSelector:"), r("supportsFamily:")
+		sel.gpuStartTime, sel.gpuEndTime = r("GPUStartTime"), r("GPUEndTime")
+		sel.processInfo, sel.osVersionString = r("processInfo"), r("operatingSystemVersionString")
+		sel.supportsCounterSampling = r("supportsCounterSampling:")
+		sel.hasUnifiedMemory, sel.recommendedMaxWorkingSet = r("hasUnifiedMemory"), r("recommendedMaxWorkingSetSize")
 	})
 	return loadErr
+}
+
+// autoreleasePool runs fn inside an Objective-C autorelease pool on one OS thread (pools are
+// per thread: the goroutine must not move between push and pop). Pools nest.
+func autoreleasePool(fn func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tok := poolPush()
+	defer poolPop(tok)
+	fn()
 }
 
 // nsString returns an autoreleased NSString holding s.
@@ -125,7 +167,60 @@ type sysDevice struct {
 	dev, queue objc.ID
 }
 
-func (d *sysDevice) Name() string { return goString(d.dev.Send(sel.name)) }
+// AutoreleasePool implements mtl.AutoreleasePooler.
+func (d *sysDevice) AutoreleasePool(fn func()) { autoreleasePool(fn) }
+
+func (d *sysDevice) Name() string {
+	var name string
+	autoreleasePool(func() { name = goString(d.dev.Send(sel.name)) })
+	return name
+}
+
+// SupportsFamily implements mtl.FamilyReporter (MTLDevice supportsFamily:).
+func (d *sysDevice) SupportsFamily(f mtl.GPUFamily) bool {
+	return objc.Send[bool](d.dev, sel.supportsFamily, int(f))
+}
+
+// Describe implements mtl.Describer: macOS version, the Apple and Metal GPU families the device
+// supports, unified memory, the recommended working set, and where it can sample counters
+// (per-stage GPU timing needs counter sampling; strata reads only the command buffer's
+// GPUStartTime..GPUEndTime).
+func (d *sysDevice) Describe() [][2]string {
+	var out [][2]string
+	autoreleasePool(func() {
+		info := objc.ID(objc.GetClass("NSProcessInfo")).Send(sel.processInfo)
+		out = append(out, [2]string{"macOS", goString(info.Send(sel.osVersionString))})
+		var fams []string
+		for f := mtl.FamilyApple7; f <= mtl.FamilyApple10; f++ {
+			if d.SupportsFamily(f) {
+				fams = append(fams, f.String())
+			}
+		}
+		for _, f := range []mtl.GPUFamily{mtl.FamilyMetal3, mtl.FamilyMetal4} {
+			if d.SupportsFamily(f) {
+				fams = append(fams, f.String())
+			}
+		}
+		out = append(out, [2]string{"GPU families", strings.Join(fams, " ")})
+		out = append(out, [2]string{"unified memory", fmt.Sprint(objc.Send[bool](d.dev, sel.hasUnifiedMemory))})
+		out = append(out, [2]string{"recommended working set", fmt.Sprintf("%d MiB", objc.Send[uint64](d.dev, sel.recommendedMaxWorkingSet)>>20)})
+		sampling := "none"
+		if objc.Send[bool](d.dev, sel.respondsToSelector, sel.supportsCounterSampling) {
+			var pts []string
+			if objc.Send[bool](d.dev, sel.supportsCounterSampling, uint(mtlCounterSamplingAtStageBoundary)) {
+				pts = append(pts, "stage boundary")
+			}
+			if objc.Send[bool](d.dev, sel.supportsCounterSampling, uint(mtlCounterSamplingAtDispatchBoundary)) {
+				pts = append(pts, "dispatch boundary")
+			}
+			if len(pts) > 0 {
+				sampling = strings.Join(pts, ", ")
+			}
+		}
+		out = append(out, [2]string{"counter sampling", sampling})
+	})
+	return out
+}
 
 func (d *sysDevice) MaxThreadgroupMemoryLength() int {
 	return int(objc.Send[uint](d.dev, sel.maxTGMem))
@@ -146,26 +241,57 @@ func (d *sysDevice) NewBuffer(length int) (mtl.Buffer, error) {
 	return &sysBuffer{id: buf, mem: mem}, nil
 }
 
-func (d *sysDevice) NewLibrary(name, source string) (mtl.Library, error) {
-	var nserr objc.ID
-	opts := objc.ID(objc.GetClass("MTLCompileOptions")).Send(sel.newCompileOptions)
-	lib := d.dev.Send(sel.newLibrary, nsString(source), opts, unsafe.Pointer(&nserr))
-	runtime.KeepAlive(&nserr)
-	if opts != 0 {
-		opts.Send(sel.release)
+// NewLibrary implements mtl.Device: newLibraryWithSource:options:error: with MTLCompileOptions
+// set from opts: languageVersion, mathMode (macOS 15; on older systems fastMathEnabled, on for
+// MathFast only) and mathFloatingPointFunctions (macOS 15; older systems have no choice).
+func (d *sysDevice) NewLibrary(name, source string, opts mtl.CompileOptions) (mtl.Library, error) {
+	if err := opts.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if lib == 0 {
-		return nil, fmt.Errorf("%s: %s: %w", name, errorText(nserr), mtl.ErrCompile)
-	}
-	return &sysLibrary{dev: d, lib: lib, name: name}, nil
+	var lib mtl.Library
+	var err error
+	autoreleasePool(func() {
+		var nserr objc.ID
+		o := objc.ID(objc.GetClass("MTLCompileOptions")).Send(sel.newCompileOptions)
+		if o == 0 {
+			err = fmt.Errorf("%s: MTLCompileOptions new failed: %w", name, mtl.ErrCompile)
+			return
+		}
+		defer o.Send(sel.release)
+		o.Send(sel.setLanguageVersion, uint(opts.LanguageVersion))
+		if objc.Send[bool](o, sel.respondsToSelector, sel.setMathMode) {
+			o.Send(sel.setMathMode, int(opts.MathMode))
+		} else {
+			o.Send(sel.setFastMath, opts.MathMode == mtl.MathFast)
+		}
+		if objc.Send[bool](o, sel.respondsToSelector, sel.setMathFunctions) {
+			fns := 0 // MTLMathFloatingPointFunctionsFast
+			if opts.PreciseFunctions {
+				fns = 1 // MTLMathFloatingPointFunctionsPrecise
+			}
+			o.Send(sel.setMathFunctions, fns)
+		}
+		l := d.dev.Send(sel.newLibrary, nsString(source), o, unsafe.Pointer(&nserr))
+		runtime.KeepAlive(&nserr)
+		if l == 0 {
+			err = fmt.Errorf("%s (%v): %s: %w", name, opts, errorText(nserr), mtl.ErrCompile)
+			return
+		}
+		lib = &sysLibrary{dev: d, lib: l, name: name}
+	})
+	return lib, err
 }
 
 func (d *sysDevice) NewCommandBuffer() (mtl.CommandBuffer, error) {
-	cb := d.queue.Send(sel.commandBuffer)
+	var cb objc.ID
+	autoreleasePool(func() {
+		if cb = d.queue.Send(sel.commandBuffer); cb != 0 {
+			cb.Send(sel.retain)
+		}
+	})
 	if cb == 0 {
 		return nil, fmt.Errorf("metal: commandBuffer failed: %w", mtl.ErrExecution)
 	}
-	cb.Send(sel.retain)
 	return &sysCommandBuffer{cb: cb}, nil
 }
 
@@ -196,7 +322,16 @@ type sysLibrary struct {
 	name string
 }
 
+// Pipeline implements mtl.Library (inside an autorelease pool: the function name and the errors
+// are autoreleased).
 func (l *sysLibrary) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, error) {
+	var p mtl.Pipeline
+	var err error
+	autoreleasePool(func() { p, err = l.pipeline(fn, constants) })
+	return p, err
+}
+
+func (l *sysLibrary) pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, error) {
 	vals := objc.ID(objc.GetClass("MTLFunctionConstantValues")).Send(sel.alloc).Send(sel.init)
 	defer vals.Send(sel.release)
 	for _, c := range constants {
@@ -254,36 +389,54 @@ func (p *sysPipeline) StaticThreadgroupMemoryLength() int {
 }
 
 type sysCommandBuffer struct {
-	cb   objc.ID
-	encs []objc.ID
+	cb      objc.ID
+	encs    []objc.ID
+	gpuTime time.Duration
 }
 
 func (c *sysCommandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
-	enc := c.cb.Send(sel.computeEncoder)
+	var enc objc.ID
+	autoreleasePool(func() {
+		if enc = c.cb.Send(sel.computeEncoder); enc != 0 {
+			enc.Send(sel.retain)
+		}
+	})
 	if enc == 0 {
 		return nil, fmt.Errorf("metal: computeCommandEncoder failed: %w", mtl.ErrExecution)
 	}
-	enc.Send(sel.retain)
 	c.encs = append(c.encs, enc)
 	return &sysEncoder{id: enc}, nil
 }
 
-func (c *sysCommandBuffer) Commit() { c.cb.Send(sel.commit) }
+func (c *sysCommandBuffer) Commit() { autoreleasePool(func() { c.cb.Send(sel.commit) }) }
 
+// Wait implements mtl.CommandBuffer: waitUntilCompleted, the status and error, the GPU time
+// (GPUEndTime - GPUStartTime), then the command buffer and its encoders are released.
 func (c *sysCommandBuffer) Wait() error {
-	c.cb.Send(sel.waitUntilCompleted)
 	var err error
-	if st := objc.Send[uint](c.cb, sel.status); st == mtlCommandBufferStatusError {
-		err = fmt.Errorf("metal: %s: %w", errorText(c.cb.Send(sel.errorSel)), mtl.ErrExecution)
-	}
-	for _, e := range c.encs {
-		e.Send(sel.release)
-	}
-	c.encs = nil
-	c.cb.Send(sel.release)
-	c.cb = 0
+	autoreleasePool(func() {
+		c.cb.Send(sel.waitUntilCompleted)
+		if st := objc.Send[uint](c.cb, sel.status); st == mtlCommandBufferStatusError {
+			err = fmt.Errorf("metal: %s: %w", errorText(c.cb.Send(sel.errorSel)), mtl.ErrExecution)
+		} else {
+			start, end := objc.Send[float64](c.cb, sel.gpuStartTime), objc.Send[float64](c.cb, sel.gpuEndTime)
+			if end > start {
+				c.gpuTime = time.Duration((end - start) * float64(time.Second))
+			}
+		}
+		for _, e := range c.encs {
+			e.Send(sel.release)
+		}
+		c.encs = nil
+		c.cb.Send(sel.release)
+		c.cb = 0
+	})
 	return err
 }
+
+// GPUTime implements mtl.GPUTimer: the command buffer's GPUEndTime - GPUStartTime (0 before
+// Wait, or after a failure).
+func (c *sysCommandBuffer) GPUTime() time.Duration { return c.gpuTime }
 
 type sysEncoder struct{ id objc.ID }
 

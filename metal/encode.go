@@ -9,53 +9,55 @@ import (
 )
 
 // Pass is one command buffer with one compute encoder (op.Pass): a prefill chunk encodes all its
-// ops into one Pass over device tensors (Begin), commits once and waits once. Encoding errors are
-// sticky: the first one is returned by every later op and by Commit.
+// ops into one Pass over device tensors (Begin), commits once and waits once. The ops' dispatches
+// are recorded as they are encoded and handed to the device at Commit, which creates the command
+// buffer, encodes them, commits it and waits for it inside one autorelease pool on one OS thread
+// (mtl.AutoreleasePooler: the Objective-C objects Metal hands out during the command buffer's
+// life are released when it ends, whichever goroutine or thread encoded the ops). Encoding errors
+// are sticky: the first one is returned by every later op and by Commit.
 type Pass struct {
-	b      *Backend
-	cb     mtl.CommandBuffer
-	enc    mtl.ComputeEncoder
-	w      *Weights // device-resident weights of the model
-	a      *Arena   // scratch of the session
-	bufs   []mtl.Buffer
-	err    error
-	done   bool
-	stage  int
-	stages []int // the Stage tag of each dispatch, in order
+	b     *Backend
+	w     *Weights // device-resident weights of the model
+	a     *Arena   // scratch of the session
+	bufs  []mtl.Buffer
+	cmds  []dispatchCmd
+	err   error
+	done  bool
+	stage int
+	// force names, per op, the kernel this Pass runs whatever Prefer and the capability defaults
+	// say (the first-use self-check of a tensor-op variant compares two kernels this way).
+	force map[string]string
+}
+
+// dispatchCmd is one recorded dispatch: its pipeline, arguments (checked when recorded),
+// dynamic threadgroup memory (index 0), grid and Stage tag.
+type dispatchCmd struct {
+	p               mtl.Pipeline
+	args            []arg
+	tgMem           int
+	groups, threads [3]int
+	stage           int
 }
 
 var _ op.Pass = (*Pass)(nil)
-
-func (b *Backend) begin() (*Pass, error) {
-	cb, err := b.dev.NewCommandBuffer()
-	if err != nil {
-		return nil, fmt.Errorf("metal: command buffer: %w", err)
-	}
-	enc, err := cb.ComputeEncoder()
-	if err != nil {
-		return nil, fmt.Errorf("metal: compute encoder: %w", err)
-	}
-	return &Pass{b: b, cb: cb, enc: enc}, nil
-}
 
 // Begin implements op.Backend: one command buffer whose ops read their weights from w (this
 // backend's NewWeights: uploaded on first use and kept for the next passes) and take their
 // internal scratch from s (this backend's NewScratch). Encode ops with the Pass methods, then
 // Commit once; Abandon drops an encoded Pass without running it (nothing it would write
-// changes). Errors wrap op.ErrInvalidArgument (a store of another backend) or the device's errors.
+// changes). Errors wrap op.ErrInvalidArgument (a store of another backend).
 func (b *Backend) Begin(w op.Weights, s op.Scratch) (op.Pass, error) {
+	return b.begin(w, s)
+}
+
+func (b *Backend) begin(w op.Weights, s op.Scratch) (*Pass, error) {
 	mw, ok1 := w.(*Weights)
 	ma, ok2 := s.(*Arena)
 	if !ok1 || !ok2 || mw.b != b || ma.b != b {
 		return nil, fmt.Errorf("metal: %w: weights or scratch of another backend", op.ErrInvalidArgument)
 	}
 	ma.releaseRetired()
-	j, err := b.begin()
-	if err != nil {
-		return nil, err
-	}
-	j.w, j.a = mw, ma
-	return j, nil
+	return &Pass{b: b, w: mw, a: ma}, nil
 }
 
 // Err is the first encoding error of the Pass (nil while it is fine).
@@ -64,63 +66,119 @@ func (j *Pass) Err() error { return j.err }
 // Stage implements op.Pass: later dispatches are timed under stage.
 func (j *Pass) Stage(stage int) { j.stage = stage }
 
+// kernel is the kernel op runs in this Pass: the Pass's forced kernel, else Backend.Prefer's,
+// else the capability default (tensorDefault: a Metal 4 tensor-op kernel on a GPU with matrix
+// units, once its first-use self-check passed), else def.
+func (j *Pass) kernel(opName, def string) string {
+	if k, ok := j.force[opName]; ok {
+		return k
+	}
+	if k, ok := j.b.preferredOK(opName); ok {
+		return k
+	}
+	if k, ok := j.b.tensorDefault(opName); ok {
+		return k
+	}
+	return def
+}
+
 // dispatchTimer is implemented by command buffers that time each dispatch (the emulator).
 type dispatchTimer interface{ DispatchTimes() []time.Duration }
 
-// Commit implements op.Pass: it ends encoding, commits the command buffer and waits for it; it
-// returns the first encoding error (then nothing runs) or the command buffer's error (wrapping
-// op.ErrBackend and mtl.ErrExecution). Buffers the Pass allocated itself are released. Timing:
-// per Stage where the device times each dispatch (the emulator: wall time per dispatch), else
-// the wall time of the commit and wait as Total.
+// Commit implements op.Pass: it creates the command buffer, encodes the recorded dispatches,
+// commits it and waits for it, all inside one autorelease pool (mtl.AutoreleasePooler); it
+// returns the first encoding error (then nothing runs) or the device's error (wrapping
+// op.ErrBackend, and mtl.ErrExecution for a failed command buffer). Buffers the Pass allocated
+// itself are released. Timing: per Stage where the device times each dispatch (the emulator:
+// wall time per dispatch); else Total only, with PerStage false: the command buffer's GPU time
+// where the device reports it (mtl.GPUTimer: GPUEndTime - GPUStartTime on Metal), else the wall
+// time of the commit and wait. A Pass without dispatches runs nothing.
 func (j *Pass) Commit() (op.Timing, error) {
 	if j.done {
 		return op.Timing{}, fmt.Errorf("metal: %w: pass already finished", op.ErrInvalidArgument)
 	}
+	j.done = true
 	defer j.release()
+	if j.err != nil {
+		return op.Timing{}, j.err
+	}
+	if len(j.cmds) == 0 {
+		return op.Timing{}, nil
+	}
+	var tm op.Timing
+	var err error
+	j.b.autoreleasePool(func() { tm, err = j.run() })
+	return tm, err
+}
+
+// run is the command buffer's whole life: create, encode, commit, wait, time.
+func (j *Pass) run() (op.Timing, error) {
 	t0 := time.Now()
-	if err := j.finish(); err != nil {
-		return op.Timing{}, err
+	cb, err := j.b.dev.NewCommandBuffer()
+	if err != nil {
+		return op.Timing{}, fmt.Errorf("metal: command buffer: %w: %w", op.ErrBackend, err)
+	}
+	enc, err := cb.ComputeEncoder()
+	if err != nil {
+		return op.Timing{}, fmt.Errorf("metal: compute encoder: %w: %w", op.ErrBackend, err)
+	}
+	for i := range j.cmds {
+		encodeCmd(enc, &j.cmds[i])
+	}
+	enc.EndEncoding()
+	cb.Commit()
+	if werr := cb.Wait(); werr != nil {
+		return op.Timing{}, fmt.Errorf("metal: %w: %w", op.ErrBackend, werr)
 	}
 	tm := op.Timing{Total: time.Since(t0)}
-	if dt, ok := j.cb.(dispatchTimer); ok {
-		if times := dt.DispatchTimes(); len(times) == len(j.stages) {
+	if dt, ok := cb.(dispatchTimer); ok {
+		if times := dt.DispatchTimes(); len(times) == len(j.cmds) {
 			tm.PerStage, tm.Total = true, 0
 			for i, d := range times {
-				st := j.stages[i]
+				st := j.cmds[i].stage
 				for len(tm.Stage) <= st {
 					tm.Stage = append(tm.Stage, 0)
 				}
 				tm.Stage[st] += d
 				tm.Total += d
 			}
+			return tm, nil
+		}
+	}
+	if g, ok := cb.(mtl.GPUTimer); ok {
+		if d := g.GPUTime(); d > 0 {
+			tm.Total = d
 		}
 	}
 	return tm, nil
 }
 
-// Abandon ends encoding without committing: the encoded work never runs.
+// encodeCmd binds a recorded dispatch's arguments to indices 0..len(args)-1 and dispatches it.
+func encodeCmd(enc mtl.ComputeEncoder, c *dispatchCmd) {
+	enc.SetPipeline(c.p)
+	for i, a := range c.args {
+		switch v := a.(type) {
+		case mtl.Buffer:
+			enc.SetBuffer(v, 0, i)
+		case *Tensor:
+			enc.SetBuffer(v.buf, v.off, i)
+		case []byte:
+			enc.SetBytes(v, i)
+		}
+	}
+	if c.tgMem > 0 {
+		enc.SetThreadgroupMemoryLength((c.tgMem+15)/16*16, 0)
+	}
+	enc.DispatchThreadgroups(c.groups, c.threads)
+}
+
+// Abandon ends the Pass without committing: the recorded work never reaches the device.
 func (j *Pass) Abandon() {
 	if j.done {
 		return
 	}
 	j.done = true
-	j.enc.EndEncoding()
 	j.release()
-}
-
-// finish ends encoding, commits and waits; it reports the first encoding error or the command
-// buffer's error. A Pass with an encoding error is not committed.
-func (j *Pass) finish() error {
-	j.done = true
-	j.enc.EndEncoding()
-	if j.err != nil {
-		return j.err
-	}
-	j.cb.Commit()
-	if werr := j.cb.Wait(); werr != nil {
-		return fmt.Errorf("metal: %w: %w", op.ErrBackend, werr)
-	}
-	return nil
 }
 
 // release frees the Pass's own buffers (after the results were read back).
@@ -219,8 +277,9 @@ func (j *Pass) vec(x []float32) *Tensor {
 // params block (setBytes).
 type arg any
 
-// dispatch binds args to indices 0..len(args)-1 and dispatches pipeline p; variant names the
-// kernel variant for the record. tgMem, when positive, sets threadgroup memory index 0.
+// dispatch records a dispatch of pipeline p with args bound to indices 0..len(args)-1 (encoded
+// at Commit); variant names the kernel variant for the record. tgMem, when positive, sets
+// threadgroup memory index 0. The arguments and the limits are checked here.
 func (j *Pass) dispatch(p mtl.Pipeline, variant string, groups, threads [3]int, tgMem int, args ...arg) {
 	if j.err != nil {
 		return
@@ -256,21 +315,6 @@ func (j *Pass) dispatch(p mtl.Pipeline, variant string, groups, threads [3]int, 
 			return
 		}
 	}
-	j.enc.SetPipeline(p)
-	for i, a := range args {
-		switch v := a.(type) {
-		case mtl.Buffer:
-			j.enc.SetBuffer(v, 0, i)
-		case *Tensor:
-			j.enc.SetBuffer(v.buf, v.off, i)
-		case []byte:
-			j.enc.SetBytes(v, i)
-		}
-	}
-	if tgMem > 0 {
-		j.enc.SetThreadgroupMemoryLength((tgMem+15)/16*16, 0)
-	}
-	j.enc.DispatchThreadgroups(groups, threads)
-	j.stages = append(j.stages, j.stage)
-	j.b.record(variant)
+	j.cmds = append(j.cmds, dispatchCmd{p: p, args: args, tgMem: tgMem, groups: groups, threads: threads, stage: j.stage})
+	j.b.record(variant, p, tgMem)
 }

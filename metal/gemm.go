@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/stratakernels/strata/op"
 )
@@ -22,36 +23,69 @@ func (j *Pass) weight(w *op.Matrix) mtlBuffer {
 	return buf
 }
 
-// gemmKernel names the kernel and variant of a weight's dtype: gemm_w16 (function constant 0
-// selects bfloat16 or half widening) or gemm_w32.
-func gemmKernel(dt op.DType, grouped bool) (fn, variant string, consts []mtlConst) {
-	fn = "gemm_w16"
-	if dt == op.F32 {
-		fn = "gemm_w32"
-	}
-	if grouped {
-		fn += "_grouped"
-	}
-	if dt == op.F32 {
-		variant = fn + "_bm32_bn32_bk16"
-	} else {
-		variant = fmt.Sprintf("%s_%s_bm32_bn32_bk16", fn, dt)
-	}
-	return fn, variant, []mtlConst{boolConst(0, dt == op.BF16)}
+// gemmTile is one GEMM kernel choice: the kernel function, its variant name, its function
+// constants and its output tile (bm rows x bn columns per threadgroup of 128 threads).
+type gemmTile struct {
+	fn, variant string
+	consts      []mtlConst
+	bm, bn      int
 }
 
+// gemmKernel picks the GEMM kernel of a weight's dtype: gemm_w16 (function constant 0 selects
+// bfloat16 or half widening) or gemm_w32 from gemm.metal, or with tensor their twins of
+// gemm_tensor.metal; grouped: the MoE experts' forms. The grouped tiles are 32 rows (the tile
+// table of moe_slot_plan); the dense tensor-op tile is 64 x 64.
+func gemmKernel(dt op.DType, grouped, tensor bool) gemmTile {
+	g := gemmTile{fn: "gemm_w16", bm: 32, bn: 32}
+	if dt == op.F32 {
+		g.fn = "gemm_w32"
+	}
+	suffix := "_bm32_bn32_bk16"
+	if tensor {
+		g.fn = strings.Replace(g.fn, "gemm_", "gemm_tensor_", 1)
+		g.bn, suffix = 64, "_bm64_bn64"
+		if !grouped {
+			g.bm = 64
+		} else {
+			suffix = "_bm32_bn64"
+		}
+	}
+	if grouped {
+		g.fn += "_grouped"
+	}
+	if dt == op.F32 {
+		g.variant = g.fn + suffix
+	} else {
+		g.variant = fmt.Sprintf("%s_%s%s", g.fn, dt, suffix)
+	}
+	g.consts = []mtlConst{boolConst(0, dt == op.BF16)}
+	return g
+}
+
+// file is the kernel file of the GEMM.
+func (g gemmTile) file() string {
+	if strings.HasPrefix(g.fn, "gemm_tensor_") {
+		return "gemm_tensor.metal"
+	}
+	return "gemm.metal"
+}
+
+// gemmTensor reports whether the Pass runs the tensor-op GEMMs (op "gemm").
+func (j *Pass) gemmTensor() bool { return j.kernel("gemm", gemmSimdKernel) == gemmTensorKernel }
+
 // encodeMatMul encodes y [T, N] = x [T, K] W^T into j (tensors already on the device): a QAffine
-// W through the quantized kernels of quant.go, a dense one through gemm_w16 / gemm_w32.
+// W through the quantized kernels of quant.go, a dense one through gemm_w16 / gemm_w32 or their
+// tensor-op twins (op "gemm").
 func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
 	if w.DType == op.QAffine {
 		return b.encodeQMatMul(j, y, x, T, w)
 	}
-	fn, variant, consts := gemmKernel(w.DType, false)
-	pipe, err := b.pipeline("gemm.metal", fn, consts)
+	g := gemmKernel(w.DType, false, j.gemmTensor())
+	pipe, err := b.pipeline(g.file(), g.fn, g.consts)
 	if err != nil {
 		return j.fail(err)
 	}
-	j.dispatch(pipe, variant, [3]int{(w.N + 31) / 32, (T + 31) / 32, 1}, [3]int{128, 1, 1}, 0,
+	j.dispatch(pipe, g.variant, [3]int{(w.N + g.bn - 1) / g.bn, (T + g.bm - 1) / g.bm, 1}, [3]int{128, 1, 1}, 0,
 		y, x, j.weight(w), paramBytes(gemmParams{Rows: T, N: w.N, K: w.K}))
 	return j.err
 }
@@ -60,9 +94,11 @@ func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error
 // BF16 or F16 (function constant 0 selects the widening, exact either way) or F32, float32
 // accumulation on 8x8 simdgroup matrices in tiles of 32 x 32, K in steps of 16. Agreement with
 // the CPU op: a few float32 ulps of sum |x||w| per element (different summation order). Variant
-// names: gemm_w16_BF16_bm32_bn32_bk16, gemm_w32_bm32_bn32_bk16. A QAffine W runs the quantized
-// kernels of op "qmm" (quant.go: qmv_affine for T <= 4, else qmm_affine, which gives gemm_w32's
-// bits on the dequantized weight), reading the packed codes, scales and biases.
+// names: gemm_w16_BF16_bm32_bn32_bk16, gemm_w32_bm32_bn32_bk16; with the tensor-op kernels (op
+// "gemm": the default on M5 once its self-check passed, else Prefer("gemm", "gemm_tensor"))
+// gemm_tensor_w16_BF16_bm64_bn64, bitwise equal to gemm_w16 on the emulator. A QAffine W runs
+// the quantized kernels of op "qmm" (quant.go: qmv_affine for T <= 4, else qmm_affine, which
+// gives gemm_w32's bits on the dequantized weight), reading the packed codes, scales and biases.
 func (j *Pass) MatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return j.fail(err)
@@ -170,7 +206,8 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 
 // groupedGEMM encodes y [rows, N] = the expert-sorted rows of x [rows, K] times their expert's
 // W^T over the tile table, for the stack s of experts shaped and stored like m: gemm_w16_grouped
-// / gemm_w32_grouped, or the quantized grouped kernels (T tokens routed).
+// / gemm_w32_grouped (or their tensor-op twins, op "gemm"), or the quantized grouped kernels
+// (T tokens routed).
 func (j *Pass) groupedGEMM(y, x *Tensor, m *op.Matrix, s stack, tiles *Tensor, T, rows, ntiles int) {
 	if j.err != nil {
 		return
@@ -179,12 +216,12 @@ func (j *Pass) groupedGEMM(y, x *Tensor, m *op.Matrix, s stack, tiles *Tensor, T
 		j.encodeQGrouped(y, x, m, s.q, tiles, T, rows, ntiles)
 		return
 	}
-	fn, name, consts := gemmKernel(m.DType, true)
-	pipe, err := j.b.pipeline("gemm.metal", fn, consts)
+	g := gemmKernel(m.DType, true, j.gemmTensor())
+	pipe, err := j.b.pipeline(g.file(), g.fn, g.consts)
 	if err != nil {
 		j.fail(err)
 		return
 	}
-	j.dispatch(pipe, name, [3]int{(m.N + 31) / 32, ntiles, 1}, [3]int{128, 1, 1}, 0,
+	j.dispatch(pipe, g.variant, [3]int{(m.N + g.bn - 1) / g.bn, ntiles, 1}, [3]int{128, 1, 1}, 0,
 		y, x, s.dense, tiles, paramBytes(gemmParams{Rows: rows, N: m.N, K: m.K}))
 }

@@ -9,17 +9,19 @@ import (
 // The op goldens of transformers (testdata/goldens, at the full models' shapes) on the Metal
 // kernels, each through op.Exec on host tensors (one command buffer).
 
-// TestAttentionGolden: qsa_flash (and its variants qsa_attn_mm, qsa_flash_ph) on the golden at
-// the full model's shapes (96 tokens at pos0 = 200, 24 q / 2 kv heads x 256). qsa_flash and
-// qsa_attn_mm within 5e-6 (measured 1.5e-6), lse within 2e-6; qsa_flash_ph rounds P to half:
-// o within 1e-3 (measured 1.0e-4), lse with qsa_flash's tolerance.
+// TestAttentionGolden: qsa_flash (and its variants qsa_attn_mm, qsa_flash_ph and the tensor-op
+// qsa_attn_tensor, qsa_flash_tensor) on the golden at the full model's shapes (96 tokens at
+// pos0 = 200, 24 q / 2 kv heads x 256). qsa_flash, qsa_attn_mm and qsa_attn_tensor within 5e-6
+// (measured 1.5e-6), lse within 2e-6; qsa_flash_ph and qsa_flash_tensor round P to half: o
+// within 1e-3 (measured 1.0e-4), lse with qsa_flash's tolerance.
 func TestAttentionGolden(t *testing.T) {
 	g := golden(t, "op_attn_moe.safetensors", "attn.q", "attn.k", "attn.v", "attn.o", "attn.lse")
 	p := op.AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
 	for _, c := range []struct {
 		kernel string
 		o, lse float64
-	}{{attnFlashKernel, 1e-6, 1e-6}, {attnMMKernel, 5e-6, 2e-6}, {attnFlashPHKernel, 1e-3, 1e-6}} {
+	}{{attnFlashKernel, 1e-6, 1e-6}, {attnMMKernel, 5e-6, 2e-6}, {attnFlashPHKernel, 1e-3, 1e-6},
+		{attnTensorPFKernel, 5e-6, 2e-6}, {attnTensorKernel, 1e-3, 2e-6}} {
 		t.Run(c.kernel, func(t *testing.T) {
 			b := testBackend(t)
 			if err := b.Prefer("attention", c.kernel); err != nil {

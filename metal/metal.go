@@ -21,6 +21,21 @@
 // read/write, MoE routing and combine, Gated DeltaNet, QSA preparation, indexer and attention,
 // PLE, the element-wise gates and a copy kernel (the device interface has no blit encoder).
 //
+// Kernel choice: each op picks its kernel from the shapes; Alternatives lists the other kernels
+// Prefer can choose per op, which of them give the default's bits and the tolerances of the
+// others. On GPUs with the matrix units behind Metal 4 tensor ops (MTLGPUFamilyApple10 with
+// Metal 4: M5) attention and the GEMMs default to tensor-op kernels (qsa_tensor.metal,
+// gemm_tensor.metal) once a first-use self-check on the device passed (tensorops.go). Every
+// pipeline the backend can build is in one table (Pipelines); every file compiles with
+// CompileOptions (safe math). The self-test command metal/cmd/selftest builds them all and runs
+// the op case table with every kernel on a device, and reports.
+//
+// Command buffers: a Pass records its dispatches and, at Commit, creates,
+// encodes, commits and waits for its command buffer inside one autorelease pool
+// (mtl.AutoreleasePooler: Metal's Objective-C API hands out autoreleased objects, and a Go
+// thread has no pool of its own); Commit reports the command buffer's GPU time where the device has it
+// (mtl.GPUTimer) and the emulator's per-dispatch times per Stage.
+//
 // Offsets the kernels compute in 32-bit integers are guarded on the host: every buffer a kernel
 // indexes must hold fewer than 2^31 elements.
 package metal
@@ -89,9 +104,11 @@ type Backend struct {
 	overrides map[string]string // file -> replacement source (A/B candidates)
 	libs      map[string]mtl.Library
 	pipes     map[string]mtl.Pipeline
-	ran       map[string]int    // variant name -> dispatch count
-	prefer    map[string]string // op -> kernel chosen by Prefer
+	ran       map[string]*VariantStat // variant name -> its dispatches
+	prefer    map[string]string       // op -> kernel chosen by Prefer
 	rope      map[ropeKey][]float32
+	log       func(msg string)
+	tensor    map[string]*tensorChoice // op -> the capability default's decision (tensorops.go)
 }
 
 var _ op.Backend = (*Backend)(nil)
@@ -115,9 +132,27 @@ func New(dev mtl.Device) (*Backend, error) {
 		overrides: map[string]string{},
 		libs:      map[string]mtl.Library{},
 		pipes:     map[string]mtl.Pipeline{},
-		ran:       map[string]int{},
+		ran:       map[string]*VariantStat{},
 		prefer:    map[string]string{},
+		tensor:    map[string]*tensorChoice{},
 	}, nil
+}
+
+// SetLog sets the function that receives the backend's log messages (the tensor-op kernels'
+// first-use decisions); nil silences them. Call it before the first op.
+func (b *Backend) SetLog(log func(msg string)) {
+	b.mu.Lock()
+	b.log = log
+	b.mu.Unlock()
+}
+
+func (b *Backend) logf(format string, args ...any) {
+	b.mu.Lock()
+	log := b.log
+	b.mu.Unlock()
+	if log != nil {
+		log(fmt.Sprintf(format, args...))
+	}
 }
 
 // Device returns the device the Backend runs on.
@@ -126,10 +161,14 @@ func (b *Backend) Device() mtl.Device { return b.dev }
 // Name implements op.Backend: "metal", or "emu" on the MSL emulator.
 func (b *Backend) Name() string { return b.name }
 
-// Kernels implements op.Backend: the device and every kernel variant dispatched so far with its
-// count, e.g. "metal kernels on msl-emulator (2 threads); variants: gemm_w16_BF16_bm32_bn32_bk16 x40, ...".
+// Kernels implements op.Backend: the device, the tensor-op decisions made so far (TensorOps) and
+// every kernel variant dispatched so far with its count, e.g. "metal kernels on msl-emulator
+// (2 threads); variants: gemm_w16_BF16_bm32_bn32_bk16 x40, ...".
 func (b *Backend) Kernels() string {
 	s := "metal kernels on " + b.dev.Name()
+	if d := b.TensorOps(); len(d) > 0 {
+		s += "; tensor ops: " + strings.Join(d, "; ")
+	}
 	if v := b.Variants(); len(v) > 0 {
 		return s + "; variants: " + strings.Join(v, ", ")
 	}
@@ -155,25 +194,35 @@ func (b *Backend) SetSource(file, src string) error {
 	return nil
 }
 
-// Prefer makes op run kernel instead of the variant the host would pick from the shapes, where
-// both compute the same result (e.g. Prefer("moe_comb", "moe_comb") turns off the slot
-// compaction of moe_comb_slots). Variants of moe_comb, the GatedResidual norms (gr_norm_h4,
-// gr_norm_h_moec) and the GatedResidual read's output (gr_stream_mean) are bitwise equal; those
-// of gdn_scan (gdn_scan_chunk) and attention (qsa_attn_mm, qsa_flash_ph) agree within the
-// tolerances their tests state. Op "qmm" (the GEMMs of QAffine weights, grouped or not) has
-// qmm_affine, qmv_affine (the defaults above and up to 4 rows per weight) and qmm_affine_tensor
-// (Metal 4 tensor ops, for M5-class GPUs): qmm_affine_tensor gives qmm_affine's bits where
-// matmul2d sums k in ascending order (the emulator), qmv_affine agrees with both within float32
-// rounding. The A/B harness and the tests use this to compare them. An empty kernel restores
-// the default.
-// Errors wrap op.ErrInvalidArgument for an op or kernel without alternatives.
+// Prefer makes op run kernel instead of the one the host picks (from the shapes and, for the
+// Metal 4 tensor-op kernels, from the device's capability): the ops and kernels of Alternatives,
+// which says which alternatives give the default's bits and which agree within tolerances. The
+// A/B harness, the self-test and the tests use it to compare them; on the emulator it is how the
+// tensor-op kernels run (the emulator reports no Apple GPU family). An empty kernel restores the
+// default. Op "qmm" (the GEMMs of QAffine weights, grouped or not) has qmm_affine, qmv_affine
+// (the defaults above and up to 4 rows per weight) and qmm_affine_tensor (Metal 4 tensor ops).
+// Errors wrap op.ErrInvalidArgument for an op or kernel without alternatives, and
+// op.ErrUnsupported for a tensor-op kernel on a device without Metal 4.
 func (b *Backend) Prefer(opName, kernel string) error {
-	alts, ok := alternatives[opName]
-	if !ok {
+	kernels := alternativesOf(opName)
+	if kernels == nil {
 		return fmt.Errorf("metal: %w: op %q has no kernel variants", op.ErrInvalidArgument, opName)
 	}
-	if kernel != "" && !slices.Contains(alts, kernel) {
-		return fmt.Errorf("metal: %w: %q is not a kernel of op %q (have %v)", op.ErrInvalidArgument, kernel, opName, alts)
+	var alt *Alternative
+	for i := range kernels {
+		if kernels[i].Kernel == kernel {
+			alt = &kernels[i]
+		}
+	}
+	if kernel != "" && alt == nil {
+		names := make([]string, len(kernels))
+		for i, k := range kernels {
+			names[i] = k.Kernel
+		}
+		return fmt.Errorf("metal: %w: %q is not a kernel of op %q (have %v)", op.ErrInvalidArgument, kernel, opName, names)
+	}
+	if alt != nil && alt.Tensor && !b.TensorOpsCompile() {
+		return fmt.Errorf("metal: %w: %s uses Metal 4 tensor ops, which %s does not support (MTLGPUFamilyMetal4)", op.ErrUnsupported, kernel, b.dev.Name())
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -185,27 +234,19 @@ func (b *Backend) Prefer(opName, kernel string) error {
 	return nil
 }
 
-// alternatives lists, per op, the kernels that compute it bitwise alike, except gdn_scan, whose
-// chunked kernel agrees with the recurrent one (the default) within float32 rounding, attention,
-// whose variants (attention_variants.go) agree with qsa_flash within their tolerances, and qmm
-// (quant.go), whose qmv_affine sums in another order.
-var alternatives = map[string][]string{
-	"attention":      {attnFlashKernel, attnMMKernel, attnFlashPHKernel},
-	"gdn_scan":       {"gdn_scan", gdnScanChunkKernel},
-	"moe_comb":       {"moe_comb", "moe_comb_slots"},
-	"gr_norm_h4":     {"gr_norm_h4", "rms_norm"},
-	"gr_norm_h_moec": {"gr_norm_h_moec", "gr_apply_moec+gr_norm_h4"},
-	"gr_stream_mean": {"gr_stream_mean", "gr_norm_h_stream_out"},
-	"qmm":            {qmmKernel, qmvKernel, qmmTensorKernel},
-}
-
 func (b *Backend) preferred(opName, def string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if k, ok := b.prefer[opName]; ok {
+	if k, ok := b.preferredOK(opName); ok {
 		return k
 	}
 	return def
+}
+
+// preferredOK is the kernel Prefer chose for op, if any.
+func (b *Backend) preferredOK(opName string) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k, ok := b.prefer[opName]
+	return k, ok
 }
 
 // Variants returns the kernel variants dispatched so far with their dispatch counts, as
@@ -215,10 +256,33 @@ func (b *Backend) Variants() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []string
-	for k, n := range b.ran {
-		out = append(out, fmt.Sprintf("%s x%d", k, n))
+	for k, st := range b.ran {
+		out = append(out, fmt.Sprintf("%s x%d", k, st.Dispatches))
 	}
 	sort.Strings(out)
+	return out
+}
+
+// VariantStat is what the dispatches of one kernel variant used.
+type VariantStat struct {
+	// Variant is the variant's name (tile sizes, MLX style), e.g.
+	// "qsa_flash_f32_hpg12_tq1_bk32_bd256"; Kernel its kernel function, e.g. "qsa_flash".
+	Variant, Kernel string
+	Dispatches      int
+	// ThreadgroupBytes is the largest threadgroup memory of a dispatch: the kernel's static
+	// threadgroup variables plus the dynamic length the host set, rounded up to 16 bytes.
+	ThreadgroupBytes int
+}
+
+// VariantStats returns the variants dispatched so far, sorted by name.
+func (b *Backend) VariantStats() []VariantStat {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]VariantStat, 0, len(b.ran))
+	for _, st := range b.ran {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Variant < out[k].Variant })
 	return out
 }
 
@@ -267,7 +331,7 @@ func (b *Backend) library(file string) (mtl.Library, error) {
 		all.WriteString(src)
 		name, src = deps[0], all.String()
 	}
-	lib, err := b.dev.NewLibrary(file, CompileSource(name, src))
+	lib, err := b.dev.NewLibrary(file, CompileSource(name, src), CompileOptions(file))
 	if err != nil {
 		return nil, fmt.Errorf("metal: compiling %s: %w: %w", file, op.ErrBackend, err)
 	}
@@ -287,6 +351,9 @@ func (b *Backend) pipeline(file, fn string, constants []mtl.Constant) (mtl.Pipel
 	if p, ok := b.pipes[key.String()]; ok {
 		return p, nil
 	}
+	if err := checkPipeline(file, fn, constants); err != nil {
+		return nil, err
+	}
 	lib, err := b.library(file)
 	if err != nil {
 		return nil, err
@@ -303,10 +370,27 @@ func (b *Backend) pipeline(file, fn string, constants []mtl.Constant) (mtl.Pipel
 	return p, nil
 }
 
-func (b *Backend) record(variant string) {
+func (b *Backend) record(variant string, p mtl.Pipeline, tgMem int) {
+	tg := p.StaticThreadgroupMemoryLength() + (tgMem+15)/16*16
 	b.mu.Lock()
-	b.ran[variant]++
+	st, ok := b.ran[variant]
+	if !ok {
+		st = &VariantStat{Variant: variant, Kernel: p.Name()}
+		b.ran[variant] = st
+	}
+	st.Dispatches++
+	st.ThreadgroupBytes = max(st.ThreadgroupBytes, tg)
 	b.mu.Unlock()
+}
+
+// autoreleasePool runs fn inside the device's autorelease pool (mtl.AutoreleasePooler), or
+// directly on a device without one (the emulator).
+func (b *Backend) autoreleasePool(fn func()) {
+	if p, ok := b.dev.(mtl.AutoreleasePooler); ok {
+		p.AutoreleasePool(fn)
+		return
+	}
+	fn()
 }
 
 // boolConst and intConst build function constants.

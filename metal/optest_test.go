@@ -10,10 +10,6 @@ import (
 	"github.com/stratakernels/strata/op/optest"
 )
 
-// metalTol scales optest's default tolerances for the Metal kernels (float32 sums in other
-// orders, float32 exp and the GPU's norms where the CPU and the references use float64).
-const metalTol = 4
-
 // TestOpCases runs the op case table of op/optest, and each op's bad-argument table, on the
 // Metal backend on the emulator against the float64 references. The host-data checks of
 // the CPU backend (token ids, slot rows, expert indices, NaN logits: the value_* cases) do not
@@ -23,46 +19,79 @@ const metalTol = 4
 func TestOpCases(t *testing.T) {
 	b := testBackend(t)
 	t0 := time.Now()
-	optest.Run(t, b, optest.Options{Short: testing.Short(), TolScale: metalTol, NoValueChecks: true})
+	optest.Run(t, b, optest.Options{Short: testing.Short(), TolScale: OpTolScale, NoValueChecks: true})
 	t.Logf("op cases on the emulator in %v; %s", time.Since(t0).Round(time.Millisecond), b.Kernels())
 }
 
-// TestOpCasesVariants runs the op case table (short subset) with each kernel variant chosen
-// by Prefer, against the float64 references, and checks that the variant ran: the attention
-// variants qsa_attn_mm (qsa_flash's tolerances) and qsa_flash_ph (P in half: o within 1e-3
-// relative, measured at most 2.9e-4), gdn_scan_chunk for the scan's default mode, moe_comb
-// without the slot compaction, rms_norm for the grouped norm and the unfused
-// gr_apply_moec + gr_norm_h4. TestVariantsBitwise checks the variants that must give the
-// default kernel's bits.
+// TestOpCasesVariants runs the op case table (short subset) with each non-default kernel of
+// Alternatives chosen by Prefer (the Metal 4 tensor-op kernels among them: the emulator reports
+// no Apple GPU family, so only Prefer reaches them here), and with each default kernel another
+// one must reproduce, against the float64 references under the alternative's tolerances, and
+// checks that the variant ran. Then every alternative documented as giving another kernel's
+// bits (Bitwise: moe_comb, rms_norm for the grouped norm, the unfused GatedResidual write,
+// gr_norm_h_stream_out, and on the emulator the tensor-op qsa_attn_tensor and gemm_tensor) must
+// give them on every output of those cases. TestVariantsBitwise checks some of them again at
+// real widths.
 func TestOpCasesVariants(t *testing.T) {
-	for _, v := range []struct {
-		op, kernel, ran string
-		ops             []string
-		tol             map[string]float64
-	}{
-		{"attention", attnMMKernel, "qsa_attn_mm_f32", []string{"Attention"}, nil},
-		{"attention", attnFlashPHKernel, "qsa_flash_ph_f32", []string{"Attention"}, map[string]float64{"Attention.o": 1e-3}},
-		{"gdn_scan", gdnScanChunkKernel, "gdn_scan_chunk_f32", []string{"GDNScan"}, nil},
-		{"moe_comb", "moe_comb", "moe_comb_f32", []string{"MoECombine"}, nil},
-		{"gr_norm_h4", "rms_norm", "rms_norm_f32_s", []string{"GRRead", "GRApplyMoEC", "GRWrite"}, nil},
-		{"gr_norm_h_moec", "gr_apply_moec+gr_norm_h4", "gr_norm_h4_f32", []string{"GRApplyMoEC", "GRWrite"}, nil},
-	} {
-		t.Run(v.op+"="+v.kernel, func(t *testing.T) {
+	runs := map[string]map[string][]float32{}
+	need := map[string]bool{}
+	for _, v := range Alternatives() {
+		if v.Bitwise != "" {
+			need[v.Op+"="+v.Bitwise] = true
+		}
+	}
+	for _, v := range Alternatives() {
+		key := v.Op + "=" + v.Kernel
+		if v.Default && !need[key] {
+			continue
+		}
+		t.Run(key, func(t *testing.T) {
 			b := testBackend(t)
-			if err := b.Prefer(v.op, v.kernel); err != nil {
+			if err := b.Prefer(v.Op, v.Kernel); err != nil {
 				t.Fatal(err)
 			}
-			run := func(name string) bool {
-				for _, o := range v.ops {
-					if strings.HasPrefix(name, o+"/") && !strings.Contains(name, "/bad/") {
-						return true
-					}
-				}
-				return false
-			}
-			optest.Run(t, b, optest.Options{Short: true, TolScale: metalTol, Tol: v.tol, NoValueChecks: true, Filter: run})
-			checkVariant(t, b, v.ran)
+			outs, n := map[string][]float32{}, map[string]int{}
+			optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Tol: v.Tol, NoValueChecks: true, Filter: caseFilter(v.Cases),
+				Observe: func(t *testing.T, o optest.Output) {
+					k := o.Case + "/" + o.Name
+					outs[fmt.Sprintf("%s#%d", k, n[k])] = o.Got
+					n[k]++
+				}})
+			checkVariant(t, b, v.Ran)
+			runs[key] = outs
 		})
+	}
+	for _, v := range Alternatives() {
+		if v.Bitwise == "" {
+			continue
+		}
+		t.Run(v.Op+"="+v.Kernel+"=="+v.Bitwise, func(t *testing.T) {
+			got, want := runs[v.Op+"="+v.Kernel], runs[v.Op+"="+v.Bitwise]
+			if len(want) == 0 || len(got) != len(want) {
+				t.Fatalf("%d outputs of %s, %d of %s", len(got), v.Kernel, len(want), v.Bitwise)
+			}
+			for k, w := range want {
+				g, ok := got[k]
+				if !ok {
+					t.Fatalf("%s: no %s output", k, v.Kernel)
+				}
+				checkBitwise(t, k, g, w)
+			}
+			t.Logf("%d outputs bitwise equal", len(want))
+		})
+	}
+}
+
+// caseFilter accepts the cases of ops, without their bad-argument tables.
+func caseFilter(ops []string) func(string) bool {
+	return func(name string) bool {
+		for _, o := range ops {
+			match := strings.HasPrefix(name, o+"/") || (strings.Contains(o, "/") && strings.HasPrefix(name, o))
+			if match && !strings.Contains(name, "/bad/") {
+				return true
+			}
+		}
+		return false
 	}
 }
 

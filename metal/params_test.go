@@ -85,7 +85,7 @@ func TestParamsMatchHeader(t *testing.T) {
 	}
 	body := layoutKernel(names, hdr)
 	b := testBackend(t)
-	lib, err := b.dev.NewLibrary("params_layout.metal", CompileSource("params_layout.metal", body))
+	lib, err := b.dev.NewLibrary("params_layout.metal", CompileSource("params_layout.metal", body), CompileOptions("params_layout.metal"))
 	if err != nil {
 		t.Fatal(err)
 	}

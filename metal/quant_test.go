@@ -43,8 +43,8 @@ func quantFormats() []quantFormat {
 }
 
 // quantTol bounds max |got - want| / max |want| of the quantized GEMMs against the float64
-// reference: MatMul's default times metalTol (float32 sums in tile or lane order).
-func quantTol() float64 { return optest.Tolerances()["MatMul.y"] * metalTol }
+// reference: MatMul's default times OpTolScale (float32 sums in tile or lane order).
+func quantTol() float64 { return optest.Tolerances()["MatMul.y"] * OpTolScale }
 
 // randQuant is optest.RandQuant with the weight's dense twin: the dequantized values as an F32
 // matrix (what gemm_w32 must agree with bitwise).
@@ -264,7 +264,7 @@ func quantExpertsCases() []quantExpertsCase {
 // give the bits of gemm_w32_grouped on the dequantized experts.
 func TestQuantExperts(t *testing.T) {
 	b := testBackend(t)
-	tol := optest.Tolerances()["MoEExperts.ye"] * metalTol
+	tol := optest.Tolerances()["MoEExperts.ye"] * OpTolScale
 	worst := map[string]float64{}
 	for ci, c := range quantExpertsCases() {
 		ex, twin := quantExperts(t, c, uint64(100*ci))
@@ -345,8 +345,8 @@ func TestQuantGather(t *testing.T) {
 	pa := op.PLEApply{H: f32(h), T: pT, IDs: i32(ids), W: pw, ConvState: f32(st), Eps: 1e-6}
 	exec(t, b, func(p op.Pass) error { return p.PLEApply(pa) }, &pa)
 	wantH, wantSt := optest.RefPLEApply(pH, pT, ids, pw, st0, 1e-6)
-	checkClose64(t, "PLEApply.H quantized", h, wantH, optest.Tolerances()["PLEApply.H"]*metalTol)
-	checkClose64(t, "PLEApply.convState quantized", st, wantSt, optest.Tolerances()["PLEApply.convState"]*metalTol)
+	checkClose64(t, "PLEApply.H quantized", h, wantH, optest.Tolerances()["PLEApply.H"]*OpTolScale)
+	checkClose64(t, "PLEApply.convState quantized", st, wantSt, optest.Tolerances()["PLEApply.convState"]*OpTolScale)
 	checkVariant(t, b, "qgather_affine_b5_g64_BF16_rep1_tg64")
 
 	g := &op.GRWeights{S: 2, D: 64, R: 32, Norm: r.fill(128, -0.5, 0.5)}
@@ -358,8 +358,8 @@ func TestQuantGather(t *testing.T) {
 	gr := op.GRRead{X: f32(x), Beta: f32(beta), H: f32(gH), T: 5, G: g, Eps: 1e-6}
 	exec(t, b, func(p op.Pass) error { return p.GRRead(gr) }, &gr)
 	wx, wb := optest.RefGRRead(gH, false, 5, g, 1e-6)
-	checkClose64(t, "GRRead.x quantized", x, wx, optest.Tolerances()["GRRead.x"]*metalTol)
-	checkClose64(t, "GRRead.beta quantized", beta, wb, optest.Tolerances()["GRRead.beta"]*metalTol)
+	checkClose64(t, "GRRead.x quantized", x, wx, optest.Tolerances()["GRRead.x"]*OpTolScale)
+	checkClose64(t, "GRRead.beta quantized", beta, wb, optest.Tolerances()["GRRead.beta"]*OpTolScale)
 }
 
 // quantStatic is the static threadgroup memory of each quantized kernel (bytes): qmm_affine

@@ -84,9 +84,9 @@ type Pass interface {
 	PLEApply(PLEApply) error
 
 	// Commit runs (Metal) or finishes (CPU) the Pass and returns the time spent per stage
-	// (index = the Stage tag). Where the device reports no per-dispatch time (Apple GPUs without
-	// counter sampling) the whole command buffer's GPU time is reported under the last stage
-	// used and Timing.PerStage is false. Errors wrap ErrBackend.
+	// (index = the Stage tag). Where the device reports no per-dispatch time (Apple GPUs: strata
+	// reads only the command buffer's GPUStartTime..GPUEndTime) only Total is set, to the whole
+	// command buffer's GPU time, and Timing.PerStage is false. Errors wrap ErrBackend.
 	Commit() (Timing, error)
 	// Abandon ends the Pass without committing it.
 	Abandon()

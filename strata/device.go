@@ -130,6 +130,7 @@ func (d *Device) openMetal(dev mtl.Device) error {
 	if err != nil {
 		return wrapf(ErrBackend, err, "metal backend")
 	}
+	b.SetLog(func(msg string) { d.logf(LogInfo, "%s", msg) })
 	d.be = b
 	return nil
 }

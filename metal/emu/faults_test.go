@@ -153,7 +153,7 @@ func TestASanCatchesOutOfBoundsWrite(t *testing.T) {
 func TestCompileErrorsAndCache(t *testing.T) {
 	cache := t.TempDir()
 	dev := openDev(t, Options{CacheDir: cache})
-	_, err := dev.NewLibrary("bad.metal", "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device float* y [[buffer(0)]]) {\n  y[0] = undefined_name;\n}\n")
+	_, err := dev.NewLibrary("bad.metal", "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device float* y [[buffer(0)]]) {\n  y[0] = undefined_name;\n}\n", testCompile)
 	if !errors.Is(err, mtl.ErrCompile) || !strings.Contains(err.Error(), "bad.metal:4") {
 		t.Errorf("compile error: %v", err)
 	}
@@ -162,13 +162,13 @@ func TestCompileErrorsAndCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	lib, err := dev.NewLibrary("scan.metal", string(src))
+	lib, err := dev.NewLibrary("scan.metal", string(src), testCompile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cold := time.Since(t0)
 	t0 = time.Now()
-	lib2, err := dev.NewLibrary("scan.metal", string(src))
+	lib2, err := dev.NewLibrary("scan.metal", string(src), testCompile)
 	if err != nil {
 		t.Fatal(err)
 	}

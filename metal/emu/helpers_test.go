@@ -52,6 +52,9 @@ func openDev(t *testing.T, opts Options) *Device {
 	return d.(*Device)
 }
 
+// testCompile are the compile options of the test sources (4.0: some use tensor ops).
+var testCompile = mtl.CompileOptions{LanguageVersion: mtl.Language4_0, MathMode: mtl.MathSafe}
+
 func loadLib(t *testing.T, dev *Device, file string) mtl.Library {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("testdata", file))
@@ -59,7 +62,7 @@ func loadLib(t *testing.T, dev *Device, file string) mtl.Library {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	lib, err := dev.NewLibrary(file, string(src))
+	lib, err := dev.NewLibrary(file, string(src), testCompile)
 	if err != nil {
 		t.Fatal(err)
 	}

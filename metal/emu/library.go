@@ -83,14 +83,18 @@ func sourcesHash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// NewLibrary implements mtl.Device: it compiles (or finds in the cache) the MSL source. Errors wrap
-// mtl.ErrCompile with clang's diagnostics, which cite name:line.
-func (d *Device) NewLibrary(name, source string) (mtl.Library, error) {
+// NewLibrary implements mtl.Device: it compiles (or finds in the cache) the MSL source with opts
+// (optionFlags). Errors wrap mtl.ErrCompile with clang's diagnostics, which cite name:line.
+func (d *Device) NewLibrary(name, source string, opts mtl.CompileOptions) (mtl.Library, error) {
 	if name == "" || strings.ContainsAny(name, "/\\\x00\"\n") {
 		return nil, fmt.Errorf("emu: library name %q must be a plain file name: %w", name, mtl.ErrCompile)
 	}
+	optFlags, metalVersion, err := optionFlags(opts)
+	if err != nil {
+		return nil, fmt.Errorf("emu: %s: %w", name, err)
+	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%v\n%t\n%s\n", cacheVersion, sourcesHash(), d.clang, cxxFlags, d.opts.ASan, name)
+	fmt.Fprintf(h, "%s\n%s\n%s\n%v\n%v %d\n%t\n%s\n", cacheVersion, sourcesHash(), d.clang, cxxFlags, optFlags, metalVersion, d.opts.ASan, name)
 	h.Write([]byte(source))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	ext := ".so"
@@ -105,7 +109,7 @@ func (d *Device) NewLibrary(name, source string) (mtl.Library, error) {
 		}
 	}
 	if !lib.cached {
-		meta, err := d.compile(name, source, lib.path)
+		meta, err := d.compile(name, source, lib.path, optFlags, metalVersion)
 		if err != nil {
 			return nil, err
 		}
@@ -154,8 +158,9 @@ func (d *Device) run(ctx context.Context, dir string, args ...string) ([]byte, e
 	return out.Bytes(), err
 }
 
-// compile preprocesses, rewrites and compiles source into out.
-func (d *Device) compile(name, source, out string) (*libMeta, error) {
+// compile preprocesses, rewrites and compiles source into out with the flags and
+// __METAL_VERSION__ of its compile options.
+func (d *Device) compile(name, source, out string, optFlags []string, metalVersion int) (*libMeta, error) {
 	t0 := time.Now()
 	dir, err := os.MkdirTemp(d.cache, "build-")
 	if err != nil {
@@ -182,7 +187,7 @@ func (d *Device) compile(name, source, out string) (*libMeta, error) {
 	}
 	ctx := context.Background()
 	pre, err := d.run(ctx, dir, "-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-Istub",
-		"-D__METAL_VERSION__=320", "-D__METAL__=1", name)
+		fmt.Sprintf("-D__METAL_VERSION__=%d", metalVersion), "-D__METAL__=1", name)
 	if err != nil {
 		return nil, fmt.Errorf("emu: %s: preprocessing: %v\n%s: %w", name, err, pre, mtl.ErrCompile)
 	}
@@ -193,7 +198,10 @@ func (d *Device) compile(name, source, out string) (*libMeta, error) {
 	if err := os.WriteFile(filepath.Join(dir, "kernels.cpp"), []byte(prog.cpp), 0o644); err != nil {
 		return nil, fmt.Errorf("emu: %w", err)
 	}
-	args := append([]string{}, cxxFlags...)
+	if prog.tensor && metalVersion < 400 {
+		return nil, fmt.Errorf("emu: %s: Metal 4 tensor ops need language version 4.0, compiling for %d: %w", name, metalVersion, mtl.ErrCompile)
+	}
+	args := append(append([]string{}, cxxFlags...), optFlags...)
 	if prog.tensor {
 		// matmul2d takes its descriptor as a class-type template argument.
 		args = append(args, "-std=c++20")

@@ -27,8 +27,8 @@
 // Options.Short keeps the representative subset marked in the tables for slow backends (the
 // Metal backend on the MSL emulator, about 100x slower); Options.Filter selects cases by name,
 // Options.Before/After run around each case (to prefer a kernel variant and check the variant
-// report), and Options.TolScale / Options.Tol loosen tolerances for backends that sum in other
-// orders.
+// report), Options.Observe sees every compared output (to compare variants bitwise), and
+// Options.TolScale / Options.Tol loosen tolerances for backends that sum in other orders.
 //
 // The references (RefMatMul, RefAttention, RefGDNScan, ...) share no code with any backend; the
 // package imports op and no backend.

@@ -34,6 +34,10 @@ type Options struct {
 	// ("Attention"), replacing default * TolScale. Tolerances bound max |got - want| / max |want|
 	// against the float64 reference; Tolerances lists the defaults.
 	Tol map[string]float64
+	// Observe, when set, is called for every float output a case compares with its reference,
+	// after the comparison (the Metal self-test compares kernel variants bitwise through it and
+	// attributes the errors to the kernels that ran).
+	Observe func(t *testing.T, o Output)
 	// NoValueChecks skips the bad-argument cases whose error comes from tensor contents rather
 	// than shapes (names "value_*": a token id outside the table, a slot row outside the expert
 	// rows, an expert index outside [-1, E), a NaN logit, an unsorted selection). The op docs
@@ -43,6 +47,16 @@ type Options struct {
 	// NoQuant skips the quantized-weight cases (cases_quant.go: subtests "Op/q<bits>_..."), for
 	// a backend whose kernels do not read op.QAffine weights yet.
 	NoQuant bool
+}
+
+// Output is one float output of a case as Options.Observe sees it.
+type Output struct {
+	// Case is the case's full name ("MatMul/T65_N97_K130_BF16"), Name the output's ("y").
+	Case, Name string
+	// Got is the backend's result (a copy the observer may keep).
+	Got []float32
+	// RelErr is max |got - want| / max |want| against the float64 reference, Tol its bound.
+	RelErr, Tol float64
 }
 
 // tolerances are the default bounds on max |got - want| / max |want| per op output. They were
@@ -142,6 +156,7 @@ type suite struct {
 	op    string
 	worst map[string]float64
 	cases int
+	cur   string // the full name of the case running
 }
 
 func newSuite(t *testing.T, o Options, opName string) *suite {
@@ -185,6 +200,7 @@ func (s *suite) run(t *testing.T, name string, short bool, fn func(t *testing.T)
 	}
 	s.cases++
 	t.Run(name, func(t *testing.T) {
+		s.cur = full
 		if s.o.Before != nil {
 			s.o.Before(t, full)
 		}
@@ -204,9 +220,13 @@ func (s *suite) close(t *testing.T, out string, got []float32, want []float64) {
 	}
 	r := RelErr(got, want)
 	s.worst[out] = max(s.worst[out], r)
-	if tol := s.o.tol(s.op, out); !(r <= tol) {
+	tol := s.o.tol(s.op, out)
+	if !(r <= tol) {
 		i := worstIndex(got, want)
 		t.Errorf("%s: max|got-want|/max|want| = %.3g > %.2g (worst element %d: got %g, want %g)", out, r, tol, i, got[i], want[i])
+	}
+	if s.o.Observe != nil {
+		s.o.Observe(t, Output{Case: s.cur, Name: out, Got: slices.Clone(got), RelErr: r, Tol: tol})
 	}
 }
 

@@ -1,0 +1,94 @@
+// Command selftest checks the Metal backend on one device in one run and prints one Markdown
+// report to paste: the OS, the device and its GPU families, every kernel file compiled with the
+// device's compiler, every pipeline the backend can build (each kernel with each function-constant
+// specialisation) with its threadgroup memory, every op case of op/optest against its float64
+// reference with the default kernels and again with each alternative kernel (the Metal 4
+// tensor-op kernels among them), the alternatives that must give another kernel's bits compared
+// bitwise, the tensor-op decisions of an M5-class GPU, and on a GPU paired A/B timings of every
+// op's kernels (alternating pairs, median and minimum of the command buffers' GPU time).
+//
+//	go run ./metal/cmd/selftest                      # Metal on a Mac, else the emulator
+//	go run ./metal/cmd/selftest --device emu --json selftest.json
+//
+// Rows are (kernel, variant, threadgroup bytes, status, max relative error, ms); --json writes
+// them as a JSON list of objects with those keys (null where a row has no such value). A row's
+// status is pass, fail, or skip (a tensor-op row on a device without Metal 4, an emulator-only
+// equality on a GPU). The exit status is 0 only when no row fails (1 otherwise, 2 when the
+// device does not open). The op cases run under package testing (through testing.Main, with the
+// command's own flags); its messages, the failures' details among them, go to stderr, the
+// report alone to stdout.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/stratakernels/strata/metal"
+	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+func main() {
+	testing.Init()
+	device := flag.String("device", "auto", "auto (the Metal device on a Mac, else the emulator), metal or emu")
+	jsonPath := flag.String("json", "", "also write the rows as a JSON list to this file")
+	cases := flag.String("cases", "auto", "op cases: all, short (the subset op/optest marks), or auto (all on a GPU, short on the emulator)")
+	abN := flag.Int("ab", 11, "timed A/B pairs per kernel variant on a GPU (0: no timing)")
+	threads := flag.Int("threads", 0, "emulator threads running threadgroups (0: every core)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "selftest: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	dev, err := openDevice(*device, *threads)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "selftest:", err)
+		os.Exit(2)
+	}
+	st := &selftest{dev: dev, jsonPath: *jsonPath, abN: *abN, report: os.Stdout}
+	st.emulated = isEmulated(dev)
+	switch *cases {
+	case "auto":
+		st.short = st.emulated
+	case "short":
+		st.short = true
+	case "all":
+	default:
+		fmt.Fprintf(os.Stderr, "selftest: --cases %q: want auto, short or all\n", *cases)
+		os.Exit(2)
+	}
+	if *abN < 0 {
+		fmt.Fprintf(os.Stderr, "selftest: --ab %d: want a count >= 0\n", *abN)
+		os.Exit(2)
+	}
+	// testing writes its messages to os.Stdout: send them to stderr, keep stdout for the report.
+	os.Stdout = os.Stderr
+	testing.Main(func(string, string) (bool, error) { return true, nil },
+		[]testing.InternalTest{{Name: "selftest", F: st.run}}, nil, nil)
+}
+
+// openDevice opens the device kind names.
+func openDevice(kind string, threads int) (mtl.Device, error) {
+	if kind == "auto" {
+		kind = "emu"
+		if runtime.GOOS == "darwin" {
+			kind = "metal"
+		}
+	}
+	switch kind {
+	case "metal":
+		return metal.SystemDevice()
+	case "emu":
+		return emu.Open(emu.Options{Threads: threads})
+	}
+	return nil, fmt.Errorf("--device %q: want auto, metal or emu", kind)
+}
+
+// isEmulated reports a device that emulates Metal on the CPU.
+func isEmulated(dev mtl.Device) bool {
+	e, ok := dev.(interface{ Emulated() bool })
+	return ok && e.Emulated()
+}

@@ -1,0 +1,70 @@
+package emu
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stratakernels/strata/metal/mtl"
+)
+
+const optionsProbe = `#include <metal_stdlib>
+using namespace metal;
+kernel void probe(device uint* y [[buffer(0)]],
+                  const device float* x [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) {
+    if (i == 0) {
+        y[0] = __METAL_VERSION__;
+    }
+    y[1 + i] = isnan(x[i]) ? 1u : 0u;
+}
+`
+
+// TestCompileOptions: a library's compile options reach the compiler. __METAL_VERSION__ follows
+// the language version; a tensor-op source needs 4.0; the math mode decides whether isnan
+// survives (safe and relaxed keep NaN semantics, fast lets clang fold isnan to false, as Metal's
+// fast mode may); options outside mtl's list are refused.
+func TestCompileOptions(t *testing.T) {
+	dev := openDev(t, Options{Threads: 1})
+	x := []float32{float32(math.NaN()), 1, float32(math.Inf(-1))}
+	for _, c := range []struct {
+		opts    mtl.CompileOptions
+		version uint32
+		isnan   []uint32
+	}{
+		{mtl.CompileOptions{LanguageVersion: mtl.Language3_2, MathMode: mtl.MathSafe}, 320, []uint32{1, 0, 0}},
+		{mtl.CompileOptions{LanguageVersion: mtl.Language3_1, MathMode: mtl.MathRelaxed}, 310, []uint32{1, 0, 0}},
+		{mtl.CompileOptions{LanguageVersion: mtl.Language4_0, MathMode: mtl.MathFast}, 400, []uint32{0, 0, 0}},
+	} {
+		t.Run(c.opts.String(), func(t *testing.T) {
+			lib, err := dev.NewLibrary("probe.metal", optionsProbe, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y := newBuf(t, dev, 16)
+			if err := dispatch(t, dev, pipe(t, lib, "probe"), []arg{{buf: y}, {buf: f32Buf(t, dev, x)}}, nil, [3]int{1, 1, 1}, [3]int{3, 1, 1}); err != nil {
+				t.Fatal(err)
+			}
+			got := u32s(y)
+			if got[0] != c.version {
+				t.Errorf("__METAL_VERSION__ = %d, want %d", got[0], c.version)
+			}
+			for i, w := range c.isnan {
+				if got[1+i] != w {
+					t.Errorf("isnan(%v) = %d, want %d", x[i], got[1+i], w)
+				}
+			}
+		})
+	}
+	tensorSrc := "#include <metal_stdlib>\n#include <metal_tensor>\nusing namespace metal;\nkernel void k(device float* y [[buffer(0)]]) { y[0] = 1.0f; }\n"
+	_, err := dev.NewLibrary("tensor32.metal", tensorSrc, mtl.CompileOptions{LanguageVersion: mtl.Language3_2, MathMode: mtl.MathSafe})
+	if !errors.Is(err, mtl.ErrCompile) || !strings.Contains(err.Error(), "language version 4.0") {
+		t.Errorf("tensor ops under MSL 3.2: %v", err)
+	}
+	for _, bad := range []mtl.CompileOptions{{}, {LanguageVersion: 2 << 16, MathMode: mtl.MathSafe}, {LanguageVersion: mtl.Language3_2, MathMode: 7}} {
+		if _, err := dev.NewLibrary("probe.metal", optionsProbe, bad); !errors.Is(err, mtl.ErrCompile) {
+			t.Errorf("options %+v: %v, want ErrCompile", bad, err)
+		}
+	}
+}
