@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package blas
+
+const hasTranspose8 = false
+
+func transpose8(dst *float32, ldd int, src *float32, lds int, k int, alpha float32) {
+	panic("blas: no transpose kernel in this build")
+}
