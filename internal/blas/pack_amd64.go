@@ -2,10 +2,10 @@
 
 package blas
 
-// transpose8 sets dst[j*ldd + i] = alpha * src[i*lds + j] for i < 8 and j < k, k a multiple of
+// transpose8 sets dst[j*ldd + i] = src[i*lds + j] for i < 8 and j < k, k a multiple of
 // 8 (pack_amd64.s; AVX, which every CPU of the assembly panel sets has).
 //
 //go:noescape
-func transpose8(dst *float32, ldd int, src *float32, lds int, k int, alpha float32)
+func transpose8(dst *float32, ldd int, src *float32, lds int, k int)
 
 const hasTranspose8 = true

@@ -2,13 +2,13 @@
 
 #include "textflag.h"
 
-// func transpose8(dst *float32, ldd int, src *float32, lds int, k int, alpha float32)
+// func transpose8(dst *float32, ldd int, src *float32, lds int, k int)
 //
-// dst[j*ldd + i] = alpha * src[i*lds + j] for the eight rows i < 8 of src and j < k, k a
-// multiple of 8; ldd and lds are element strides. Eight columns at a time: one 8x8 block of
-// src in eight YMM registers (scaled as they load), transposed by unpack, shuffle and
-// 128-bit-lane permutes, stored as eight rows of dst. AVX only.
-TEXT ·transpose8(SB), NOSPLIT, $0-44
+// dst[j*ldd + i] = src[i*lds + j] for the eight rows i < 8 of src and j < k, k a multiple of 8;
+// ldd and lds are element strides. Eight columns at a time: one 8x8 block of src in eight YMM
+// registers, transposed by unpack, shuffle and 128-bit-lane permutes, stored as eight rows of
+// dst. AVX only.
+TEXT ·transpose8(SB), NOSPLIT, $0-40
 	MOVQ k+32(FP), CX
 	SHRQ $3, CX
 	JZ   done
@@ -18,20 +18,19 @@ TEXT ·transpose8(SB), NOSPLIT, $0-44
 	MOVQ src+16(FP), SI
 	MOVQ lds+24(FP), R9
 	SHLQ $2, R9
-	VBROADCASTSS alpha+40(FP), Y15
 	LEAQ (SI)(R9*4), R10          // src row 4
 	LEAQ (R9)(R9*2), R11          // 3*lds bytes
 	LEAQ (R8)(R8*2), R12          // 3*ldd bytes
 
 loop:
-	VMULPS (SI), Y15, Y0
-	VMULPS (SI)(R9*1), Y15, Y1
-	VMULPS (SI)(R9*2), Y15, Y2
-	VMULPS (SI)(R11*1), Y15, Y3
-	VMULPS (R10), Y15, Y4
-	VMULPS (R10)(R9*1), Y15, Y5
-	VMULPS (R10)(R9*2), Y15, Y6
-	VMULPS (R10)(R11*1), Y15, Y7
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(R9*1), Y1
+	VMOVUPS (SI)(R9*2), Y2
+	VMOVUPS (SI)(R11*1), Y3
+	VMOVUPS (R10), Y4
+	VMOVUPS (R10)(R9*1), Y5
+	VMOVUPS (R10)(R9*2), Y6
+	VMOVUPS (R10)(R11*1), Y7
 	// rows 0..3: Y0..Y3 = columns (0|4), (1|5), (2|6), (3|7) of rows 0..3 per 128-bit lane
 	VUNPCKLPS Y1, Y0, Y8
 	VUNPCKHPS Y1, Y0, Y9

@@ -4,6 +4,6 @@ package blas
 
 const hasTranspose8 = false
 
-func transpose8(dst *float32, ldd int, src *float32, lds int, k int, alpha float32) {
+func transpose8(dst *float32, ldd int, src *float32, lds int, k int) {
 	panic("blas: no transpose kernel in this build")
 }
