@@ -76,3 +76,27 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func addTo8(dst, src *float32, n int)
+//
+// dst[i] += src[i] for i < n, n a multiple of 8: the IEEE single-precision additions of the Go
+// loop, eight lanes at a time. AVX only.
+TEXT ·addTo8(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   adone
+
+aloop:
+	VMOVUPS (DI), Y0
+	VADDPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  aloop
+
+adone:
+	VZEROUPPER
+	RET

@@ -74,7 +74,7 @@ func (s strataBackend) sgemm(transA, transB bool, m, n, k int, alpha float32, a 
 	if transA {
 		ars, as = 1, lda
 	}
-	asmPack := hasTranspose8 && s.set >= panel.Asm
+	asmPack := hasTranspose8 && s.set >= panel.Asm // also the AVX addition of addTile
 	buf := gemmBufs.Get().(*gemmBuf)
 	defer gemmBufs.Put(buf)
 	for jc := 0; jc < n; jc += gemmNC {
@@ -103,18 +103,22 @@ func (s strataBackend) sgemm(transA, transB bool, m, n, k int, alpha float32, a 
 				if pc == 0 {
 					bt = beta
 				}
-				addTile(ci, ldc, t, mm, nn, alpha, bt)
+				addTile(ci, ldc, t, mm, nn, alpha, bt, asmPack)
 			}
 		}
 	}
 }
 
 // addTile sets C[i, j] = beta*C[i, j] + alpha*t[i*n + j] for i < m, j < n (C not read when
-// beta is 0).
-func addTile(c []float32, ldc int, t []float32, m, n int, alpha, beta float32) {
+// beta is 0). asm selects the AVX addition for alpha = beta = 1 (the same sums).
+func addTile(c []float32, ldc int, t []float32, m, n int, alpha, beta float32, asm bool) {
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
 		ti := t[i*n : i*n+n]
+		if n8 := n &^ 7; asm && alpha == 1 && beta == 1 && n8 > 0 {
+			addTo8(&row[0], &ti[0], n8)
+			row, ti = row[n8:], ti[n8:]
+		}
 		switch {
 		case beta == 0:
 			for j, v := range ti {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -352,8 +353,10 @@ func benchName(b backend) string {
 
 // BenchmarkSgemmMainJob: every implementation on the products of mainJobShapes, one call at a
 // time on one core: the whole mix of one prefill ("mix": the main job's GEMM time on one core,
-// ms per prefill) and each shape alone (GFLOP/s). The portable set is about 40 times slower
-// than the others: -bench 'MainJob/(openblas|strata-avx)' leaves it out.
+// ms per prefill) and each shape alone (GFLOP/s). Beside wall time it reports the CPU time of
+// the benchmark's thread ("cpu-ms/prefill", "cpu-GFLOP/s"; Linux), which other processes on
+// a shared machine do not inflate. The portable set is about 40 times slower than the
+// others: -bench 'MainJob/(openblas|strata-avx)' leaves it out.
 func BenchmarkSgemmMainJob(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	type op struct{ x, w, y []float32 }
@@ -367,6 +370,29 @@ func BenchmarkSgemmMainJob(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// measure runs f in a b.Loop on a locked thread and reports flops per iteration as GFLOP/s
+	// of wall and of thread CPU time, and, with unit, the time per iteration in ms.
+	measure := func(b *testing.B, flops float64, unit string, f func()) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		c0, ok := threadCPU()
+		for b.Loop() {
+			f()
+		}
+		c1, _ := threadCPU()
+		n := float64(b.N)
+		b.ReportMetric(flops*n/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		if unit != "" {
+			b.ReportMetric(b.Elapsed().Seconds()*1e3/n, "ms/"+unit)
+		}
+		if ok {
+			cpu := (c1 - c0).Seconds()
+			b.ReportMetric(flops*n/cpu/1e9, "cpu-GFLOP/s")
+			if unit != "" {
+				b.ReportMetric(cpu*1e3/n, "cpu-ms/"+unit)
+			}
+		}
+	}
 	for _, be := range testBackends() {
 		b.Run(benchName(be), func(b *testing.B) {
 			defer useBackend(be)()
@@ -375,24 +401,42 @@ func BenchmarkSgemmMainJob(b *testing.B) {
 				flops += 2 * float64(s.m*s.n*s.k*s.calls)
 			}
 			b.Run("mix", func(b *testing.B) {
-				for b.Loop() {
+				measure(b, flops, "prefill", func() {
 					for i, s := range mainJobShapes {
 						for range s.calls {
 							run(b, i)
 						}
 					}
-				}
-				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/prefill")
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
 			})
 			for i, s := range mainJobShapes {
 				b.Run(fmt.Sprintf("%dx%dx%d", s.m, s.n, s.k), func(b *testing.B) {
-					for b.Loop() {
-						run(b, i)
-					}
-					b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					measure(b, 2*float64(s.m*s.n*s.k), "", func() { run(b, i) })
 				})
 			}
+		})
+	}
+}
+
+// BenchmarkPeak: Peak(2048, 3) of every implementation but the portable set, in one run: the
+// peak P of package strata's benchmarks, and strata's GEMM on all cores as a fraction of it.
+func BenchmarkPeak(b *testing.B) {
+	for _, be := range testBackends() {
+		if s, ok := be.(strataBackend); ok && s.set == panel.Generic {
+			continue
+		}
+		b.Run(benchName(be), func(b *testing.B) {
+			defer useBackend(be)()
+			var best float64
+			for b.Loop() {
+				g, how, err := Peak(2048, 3)
+				if err != nil {
+					b.Fatal(err)
+				}
+				best = max(best, g)
+				b.Log(how)
+			}
+			b.ReportMetric(best, "GFLOP/s")
 		})
 	}
 }
