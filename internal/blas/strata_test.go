@@ -355,7 +355,7 @@ func benchName(b backend) string {
 // time on one core: the whole mix of one prefill ("mix": the main job's GEMM time on one core,
 // ms per prefill) and each shape alone (GFLOP/s). Beside wall time it reports the CPU time of
 // the benchmark's thread ("cpu-ms/prefill", "cpu-GFLOP/s"; Linux), which other processes on
-// a shared machine do not inflate. The portable set is about 40 times slower than the
+// a shared machine do not inflate. The portable set is about 15 times slower than the
 // others: -bench 'MainJob/(openblas|strata-avx)' leaves it out.
 func BenchmarkSgemmMainJob(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
