@@ -24,9 +24,9 @@
 // and so gets the same bits whatever GOMAXPROCS and core count are. With STRATA_BLAS_THREADS > 1
 // calls are serialised by a lock and the library spreads each one over its own threads.
 // strata's GEMM runs each call on its caller's goroutine and may be called concurrently; it
-// computes every element of C as one chain of fused multiply-adds in K order, so an element's
-// bits do not even depend on the shape of the product around it (a row of C is the same
-// whatever m, a column block the same as the whole). Accelerate's threading is its own
+// sums every element of C in blocks of K terms fixed by K alone, each block a chain of fused
+// multiply-adds in K order, so an element's bits do not even depend on the shape of the
+// product around it (a row of C is the same whatever m, a column block the same as the whole). Accelerate's threading is its own
 // (VECLIB_MAXIMUM_THREADS); this package cannot test it from Linux and serialises its calls.
 
 package blas
@@ -65,22 +65,29 @@ var (
 
 func choose() backend {
 	selectOnce.Do(func() {
-		switch v := os.Getenv("STRATA_BLAS"); v {
-		case "strata":
-			selected, loadNote = strataBackend{panel.Best()}, "forced by STRATA_BLAS=strata"
-			return
-		case "":
-		default:
-			badEnv = fmt.Sprintf("STRATA_BLAS=%q ignored: its one value is strata", v)
-		}
-		nb, err := loadNative(threadsWanted())
-		if err != nil {
-			selected, loadNote = strataBackend{panel.Best()}, "no native BLAS: "+err.Error()
-			return
-		}
-		selected = nb
+		selected, loadNote, badEnv = pick(os.Getenv("STRATA_BLAS"), func() (backend, error) {
+			return loadNative(threadsWanted())
+		})
 	})
 	return selected
+}
+
+// pick chooses the implementation for the value env of STRATA_BLAS, calling load for the
+// native library unless env forces strata's GEMM. note says why the native library is not in
+// use (empty when it is), bad names a value of env that was not understood (then ignored).
+func pick(env string, load func() (backend, error)) (b backend, note, bad string) {
+	switch env {
+	case "strata":
+		return strataBackend{panel.Best()}, "forced by STRATA_BLAS=strata", ""
+	case "":
+	default:
+		bad = fmt.Sprintf("STRATA_BLAS=%q ignored: its one value is strata", env)
+	}
+	nb, err := load()
+	if err != nil {
+		return strataBackend{panel.Best()}, "no native BLAS: " + err.Error(), bad
+	}
+	return nb, "", bad
 }
 
 // threadsWanted is the thread count to pin a native library to: STRATA_BLAS_THREADS when it
@@ -106,14 +113,16 @@ func Concurrent() bool {
 // why a native library is not in use when it is not, e.g. "openblas 0.3.21 (core Haswell from
 // CPU features, pthread, 1 thread/call, concurrent)", "accelerate (cblas_sgemm)", or "strata
 // avx2-fma asm (no native BLAS: libopenblas.so.0: ...)".
-func Impl() string {
-	b := choose()
+func Impl() string { return implName(choose(), loadNote, badEnv) }
+
+// implName is b's name followed by the notes that apply to it.
+func implName(b backend, note, bad string) string {
 	var notes []string
-	if loadNote != "" && !isNative(b) {
-		notes = append(notes, loadNote)
+	if note != "" && !isNative(b) {
+		notes = append(notes, note)
 	}
-	if badEnv != "" {
-		notes = append(notes, badEnv)
+	if bad != "" {
+		notes = append(notes, bad)
 	}
 	if len(notes) == 0 {
 		return b.name()

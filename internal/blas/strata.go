@@ -34,10 +34,10 @@ func (s strataBackend) name() string { return "strata " + s.set.String() }
 // concurrent: each call runs on its caller's goroutine with its own packing buffer.
 func (strataBackend) concurrent() bool { return true }
 
-// Block sizes of the packed op(B): gemmKC rows (k) by gemmNC columns, 256 KiB of float32,
-// which stays in the L2 of the CPUs in use (512 KiB to 2 MiB per core) beside the six rows of
-// A and C in flight. gemmNC and the tiles change speed only; gemmKC also fixes the partial
-// sums, so changing it changes results in the last bits.
+// Block sizes of the packed op(B): gemmKC rows (k) by gemmNC columns, 256 KiB of float32 (272
+// with the padding), which stays in the L2 of the CPUs in use (512 KiB to 2 MiB per core)
+// beside the six rows of A and C in flight. gemmNC and the tiles change speed only; gemmKC
+// also fixes the partial sums, so changing it changes results in the last bits.
 const (
 	gemmKC = 256
 	gemmNC = 256

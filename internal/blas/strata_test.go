@@ -1,6 +1,7 @@
 package blas
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -64,6 +65,43 @@ func strataSets() []strataBackend {
 		out = append(out, strataBackend{s})
 	}
 	return out
+}
+
+// fakeNative stands for a native library in TestPick.
+type fakeNative struct{}
+
+func (fakeNative) name() string     { return "fake native 1.0" }
+func (fakeNative) concurrent() bool { return true }
+func (fakeNative) sgemm(bool, bool, int, int, int, float32, []float32, int, []float32, int, float32, []float32, int) {
+}
+
+// TestPick: the choice of implementation and what Impl says about it, for every STRATA_BLAS
+// case: the native library when it loads, strata's GEMM with the best panel set and the load
+// error when it does not, strata's GEMM without trying when forced, an unknown value named.
+func TestPick(t *testing.T) {
+	loads := func() (backend, error) { return fakeNative{}, nil }
+	fails := func() (backend, error) { return nil, errors.New("libopenblas.so.0: cannot open shared object file") }
+	never := func() (backend, error) { t.Fatal("native library loaded although STRATA_BLAS=strata"); return nil, nil }
+	strata := "strata " + panel.Best().String()
+	for _, tc := range []struct {
+		env  string
+		load func() (backend, error)
+		want string
+	}{
+		{"", loads, "fake native 1.0"},
+		{"", fails, strata + " (no native BLAS: libopenblas.so.0: cannot open shared object file)"},
+		{"strata", never, strata + " (forced by STRATA_BLAS=strata)"},
+		{"gonum", loads, `fake native 1.0 (STRATA_BLAS="gonum" ignored: its one value is strata)`},
+		{"gonum", fails, strata + ` (no native BLAS: libopenblas.so.0: cannot open shared object file; STRATA_BLAS="gonum" ignored: its one value is strata)`},
+	} {
+		b, note, bad := pick(tc.env, tc.load)
+		if got := implName(b, note, bad); got != tc.want {
+			t.Errorf("STRATA_BLAS=%q: Impl %q, want %q", tc.env, got, tc.want)
+		}
+		if _, isStrata := b.(strataBackend); isNative(b) == isStrata {
+			t.Errorf("STRATA_BLAS=%q: isNative(%s) = %v", tc.env, b.name(), isNative(b))
+		}
+	}
 }
 
 // gemmCase is one product: sizes, transposes, padding of each leading dimension, alpha, beta.
