@@ -116,15 +116,14 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 //
 // The product is split into column blocks of y (gemmBlockRows rows of W each, a split that
 // depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
-// OpenBLAS, Accelerate or strata's own blocked SGEMM) writing the columns it owns, and the
-// blocks run on up to GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are widened
+// OpenBLAS, Accelerate or strata's SGEMM) writing the columns it owns, and the blocks run on up to
+// GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are widened
 // exactly, block by block, into the scratch of the goroutine that multiplies the block, so the
 // widening runs in parallel and stays in cache. Every block has the same shape and inputs
 // whichever goroutine runs it, so results are bitwise identical across runs, GOMAXPROCS and
-// core counts (for one BLAS build; see internal/blas). With a native library a row's bits may
-// depend on T (the library blocks small and large products differently), so a stream run in
-// chunks agrees with one run to rounding, not bitwise; strata's GEMM gives a row the same
-// bits whatever T. When the library cannot be entered concurrently (internal/blas
+// core counts (for one BLAS build; see internal/blas). A row's bits may depend on T (the BLAS
+// blocks small and large products differently), so a stream run in chunks agrees with one run
+// to rounding, not bitwise. When the library cannot be entered concurrently (internal/blas
 // Concurrent is false) the blocks run one after another and the library spreads each one over
 // its own threads. Widening per call costs up to half the speed for weights multiplied with few
 // rows (experts); callers with memory to spare widen once with WidenF32.
