@@ -10,7 +10,6 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.46.0
 	golang.org/x/text v0.34.0
-	gonum.org/v1/gonum v0.17.0
 )
 
 require (
@@ -18,4 +17,5 @@ require (
 	github.com/nlpodyssey/gopickle v0.3.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	golang.org/x/term v0.44.0 // indirect
+	gonum.org/v1/gonum v0.17.0 // indirect
 )

@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -61,95 +60,6 @@ func TestKernelNames(t *testing.T) {
 			t.Fatalf("GDNKernel %q, AttentionKernel %q, want %q", GDNKernel(), AttentionKernel(), want)
 		}
 	})
-}
-
-// TestFMAGemm: the panel kernels against a float64 product for every row/column tail of the
-// 6x16 panels, row-major and transposed A, k = 0 included; each row bitwise equal to the
-// one-row kernel (the order of every sum does not depend on the tile); elements outside C
-// untouched.
-func TestFMAGemm(t *testing.T) {
-	forEachKernel(t, func(t *testing.T) {
-		rng := rand.New(rand.NewPCG(1, 2))
-		fill := func(n int) []float32 {
-			x := make([]float32, n)
-			for i := range x {
-				x[i] = float32(rng.Float64()*2 - 1)
-			}
-			return x
-		}
-		for _, m := range []int{1, 5, 6, 7, 13} {
-			for _, n := range []int{1, 7, 8, 9, 16, 17, 31, 48, 131} {
-				for _, k := range []int{0, 1, 5, 36} {
-					for _, trans := range []bool{false, true} {
-						name := fmt.Sprintf("m%d_n%d_k%d_trans%v", m, n, k, trans)
-						ldc, ldb := n+3, n+5
-						a := fill(m*k + m)
-						ars, as := k, 1
-						if trans {
-							ars, as = 1, m
-						}
-						bm := fill(max(k, 1) * ldb)
-						b := make([]*float32, k)
-						fmaRowTable(b, bm, ldb, n)
-						c := fill(m * ldc)
-						want := make([]float64, len(c))
-						for i := range c {
-							want[i] = float64(c[i])
-						}
-						for i := 0; i < m; i++ {
-							for d := 0; d < n; d++ {
-								for j := 0; j < k; j++ {
-									want[i*ldc+d] += float64(a[i*ars+j*as]) * float64(bm[j*ldb+d])
-								}
-							}
-						}
-						rows := slices.Clone(c)
-						fmaGemm(c, ldc, a, ars, as, b, m, n, k)
-						for i := 0; i < m; i++ {
-							fmaRow(rows[i*ldc:i*ldc+n], a[i*ars:], as, b)
-						}
-						for i := range c {
-							if i%ldc >= n {
-								if c[i] != float32(want[i]) {
-									t.Fatalf("%s: element %d outside C changed", name, i)
-								}
-								continue
-							}
-							if e := math.Abs(float64(c[i]) - want[i]); e > 1e-5*(1+math.Abs(want[i])) {
-								t.Fatalf("%s: C[%d] = %v, want %v", name, i, c[i], want[i])
-							}
-							if math.Float32bits(c[i]) != math.Float32bits(rows[i]) {
-								t.Fatalf("%s: C[%d] = %v from the panel, %v from the row kernel", name, i, c[i], rows[i])
-							}
-						}
-					}
-				}
-			}
-		}
-	})
-}
-
-// BenchmarkFMAGemm: the panel kernel on a 128x128x128 product (C += A B, as [Q; K] S of the
-// GDN chunk at dk = dv = 128), one core: the per-core ceiling of the chunked scan.
-func BenchmarkFMAGemm(b *testing.B) {
-	const n = 128
-	rng := rand.New(rand.NewPCG(3, 4))
-	x := make([]float32, 2*n*n)
-	for i := range x {
-		x[i] = float32(rng.Float64())
-	}
-	c := make([]float32, n*n)
-	rows := make([]*float32, n)
-	fmaRowTable(rows, x[n*n:], n, n)
-	for _, s := range kernelSets() {
-		b.Run(s.name, func(b *testing.B) {
-			defer s.use()()
-			for b.Loop() {
-				fmaGemm(c, n, x, n, 1, rows, n, n, n)
-			}
-			b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
-	}
 }
 
 // TestAttnSoftmax8: the vector online-softmax step against float64 on scores spread over the
@@ -247,43 +157,4 @@ func TestGDNElementwise(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestFMAGemmSetsAgree: the AVX-512 panels give bitwise the values of the AVX2 panels (the same
-// fused multiply-adds in the same order per element) on shapes that cross every column block
-// (64, 32, 16 and the masked tail of the six-row form; 128, 64, 16 and the tail of the
-// one-row form).
-func TestFMAGemmSetsAgree(t *testing.T) {
-	if !hasAsm512 {
-		t.Skip("no AVX-512 kernels on this CPU or build")
-	}
-	rng := rand.New(rand.NewPCG(11, 12))
-	for _, m := range []int{1, 6, 7, 12, 13} {
-		for _, n := range []int{15, 16, 33, 63, 64, 100, 127, 128, 200, 255, 256} {
-			const k = 29
-			ldc, ldb := n+1, n+3
-			a := make([]float32, m*k)
-			bm := make([]float32, k*ldb)
-			c0 := make([]float32, m*ldc)
-			for _, x := range [][]float32{a, bm, c0} {
-				for i := range x {
-					x[i] = float32(rng.Float64()*2 - 1)
-				}
-			}
-			b := make([]*float32, k)
-			fmaRowTable(b, bm, ldb, n)
-			var got [2][]float32
-			for s, set := range []kernelSet{{"avx512", true, true}, {"asm", true, false}} {
-				restore := set.use()
-				got[s] = slices.Clone(c0)
-				fmaGemm(got[s], ldc, a, k, 1, b, m, n, k)
-				restore()
-			}
-			for i := range c0 {
-				if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
-					t.Fatalf("m%d n%d: C[%d] = %v (avx512), %v (avx2)", m, n, i, got[0][i], got[1][i])
-				}
-			}
-		}
-	}
 }

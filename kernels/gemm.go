@@ -131,7 +131,7 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 //
 // The product is split into column blocks of y (gemmBlockRows rows of W each, a split that
 // depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
-// OpenBLAS, Accelerate or gonum) writing the columns it owns, and the blocks run on up to
+// OpenBLAS, Accelerate or strata's SGEMM) writing the columns it owns, and the blocks run on up to
 // GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are
 // widened exactly, and op.QAffine weights dequantized (scale * q + bias rounded once, the
 // assembly kernels of quant.go), block by block into the scratch of the goroutine that

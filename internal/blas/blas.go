@@ -1,13 +1,16 @@
 // Package blas is strata's single-precision matrix multiply: row-major SGEMM
-// (C = alpha*op(A)*op(B) + beta*C) on the best BLAS the platform offers, chosen once at first use:
+// (C = alpha*op(A)*op(B) + beta*C) on the best implementation the platform offers, chosen once
+// at first use:
 //
 //   - Linux: OpenBLAS (Debian's libopenblas0, soname libopenblas.so.0), loaded at run time with
 //     purego (no cgo).
 //   - macOS: Accelerate's cblas_sgemm, loaded the same way.
-//   - elsewhere, or when the library is missing, or with STRATA_BLAS=gonum: gonum's pure-Go
-//     blas/gonum implementation.
+//   - elsewhere, when the library is missing, or with STRATA_BLAS=strata: strata's own blocked
+//     SGEMM (strata.go) on the panel kernels of package internal/panel: AVX-512F or AVX2+FMA
+//     on amd64, NEON on arm64, portable Go on other CPUs and with the purego build tag.
 //
-// Impl reports which one is in use; the choice is never silent.
+// Impl reports which one is in use and, when it is not a native library, why; the choice is
+// never silent.
 //
 // Determinism and threads. Each implementation partitions C among its threads and runs the K
 // reduction of an element of C in an order fixed by the shape and the thread count, so results
@@ -20,9 +23,11 @@
 // product into column blocks whose shapes depend only on the problem, runs them on all cores
 // and so gets the same bits whatever GOMAXPROCS and core count are. With STRATA_BLAS_THREADS > 1
 // calls are serialised by a lock and the library spreads each one over its own threads.
-// gonum's Sgemm splits C into fixed blocks with a fixed K order and may be called concurrently.
-// Accelerate's threading is its own (VECLIB_MAXIMUM_THREADS); this package cannot test it from
-// Linux and serialises its calls.
+// strata's GEMM runs each call on its caller's goroutine and may be called concurrently; it
+// sums every element of C in blocks of K terms fixed by K alone, each block a chain of fused
+// multiply-adds in K order, so an element's bits do not even depend on the shape of the
+// product around it (a row of C is the same whatever m, a column block the same as the whole). Accelerate's threading is its own
+// (VECLIB_MAXIMUM_THREADS); this package cannot test it from Linux and serialises its calls.
 
 package blas
 
@@ -32,7 +37,10 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+
+	"github.com/stratakernels/strata/internal/panel"
 )
 
 // ErrArg is wrapped by every error Sgemm returns: a negative size, a leading dimension smaller
@@ -52,24 +60,34 @@ var (
 	selectOnce sync.Once
 	selected   backend
 	loadNote   string // why a native library was not used, empty when it was
+	badEnv     string // a STRATA_BLAS value that was not understood, empty when none
 )
 
 func choose() backend {
 	selectOnce.Do(func() {
-		if v := os.Getenv("STRATA_BLAS"); v == "gonum" {
-			selected = gonumBackend{}
-			loadNote = "forced by STRATA_BLAS=gonum"
-			return
-		}
-		nb, err := loadNative(threadsWanted())
-		if err != nil {
-			selected = gonumBackend{}
-			loadNote = err.Error()
-			return
-		}
-		selected = nb
+		selected, loadNote, badEnv = pick(os.Getenv("STRATA_BLAS"), func() (backend, error) {
+			return loadNative(threadsWanted())
+		})
 	})
 	return selected
+}
+
+// pick chooses the implementation for the value env of STRATA_BLAS, calling load for the
+// native library unless env forces strata's GEMM. note says why the native library is not in
+// use (empty when it is), bad names a value of env that was not understood (then ignored).
+func pick(env string, load func() (backend, error)) (b backend, note, bad string) {
+	switch env {
+	case "strata":
+		return strataBackend{panel.Best()}, "forced by STRATA_BLAS=strata", ""
+	case "":
+	default:
+		bad = fmt.Sprintf("STRATA_BLAS=%q ignored: its one value is strata", env)
+	}
+	nb, err := load()
+	if err != nil {
+		return strataBackend{panel.Best()}, "no native BLAS: " + err.Error(), bad
+	}
+	return nb, "", bad
 }
 
 // threadsWanted is the thread count to pin a native library to: STRATA_BLAS_THREADS when it
@@ -85,27 +103,42 @@ func threadsWanted() int {
 
 // Concurrent reports whether Sgemm may be called from several goroutines at once with each
 // call running on its caller's thread alone: true for OpenBLAS pinned to one thread and for
-// gonum (which parallelises internally only past its own block size, with fixed blocks). When
-// false, concurrent calls are serialised and each spreads over the library's threads.
+// strata's GEMM. When false, concurrent calls are serialised and each spreads over the
+// library's threads.
 func Concurrent() bool {
 	return choose().concurrent()
 }
 
-// Impl names the implementation in use, with its version and thread count where known, e.g.
-// "openblas 0.3.21 (pthread, 2 threads)", "accelerate", or "gonum (libopenblas.so.0: ...)"
-// saying why the native library was not loaded.
-func Impl() string {
-	b := choose()
-	if _, ok := b.(gonumBackend); ok && loadNote != "" {
-		return b.name() + " (" + loadNote + ")"
+// Impl names the implementation in use, with its version and thread count where known, and
+// why a native library is not in use when it is not, e.g. "openblas 0.3.21 (core Haswell from
+// CPU features, pthread, 1 thread/call, concurrent)", "accelerate (cblas_sgemm)", or "strata
+// avx2-fma asm (no native BLAS: libopenblas.so.0: ...)".
+func Impl() string { return implName(choose(), loadNote, badEnv) }
+
+// implName is b's name followed by the notes that apply to it.
+func implName(b backend, note, bad string) string {
+	var notes []string
+	if note != "" && !isNative(b) {
+		notes = append(notes, note)
 	}
-	return b.name()
+	if bad != "" {
+		notes = append(notes, bad)
+	}
+	if len(notes) == 0 {
+		return b.name()
+	}
+	return b.name() + " (" + strings.Join(notes, "; ") + ")"
 }
 
 // Native reports whether a native BLAS library (OpenBLAS or Accelerate) is in use.
-func Native() bool {
-	_, ok := choose().(gonumBackend)
-	return !ok
+func Native() bool { return isNative(choose()) }
+
+func isNative(b backend) bool {
+	switch b.(type) {
+	case strataBackend:
+		return false
+	}
+	return true
 }
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C on row-major float32 matrices, where op(X) is
@@ -114,7 +147,7 @@ func Native() bool {
 // transA; likewise B). The common linear-layer product y[T, N] = x[T, K] * W[N, K]^T is
 // Sgemm(false, true, T, N, K, 1, x, K, W, K, 0, y, N).
 // With beta == 0, C is overwritten (its old contents, NaNs included, are not read by the
-// native libraries and gonum alike).
+// native libraries and strata's GEMM alike).
 // Errors wrap ErrArg.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) error {

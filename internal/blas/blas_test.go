@@ -54,7 +54,9 @@ func TestImplNamed(t *testing.T) {
 	}
 }
 
-func TestSgemm(t *testing.T) {
+func TestSgemm(t *testing.T) { forEachBackend(t, testSgemm) }
+
+func testSgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	cases := []struct {
 		tA, tB      bool
@@ -104,7 +106,9 @@ func TestSgemm(t *testing.T) {
 	}
 }
 
-func TestSgemmBetaZeroIgnoresC(t *testing.T) {
+func TestSgemmBetaZeroIgnoresC(t *testing.T) { forEachBackend(t, testSgemmBetaZeroIgnoresC) }
+
+func testSgemmBetaZeroIgnoresC(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	m, n, k := 5, 7, 9
 	a, b := randSlice(r, m*k), randSlice(r, n*k)
@@ -144,7 +148,9 @@ func TestSgemmErrors(t *testing.T) {
 
 // TestSgemmDeterministic checks bitwise equality across repeated calls, across GOMAXPROCS and,
 // for OpenBLAS, across its thread count (restored to the pinned value afterwards).
-func TestSgemmDeterministic(t *testing.T) {
+func TestSgemmDeterministic(t *testing.T) { forEachBackend(t, testSgemmDeterministic) }
+
+func testSgemmDeterministic(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	m, n, k := 257, 384, 1000
 	a, b := randSlice(r, m*k), randSlice(r, n*k)
@@ -200,25 +206,11 @@ func TestSgemmDeterministic(t *testing.T) {
 	same("back to the pinned thread count", run())
 }
 
-func BenchmarkSgemmNT(b *testing.B) {
-	for _, s := range []struct{ m, n, k int }{{512, 2560, 2560}, {16, 1280, 2560}} {
-		r := rand.New(rand.NewPCG(7, 8))
-		x, w := randSlice(r, s.m*s.k), randSlice(r, s.n*s.k)
-		y := make([]float32, s.m*s.n)
-		b.Run(Impl()[:min(len(Impl()), 8)], func(b *testing.B) {
-			for b.Loop() {
-				if err := Sgemm(false, true, s.m, s.n, s.k, 1, x, s.k, w, s.k, 0, y, s.n); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
-	}
-}
-
 // TestSgemmConcurrent runs independent products from several goroutines at once and requires
 // each to equal the same product run alone, bit for bit.
-func TestSgemmConcurrent(t *testing.T) {
+func TestSgemmConcurrent(t *testing.T) { forEachBackend(t, testSgemmConcurrent) }
+
+func testSgemmConcurrent(t *testing.T) {
 	t.Logf("%s, concurrent=%v", Impl(), Concurrent())
 	r := rand.New(rand.NewPCG(9, 10))
 	const m, n, k, calls = 37, 96, 300, 8
@@ -254,7 +246,9 @@ func TestSgemmConcurrent(t *testing.T) {
 	}
 }
 
-func TestPeak(t *testing.T) {
+func TestPeak(t *testing.T) { forEachBackend(t, testPeak) }
+
+func testPeak(t *testing.T) {
 	if _, _, err := Peak(0, 1); !errors.Is(err, ErrArg) {
 		t.Fatalf("Peak(0, 1): %v, want ErrArg", err)
 	}
@@ -266,4 +260,5 @@ func TestPeak(t *testing.T) {
 	if nativeThreads() != before {
 		t.Fatalf("thread count %d after Peak, was %d", nativeThreads(), before)
 	}
+	t.Logf("%.3g GFLOP/s: %s", g, how)
 }

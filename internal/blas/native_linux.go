@@ -1,6 +1,7 @@
 package blas
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -29,6 +30,9 @@ func loadNative(threads int) (backend, error) {
 		os.Unsetenv("OPENBLAS_CORETYPE")
 	}
 	if err != nil {
+		if msg := err.Error(); strings.HasPrefix(msg, openblasSoname+":") {
+			return nil, errors.New(msg) // dlerror already names the library
+		}
 		return nil, fmt.Errorf("%s: %v", openblasSoname, err)
 	}
 	b := &cblasBackend{}

@@ -2,10 +2,11 @@
 
 #include "textflag.h"
 
-// AVX2+FMA micro-kernels of the blocked products in the GDN chunked scan and attention
-// (see cpu_fma.go). Every output element c accumulates its terms as c = fma(a_j, b_j, c) for
-// j = 0, 1, ..., k-1 in that order, whatever the tile it falls in, so a 6-row tile, the
-// one-row kernel and any column tail give bitwise the same value for the same element.
+// AVX2+FMA panel kernels (see panel.go): the blocked products of the GDN chunked scan and
+// attention, and the blocked SGEMM of internal/blas. Every output element c accumulates its
+// terms as c = fma(a_j, b_j, c) for j = 0, 1, ..., k-1 in that order, whatever the tile it
+// falls in, so a 6-row tile, the one-row kernel and any column tail give bitwise the same
+// value for the same element.
 
 // func fmaPanel6(c *float32, ldc int, a *float32, ars, as int, b **float32, n, k int, tail *int32)
 //

@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// AVX-512F forms of the panel kernels of cpu_fma_amd64.s (see cpu_fma.go): 16 lanes per
+// AVX-512F forms of the panel kernels of panel_amd64.s (see panel.go): 16 lanes per
 // register, the column tail under an opmask. Every output element c still accumulates its
 // terms as c = fma(a_j, b_j, c) for j = 0, 1, ..., k-1 in that order, so these kernels give
 // bitwise the values of the AVX2 kernels, whatever the tile, tail or register width.

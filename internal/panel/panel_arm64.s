@@ -2,11 +2,10 @@
 
 #include "textflag.h"
 
-// NEON micro-kernels of the blocked products in the GDN chunked scan and attention (see
-// cpu_fma.go); the arm64 counterparts of cpu_fma_amd64.s with the same contract. Every output
-// element c accumulates its terms as c = fma(a_j, b_j, c), j = 0, 1, ..., k-1 in that order
-// (FMLA in the vector columns, FMADD in the scalar tail columns: both round once), so the
-// tiling does not change any result.
+// NEON panel kernels (see panel.go): the arm64 counterparts of panel_amd64.s with the same
+// contract. Every output element c accumulates its terms as c = fma(a_j, b_j, c), j = 0, 1,
+// ..., k-1 in that order (FMLA in the vector columns, FMADD in the scalar tail columns: both
+// round once), so the tiling does not change any result.
 
 // func fmaPanel6(c *float32, ldc int, a *float32, ars, as int, b **float32, n, k int, tail *int32)
 //
