@@ -129,7 +129,8 @@ func (m *Model) LayerRange() (lo, hi int) { return m.lo, m.hi }
 // qwen4_exp, 1 for qwen3_next): the row length of PrefillOptions.Hidden and Logits.Hidden.
 func (m *Model) HiddenSize() int { return max(m.cfg.Streams, 1) * m.cfg.D }
 
-// Describe is a one-line summary of the model.
+// Describe is a one-line summary of the model: sizes, heads and experts, then the MLX
+// quantization and the pipeline stage where there are any.
 func (m *Model) Describe() string {
 	c := m.cfg
 	nGDN, nAttn := 0, 0
@@ -142,6 +143,7 @@ func (m *Model) Describe() string {
 	}
 	s := fmt.Sprintf("%s (%s): D %d, %d layers (%d GDN + %d attention), Hq %d / Hkv %d x %d, GDN Hk %d / Hv %d x %d, %d experts top-%d, vocab %d, streams %d",
 		m.Arch(), c.ModelType, c.D, c.Layers, nGDN, nAttn, c.Hq, c.Hkv, c.HeadDim, c.Hk, c.Hv, c.Dk, c.Experts, c.TopK, c.Vocab, max(c.Streams, 1))
+	s += quantNote(m.info)
 	if m.lo > 0 || m.hi < c.Layers {
 		s += fmt.Sprintf("; stage: layers %d..%d", m.lo, m.hi-1)
 	}
