@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -396,6 +397,7 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 		return nil, err
 	}
 	steps := (T + step - 1) / step
+	collect := m.stepBytes(step) >= collectBytes
 	out := &Logits{Vocab: V, Pos0: pos0}
 	for k := 0; k < steps; k++ {
 		at, end := k*step, min((k+1)*step, T)
@@ -421,9 +423,20 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 			out.Pos0 = lg.Pos0
 		}
 		out.Stats.add(lg.Stats)
+		if collect {
+			// The ops' temporaries of this step are garbage now. The Go heap's goal is twice
+			// what is live, and widened weights (float32 copies) are live, so without a
+			// collection here the garbage of every step would pile up to gigabytes before the
+			// collector ran: memory would grow with T after all.
+			runtime.GC()
+		}
 	}
 	return out, nil
 }
+
+// collectBytes is the size of a step's temporaries from which a prefill collects garbage after
+// each step (a collection costs milliseconds, a step of that size hundreds of them or more).
+const collectBytes = 256 << 20
 
 func (s *Session) String() string {
 	return fmt.Sprintf("session(%s, position %d of %d)", s.m.Arch(), s.pos, s.maxCtx)
