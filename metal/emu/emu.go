@@ -101,13 +101,13 @@ const ThreadgroupMemoryLimit = 32 << 10
 
 const (
 	maxBindings  = 31
-	maxConstants = 64
+	maxConstants = 128 // function constant slots of one library
 )
 
 // Device is an emulated Metal device; it implements mtl.Device.
 type Device struct {
 	opts  Options
-	clang string
+	tc    *toolchain
 	cache string
 
 	mu    sync.Mutex
@@ -158,7 +158,7 @@ func Open(opts Options) (mtl.Device, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fmt.Errorf("emu: cache: %w", err)
 	}
-	return &Device{opts: opts, clang: clang, cache: cache, stats: map[string]*KernelStats{}}, nil
+	return &Device{opts: opts, tc: &toolchain{clang: clang, cache: cache}, cache: cache, stats: map[string]*KernelStats{}}, nil
 }
 
 func findClang(override string) (string, error) {

@@ -1,12 +1,16 @@
-// metal:: math on scalars and vectors, element-wise, computed in float (half and bfloat round the
-// float result). fast:: and precise:: name the same functions: the emulator has one precision.
+// metal:: math, integer, common, geometric and relational functions on scalars and vectors,
+// element-wise, computed in float (half and bfloat round the float result). fast:: and precise::
+// name the same functions: the emulator has one precision. As in MSL, the operands of a function
+// have one type; a vector may be combined with a scalar of its element type where MSL allows it
+// (min, max, clamp, mix, step, smoothstep, fmin, fmax, fmod, pow, copysign): min(int, uint) and
+// min(float, int) are errors.
 #pragma once
 #include "emu_types.h"
 
 namespace metal {
 namespace emu_detail {
 template <class T, class F>
-inline T map1(const T& x, F f) {
+inline T map1(T x, F f) {
   if constexpr (vt<T>::n == 1) {
     return static_cast<T>(f(x));
   } else {
@@ -16,7 +20,7 @@ inline T map1(const T& x, F f) {
   }
 }
 template <class T, class F>
-inline T map2(const T& x, const T& y, F f) {
+inline T map2(T x, T y, F f) {
   if constexpr (vt<T>::n == 1) {
     return static_cast<T>(f(x, y));
   } else {
@@ -26,7 +30,7 @@ inline T map2(const T& x, const T& y, F f) {
   }
 }
 template <class T, class F>
-inline T map3(const T& x, const T& y, const T& z, F f) {
+inline T map3(T x, T y, T z, F f) {
   if constexpr (vt<T>::n == 1) {
     return static_cast<T>(f(x, y, z));
   } else {
@@ -35,19 +39,43 @@ inline T map3(const T& x, const T& y, const T& z, F f) {
     return r;
   }
 }
-// Brings a scalar operand to the vector type of the other operand (MSL allows max(float4, float)).
+// An operand of type S combined with T: S is T, or T is a vector and S its element type.
 template <class T, class S>
-inline T bring(const S& s) {
-  if constexpr (std::is_same_v<T, S>) return s;
+constexpr bool operand_ok = is_same_v<plain_t<S>, plain_t<T>> || (vt<T>::n > 1 && is_same_v<plain_t<S>, typename vt<T>::elem>);
+// Brings such an operand to the type T.
+template <class T, class S>
+inline T bring(S s) {
+  if constexpr (is_same_v<plain_t<S>, plain_t<T>>) return s;
   else return make<T>(s);
 }
+template <class T>
+constexpr bool gentype = (is_floating_point_v<typename vt<T>::elem> || is_integral_v<typename vt<T>::elem>) &&
+                         !is_same_v<typename vt<T>::elem, bool>;
+template <class T>
+constexpr bool genfloat = is_floating_point_v<typename vt<T>::elem>;
+template <class T>
+constexpr bool genint = is_integral_v<typename vt<T>::elem> && !is_same_v<typename vt<T>::elem, bool>;
 template <class E>
-constexpr bool is_int = std::is_integral_v<E>;
+constexpr bool is_int = is_integral_v<E>;
+// The bool vector of T's width (bool for scalars).
+template <class T>
+using bool_of = typename svec_of<bool, vt<T>::n>::type;
+template <class T, class F>
+inline bool_of<T> test1(T x, F f) {
+  if constexpr (vt<T>::n == 1) return f(float(x));
+  else {
+    bool_of<T> r;
+    for (int i = 0; i < vt<T>::n; i++) r[i] = f(float(x[i]));
+    return r;
+  }
+}
 }  // namespace emu_detail
 
+#define EMU_REQ(...) class = enable_if_t<(__VA_ARGS__)>
+
 #define EMU_F1(name, expr)                                                           \
-  template <class T>                                                                 \
-  inline T name(const T& x) {                                                        \
+  template <class T, EMU_REQ(emu_detail::genfloat<T>)>                                  \
+  inline T name(T x) {                                                        \
     return emu_detail::map1(x, [](auto v) { float a = (float)v; return (expr); });   \
   }
 EMU_F1(exp, __builtin_expf(a))
@@ -61,12 +89,18 @@ EMU_F1(rsqrt, 1.0f / __builtin_sqrtf(a))
 EMU_F1(sin, __builtin_sinf(a))
 EMU_F1(cos, __builtin_cosf(a))
 EMU_F1(tan, __builtin_tanf(a))
+EMU_F1(sinpi, __builtin_sinf(a * 3.14159265358979323846f))
+EMU_F1(cospi, __builtin_cosf(a * 3.14159265358979323846f))
+EMU_F1(tanpi, __builtin_tanf(a * 3.14159265358979323846f))
 EMU_F1(asin, __builtin_asinf(a))
 EMU_F1(acos, __builtin_acosf(a))
 EMU_F1(atan, __builtin_atanf(a))
 EMU_F1(sinh, __builtin_sinhf(a))
 EMU_F1(cosh, __builtin_coshf(a))
 EMU_F1(tanh, __builtin_tanhf(a))
+EMU_F1(asinh, __builtin_asinhf(a))
+EMU_F1(acosh, __builtin_acoshf(a))
+EMU_F1(atanh, __builtin_atanhf(a))
 EMU_F1(floor, __builtin_floorf(a))
 EMU_F1(ceil, __builtin_ceilf(a))
 EMU_F1(round, __builtin_roundf(a))
@@ -75,24 +109,23 @@ EMU_F1(trunc, __builtin_truncf(a))
 EMU_F1(fract, __builtin_fminf(a - __builtin_floorf(a), 0x1.fffffep-1f))
 EMU_F1(saturate, __builtin_fminf(__builtin_fmaxf(a, 0.0f), 1.0f))
 EMU_F1(fabs, __builtin_fabsf(a))
-EMU_F1(erf, __builtin_erff(a))
 #undef EMU_F1
 
-template <class T>
-inline T abs(const T& x) {
+template <class T, EMU_REQ(emu_detail::gentype<T>)>
+inline T abs(T x) {
   return emu_detail::map1(x, [](auto v) {
     if constexpr (emu_detail::is_int<decltype(v)>) return v < 0 ? -v : v;
     else return __builtin_fabsf((float)v);
   });
 }
-template <class T>
-inline T sign(const T& x) {
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T sign(T x) {
   return emu_detail::map1(x, [](auto v) { float a = (float)v; return a > 0 ? 1.0f : a < 0 ? -1.0f : a; });
 }
 
 #define EMU_F2(name, expr)                                                                       \
-  template <class T, class U>                                                                    \
-  inline T name(const T& x, const U& y) {                                                        \
+  template <class T, class U, EMU_REQ(emu_detail::genfloat<T> && emu_detail::operand_ok<T, U>)>    \
+  inline T name(T x, U y) {                                                        \
     return emu_detail::map2(x, emu_detail::bring<T>(y), [](auto v, auto w) {                     \
       float a = (float)v, b = (float)w; return (expr); });                                       \
   }
@@ -102,69 +135,137 @@ EMU_F2(atan2, __builtin_atan2f(a, b))
 EMU_F2(fmod, __builtin_fmodf(a, b))
 EMU_F2(fmin, __builtin_fminf(a, b))
 EMU_F2(fmax, __builtin_fmaxf(a, b))
+EMU_F2(fdim, __builtin_fdimf(a, b))
 EMU_F2(copysign, __builtin_copysignf(a, b))
-EMU_F2(step, b < a ? 0.0f : 1.0f)
+EMU_F2(nextafter, __builtin_nextafterf(a, b))
 #undef EMU_F2
+template <class T, class U, EMU_REQ(emu_detail::genfloat<T> && emu_detail::operand_ok<T, U>)>
+inline T step(U edge, T x) {
+  return emu_detail::map2(emu_detail::bring<T>(edge), x, [](auto e, auto v) { return (float)v < (float)e ? 0.0f : 1.0f; });
+}
 
-template <class T, class U>
-inline T min(const T& x, const U& y) {
+template <class T, class U, EMU_REQ(emu_detail::gentype<T> && emu_detail::operand_ok<T, U>)>
+inline T min(T x, U y) {
   return emu_detail::map2(x, emu_detail::bring<T>(y), [](auto v, auto w) {
     if constexpr (emu_detail::is_int<decltype(v)>) return w < v ? w : v;
     else return decltype(v)(__builtin_fminf((float)v, (float)w));
   });
 }
-template <class T, class U>
-inline T max(const T& x, const U& y) {
+template <class T, class U, EMU_REQ(emu_detail::gentype<T> && emu_detail::operand_ok<T, U>)>
+inline T max(T x, U y) {
   return emu_detail::map2(x, emu_detail::bring<T>(y), [](auto v, auto w) {
     if constexpr (emu_detail::is_int<decltype(v)>) return v < w ? w : v;
     else return decltype(v)(__builtin_fmaxf((float)v, (float)w));
   });
 }
-template <class T, class U, class V>
-inline T clamp(const T& x, const U& lo, const V& hi) {
+template <class T, class U, class V, EMU_REQ(emu_detail::gentype<T> && emu_detail::operand_ok<T, U> && emu_detail::operand_ok<T, V>)>
+inline T clamp(T x, U lo, V hi) {
   return min(max(x, emu_detail::bring<T>(lo)), emu_detail::bring<T>(hi));
 }
-template <class T, class U, class V>
-inline T fma(const T& x, const U& y, const V& z) {
+template <class T, EMU_REQ(emu_detail::gentype<T>)>
+inline T min3(T x, T y, T z) { return min(min(x, y), z); }
+template <class T, EMU_REQ(emu_detail::gentype<T>)>
+inline T max3(T x, T y, T z) { return max(max(x, y), z); }
+template <class T, EMU_REQ(emu_detail::gentype<T>)>
+inline T median3(T x, T y, T z) { return max(min(x, y), min(max(x, y), z)); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T fmin3(T x, T y, T z) { return fmin(fmin(x, y), z); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T fmax3(T x, T y, T z) { return fmax(fmax(x, y), z); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T fmedian3(T x, T y, T z) { return fmax(fmin(x, y), fmin(fmax(x, y), z)); }
+template <class T, class U, class V, EMU_REQ(emu_detail::genfloat<T> && emu_detail::operand_ok<T, U> && emu_detail::operand_ok<T, V>)>
+inline T fma(T x, U y, V z) {
   return emu_detail::map3(x, emu_detail::bring<T>(y), emu_detail::bring<T>(z),
                           [](auto a, auto b, auto c) { return __builtin_fmaf((float)a, (float)b, (float)c); });
 }
-template <class T, class U>
-inline T mix(const T& x, const T& y, const U& a) {
+template <class T, class U, EMU_REQ(emu_detail::genfloat<T> && emu_detail::operand_ok<T, U>)>
+inline T mix(T x, T y, U a) {
   T t = emu_detail::bring<T>(a);
   return x + (y - x) * t;
 }
-template <class T, class U, class V>
-inline T smoothstep(const U& e0, const V& e1, const T& x) {
-  T t = clamp((x - emu_detail::bring<T>(e0)) / (emu_detail::bring<T>(e1) - emu_detail::bring<T>(e0)), 0, 1);
-  return t * t * (T(3) - T(2) * t);
+template <class T, class U, class V, EMU_REQ(emu_detail::genfloat<T> && emu_detail::operand_ok<T, U> && emu_detail::operand_ok<T, V>)>
+inline T smoothstep(U e0, V e1, T x) {
+  typedef typename emu_detail::vt<T>::elem E;
+  T t = clamp((x - emu_detail::bring<T>(e0)) / (emu_detail::bring<T>(e1) - emu_detail::bring<T>(e0)), E(0), E(1));
+  return t * t * (T(E(3)) - T(E(2)) * t);
+}
+template <class T, class U, EMU_REQ(emu_detail::genfloat<T> && emu_detail::operand_ok<T, U>)>
+inline T divide(T x, U y) { return x / emu_detail::bring<T>(y); }
+template <class T, class I, EMU_REQ(emu_detail::genfloat<T>)>
+inline T ldexp(T x, I k) {
+  if constexpr (emu_detail::vt<T>::n == 1) return T(__builtin_ldexpf(float(x), int(k)));
+  else {
+    T r = x;
+    for (int i = 0; i < emu_detail::vt<T>::n; i++) r[i] = __builtin_ldexpf(float(x[i]), int(k[i]));
+    return r;
+  }
+}
+template <class T, class I, EMU_REQ(emu_detail::genfloat<T>)>
+inline T frexp(T x, thread I& e) {
+  if constexpr (emu_detail::vt<T>::n == 1) {
+    int k;
+    T r = T(__builtin_frexpf(float(x), &k));
+    e = I(k);
+    return r;
+  } else {
+    T r = x;
+    for (int i = 0; i < emu_detail::vt<T>::n; i++) {
+      int k;
+      r[i] = __builtin_frexpf(float(x[i]), &k);
+      e[i] = k;
+    }
+    return r;
+  }
+}
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T modf(T x, thread T& ip) {
+  ip = trunc(x);
+  return x - ip;
+}
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T sincos(T x, thread T& c) {
+  c = cos(x);
+  return sin(x);
 }
 
-template <class T>
-inline auto dot(const T& a, const T& b) {
+// ---- geometric -------------------------------------------------------------------------------
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto dot(T a, T b) {
   typename emu_detail::vt<T>::elem s = 0;
   for (int i = 0; i < emu_detail::vt<T>::n; i++) s += a[i] * b[i];
   return s;
 }
-template <class T>
-inline auto length(const T& a) { return sqrt(dot(a, a)); }
-template <class T>
-inline auto distance(const T& a, const T& b) { return length(a - b); }
-template <class T>
-inline T normalize(const T& a) { return a * rsqrt(dot(a, a)); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto length(T a) { return sqrt(dot(a, a)); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto length_squared(T a) { return dot(a, a); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto distance(T a, T b) { return length(a - b); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto distance_squared(T a, T b) { return dot(a - b, a - b); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T normalize(T a) { return a * rsqrt(dot(a, a)); }
+template <class T, EMU_REQ(emu_detail::genfloat<T> && emu_detail::vt<T>::n == 3)>
+inline T cross(T a, T b) { return T{a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x}; }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline T reflect(T i, T n) { return i - 2 * dot(n, i) * n; }
 
-template <class T>
-inline bool isnan(const T& x) { return __builtin_isnan((float)x); }
-template <class T>
-inline bool isinf(const T& x) { return __builtin_isinf((float)x); }
-template <class T>
-inline bool isfinite(const T& x) { return __builtin_isfinite((float)x); }
-template <class T>
-inline bool signbit(const T& x) { return __builtin_signbit((float)x); }
+// ---- relational ------------------------------------------------------------------------------
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto isnan(T x) { return emu_detail::test1(x, [](float a) { return __builtin_isnan(a) != 0; }); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto isinf(T x) { return emu_detail::test1(x, [](float a) { return __builtin_isinf(a) != 0; }); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto isfinite(T x) { return emu_detail::test1(x, [](float a) { return __builtin_isfinite(a) != 0; }); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto isnormal(T x) { return emu_detail::test1(x, [](float a) { return __builtin_isnormal(a) != 0; }); }
+template <class T, EMU_REQ(emu_detail::genfloat<T>)>
+inline auto signbit(T x) { return emu_detail::test1(x, [](float a) { return __builtin_signbit(a) != 0; }); }
 
 // all/any on vector masks (comparison results are -1/0 integer vectors on clang) and bools.
 template <class T>
-inline bool all(const T& m) {
+inline bool all(T m) {
   if constexpr (emu_detail::vt<T>::n == 1) return m;
   else {
     for (int i = 0; i < emu_detail::vt<T>::n; i++)
@@ -173,7 +274,7 @@ inline bool all(const T& m) {
   }
 }
 template <class T>
-inline bool any(const T& m) {
+inline bool any(T m) {
   if constexpr (emu_detail::vt<T>::n == 1) return m;
   else {
     for (int i = 0; i < emu_detail::vt<T>::n; i++)
@@ -183,9 +284,11 @@ inline bool any(const T& m) {
 }
 // select(a, b, c): c ? b : a, element-wise.
 template <class T, class C>
-inline T select(const T& a, const T& b, const C& c) {
+inline T select(T a, T b, C c) {
   if constexpr (emu_detail::vt<T>::n == 1) return c ? b : a;
   else {
+    static_assert(emu_detail::vt<C>::n == 1 || emu_detail::vt<C>::n == emu_detail::vt<T>::n,
+                  "select: the condition must be a bool or a bool vector of the operands' width");
     T r = a;
     for (int i = 0; i < emu_detail::vt<T>::n; i++) {
       bool on;
@@ -197,33 +300,109 @@ inline T select(const T& a, const T& b, const C& c) {
   }
 }
 
-template <class T>
-inline T popcount(const T& x) {
+// ---- integer ---------------------------------------------------------------------------------
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T popcount(T x) {
   return emu_detail::map1(x, [](auto v) { return __builtin_popcountll((unsigned long long)v & ((2ull << (8 * sizeof(v) - 1)) - 1)); });
 }
-template <class T>
-inline T clz(const T& x) {
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T clz(T x) {
   return emu_detail::map1(x, [](auto v) {
     unsigned long long u = (unsigned long long)v & ((2ull << (8 * sizeof(v) - 1)) - 1);
     return u ? __builtin_clzll(u) - (64 - 8 * (int)sizeof(v)) : 8 * (int)sizeof(v);
   });
 }
-template <class T>
-inline T ctz(const T& x) {
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T ctz(T x) {
   return emu_detail::map1(x, [](auto v) {
     unsigned long long u = (unsigned long long)v & ((2ull << (8 * sizeof(v) - 1)) - 1);
     return u ? __builtin_ctzll(u) : 8 * (int)sizeof(v);
   });
 }
-template <class T>
-inline T mulhi(const T& x, const T& y) {
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T mulhi(T x, T y) {
   return emu_detail::map2(x, y, [](auto a, auto b) {
-    return (decltype(a))(((long long)a * (long long)b) >> (8 * sizeof(a)));
+    if constexpr (sizeof(a) == 8) return (decltype(a))(((__int128)a * (__int128)b) >> 64);
+    else return (decltype(a))(((long long)a * (long long)b) >> (8 * sizeof(a)));
   });
 }
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T absdiff(T x, T y) {
+  return emu_detail::map2(x, y, [](auto a, auto b) { return (decltype(a))(a > b ? a - b : b - a); });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T hadd(T x, T y) {
+  return emu_detail::map2(x, y, [](auto a, auto b) { return (decltype(a))(((__int128)a + (__int128)b) >> 1); });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T rhadd(T x, T y) {
+  return emu_detail::map2(x, y, [](auto a, auto b) { return (decltype(a))(((__int128)a + (__int128)b + 1) >> 1); });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T addsat(T x, T y) {
+  return emu_detail::map2(x, y, [](auto a, auto b) {
+    typedef decltype(a) E;
+    __int128 s = (__int128)a + (__int128)b;
+    return (E)(s > (__int128)numeric_limits<E>::max() ? numeric_limits<E>::max() : s < (__int128)numeric_limits<E>::min() ? numeric_limits<E>::min() : (E)s);
+  });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T subsat(T x, T y) {
+  return emu_detail::map2(x, y, [](auto a, auto b) {
+    typedef decltype(a) E;
+    __int128 s = (__int128)a - (__int128)b;
+    return (E)(s > (__int128)numeric_limits<E>::max() ? numeric_limits<E>::max() : s < (__int128)numeric_limits<E>::min() ? numeric_limits<E>::min() : (E)s);
+  });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T rotate(T x, T y) {
+  return emu_detail::map2(x, y, [](auto a, auto b) {
+    typedef decltype(a) E;
+    typedef make_unsigned_t<E> U;
+    constexpr unsigned w = 8 * sizeof(E);
+    unsigned s = (unsigned)(U)b % w;
+    return (E)(s ? (U)((U)a << s | (U)a >> (w - s)) : (U)a);
+  });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T reverse_bits(T x) {
+  return emu_detail::map1(x, [](auto a) {
+    typedef decltype(a) E;
+    typedef make_unsigned_t<E> U;
+    U u = (U)a, r = 0;
+    for (unsigned i = 0; i < 8 * sizeof(E); i++) r = (U)(r << 1 | (u >> i & 1));
+    return (E)r;
+  });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T extract_bits(T x, uint offset, uint bits) {
+  return emu_detail::map1(x, [=](auto a) {
+    typedef decltype(a) E;
+    typedef make_unsigned_t<E> U;
+    constexpr unsigned w = 8 * sizeof(E);
+    if (bits == 0) return E(0);
+    U v = (U)((U)a << (w - offset - bits));
+    if constexpr (is_signed_v<E>) return (E)((E)v >> (w - bits));
+    else return (E)(v >> (w - bits));
+  });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T insert_bits(T base, T insert, uint offset, uint bits) {
+  return emu_detail::map2(base, insert, [=](auto a, auto b) {
+    typedef decltype(a) E;
+    typedef make_unsigned_t<E> U;
+    U mask = bits >= 8 * sizeof(E) ? (U)~U(0) : (U)(((U)1 << bits) - 1);
+    return (E)(((U)a & ~(U)(mask << offset)) | (((U)b & mask) << offset));
+  });
+}
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T mad24(T x, T y, T z) { return x * y + z; }
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T mul24(T x, T y) { return x * y; }
+template <class T, EMU_REQ(emu_detail::genint<T>)>
+inline T madhi(T x, T y, T z) { return mulhi(x, y) + z; }
 
-template <class T, class U>
-inline T divide(const T& x, const U& y) { return x / emu_detail::bring<T>(y); }
+#undef EMU_REQ
 
 namespace fast {
 using metal::abs; using metal::acos; using metal::asin; using metal::atan; using metal::atan2;
@@ -233,9 +412,32 @@ using metal::fmin; using metal::fmod; using metal::fract; using metal::length; u
 using metal::log10; using metal::log2; using metal::max; using metal::min; using metal::normalize;
 using metal::pow; using metal::powr; using metal::rint; using metal::round; using metal::rsqrt;
 using metal::saturate; using metal::sign; using metal::sin; using metal::sinh; using metal::sqrt;
-using metal::tan; using metal::tanh; using metal::trunc; using metal::divide;
+using metal::tan; using metal::tanh; using metal::trunc; using metal::divide; using metal::asinh;
+using metal::acosh; using metal::atanh; using metal::sinpi; using metal::cospi; using metal::tanpi;
+using metal::fdim; using metal::fma; using metal::distance; using metal::dot; using metal::sincos;
+using metal::fmin3; using metal::fmax3; using metal::fmedian3; using metal::step; using metal::smoothstep;
+using metal::mix; using metal::ldexp; using metal::frexp; using metal::modf; using metal::copysign;
 }  // namespace fast
 namespace precise {
 using namespace metal::fast;
 }  // namespace precise
 }  // namespace metal
+
+// The compiler intrinsics the metal headers are built on, as MLX and ggml call them directly:
+// math functions with a trailing fast-math flag, and lane queries.
+#define EMU_I1(name) template <class T> inline T __metal_##name(T x, int = 0) { return ::metal::name(x); }
+#define EMU_I2(name) template <class T> inline T __metal_##name(T x, T y, int = 0) { return ::metal::name(x, y); }
+#define EMU_I3(name) template <class T> inline T __metal_##name(T x, T y, T z, int = 0) { return ::metal::name(x, y, z); }
+EMU_I1(fabs) EMU_I1(acos) EMU_I1(acosh) EMU_I1(asin) EMU_I1(asinh) EMU_I1(atan) EMU_I1(atanh) EMU_I1(ceil)
+EMU_I1(cos) EMU_I1(cosh) EMU_I1(cospi) EMU_I1(exp) EMU_I1(exp10) EMU_I1(exp2) EMU_I1(floor) EMU_I1(fract)
+EMU_I1(log) EMU_I1(log10) EMU_I1(log2) EMU_I1(rint) EMU_I1(round) EMU_I1(rsqrt) EMU_I1(sin) EMU_I1(sinh)
+EMU_I1(sinpi) EMU_I1(sqrt) EMU_I1(tan) EMU_I1(tanh) EMU_I1(tanpi) EMU_I1(trunc)
+EMU_I2(atan2) EMU_I2(divide) EMU_I2(fmax) EMU_I2(fmin) EMU_I2(fmod) EMU_I2(pow) EMU_I2(powr) EMU_I2(nextafter) EMU_I2(fdim)
+EMU_I3(fma) EMU_I3(fmax3) EMU_I3(fmin3) EMU_I3(fmedian3)
+#undef EMU_I1
+#undef EMU_I2
+#undef EMU_I3
+template <class T, class I>
+inline T __metal_ldexp(T x, I k, int = 0) { return ::metal::ldexp(x, k); }
+template <class T, class I>
+inline T __metal_frexp(T x, thread I& e, int = 0) { return ::metal::frexp(x, e); }

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -58,7 +59,6 @@ struct Lane {
   emu_resolver resolve;
   const void* in;
   void* out;
-  size_t tg_cursor;
   Group* g;
 #ifdef EMU_ASAN
   void* fake;
@@ -91,7 +91,6 @@ struct Group {
 thread_local Lane* cur;
 thread_local Group* cur_group;
 
-alignas(64) char zero_scratch[1 << 16];
 
 const char* schedule_name(int s) {
   return s == EMU_REVERSED ? "reversed" : s == EMU_SHUFFLED ? "shuffled" : "forward";
@@ -318,7 +317,6 @@ void run_group(Group* g, uint64_t idx, size_t tg_total) {
       in.tpig[a] = g->gid[a] * d->threads[a] + in.tpitg[a];
     }
     L.state = RUNNABLE;
-    L.tg_cursor = 0;
     L.sp = fiber_init(L.stack, kStack, fiber_main, &L);
   }
   while (g->live > 0 && !g->failed) {
@@ -413,8 +411,6 @@ void* worker(void* arg) {
     uint64_t idx = s->next.fetch_add(1);
     if (idx >= s->total) break;
     run_group(&g, idx, s->tg_total);
-    // Sizing: one thread ran the kernel up to its last kernel-scope threadgroup declaration.
-    if ((s->d->flags & EMU_SIZING) && !g.failed) s->d->static_tg = (uint32_t)g.lanes[0].tg_cursor;
     if (g.failed) {
       std::lock_guard<std::mutex> lk(s->mu);
       if (!s->failed) { s->failed = true; snprintf(s->d->err, EMU_ERR_LEN, "%s", g.err); }
@@ -426,6 +422,37 @@ void* worker(void* arg) {
   return nullptr;
 }
 
+
+// ---- kernel-scope threadgroup variables ---------------------------------------------------------
+// The compiler leaves one emu_tg_rec per threadgroup variable of each kernel instance in section
+// emu_tg; the variables of one kernel are laid out in declaration order, each aligned, once.
+extern "C" emu_tg_rec __start_emu_tg[] __attribute__((weak, visibility("hidden")));
+extern "C" emu_tg_rec __stop_emu_tg[] __attribute__((weak, visibility("hidden")));
+
+pthread_once_t tg_once = PTHREAD_ONCE_INIT;
+std::map<const void*, uint32_t>* tg_totals;
+
+void tg_layout() {
+  tg_totals = new std::map<const void*, uint32_t>();
+  std::vector<emu_tg_rec*> recs;
+  if (__start_emu_tg && __stop_emu_tg)
+    for (emu_tg_rec* r = __start_emu_tg; r < __stop_emu_tg; r++) recs.push_back(r);
+  std::stable_sort(recs.begin(), recs.end(), [](const emu_tg_rec* a, const emu_tg_rec* b) {
+    return a->anchor != b->anchor ? a->anchor < b->anchor : a->var < b->var;
+  });
+  for (emu_tg_rec* r : recs) {
+    uint32_t& tot = (*tg_totals)[r->anchor];
+    uint32_t off = (tot + r->align - 1) / r->align * r->align;
+    r->off = off;
+    tot = off + r->size;
+  }
+}
+
+uint32_t static_tg_of(const void* anchor) {
+  pthread_once(&tg_once, tg_layout);
+  auto it = tg_totals->find(anchor);
+  return it == tg_totals->end() ? 0 : it->second;
+}
 }  // namespace
 
 extern "C" {
@@ -491,54 +518,41 @@ const uint32_t* emu_layout(uint64_t key, uint32_t slots) {
   return last;
 }
 
-void* emu_tg_static(size_t size, size_t align) {
-  Lane* L = cur;
-  Group* g = L->g;
-  size_t off = (L->tg_cursor + align - 1) / align * align;
-  L->tg_cursor = off + size;
-  if (g->d->flags & EMU_SIZING) return zero_scratch;
-  if (L->tg_cursor > g->d->static_tg)
-    fail_lane(L, "threadgroup variable beyond the kernel-scope threadgroup memory measured at pipeline creation (declared in a nested scope?)");
-  return g->tg + off;
-}
+uintptr_t emu_tg_base(void) { return (uintptr_t)cur->g->tg; }
 
-void* emu_tg_dynamic(int index) {
+uintptr_t emu_tg_dynamic(int index) {
   Lane* L = cur;
   Group* g = L->g;
-  if (g->d->flags & EMU_SIZING) return zero_scratch;
   if (index < 0 || index >= EMU_MAX_BINDINGS || g->d->tglen[index] == 0) {
     char msg[128];
     snprintf(msg, sizeof msg, "threadgroup(%d) memory length not set", index);
     fail_lane(L, msg);
   }
-  return g->tg + g->tg_dyn_off[index];
+  return (uintptr_t)(g->tg + g->tg_dyn_off[index]);
 }
 
-void* emu_buffer(int index) {
+uintptr_t emu_buffer(int index) {
   Lane* L = cur;
   Group* g = L->g;
-  if (g->d->flags & EMU_SIZING) return zero_scratch;
   if (index < 0 || index >= EMU_MAX_BINDINGS || g->d->buf[index] == 0) {
     char msg[128];
     snprintf(msg, sizeof msg, "buffer(%d) not bound", index);
     fail_lane(L, msg);
   }
-  return (void*)(uintptr_t)g->d->buf[index];
+  return (uintptr_t)g->d->buf[index];
 }
 
-int emu_sizing(void) { return (cur->g->d->flags & EMU_SIZING) != 0; }
-
-uint32_t emu_fc(int index, int* defined) {
+uint32_t emu_fc(int slot, int* defined) {
   const emu_dispatch* d = cur->g->d;
-  if (index < 0 || index >= EMU_MAX_CONSTANTS) {
+  if (slot < 0 || slot >= EMU_MAX_CONSTANTS) {
     *defined = 0;
     return 0;
   }
-  *defined = d->fc_set[index];
-  return d->fc_val[index];
+  *defined = d->fc_set[slot];
+  return d->fc_val[slot];
 }
 
-void emu_fail(const char* fmt, ...) {
+void emu_fail(EMU_STR fmt, ...) {
   char msg[EMU_ERR_LEN];
   va_list ap;
   va_start(ap, fmt);
@@ -548,8 +562,10 @@ void emu_fail(const char* fmt, ...) {
 }
 
 int emu_kernel_count(void) { return emu_nkernels; }
-const char* emu_kernel_name(int i) { return emu_kernels[i].name; }
-uint32_t emu_kernel_max_threads(int i) { return emu_kernels[i].max_threads; }
+uint32_t emu_kernel_static_tg(int i) {
+  if (i < 0 || i >= emu_nkernels) return 0;
+  return static_tg_of(emu_kernels[i].anchor);
+}
 
 // Context of the running thread for fault reports (ASan death callback).
 int emu_current(char* out, size_t n) {
@@ -569,10 +585,7 @@ int emu_run(emu_dispatch* d) {
     return 1;
   }
   const emu_kernel* k = &emu_kernels[d->kernel];
-  if (d->flags & EMU_SIZING) {
-    for (int a = 0; a < 3; a++) d->groups[a] = d->threads[a] = 1;
-    d->static_tg = 0;
-  }
+  d->static_tg = static_tg_of(k->anchor);
   uint64_t nthreads = (uint64_t)d->threads[0] * d->threads[1] * d->threads[2];
   uint64_t total = (uint64_t)d->groups[0] * d->groups[1] * d->groups[2];
   if (nthreads == 0 || nthreads > k->max_threads) {
@@ -591,7 +604,7 @@ int emu_run(emu_dispatch* d) {
     off += (d->tglen[i] + 15) / 16 * 16;
   }
   s.tg_total = off;
-  if (!(d->flags & EMU_SIZING) && off > d->tg_limit) {
+  if (off > d->tg_limit) {
     snprintf(d->err, EMU_ERR_LEN, "kernel %s: threadgroup memory %zu bytes (static %u + dynamic %zu) exceeds the %u-byte limit",
              k->name, off, d->static_tg, off - (d->static_tg + 15) / 16 * 16, d->tg_limit);
     return 1;

@@ -1,0 +1,399 @@
+package emu
+
+import (
+	"strings"
+)
+
+// tparamScope is a template's extent and the names of its type parameters.
+type tparamScope struct {
+	start, end int
+	names      map[string]bool
+}
+
+// templateScopes finds every template head and the declaration it introduces.
+func (r *rewriter) templateScopes() []tparamScope {
+	var out []tparamScope
+	for i := 0; i < len(r.t); i++ {
+		if !r.is(i, tkIdent, "template") {
+			continue
+		}
+		lt := r.next(i)
+		if !r.is(lt, tkPunct, "<") {
+			continue
+		}
+		gt := r.match(lt)
+		names := map[string]bool{}
+		for _, part := range splitTop(r.text(lt+1, gt), ',') {
+			part = strings.TrimSpace(part)
+			if eq := topLevelIndex(part, '='); eq >= 0 {
+				part = strings.TrimSpace(part[:eq])
+			}
+			f := strings.Fields(strings.NewReplacer("...", " ").Replace(part))
+			if len(f) >= 2 && (f[0] == "typename" || f[0] == "class") {
+				names[f[len(f)-1]] = true
+			}
+		}
+		// The declaration ends at the ';' or at the end of the first body after the head.
+		end := len(r.t) - 1
+		depth := 0
+		for k := gt + 1; k < len(r.t); k++ {
+			if r.t[k].kind != tkPunct {
+				continue
+			}
+			switch r.t[k].text {
+			case "(", "[":
+				depth++
+			case ")", "]":
+				depth--
+			case ";":
+				if depth == 0 {
+					end = k
+				}
+			case "{":
+				if depth == 0 {
+					end = r.match(k)
+				}
+			}
+			if end != len(r.t)-1 {
+				break
+			}
+		}
+		if len(names) > 0 {
+			out = append(out, tparamScope{gt, end, names})
+		}
+	}
+	return out
+}
+
+// typeParamAt reports whether name is a template type parameter in scope at token i.
+func typeParamAt(scopes []tparamScope, i int, name string) bool {
+	for _, s := range scopes {
+		if i > s.start && i <= s.end && s.names[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// vectors rewrites MSL vector constructors (float4(a, b), half4(f4), vec<T, 2>(x, y)) and casts to
+// vector types ((uint4)f4, static_cast<int2>(f2), casts to typedefs of vector types and to
+// template type parameters), which clang would reject or take as bit-casts, into value
+// conversions.
+func (r *rewriter) vectors() {
+	r.collectVecAliases()
+	tps := r.templateScopes()
+	isVec := func(i int) bool {
+		t := r.t[i]
+		return t.kind == tkIdent && (vecTypes[t.text] || r.vecAliases[t.text])
+	}
+	for i := 0; i < len(r.t); i++ {
+		tk := r.t[i]
+		if tk.kind != tkIdent && tk.kind != tkPunct {
+			continue
+		}
+		pv := r.prev(i)
+		member := r.is(pv, tkPunct, ".") || r.is(pv, tkPunct, ">") && r.is(pv-1, tkPunct, "-")
+		// T(args) for a vector type T, and vec<T, N>(args).
+		if tk.kind == tkIdent && !member && (isVec(i) || tk.text == "vec" && r.is(r.next(i), tkPunct, "<")) {
+			end := i
+			if tk.text == "vec" && !r.vecAliases["vec"] {
+				end = r.match(r.next(i))
+			}
+			if !r.is(r.next(end), tkPunct, "(") {
+				continue
+			}
+			from := i
+			qual := ""
+			if r.is(pv, tkPunct, "::") {
+				if !r.is(r.prev(pv), tkIdent, "metal") {
+					continue
+				}
+				from = r.prev(pv)
+				qual = "::metal::"
+			}
+			name := strings.Join(strings.Fields(r.text(i, end+1)), " ")
+			if vecTypes[tk.text] || tk.text == "vec" {
+				qual = "::metal::"
+			}
+			r.replace(from, end+1, "::metal::emu_detail::make<"+qual+name+">")
+			continue
+		}
+		// static_cast<V>(x) for a vector type V.
+		if tk.kind == tkIdent && tk.text == "static_cast" {
+			lt := r.next(i)
+			ty := r.next(lt)
+			if r.is(ty, tkIdent, "metal") && r.is(r.next(ty), tkPunct, "::") {
+				ty = r.next(r.next(ty))
+			}
+			gt := r.next(ty)
+			if r.is(lt, tkPunct, "<") && isVec(ty) && r.is(gt, tkPunct, ">") {
+				r.replace(i, gt+1, "::metal::emu_detail::make<"+vecName(r, ty)+">")
+			}
+			continue
+		}
+		// (V)x: a C cast to a vector type, a vector alias, vec<T, N> or a template type parameter.
+		if tk.kind == tkPunct && tk.text == "(" {
+			ty := r.next(i)
+			qual := ""
+			if r.is(ty, tkIdent, "metal") && r.is(r.next(ty), tkPunct, "::") {
+				ty = r.next(r.next(ty))
+				qual = "::metal::"
+			}
+			if ty >= len(r.t) || r.t[ty].kind != tkIdent {
+				continue
+			}
+			end := ty
+			if r.t[ty].text == "vec" && r.is(r.next(ty), tkPunct, "<") {
+				end = r.match(r.next(ty))
+				qual = "::metal::"
+			} else if !isVec(ty) && !typeParamAt(tps, ty, r.t[ty].text) {
+				continue
+			}
+			cl := r.next(end)
+			if !r.is(cl, tkPunct, ")") {
+				continue
+			}
+			if pv >= 0 && (r.t[pv].kind == tkIdent && r.t[pv].text != "return" && r.t[pv].text != "co_return" ||
+				r.is(pv, tkPunct, ")") || r.is(pv, tkPunct, "]") || r.t[pv].kind == tkAttr) {
+				continue // a call, sizeof(T), or a declaration
+			}
+			nx := r.next(cl)
+			if nx >= len(r.t) {
+				continue
+			}
+			if n := r.t[nx]; n.kind == tkPunct && !strings.Contains("(-+!~*&", n.text) {
+				continue
+			}
+			name := strings.Join(strings.Fields(r.text(ty, end+1)), " ")
+			if vecTypes[r.t[ty].text] {
+				qual = "::metal::"
+			}
+			r.replace(i, cl+1, "::metal::emu_detail::caster<"+qual+name+">() ->* ")
+		}
+	}
+}
+
+func vecName(r *rewriter, i int) string {
+	if vecTypes[r.t[i].text] {
+		return "::metal::" + r.t[i].text
+	}
+	return r.t[i].text
+}
+
+// collectVecAliases records `typedef V name;` and `using name = V;` where V is a vector type, an
+// alias of one, or vec<...>.
+func (r *rewriter) collectVecAliases() {
+	isVecType := func(from, to int) bool {
+		var ids []string
+		for k := from; k < to; k++ {
+			t := r.t[k]
+			if t.kind == tkIdent && t.text != "const" && t.text != "metal" && t.text != "typename" {
+				ids = append(ids, t.text)
+			}
+			if t.kind == tkPunct && (t.text == "*" || t.text == "&" || t.text == "(" || t.text == "[") {
+				return false
+			}
+		}
+		if len(ids) == 0 {
+			return false
+		}
+		return vecTypes[ids[0]] && len(ids) == 1 || r.vecAliases[ids[0]] && len(ids) == 1 || ids[0] == "vec"
+	}
+	for i := 0; i < len(r.t); i++ {
+		switch {
+		case r.is(i, tkIdent, "typedef"):
+			e := r.findPunct(i, ";")
+			if e < 0 {
+				return
+			}
+			name := r.prev(e)
+			if r.t[name].kind == tkIdent && isVecType(r.next(i), name) {
+				r.vecAliases[r.t[name].text] = true
+			}
+			i = e
+		case r.is(i, tkIdent, "using"):
+			name := r.next(i)
+			eq := r.next(name)
+			if r.t[name].kind != tkIdent || !r.is(eq, tkPunct, "=") {
+				continue
+			}
+			e := r.findPunct(eq, ";")
+			if e < 0 {
+				return
+			}
+			if isVecType(eq+1, e) {
+				r.vecAliases[r.t[name].text] = true
+			}
+			i = e
+		}
+	}
+}
+
+// scalarTypeNames are the names whose unqualified pointers and references the pre-pass qualifies.
+var scalarTypeNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, t := range []string{"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long",
+		"ulong", "bool", "size_t", "ptrdiff_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t",
+		"uint32_t", "uint64_t", "unsigned", "signed", "void"} {
+		m[t] = true
+	}
+	for v := range vecTypes {
+		m[v] = true
+	}
+	return m
+}()
+
+// threadPointers qualifies unqualified pointers and references to scalar, vector and
+// (non-template) struct types as thread: MSL's meaning of them, which C++ for OpenCL would take
+// as generic (convertible from any address space). Pointers to template parameters and other
+// dependent types stay generic.
+func (r *rewriter) threadPointers() {
+	structs := map[string]bool{}
+	for i := 0; i+1 < len(r.t); i++ {
+		if (r.is(i, tkIdent, "struct") || r.is(i, tkIdent, "class") || r.is(i, tkIdent, "union")) && r.sc.kind[i] != scInit {
+			n := r.next(i)
+			if n < len(r.t) && r.t[n].kind == tkIdent && !r.is(r.next(n), tkPunct, "<") && !r.is(r.prev(i), tkPunct, "<") &&
+				!r.is(r.prev(i), tkPunct, ",") {
+				structs[r.t[n].text] = true
+			}
+		}
+	}
+	tps := r.templateScopes()
+	for i := 0; i < len(r.t); i++ {
+		t := r.t[i]
+		if t.kind != tkPunct || t.text != "*" && t.text != "&" {
+			continue
+		}
+		if r.is(i+1, tkPunct, "&") || r.is(i-1, tkPunct, "&") || r.is(i+1, tkPunct, "=") {
+			continue
+		}
+		nx := r.next(i)
+		if nx >= len(r.t) || !(r.t[nx].kind == tkIdent || r.is(nx, tkPunct, ")") || r.is(nx, tkPunct, ",") || r.is(nx, tkPunct, ">")) {
+			continue
+		}
+		if r.is(nx, tkPunct, ",") || r.is(nx, tkPunct, ">") {
+			continue // a type in a template argument list
+		}
+		// The declaration specifiers before the '*' or '&'.
+		start := i
+		hasType := false
+		ok := true
+		for k := r.prev(i); k >= 0; k = r.prev(k) {
+			tk := r.t[k]
+			if tk.kind == tkIdent {
+				switch {
+				case tk.text == "const" || tk.text == "volatile":
+				case scalarTypeNames[tk.text] || structs[tk.text] && !typeParamAt(tps, k, tk.text):
+					if hasType && !(tk.text == "unsigned" || tk.text == "signed" || tk.text == "long" || tk.text == "short" ||
+						tk.text == "int" || tk.text == "char") {
+						ok = false
+					}
+					hasType = true
+				case tk.text == "metal" && r.is(r.next(k), tkPunct, "::"):
+				case addressSpaces[tk.text] || strings.HasPrefix(tk.text, "__") || tk.text == "constexpr" || tk.text == "static":
+					ok = false
+				default:
+					// a variable, a function name, return, sizeof ...: not a declaration
+					ok = false
+				}
+				if !ok {
+					break
+				}
+				start = k
+				continue
+			}
+			if tk.kind == tkPunct && tk.text == "::" {
+				start = k
+				continue
+			}
+			if tk.kind == tkPunct && (tk.text == "(" || tk.text == "," || tk.text == ";" || tk.text == "{" || tk.text == "}") || tk.kind == tkDirective || tk.kind == tkAttr {
+				break
+			}
+			ok = false
+			break
+		}
+		if !ok || !hasType || start == i {
+			continue
+		}
+		pv := r.prev(start)
+		if pv >= 0 && r.is(pv, tkPunct, "(") {
+			// `(float*)x` casts, `f(float* p)` parameters; not `sizeof(float*)` or `decltype(...)`.
+			if b := r.prev(pv); b >= 0 && r.t[b].kind == tkIdent && (r.t[b].text == "sizeof" || r.t[b].text == "alignof" || r.t[b].text == "decltype") {
+				continue
+			}
+		}
+		r.setText(start, "thread "+r.t[start].text)
+	}
+}
+
+// matmulDescriptors wraps the first template argument of mpp::tensor_ops::matmul2d (a
+// matmul2d_descriptor, a class-type template argument C++17 lacks) in emu_pack.
+func (r *rewriter) matmulDescriptors() {
+	for i := 0; i < len(r.t); i++ {
+		if !r.is(i, tkIdent, "matmul2d") {
+			continue
+		}
+		pv := r.prev(i)
+		if r.is(pv, tkPunct, ".") || r.is(pv, tkPunct, ">") && r.is(pv-1, tkPunct, "-") {
+			continue
+		}
+		lt := r.next(i)
+		if !r.is(lt, tkPunct, "<") {
+			continue
+		}
+		gt := r.match(lt)
+		depth := 0
+		end := gt
+		for k := lt + 1; k < gt; k++ {
+			if r.t[k].kind != tkPunct {
+				continue
+			}
+			switch r.t[k].text {
+			case "(", "[", "<", "{":
+				depth++
+			case ")", "]", ">", "}":
+				depth--
+			case ",":
+				if depth == 0 && end == gt {
+					end = k
+				}
+			}
+		}
+		first := r.next(lt)
+		r.setText(first, "::mpp::tensor_ops::emu_pack("+r.t[first].text)
+		last := r.prev(end)
+		r.setText(last, r.t[last].text+")")
+		i = gt
+	}
+}
+
+// openclKeywords are identifiers in MSL that C++ for OpenCL reserves (address-space and access
+// keywords, builtin type names); the pre-pass renames them.
+var openclKeywords = map[string]bool{"local": true, "global": true, "generic": true, "read_only": true,
+	"write_only": true, "read_write": true, "pipe": true, "sampler_t": true, "event_t": true, "queue_t": true,
+	"clk_event_t": true, "reserve_id_t": true, "image1d_t": true, "image1d_array_t": true, "image1d_buffer_t": true,
+	"image2d_t": true, "image2d_array_t": true, "image3d_t": true, "image2d_depth_t": true,
+	"image2d_array_depth_t": true, "image2d_msaa_t": true, "image2d_array_msaa_t": true,
+	"image2d_msaa_depth_t": true, "image2d_array_msaa_depth_t": true}
+
+// openclAtomics are MSL's atomic type names, which C++ for OpenCL also declares at global scope:
+// an unqualified use would be ambiguous with metal::'s.
+var openclAtomics = map[string]bool{"atomic_int": true, "atomic_uint": true, "atomic_float": true,
+	"atomic_bool": true, "atomic_long": true, "atomic_ulong": true, "atomic_flag": true}
+
+// openclNames renames the identifiers C++ for OpenCL reserves and qualifies MSL's atomic types.
+func (r *rewriter) openclNames() {
+	for i := range r.t {
+		t := r.t[i]
+		if t.kind != tkIdent {
+			continue
+		}
+		if openclKeywords[t.text] {
+			r.setText(i, "emu_kw_"+t.text)
+			continue
+		}
+		if openclAtomics[t.text] && !r.is(r.prev(i), tkPunct, "::") && !r.is(r.prev(i), tkPunct, ".") {
+			r.setText(i, "::metal::"+t.text)
+		}
+	}
+}
