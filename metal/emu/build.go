@@ -49,6 +49,7 @@ type buildInput struct {
 	includes, includeDirs, defines []string
 	syntaxOnly                     bool
 	asan                           bool
+	lax                            bool // MSL rule violations are warnings
 	out                            string // the library (or ASan helper) to write
 }
 
@@ -241,8 +242,15 @@ func (tc *toolchain) build(in buildInput) (*libMeta, []Diagnostic, error) {
 	})
 	prog, err := prepassTokens(toks, usesTensors(string(pre)))
 	if err != nil {
-		ds := []Diagnostic{{Severity: "error", Msg: err.Error(), Pos: srcPos{in.name, 0, 0}}}
+		ds := []Diagnostic{{File: in.name, Severity: "error", Msg: err.Error()}}
 		return nil, ds, &compileError{in.name, ds}
+	}
+	if in.lax {
+		for i := range prog.diags {
+			if prog.diags[i].Severity == "error" {
+				prog.diags[i].Severity = "warning"
+			}
+		}
 	}
 	if hasErrors(prog.diags) {
 		return nil, prog.diags, &compileError{in.name, prog.diags}
@@ -320,13 +328,13 @@ func preprocessDiagnostics(out, mainPath, name string) []Diagnostic {
 		if f == mainPath {
 			f = name
 		}
-		fmt.Sscan(m[2], &d.Pos.line)
-		fmt.Sscan(m[3], &d.Pos.col)
-		d.Pos.file = f
+		fmt.Sscan(m[2], &d.Line)
+		fmt.Sscan(m[3], &d.Col)
+		d.File = f
 		ds = append(ds, d)
 	}
 	if len(ds) == 0 {
-		ds = []Diagnostic{{Severity: "error", Msg: "preprocessing failed: " + strings.TrimSpace(out), Pos: srcPos{name, 0, 0}}}
+		ds = []Diagnostic{{File: name, Severity: "error", Msg: "preprocessing failed: " + strings.TrimSpace(out)}}
 	}
 	return ds
 }

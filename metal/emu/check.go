@@ -256,16 +256,25 @@ func (r *rewriter) hasBraceInit(i, e int) bool {
 	return false
 }
 
-// Diagnostic is a compile error or warning at a place in the source, or a note.
+// Diagnostic is a compile error or warning at a place in the source (line and column 1-based;
+// Line 0 when the place is unknown), or a note attached to the one before it.
 type Diagnostic struct {
-	Pos      srcPos
-	Severity string // "error", "warning" or "note"
-	Msg      string
+	File      string
+	Line, Col int
+	Severity  string // "error", "warning" or "note"
+	Msg       string
+}
+
+func diagAt(p srcPos, severity, msg string) Diagnostic {
+	return Diagnostic{File: p.file, Line: p.line, Col: p.col, Severity: severity, Msg: msg}
 }
 
 func (d Diagnostic) String() string {
-	if !d.Pos.valid() {
+	switch {
+	case d.Line <= 0 && d.File == "":
 		return fmt.Sprintf("%s: %s", d.Severity, d.Msg)
+	case d.Line <= 0:
+		return fmt.Sprintf("%s: %s: %s", d.File, d.Severity, d.Msg)
 	}
-	return fmt.Sprintf("%s:%d:%d: %s: %s", d.Pos.file, d.Pos.line, d.Pos.col, d.Severity, d.Msg)
+	return fmt.Sprintf("%s:%d:%d: %s: %s", d.File, d.Line, d.Col, d.Severity, d.Msg)
 }

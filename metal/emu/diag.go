@@ -42,7 +42,7 @@ func (p *program) clangDiagnostics(out string) []Diagnostic {
 				msg += " " + h
 			}
 		}
-		ds = append(ds, Diagnostic{Pos: srcPos{file, ln, col}, Severity: sev, Msg: msg})
+		ds = append(ds, Diagnostic{File: file, Line: ln, Col: col, Severity: sev, Msg: msg})
 	}
 	return ds
 }

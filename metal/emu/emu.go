@@ -146,19 +146,26 @@ func Open(opts Options) (mtl.Device, error) {
 	}
 	cache := opts.CacheDir
 	if cache == "" {
-		cache = os.Getenv("STRATA_MSL_CACHE")
-	}
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("emu: no cache directory: %w", err)
+		if cache, err = defaultCache(); err != nil {
+			return nil, err
 		}
-		cache = filepath.Join(base, "strata", "msl")
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fmt.Errorf("emu: cache: %w", err)
 	}
 	return &Device{opts: opts, tc: &toolchain{clang: clang, cache: cache}, cache: cache, stats: map[string]*KernelStats{}}, nil
+}
+
+// defaultCache is $STRATA_MSL_CACHE, else os.UserCacheDir()/strata/msl.
+func defaultCache() (string, error) {
+	if c := os.Getenv("STRATA_MSL_CACHE"); c != "" {
+		return c, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("emu: no cache directory: %w", err)
+	}
+	return filepath.Join(base, "strata", "msl"), nil
 }
 
 func findClang(override string) (string, error) {

@@ -191,7 +191,7 @@ func (r *rewriter) findPunct(i int, text string) int {
 
 // errorf records an MSL rule violation at token i.
 func (r *rewriter) errorf(i int, format string, args ...any) {
-	r.diags = append(r.diags, Diagnostic{Pos: r.t[i].pos, Severity: "error", Msg: fmt.Sprintf(format, args...)})
+	r.diags = append(r.diags, diagAt(r.t[i].pos, "error", fmt.Sprintf(format, args...)))
 }
 
 func prepass(src string) (*program, error) { return prepassTokens(tokenize(src), usesTensors(src)) }
