@@ -49,7 +49,7 @@ type buildInput struct {
 	includes, includeDirs, defines []string
 	syntaxOnly                     bool
 	asan                           bool
-	lax                            bool // MSL rule violations are warnings
+	lax                            bool   // MSL rule violations are warnings
 	out                            string // the library (or ASan helper) to write
 }
 
