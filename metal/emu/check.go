@@ -115,7 +115,10 @@ func (r *rewriter) stmtHas(s int, w string) bool {
 // take no initializer.
 func (r *rewriter) checkThreadgroupDecl(i int, kernelBody map[int]bool) {
 	pv := r.prev(i)
-	if !(r.boundary(pv) || r.is(pv, tkPunct, ":") || r.t[pv].kind == tkIdent && (r.t[pv].text == "static" || r.t[pv].text == "const")) {
+	if r.t[max(pv, 0)].kind == tkIdent && (r.t[pv].text == "static" || r.t[pv].text == "const") {
+		pv = r.prev(pv) // `static threadgroup ...`, `const threadgroup ...`
+	}
+	if !(r.boundary(pv) || r.is(pv, tkPunct, ":")) {
 		return
 	}
 	e := i

@@ -44,7 +44,50 @@ func (p *program) clangDiagnostics(out string) []Diagnostic {
 		}
 		ds = append(ds, Diagnostic{File: file, Line: ln, Col: col, Severity: sev, Msg: msg})
 	}
-	return ds
+	return relocate(ds)
+}
+
+// relocate moves an error the stand-in headers report (a static_assert, a failed instantiation)
+// to the first place in the user's source its notes lead to, keeping the header's place as a
+// note, and names the rule an error's notes reveal (an overload not viable for address spaces).
+func relocate(ds []Diagnostic) []Diagnostic {
+	var out []Diagnostic
+	for i := 0; i < len(ds); i++ {
+		d := ds[i]
+		if d.Severity != "error" {
+			out = append(out, d)
+			continue
+		}
+		j := i + 1
+		for j < len(ds) && ds[j].Severity == "note" {
+			j++
+		}
+		notes := ds[i+1 : j]
+		if !strings.Contains(d.Msg, "(MSL") {
+			for _, n := range notes {
+				if h := ruleHint(n.Msg); h != "" {
+					d.Msg += " " + h
+					break
+				}
+			}
+		}
+		var moved []Diagnostic
+		if strings.HasPrefix(d.File, "<") {
+			for _, n := range notes {
+				if !strings.HasPrefix(n.File, "<") && n.Line > 0 {
+					hdr := Diagnostic{File: d.File, Line: d.Line, Col: d.Col, Severity: "note", Msg: "in the stand-in header"}
+					d.File, d.Line, d.Col = n.File, n.Line, n.Col
+					moved = append(moved, hdr)
+					break
+				}
+			}
+		}
+		out = append(out, d)
+		out = append(out, moved...)
+		out = append(out, notes...)
+		i = j - 1
+	}
+	return out
 }
 
 // mslTypes writes C++ for OpenCL's address-space names as MSL's.
@@ -74,6 +117,8 @@ func ruleHint(msg string) string {
 		return "(MSL 4.2: a variable in the constant address space must be initialized)"
 	case has("cannot initialize object parameter", "'this' argument"):
 		return "(MSL 4.x: a member function called on an object in the device, constant or threadgroup address space must be declared with that address space)"
+	case has("cannot pass pointer to address space", "cannot pass pointer to address space"):
+		return "(MSL 4: device, constant, threadgroup and thread are distinct address spaces; pointers and references do not convert between them)"
 	case has("changes address space", "address space", "cannot initialize", "cannot bind", "no viable conversion",
 		"incompatible", "cannot convert", "C-style cast", "static_cast", "reinterpret_cast", "casting") && spaces:
 		return "(MSL 4: device, constant, threadgroup and thread are distinct address spaces; pointers and references do not convert between them)"

@@ -209,6 +209,7 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	p := &program{}
 	r.check()
 	r.openclNames()
+	r.functionPointerParams()
 	if err := r.functionConstants(p); err != nil {
 		return nil, err
 	}

@@ -206,6 +206,9 @@ var addressSpaces = map[string]bool{"device": true, "constant": true, "threadgro
 // param reads one kernel parameter; ok is false for a parameter the rule checks rejected.
 func (r *rewriter) param(p *program, d *kernelDef, i, j int, nextBuf, nextTG *int) (param, bool, error) {
 	prm := param{fcSlot: -1}
+	if r.t[i].kind == tkSpace || r.t[i].text == "" {
+		i = r.next(i)
+	}
 	var at []attr
 	nameAt := -1
 	space := ""

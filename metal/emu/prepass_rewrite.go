@@ -397,3 +397,68 @@ func (r *rewriter) openclNames() {
 		}
 	}
 }
+
+// functionPointerParams rewrites template parameters of function pointer type,
+// `R (*name)(params)`, as `auto name`: C++ for OpenCL gives such a parameter a generic pointee and
+// then refuses every function as its argument. The argument is still a function address.
+func (r *rewriter) functionPointerParams() {
+	for i := 0; i < len(r.t); i++ {
+		if !r.is(i, tkIdent, "template") {
+			continue
+		}
+		lt := r.next(i)
+		if !r.is(lt, tkPunct, "<") {
+			continue
+		}
+		gt := r.match(lt)
+		start := r.next(lt)
+		depth := 0
+		for k := start; k <= gt; k++ {
+			t := r.t[k]
+			if t.kind == tkPunct {
+				switch t.text {
+				case "(", "[", "{":
+					depth++
+				case ")", "]", "}":
+					depth--
+				case "<":
+					if k != lt {
+						depth++
+					}
+				case ">":
+					if k != gt && !r.is(k-1, tkPunct, "-") {
+						depth--
+					}
+				}
+			}
+			if k == gt || depth == 0 && r.is(k, tkPunct, ",") {
+				r.functionPointerParam(start, k)
+				start = r.next(k)
+			}
+		}
+		i = gt
+	}
+}
+
+// functionPointerParam rewrites the template parameter [from, to) if it is `R (*name)(params)`.
+func (r *rewriter) functionPointerParam(from, to int) {
+	for k := from; k < to; k++ {
+		if !r.is(k, tkPunct, "(") {
+			continue
+		}
+		star := r.next(k)
+		name := r.next(star)
+		cl := r.next(name)
+		op := r.next(cl)
+		if !r.is(star, tkPunct, "*") || r.t[name].kind != tkIdent || !r.is(cl, tkPunct, ")") || !r.is(op, tkPunct, "(") {
+			return
+		}
+		end := r.match(op)
+		if end >= to {
+			return
+		}
+		nm := r.t[name].text
+		r.replace(from, end+1, "auto "+nm)
+		return
+	}
+}
