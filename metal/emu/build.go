@@ -221,7 +221,18 @@ func (tc *toolchain) build(in buildInput) (*libMeta, []Diagnostic, error) {
 		return nil, ds, &compileError{in.name, ds}
 	}
 	toks := tokenize(string(pre))
+	clean := map[string]string{}
 	for i := range toks {
+		f := toks[i].pos.file
+		c, ok := clean[f]
+		if !ok {
+			c = f
+			if f != "" && !strings.HasPrefix(f, "<") {
+				c = filepath.Clean(f)
+			}
+			clean[f] = c
+		}
+		toks[i].pos.file = c
 		if toks[i].pos.file == mainPath {
 			toks[i].pos.file = in.name
 		}

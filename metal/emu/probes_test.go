@@ -58,3 +58,51 @@ func TestProbes(t *testing.T) {
 		})
 	}
 }
+
+// Diagnostics cite the file, line and column the user wrote, through -include files, runs of
+// spaces, comments and macros; rule checks and clang's own errors alike.
+func TestDiagnosticPositions(t *testing.T) {
+	inc := []string{"testdata/include/params.h"}
+	if _, ds, err := CompileFile("testdata/include/uses_params.metal", CompileOptions{Includes: inc, CacheDir: testCache(t)}); err != nil {
+		t.Fatalf("with -include: %v\n%s", err, formatDiagnostics(ds))
+	}
+	if _, _, err := CompileFile("testdata/include/uses_params.metal", CompileOptions{CacheDir: testCache(t)}); err == nil {
+		t.Error("without -include: ScaleParams accepted undeclared")
+	}
+	type at struct {
+		file      string
+		line, col int
+		text      string
+	}
+	check := func(ds []Diagnostic, want []at) {
+		t.Helper()
+		for _, w := range want {
+			found := false
+			for _, d := range ds {
+				found = found || d.Severity == "error" && d.File == w.file && d.Line == w.line && d.Col == w.col && strings.Contains(d.Msg, w.text)
+			}
+			if !found {
+				t.Errorf("no error at %s:%d:%d containing %q; got:\n%s", w.file, w.line, w.col, w.text, formatDiagnostics(ds))
+			}
+		}
+	}
+	// goto: a rule the pre-pass checks.
+	_, ds, err := CompileFile("testdata/include/errors.metal", CompileOptions{Includes: inc, CacheDir: testCache(t)})
+	if err == nil {
+		t.Fatal("errors.metal accepted")
+	}
+	check(ds, []at{{"testdata/include/errors.metal", 7, 16, "goto"}})
+	// With the rule checks lax, clang's address-space error on line 6 remains, at the declared
+	// variable (column 62, after runs of spaces, a macro and a comment).
+	_, ds, err = CompileFile("testdata/include/errors.metal", CompileOptions{Includes: inc, Lax: true, CacheDir: testCache(t)})
+	if err == nil {
+		t.Fatal("errors.metal accepted with -lax")
+	}
+	check(ds, []at{{"testdata/include/errors.metal", 6, 62, "distinct address spaces"}})
+	// A rule broken in the prepended header is reported there.
+	_, ds, err = CompileFile("testdata/include/uses_params.metal", CompileOptions{Includes: []string{"testdata/include/bad_header.h"}, CacheDir: testCache(t)})
+	if err == nil {
+		t.Fatal("bad header accepted")
+	}
+	check(ds, []at{{"testdata/include/bad_header.h", 7, 1, "constant address space"}})
+}
