@@ -76,7 +76,7 @@ func (d *Device) runHelper(lib *library, descs []*dispatchDesc, bufs [][]byte) e
 	return nil
 }
 
-// queryHelper asks lib's helper for the static threadgroup memory of its kernels.
+// queryHelper asks lib's helper for the static threadgroup memory and thread limit of each kernel.
 func (d *Device) queryHelper(lib *library) ([]uint32, error) {
 	cmd := exec.Command(lib.path)
 	cmd.Stdin = strings.NewReader("EMUQ")
@@ -91,7 +91,7 @@ func (d *Device) queryHelper(lib *library) ([]uint32, error) {
 	if binary.Read(r, binary.LittleEndian, &n) != nil {
 		return nil, errors.New("asan helper: malformed reply")
 	}
-	sizes := make([]uint32, n)
+	sizes := make([]uint32, 2*n)
 	if binary.Read(r, binary.LittleEndian, sizes) != nil {
 		return nil, errors.New("asan helper: malformed reply")
 	}

@@ -291,7 +291,7 @@ func (tc *toolchain) build(in buildInput) (*libMeta, []Diagnostic, error) {
 	}
 	meta := &libMeta{}
 	for _, k := range prog.kernels {
-		meta.Kernels = append(meta.Kernels, kernelMeta{Host: k.host, MaxThreads: k.def.maxThreads})
+		meta.Kernels = append(meta.Kernels, kernelMeta{Host: k.host})
 	}
 	for _, c := range prog.constants {
 		meta.Constants = append(meta.Constants, constMeta{Name: c.name, Type: c.typ, Index: c.index, Slot: c.slot})

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -63,6 +64,28 @@ func relocate(ds []Diagnostic) []Diagnostic {
 			j++
 		}
 		notes := ds[i+1 : j]
+		if strings.Contains(d.Msg, "is ambiguous") && !strings.Contains(d.Msg, "(MSL") {
+			for _, n := range notes {
+				if strings.HasPrefix(n.File, "<metal>/emu_math.h") {
+					d.Msg += " (MSL 6: the operands of a math function have one type; they are not converted to a common type)"
+					break
+				}
+			}
+		}
+		// The stand-in headers' overload candidates are many and say little: one note for them.
+		var kept []Diagnostic
+		hidden := 0
+		for _, n := range notes {
+			if strings.HasPrefix(n.File, "<metal>/") && strings.HasPrefix(n.Msg, "candidate ") {
+				hidden++
+				continue
+			}
+			kept = append(kept, n)
+		}
+		if hidden > 0 {
+			kept = append(kept, Diagnostic{Severity: "note", Msg: fmt.Sprintf("%d candidates of the stand-in headers not shown", hidden)})
+		}
+		notes = kept
 		if !strings.Contains(d.Msg, "(MSL") {
 			for _, n := range notes {
 				if h := ruleHint(n.Msg); h != "" {

@@ -47,6 +47,9 @@ func (l *library) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, e
 	if p.kernel < 0 {
 		return nil, fmt.Errorf("emu: kernel %q: %w", fn, mtl.ErrNoFunction)
 	}
+	if p.maxTh < 1 || p.maxTh > 1024 {
+		return nil, fmt.Errorf("emu: %s: max_total_threads_per_threadgroup is %d, outside [1, 1024]: %w", fn, p.maxTh, mtl.ErrCompile)
+	}
 	given := map[int]bool{}
 	for _, c := range constants {
 		if c.Index < 0 || c.Index > 65535 {

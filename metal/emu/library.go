@@ -17,7 +17,7 @@ import (
 var sources embed.FS
 
 // cacheVersion changes whenever the generated code or its ABI changes.
-const cacheVersion = "emu-2"
+const cacheVersion = "emu-3"
 
 // libMeta is what the cache keeps beside a compiled library.
 type libMeta struct {
@@ -28,11 +28,11 @@ type libMeta struct {
 }
 
 type kernelMeta struct {
-	Host       string
+	Host string
+	// MaxThreads ([[max_total_threads_per_threadgroup]], 1024 without it) and StaticTG (the bytes
+	// of the kernel's threadgroup variables) are read from the compiled library; no kernel runs.
 	MaxThreads int
-	// StaticTG is the kernel's static threadgroup memory in bytes (the layout of its threadgroup
-	// variables, read from the library without running it).
-	StaticTG int
+	StaticTG   int
 }
 
 type constMeta struct {
@@ -87,7 +87,7 @@ func (d *Device) NewLibrary(name, source string) (mtl.Library, error) {
 			return nil, err
 		}
 		lib.prog = *meta
-		if err := d.readStaticTG(lib); err != nil {
+		if err := d.readKernelInfo(lib); err != nil {
 			return nil, fmt.Errorf("emu: %s: %v: %w", name, err, mtl.ErrCompile)
 		}
 		mb, _ := json.Marshal(lib.prog)
@@ -108,13 +108,13 @@ func (d *Device) NewLibrary(name, source string) (mtl.Library, error) {
 	return lib, nil
 }
 
-// readStaticTG reads each kernel's static threadgroup memory from the compiled library (the
-// layout of the threadgroup variables the compiler recorded; no kernel runs).
-func (d *Device) readStaticTG(lib *library) error {
-	var sizes []uint32
+// readKernelInfo reads each kernel's thread limit and static threadgroup memory from the compiled
+// library (values the compiler computed; no kernel runs).
+func (d *Device) readKernelInfo(lib *library) error {
+	var info []uint32 // pairs: static threadgroup bytes, max threads
 	if d.opts.ASan {
 		var err error
-		if sizes, err = d.queryHelper(lib); err != nil {
+		if info, err = d.queryHelper(lib); err != nil {
 			return err
 		}
 	} else {
@@ -123,15 +123,15 @@ func (d *Device) readStaticTG(lib *library) error {
 			return err
 		}
 		for k := range lib.prog.Kernels {
-			sizes = append(sizes, so.staticTG(int32(k)))
+			info = append(info, so.staticTG(int32(k)), so.maxThreads(int32(k)))
 		}
 		so.close()
 	}
-	if len(sizes) != len(lib.prog.Kernels) {
-		return fmt.Errorf("library reports %d kernels, metadata %d", len(sizes), len(lib.prog.Kernels))
+	if len(info) != 2*len(lib.prog.Kernels) {
+		return fmt.Errorf("library reports %d kernels, metadata %d", len(info)/2, len(lib.prog.Kernels))
 	}
 	for k := range lib.prog.Kernels {
-		lib.prog.Kernels[k].StaticTG = int(sizes[k])
+		lib.prog.Kernels[k].StaticTG, lib.prog.Kernels[k].MaxThreads = int(info[2*k]), int(info[2*k+1])
 	}
 	return nil
 }

@@ -33,9 +33,10 @@ type param struct {
 type kernelDef struct {
 	name, host string
 	template   bool
+	thead      string // the template parameter list
 	tparams    string // the template's own arguments, `T, N, Rest...`
 	params     []param
-	maxThreads int
+	maxThreads string // [[max_total_threads_per_threadgroup(expr)]], a constant expression
 }
 
 // kernelInst is one callable kernel: a plain kernel, or a template kernel instantiated under a host name.
@@ -210,6 +211,7 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	r.check()
 	r.openclNames()
 	r.functionPointerParams()
+	r.methodQualifiers()
 	if err := r.functionConstants(p); err != nil {
 		return nil, err
 	}
@@ -230,6 +232,7 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	}
 	p.kernels = append(p.kernels, insts...)
 	r.vectors()
+	r.vectorInits()
 	r.threadPointers()
 	if tensor {
 		r.matmulDescriptors()
@@ -253,9 +256,23 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 		seen[inst.host] = true
 		b.WriteString(launcher(k, inst))
 	}
+	// The thread limit of a template kernel may depend on its arguments.
+	for k, d := range defsOf(p.kernels) {
+		if d.template {
+			fmt.Fprintf(&b, "template <%s> constexpr unsigned emu_mt_%d() { return (%s); }\n", d.thead, k, d.maxThreads)
+		}
+	}
 	b.WriteString("extern \"C\" const emu_kernel emu_kernels[] = {\n")
+	defIndex := map[*kernelDef]int{}
+	for k, d := range defsOf(p.kernels) {
+		defIndex[d] = k
+	}
 	for k, inst := range p.kernels {
-		fmt.Fprintf(&b, "  {%q, emu_entry_%d, %d, &::emu::kanchor<%s>::a},\n", inst.host, k, inst.def.maxThreads, kernelRef(inst.def, inst.targs))
+		mt := "(" + inst.def.maxThreads + ")"
+		if inst.def.template {
+			mt = fmt.Sprintf("emu_mt_%d<%s>()", defIndex[inst.def], inst.targs)
+		}
+		fmt.Fprintf(&b, "  {%q, emu_entry_%d, (uint32_t)%s, &::emu::kanchor<%s>::a},\n", inst.host, k, mt, kernelRef(inst.def, inst.targs))
 	}
 	if len(p.kernels) == 0 {
 		b.WriteString("  {\"\", nullptr, 0, nullptr},\n")
@@ -263,6 +280,19 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	fmt.Fprintf(&b, "};\nextern \"C\" const int emu_nkernels = %d;\n", len(p.kernels))
 	p.cpp = b.String()
 	return p, nil
+}
+
+// defsOf lists the distinct definitions of the kernels, in order.
+func defsOf(ks []kernelInst) []*kernelDef {
+	var out []*kernelDef
+	seen := map[*kernelDef]bool{}
+	for _, k := range ks {
+		if !seen[k.def] {
+			seen[k.def] = true
+			out = append(out, k.def)
+		}
+	}
+	return out
 }
 
 // kernelRef is the address of a kernel instance: &f or &f<A...>.

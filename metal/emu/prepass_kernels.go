@@ -29,12 +29,13 @@ func (r *rewriter) kernels(p *program) ([]*kernelDef, error) {
 		if r.is(s, tkIdent, "template") && !r.is(r.next(s), tkPunct, "<") {
 			continue // explicit instantiation, handled by instantiations
 		}
-		d := &kernelDef{maxThreads: 1024}
+		d := &kernelDef{maxThreads: "1024"}
 		retFrom := s
 		if r.is(s, tkIdent, "template") {
 			d.template = true
 			lt := r.next(s)
 			gt := r.match(lt)
+			d.thead = strings.Join(strings.Fields(r.text(lt+1, gt)), " ")
 			d.tparams = templateArgsOf(r.text(lt+1, gt))
 			retFrom = gt + 1
 		}
@@ -67,12 +68,12 @@ func (r *rewriter) kernels(p *program) ([]*kernelDef, error) {
 						}
 						d.host = h
 					case "max_total_threads_per_threadgroup":
+						// Evaluated by clang per instance (it may depend on template arguments).
 						n, err := evalInt(a.arg)
-						if err != nil || n <= 0 || n > 1024 {
-							r.errorf(k, "max_total_threads_per_threadgroup(%s): must be an integer constant in [1, 1024] (MSL 5.1.3)", a.arg)
-						} else {
-							d.maxThreads = int(n)
+						if err == nil && (n <= 0 || n > 1024) {
+							r.errorf(k, "max_total_threads_per_threadgroup(%s): must be in [1, 1024] (MSL 5.1.3)", a.arg)
 						}
+						d.maxThreads = a.arg
 					}
 				}
 				r.replace(k, k+1, "")
@@ -213,6 +214,7 @@ func (r *rewriter) param(p *program, d *kernelDef, i, j int, nextBuf, nextTG *in
 	nameAt := -1
 	space := ""
 	indirect := false
+	dims := false // an array parameter, a pointer in C++
 	for k := i; k < j; k++ {
 		switch r.t[k].kind {
 		case tkAttr:
@@ -222,10 +224,15 @@ func (r *rewriter) param(p *program, d *kernelDef, i, j int, nextBuf, nextTG *in
 			if addressSpaces[r.t[k].text] && space == "" {
 				space = r.t[k].text
 			}
-			nameAt = k
+			if !dims {
+				nameAt = k
+			}
 		case tkPunct:
 			if r.t[k].text == "*" || r.t[k].text == "&" {
 				indirect = true
+			}
+			if r.t[k].text == "[" {
+				indirect, dims = true, true
 			}
 		}
 	}

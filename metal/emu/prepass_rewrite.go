@@ -93,8 +93,9 @@ func (r *rewriter) vectors() {
 		}
 		pv := r.prev(i)
 		member := r.is(pv, tkPunct, ".") || r.is(pv, tkPunct, ">") && r.is(pv-1, tkPunct, "-")
-		// T(args) for a vector type T, and vec<T, N>(args).
-		if tk.kind == tkIdent && !member && (isVec(i) || tk.text == "vec" && r.is(r.next(i), tkPunct, "<")) {
+		// T(args) for a vector type T, and vec<T, N>(args); not `operator vec<T, 2>()`.
+		if tk.kind == tkIdent && !member && !r.is(pv, tkIdent, "operator") && !(r.is(pv, tkPunct, "::") && r.is(r.prev(r.prev(pv)), tkIdent, "operator")) &&
+			(isVec(i) || tk.text == "vec" && r.is(r.next(i), tkPunct, "<")) {
 			end := i
 			if tk.text == "vec" && !r.vecAliases["vec"] {
 				end = r.match(r.next(i))
@@ -392,6 +393,11 @@ func (r *rewriter) openclNames() {
 			r.setText(i, "emu_kw_"+t.text)
 			continue
 		}
+		// coherent(device|system) (MSL 3.2): the emulator's memory is always coherent.
+		if t.text == "coherent" && r.is(r.next(i), tkPunct, "(") {
+			r.replace(i, r.match(r.next(i))+1, "")
+			continue
+		}
 		if openclAtomics[t.text] && !r.is(r.prev(i), tkPunct, "::") && !r.is(r.prev(i), tkPunct, ".") {
 			r.setText(i, "::metal::"+t.text)
 		}
@@ -461,4 +467,171 @@ func (r *rewriter) functionPointerParam(from, to int) {
 		r.replace(from, end+1, "auto "+nm)
 		return
 	}
+}
+
+// methodQualifiers adjusts address-space qualifiers of member functions to C++ for OpenCL:
+// `thread` (an object in thread memory, temporaries and return values included, which C++ for
+// OpenCL leaves unqualified) becomes the generic default; `constant` on a constructor becomes
+// __constant alone (a constructor cannot be const).
+func (r *rewriter) methodQualifiers() {
+	for i := range r.t {
+		t := r.t[i]
+		if t.kind != tkIdent || t.text != "thread" && t.text != "constant" {
+			continue
+		}
+		pv := r.prev(i)
+		if r.is(pv, tkIdent, "const") || r.is(pv, tkIdent, "volatile") {
+			pv = r.prev(pv)
+		}
+		if !r.is(pv, tkPunct, ")") {
+			continue
+		}
+		nx := r.next(i)
+		if nx >= len(r.t) {
+			continue
+		}
+		if n := r.t[nx]; !(n.kind == tkPunct && (n.text == "{" || n.text == ":" || n.text == ";" || n.text == "=" || n.text == "-" || n.text == "&") ||
+			n.kind == tkIdent && (n.text == "noexcept" || n.text == "const" || n.text == "override") || n.kind == tkAttr) {
+			continue
+		}
+		open := r.matchBack(pv)
+		name := r.prev(open)
+		if r.is(name, tkPunct, ")") && r.is(r.prev(name), tkPunct, "(") && r.is(r.prev(r.prev(name)), tkIdent, "operator") {
+			name = r.prev(r.prev(name)) // operator()
+		}
+		if name < 0 || !(r.t[name].kind == tkIdent || r.is(name, tkPunct, ">") || r.is(name, tkPunct, "]")) {
+			continue
+		}
+		if r.sc.kind[i] != scClass && !r.is(r.prev(name), tkPunct, "::") {
+			continue // a function type or a cast, not a member function
+		}
+		if t.text == "thread" {
+			r.setText(i, "")
+			continue
+		}
+		if r.isConstructor(name) {
+			r.setText(i, "__constant")
+		}
+	}
+}
+
+// isConstructor reports whether the function name at i declares a constructor: nothing but
+// specifiers or a template head before it (no return type).
+func (r *rewriter) isConstructor(i int) bool {
+	if r.t[i].kind != tkIdent || r.t[i].text == "operator" {
+		return false
+	}
+	pv := r.prev(i)
+	if r.is(pv, tkPunct, "~") {
+		return false
+	}
+	for pv >= 0 && r.t[pv].kind == tkIdent && (r.t[pv].text == "constexpr" || r.t[pv].text == "explicit" ||
+		r.t[pv].text == "inline" || r.t[pv].text == "METAL_FUNC") {
+		pv = r.prev(pv)
+	}
+	if pv < 0 || r.boundary(pv) || r.is(pv, tkPunct, ":") || r.t[pv].kind == tkAttr {
+		return true
+	}
+	if r.is(pv, tkPunct, ">") {
+		// `template <...> X(...)`: the '>' closes a template head.
+		d := 0
+		for k := pv; k >= 0; k-- {
+			if r.is(k, tkPunct, ">") {
+				d++
+			} else if r.is(k, tkPunct, "<") {
+				d--
+				if d == 0 {
+					return r.is(r.prev(k), tkIdent, "template")
+				}
+			}
+		}
+	}
+	return false
+}
+
+// vectorInits rewrites what clang does not take in vector initialization inside functions:
+// `float2 v(a, b);` (direct initialization), `uint4 k = {a, b, c};` (fewer elements than the
+// vector has, the rest zero), and braced lists passed as function arguments, f({x, y, z}), which
+// convert to the parameter's vector (or aggregate) type.
+func (r *rewriter) vectorInits() {
+	isVec := func(i int) bool {
+		t := r.t[i]
+		return t.kind == tkIdent && (vecTypes[t.text] || r.vecAliases[t.text])
+	}
+	for i := 0; i < len(r.t); i++ {
+		if !r.sc.kind[i].inFunction() {
+			continue
+		}
+		t := r.t[i]
+		if t.kind == tkIdent && isVec(i) && !r.is(r.prev(i), tkPunct, "::") && !r.is(r.prev(i), tkPunct, ".") {
+			name := r.next(i)
+			if name >= len(r.t) || r.t[name].kind != tkIdent {
+				continue
+			}
+			nx := r.next(name)
+			qual := r.t[i].text
+			if vecTypes[qual] {
+				qual = "::metal::" + qual
+			}
+			switch {
+			case r.is(nx, tkPunct, "("):
+				pv := r.prev(i)
+				if r.boundary(pv) || r.is(pv, tkIdent, "const") || r.is(pv, tkIdent, "constexpr") || r.is(pv, tkPunct, ":") {
+					r.setText(name, r.t[name].text+" = ::metal::emu_detail::make<"+qual+">")
+				}
+			case r.is(nx, tkPunct, "=") && r.is(r.next(nx), tkPunct, "{"):
+				open := r.next(nx)
+				cl := r.match(open)
+				r.setText(open, "::metal::emu_detail::make_list<"+qual+">(")
+				r.setText(cl, ")")
+				i = cl
+			}
+			continue
+		}
+		if t.kind == tkPunct && t.text == "{" && (r.is(r.prev(i), tkPunct, "(") || r.is(r.prev(i), tkPunct, ",")) && r.inCall(i) {
+			cl := r.match(i)
+			r.setText(i, "::metal::emu_detail::ilist(")
+			r.setText(cl, ")")
+		}
+	}
+}
+
+// inCall reports whether token i is directly inside the argument list of a function call.
+func (r *rewriter) inCall(i int) bool {
+	d := 0
+	for k := i - 1; k >= 0; k-- {
+		t := r.t[k]
+		if t.kind != tkPunct {
+			continue
+		}
+		switch t.text {
+		case ")", "]", "}":
+			d++
+		case "[", "{":
+			if d == 0 {
+				return false
+			}
+			d--
+		case "(":
+			if d > 0 {
+				d--
+				continue
+			}
+			f := r.prev(k)
+			if f < 0 {
+				return false
+			}
+			if r.t[f].kind == tkIdent {
+				switch r.t[f].text {
+				case "if", "for", "while", "switch", "return", "sizeof", "alignof", "decltype", "static_assert":
+					return false
+				}
+				return true
+			}
+			return r.is(f, tkPunct, ">") || r.is(f, tkPunct, ")")
+		case ";":
+			return false
+		}
+	}
+	return false
 }

@@ -39,6 +39,7 @@ type sharedObject struct {
 	handle uintptr
 	run    func(d unsafe.Pointer) int32
 	tg     func(k int32) uint32
+	mt     func(k int32) uint32
 }
 
 func openShared(path string, nkernels int) (*sharedObject, error) {
@@ -53,6 +54,7 @@ func openShared(path string, nkernels int) (*sharedObject, error) {
 	purego.RegisterLibFunc(&count, h, "emu_kernel_count")
 	purego.RegisterLibFunc(&so.run, h, "emu_run")
 	purego.RegisterLibFunc(&so.tg, h, "emu_kernel_static_tg")
+	purego.RegisterLibFunc(&so.mt, h, "emu_kernel_max_threads")
 	if got, want := size(), unsafe.Sizeof(dispatchDesc{}); got != want {
 		so.close()
 		return nil, fmt.Errorf("dispatch descriptor is %d bytes in C, %d in Go", got, want)
@@ -75,3 +77,6 @@ func (s *sharedObject) close() error {
 
 // staticTG is kernel k's static threadgroup memory in bytes.
 func (s *sharedObject) staticTG(k int32) uint32 { return s.tg(k) }
+
+// maxThreads is kernel k's limit of threads per threadgroup.
+func (s *sharedObject) maxThreads(k int32) uint32 { return s.mt(k) }

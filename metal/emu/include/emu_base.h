@@ -101,8 +101,6 @@ struct conditional<false, T, F> {
 };
 template <bool B, class T, class F>
 using conditional_t = typename conditional<B, T, F>::type;
-template <class...>
-using void_t = void;
 
 template <class T> struct remove_const { typedef T type; };
 template <class T> struct remove_const<const T> { typedef T type; };
@@ -118,11 +116,11 @@ template <class T> struct remove_pointer<T* const> { typedef T type; };
 template <class T> struct remove_extent { typedef T type; };
 template <class T> struct remove_extent<T[]> { typedef T type; };
 template <class T, size_t N> struct remove_extent<T[N]> { typedef T type; };
-template <class T> struct remove_address_space { typedef T type; };
-template <class T> struct remove_address_space<__global T> { typedef T type; };
-template <class T> struct remove_address_space<__local T> { typedef T type; };
-template <class T> struct remove_address_space<__private T> { typedef T type; };
-template <class T> struct remove_address_space<__constant T> { typedef T type; };
+template <class T> struct remove_addrspace { typedef T type; };
+template <class T> struct remove_addrspace<__global T> { typedef T type; };
+template <class T> struct remove_addrspace<__local T> { typedef T type; };
+template <class T> struct remove_addrspace<__private T> { typedef T type; };
+template <class T> struct remove_addrspace<__constant T> { typedef T type; };
 // copy_as<T, U>: U in the address space of T.
 template <class T, class U> struct copy_as { typedef U type; };
 template <class T, class U> struct copy_as<__global T, U> { typedef __global U type; };
@@ -141,7 +139,7 @@ template <class T> using remove_reference_t = typename remove_reference<T>::type
 template <class T> using remove_cvref_t = remove_cv_t<remove_reference_t<T>>;
 template <class T> using remove_pointer_t = typename remove_pointer<T>::type;
 template <class T> using remove_extent_t = typename remove_extent<T>::type;
-template <class T> using remove_address_space_t = typename remove_address_space<T>::type;
+template <class T> using remove_addrspace_t = typename remove_addrspace<T>::type;
 template <class T> using add_const_t = typename add_const<T>::type;
 template <class T> using add_pointer_t = typename add_pointer<T>::type;
 template <class T> using add_lvalue_reference_t = T&;
@@ -195,7 +193,6 @@ template <class T> struct is_unsigned : bool_constant<emu_detail::int_kind<remov
 template <class T> struct is_enum : bool_constant<__is_enum(T)> {};
 template <class T> struct is_class : bool_constant<__is_class(T)> {};
 template <class T> struct is_union : bool_constant<__is_union(T)> {};
-template <class T> struct is_empty : bool_constant<__is_empty(T)> {};
 template <class T> struct is_trivially_copyable : bool_constant<__is_trivially_copyable(T)> {};
 template <class T> struct is_trivial : bool_constant<__is_trivial(T)> {};
 template <class T> struct is_standard_layout : bool_constant<__is_standard_layout(T)> {};
@@ -223,7 +220,6 @@ template <class T> constexpr bool is_unsigned_v = is_unsigned<T>::value;
 template <class T> constexpr bool is_enum_v = is_enum<T>::value;
 template <class T> constexpr bool is_class_v = is_class<T>::value;
 template <class T> constexpr bool is_union_v = is_union<T>::value;
-template <class T> constexpr bool is_empty_v = is_empty<T>::value;
 template <class T> constexpr bool is_scalar_v = is_scalar<T>::value;
 template <class T> constexpr bool is_function_v = is_function<T>::value;
 template <class T> constexpr bool is_trivially_copyable_v = is_trivially_copyable<T>::value;
@@ -245,6 +241,10 @@ template <class B> struct negation : bool_constant<!bool(B::value)> {};
 template <class... B> constexpr bool conjunction_v = conjunction<B...>::value;
 template <class... B> constexpr bool disjunction_v = disjunction<B...>::value;
 template <class B> constexpr bool negation_v = negation<B>::value;
+// The internal names of Apple's headers, which kernels reach under #pragma METAL internals.
+template <class... B> using _conjunction = conjunction<B...>;
+template <class... B> using _disjunction = disjunction<B...>;
+template <class B> using _negation = negation<B>;
 
 namespace emu_detail {
 template <class T> struct sign_pair { typedef T s; typedef T u; };

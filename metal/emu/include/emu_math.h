@@ -1,13 +1,20 @@
 // metal:: math, integer, common, geometric and relational functions on scalars and vectors,
-// element-wise, computed in float (half and bfloat round the float result). fast:: and precise::
-// name the same functions: the emulator has one precision. As in MSL, the operands of a function
-// have one type; a vector may be combined with a scalar of its element type where MSL allows it
-// (min, max, clamp, mix, step, smoothstep, fmin, fmax, fmod, pow, copysign): min(int, uint) and
-// min(float, int) are errors.
+// element-wise, computed in float (half results round the float result). fast:: and precise::
+// name the same functions: the emulator has one precision.
+//
+// As in Metal's headers, the functions are overloads for each concrete type (float, half and
+// their 2-, 3- and 4-element vectors; the integer types and their vectors), so that arguments
+// convert as they do on Metal: pow(2, x) is pow(float, float) for a float x, min(int, uint) and
+// max(float, 0) are ambiguous, and a bfloat argument converts to float. min, max, fmin, fmax,
+// clamp, mix, step and smoothstep also take a vector with scalars of its element type. The
+// element-wise work is done by the templates of namespace emu_impl.
 #pragma once
 #include "emu_types.h"
 
 namespace metal {
+namespace emu_impl {
+using namespace emu_detail;
+}
 namespace emu_detail {
 template <class T, class F>
 inline T map1(T x, F f) {
@@ -71,6 +78,7 @@ inline bool_of<T> test1(T x, F f) {
 }
 }  // namespace emu_detail
 
+namespace emu_impl {
 #define EMU_REQ(...) class = enable_if_t<(__VA_ARGS__)>
 
 #define EMU_F1(name, expr)                                                           \
@@ -114,7 +122,7 @@ EMU_F1(fabs, __builtin_fabsf(a))
 template <class T, EMU_REQ(emu_detail::gentype<T>)>
 inline T abs(T x) {
   return emu_detail::map1(x, [](auto v) {
-    if constexpr (emu_detail::is_int<decltype(v)>) return v < 0 ? -v : v;
+    if constexpr (emu_detail::is_int<plain_t<decltype(v)>>) return v < 0 ? -v : v;
     else return __builtin_fabsf((float)v);
   });
 }
@@ -147,15 +155,15 @@ inline T step(U edge, T x) {
 template <class T, class U, EMU_REQ(emu_detail::gentype<T> && emu_detail::operand_ok<T, U>)>
 inline T min(T x, U y) {
   return emu_detail::map2(x, emu_detail::bring<T>(y), [](auto v, auto w) {
-    if constexpr (emu_detail::is_int<decltype(v)>) return w < v ? w : v;
-    else return decltype(v)(__builtin_fminf((float)v, (float)w));
+    if constexpr (emu_detail::is_int<plain_t<decltype(v)>>) return w < v ? w : v;
+    else return plain_t<decltype(v)>(__builtin_fminf((float)v, (float)w));
   });
 }
 template <class T, class U, EMU_REQ(emu_detail::gentype<T> && emu_detail::operand_ok<T, U>)>
 inline T max(T x, U y) {
   return emu_detail::map2(x, emu_detail::bring<T>(y), [](auto v, auto w) {
-    if constexpr (emu_detail::is_int<decltype(v)>) return v < w ? w : v;
-    else return decltype(v)(__builtin_fmaxf((float)v, (float)w));
+    if constexpr (emu_detail::is_int<plain_t<decltype(v)>>) return v < w ? w : v;
+    else return plain_t<decltype(v)>(__builtin_fmaxf((float)v, (float)w));
   });
 }
 template <class T, class U, class V, EMU_REQ(emu_detail::gentype<T> && emu_detail::operand_ok<T, U> && emu_detail::operand_ok<T, V>)>
@@ -322,26 +330,26 @@ inline T ctz(T x) {
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T mulhi(T x, T y) {
   return emu_detail::map2(x, y, [](auto a, auto b) {
-    if constexpr (sizeof(a) == 8) return (decltype(a))(((__int128)a * (__int128)b) >> 64);
-    else return (decltype(a))(((long long)a * (long long)b) >> (8 * sizeof(a)));
+    if constexpr (sizeof(a) == 8) return (plain_t<decltype(a)>)(((__int128)a * (__int128)b) >> 64);
+    else return (plain_t<decltype(a)>)(((long long)a * (long long)b) >> (8 * sizeof(a)));
   });
 }
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T absdiff(T x, T y) {
-  return emu_detail::map2(x, y, [](auto a, auto b) { return (decltype(a))(a > b ? a - b : b - a); });
+  return emu_detail::map2(x, y, [](auto a, auto b) { return (plain_t<decltype(a)>)(a > b ? a - b : b - a); });
 }
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T hadd(T x, T y) {
-  return emu_detail::map2(x, y, [](auto a, auto b) { return (decltype(a))(((__int128)a + (__int128)b) >> 1); });
+  return emu_detail::map2(x, y, [](auto a, auto b) { return (plain_t<decltype(a)>)(((__int128)a + (__int128)b) >> 1); });
 }
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T rhadd(T x, T y) {
-  return emu_detail::map2(x, y, [](auto a, auto b) { return (decltype(a))(((__int128)a + (__int128)b + 1) >> 1); });
+  return emu_detail::map2(x, y, [](auto a, auto b) { return (plain_t<decltype(a)>)(((__int128)a + (__int128)b + 1) >> 1); });
 }
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T addsat(T x, T y) {
   return emu_detail::map2(x, y, [](auto a, auto b) {
-    typedef decltype(a) E;
+    typedef plain_t<decltype(a)> E;
     __int128 s = (__int128)a + (__int128)b;
     return (E)(s > (__int128)numeric_limits<E>::max() ? numeric_limits<E>::max() : s < (__int128)numeric_limits<E>::min() ? numeric_limits<E>::min() : (E)s);
   });
@@ -349,7 +357,7 @@ inline T addsat(T x, T y) {
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T subsat(T x, T y) {
   return emu_detail::map2(x, y, [](auto a, auto b) {
-    typedef decltype(a) E;
+    typedef plain_t<decltype(a)> E;
     __int128 s = (__int128)a - (__int128)b;
     return (E)(s > (__int128)numeric_limits<E>::max() ? numeric_limits<E>::max() : s < (__int128)numeric_limits<E>::min() ? numeric_limits<E>::min() : (E)s);
   });
@@ -357,7 +365,7 @@ inline T subsat(T x, T y) {
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T rotate(T x, T y) {
   return emu_detail::map2(x, y, [](auto a, auto b) {
-    typedef decltype(a) E;
+    typedef plain_t<decltype(a)> E;
     typedef make_unsigned_t<E> U;
     constexpr unsigned w = 8 * sizeof(E);
     unsigned s = (unsigned)(U)b % w;
@@ -367,7 +375,7 @@ inline T rotate(T x, T y) {
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T reverse_bits(T x) {
   return emu_detail::map1(x, [](auto a) {
-    typedef decltype(a) E;
+    typedef plain_t<decltype(a)> E;
     typedef make_unsigned_t<E> U;
     U u = (U)a, r = 0;
     for (unsigned i = 0; i < 8 * sizeof(E); i++) r = (U)(r << 1 | (u >> i & 1));
@@ -377,7 +385,7 @@ inline T reverse_bits(T x) {
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T extract_bits(T x, uint offset, uint bits) {
   return emu_detail::map1(x, [=](auto a) {
-    typedef decltype(a) E;
+    typedef plain_t<decltype(a)> E;
     typedef make_unsigned_t<E> U;
     constexpr unsigned w = 8 * sizeof(E);
     if (bits == 0) return E(0);
@@ -389,7 +397,7 @@ inline T extract_bits(T x, uint offset, uint bits) {
 template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T insert_bits(T base, T insert, uint offset, uint bits) {
   return emu_detail::map2(base, insert, [=](auto a, auto b) {
-    typedef decltype(a) E;
+    typedef plain_t<decltype(a)> E;
     typedef make_unsigned_t<E> U;
     U mask = bits >= 8 * sizeof(E) ? (U)~U(0) : (U)(((U)1 << bits) - 1);
     return (E)(((U)a & ~(U)(mask << offset)) | (((U)b & mask) << offset));
@@ -403,24 +411,127 @@ template <class T, EMU_REQ(emu_detail::genint<T>)>
 inline T madhi(T x, T y, T z) { return mulhi(x, y) + z; }
 
 #undef EMU_REQ
+}  // namespace emu_impl
 
+// ---- the concrete overloads ------------------------------------------------------------------
+// (Each is a template of no deducible parameter, so that a body is instantiated only when called.)
+#define EMU_FT(X, ...) X(float, float, __VA_ARGS__) X(float2, float, __VA_ARGS__) X(float3, float, __VA_ARGS__) \
+  X(float4, float, __VA_ARGS__) X(half, half, __VA_ARGS__) X(half2, half, __VA_ARGS__) X(half3, half, __VA_ARGS__) \
+  X(half4, half, __VA_ARGS__)
+#define EMU_FV(X, ...) X(float2, float, __VA_ARGS__) X(float3, float, __VA_ARGS__) X(float4, float, __VA_ARGS__) \
+  X(half2, half, __VA_ARGS__) X(half3, half, __VA_ARGS__) X(half4, half, __VA_ARGS__)
+#define EMU_IT1(X, S, ...) X(S, S, __VA_ARGS__) X(S##2, S, __VA_ARGS__) X(S##3, S, __VA_ARGS__) X(S##4, S, __VA_ARGS__)
+#define EMU_IT(X, ...) EMU_IT1(X, char, __VA_ARGS__) EMU_IT1(X, uchar, __VA_ARGS__) EMU_IT1(X, short, __VA_ARGS__) \
+  EMU_IT1(X, ushort, __VA_ARGS__) EMU_IT1(X, int, __VA_ARGS__) EMU_IT1(X, uint, __VA_ARGS__) EMU_IT1(X, long, __VA_ARGS__) \
+  EMU_IT1(X, ulong, __VA_ARGS__)
+#define EMU_IV1(X, S, ...) X(S##2, S, __VA_ARGS__) X(S##3, S, __VA_ARGS__) X(S##4, S, __VA_ARGS__)
+#define EMU_IV(X, ...) EMU_IV1(X, char, __VA_ARGS__) EMU_IV1(X, uchar, __VA_ARGS__) EMU_IV1(X, short, __VA_ARGS__) \
+  EMU_IV1(X, ushort, __VA_ARGS__) EMU_IV1(X, int, __VA_ARGS__) EMU_IV1(X, uint, __VA_ARGS__) EMU_IV1(X, long, __VA_ARGS__) \
+  EMU_IV1(X, ulong, __VA_ARGS__)
+
+#define EMU_O1(T, E, f) template <class = void> inline T f(T x) { return emu_impl::f(x); }
+#define EMU_O2(T, E, f) template <class = void> inline T f(T x, T y) { return emu_impl::f(x, y); }
+#define EMU_O3(T, E, f) template <class = void> inline T f(T x, T y, T z) { return emu_impl::f(x, y, z); }
+#define EMU_O2S(T, E, f) template <class = void> inline T f(T x, E y) { return emu_impl::f(x, y); }
+#define EMU_O3S(T, E, f) template <class = void> inline T f(T x, E y, E z) { return emu_impl::f(x, y, z); }
+#define EMU_EACH(M, f) M(f)
+#define EMU_F1S(f) EMU_FT(EMU_O1, f)
+EMU_F1S(exp) EMU_F1S(exp2) EMU_F1S(exp10) EMU_F1S(log) EMU_F1S(log2) EMU_F1S(log10) EMU_F1S(sqrt) EMU_F1S(rsqrt)
+EMU_F1S(sin) EMU_F1S(cos) EMU_F1S(tan) EMU_F1S(sinpi) EMU_F1S(cospi) EMU_F1S(tanpi) EMU_F1S(asin) EMU_F1S(acos)
+EMU_F1S(atan) EMU_F1S(sinh) EMU_F1S(cosh) EMU_F1S(tanh) EMU_F1S(asinh) EMU_F1S(acosh) EMU_F1S(atanh) EMU_F1S(floor)
+EMU_F1S(ceil) EMU_F1S(round) EMU_F1S(rint) EMU_F1S(trunc) EMU_F1S(fract) EMU_F1S(saturate) EMU_F1S(fabs) EMU_F1S(sign)
+EMU_F1S(abs)
+#define EMU_F2S(f) EMU_FT(EMU_O2, f)
+EMU_F2S(pow) EMU_F2S(powr) EMU_F2S(atan2) EMU_F2S(fmod) EMU_F2S(fdim) EMU_F2S(copysign) EMU_F2S(nextafter) EMU_F2S(divide)
+EMU_F2S(fmin) EMU_F2S(fmax) EMU_F2S(min) EMU_F2S(max) EMU_F2S(step)
+EMU_FV(EMU_O2S, fmin) EMU_FV(EMU_O2S, fmax) EMU_FV(EMU_O2S, min) EMU_FV(EMU_O2S, max)
+#define EMU_F3S(f) EMU_FT(EMU_O3, f)
+EMU_F3S(fma) EMU_F3S(fmin3) EMU_F3S(fmax3) EMU_F3S(fmedian3) EMU_F3S(min3) EMU_F3S(max3) EMU_F3S(median3) EMU_F3S(clamp)
+EMU_F3S(mix) EMU_F3S(smoothstep)
+EMU_FV(EMU_O3S, clamp)
+#define EMU_MIXS(T, E, f) template <class = void> inline T mix(T x, T y, E a) { return emu_impl::mix(x, y, a); }
+EMU_FV(EMU_MIXS, _)
+#define EMU_STEPS(T, E, f) template <class = void> inline T step(E edge, T x) { return emu_impl::step(edge, x); } \
+  template <class = void> inline T smoothstep(E e0, E e1, T x) { return emu_impl::smoothstep(e0, e1, x); }
+EMU_FV(EMU_STEPS, _)
+#define EMU_LDEXP(T, E, f) template <class = void> inline T ldexp(T x, typename emu_detail::svec_of<int, emu_detail::vt<T>::n>::type k) { return emu_impl::ldexp(x, k); } \
+  template <class = void> inline T frexp(T x, thread typename emu_detail::svec_of<int, emu_detail::vt<T>::n>::type& e) { return emu_impl::frexp(x, e); } \
+  template <class = void> inline T modf(T x, thread T& ip) { return emu_impl::modf(x, ip); } \
+  template <class = void> inline T sincos(T x, thread T& c) { return emu_impl::sincos(x, c); }
+EMU_FT(EMU_LDEXP, _)
+#define EMU_REL(T, E, f) template <class = void> inline emu_detail::bool_of<T> f(T x) { return emu_impl::f(x); }
+EMU_FT(EMU_REL, isnan) EMU_FT(EMU_REL, isinf) EMU_FT(EMU_REL, isfinite) EMU_FT(EMU_REL, isnormal) EMU_FT(EMU_REL, signbit)
+#define EMU_GEO(T, E, f) template <class = void> inline E dot(T a, T b) { return emu_impl::dot(a, b); } \
+  template <class = void> inline E length(T a) { return emu_impl::length(a); } template <class = void> inline E length_squared(T a) { return emu_impl::length_squared(a); } \
+  template <class = void> inline E distance(T a, T b) { return emu_impl::distance(a, b); } \
+  template <class = void> inline E distance_squared(T a, T b) { return emu_impl::distance_squared(a, b); } \
+  template <class = void> inline T normalize(T a) { return emu_impl::normalize(a); } template <class = void> inline T reflect(T i, T n) { return emu_impl::reflect(i, n); }
+EMU_FV(EMU_GEO, _)
+template <class = void> inline float3 cross(float3 a, float3 b) { return emu_impl::cross(a, b); }
+template <class = void> inline half3 cross(half3 a, half3 b) { return emu_impl::cross(a, b); }
+#define EMU_I1S(f) EMU_IT(EMU_O1, f)
+EMU_I1S(abs) EMU_I1S(popcount) EMU_I1S(clz) EMU_I1S(ctz) EMU_I1S(reverse_bits)
+#define EMU_I2S(f) EMU_IT(EMU_O2, f)
+EMU_I2S(min) EMU_I2S(max) EMU_I2S(mulhi) EMU_I2S(absdiff) EMU_I2S(hadd) EMU_I2S(rhadd) EMU_I2S(addsat) EMU_I2S(subsat)
+EMU_I2S(rotate) EMU_I2S(mul24)
+EMU_IV(EMU_O2S, min) EMU_IV(EMU_O2S, max)
+#define EMU_I3S(f) EMU_IT(EMU_O3, f)
+EMU_I3S(clamp) EMU_I3S(min3) EMU_I3S(max3) EMU_I3S(median3) EMU_I3S(mad24) EMU_I3S(madhi)
+EMU_IV(EMU_O3S, clamp)
+#define EMU_BITS(T, E, f) template <class = void> inline T extract_bits(T x, uint o, uint b) { return emu_impl::extract_bits(x, o, b); } \
+  template <class = void> inline T insert_bits(T x, T y, uint o, uint b) { return emu_impl::insert_bits(x, y, o, b); }
+EMU_IT(EMU_BITS, _)
+using emu_impl::all;
+using emu_impl::any;
+using emu_impl::select;
+#undef EMU_FT
+#undef EMU_FV
+#undef EMU_IT1
+#undef EMU_IT
+#undef EMU_IV1
+#undef EMU_IV
+#undef EMU_O1
+#undef EMU_O2
+#undef EMU_O3
+#undef EMU_O2S
+#undef EMU_O3S
+#undef EMU_EACH
+#undef EMU_F1S
+#undef EMU_F2S
+#undef EMU_F3S
+#undef EMU_MIXS
+#undef EMU_STEPS
+#undef EMU_LDEXP
+#undef EMU_REL
+#undef EMU_GEO
+#undef EMU_I1S
+#undef EMU_I2S
+#undef EMU_I3S
+#undef EMU_BITS
+
+// fast:: and precise:: declare the functions themselves (using-declarations), so that a kernel's
+// own overloads in these namespaces (MLX adds bfloat ones) join them rather than hide them.
+#define EMU_FP_NAMES                                                                                 \
+  using metal::abs; using metal::acos; using metal::asin; using metal::atan; using metal::atan2;    \
+  using metal::ceil; using metal::clamp; using metal::cos; using metal::cosh; using metal::exp;     \
+  using metal::exp10; using metal::exp2; using metal::fabs; using metal::floor; using metal::fmax;  \
+  using metal::fmin; using metal::fmod; using metal::fract; using metal::length; using metal::log;  \
+  using metal::log10; using metal::log2; using metal::max; using metal::min; using metal::normalize; \
+  using metal::pow; using metal::powr; using metal::rint; using metal::round; using metal::rsqrt;   \
+  using metal::saturate; using metal::sign; using metal::sin; using metal::sinh; using metal::sqrt; \
+  using metal::tan; using metal::tanh; using metal::trunc; using metal::divide; using metal::asinh; \
+  using metal::acosh; using metal::atanh; using metal::sinpi; using metal::cospi; using metal::tanpi; \
+  using metal::fdim; using metal::fma; using metal::distance; using metal::dot; using metal::sincos; \
+  using metal::fmin3; using metal::fmax3; using metal::fmedian3; using metal::step; using metal::smoothstep; \
+  using metal::mix; using metal::ldexp; using metal::frexp; using metal::modf; using metal::copysign;    \
+  using metal::nextafter; using metal::isnan; using metal::isinf; using metal::isfinite; using metal::signbit;
 namespace fast {
-using metal::abs; using metal::acos; using metal::asin; using metal::atan; using metal::atan2;
-using metal::ceil; using metal::clamp; using metal::cos; using metal::cosh; using metal::exp;
-using metal::exp10; using metal::exp2; using metal::fabs; using metal::floor; using metal::fmax;
-using metal::fmin; using metal::fmod; using metal::fract; using metal::length; using metal::log;
-using metal::log10; using metal::log2; using metal::max; using metal::min; using metal::normalize;
-using metal::pow; using metal::powr; using metal::rint; using metal::round; using metal::rsqrt;
-using metal::saturate; using metal::sign; using metal::sin; using metal::sinh; using metal::sqrt;
-using metal::tan; using metal::tanh; using metal::trunc; using metal::divide; using metal::asinh;
-using metal::acosh; using metal::atanh; using metal::sinpi; using metal::cospi; using metal::tanpi;
-using metal::fdim; using metal::fma; using metal::distance; using metal::dot; using metal::sincos;
-using metal::fmin3; using metal::fmax3; using metal::fmedian3; using metal::step; using metal::smoothstep;
-using metal::mix; using metal::ldexp; using metal::frexp; using metal::modf; using metal::copysign;
+EMU_FP_NAMES
 }  // namespace fast
 namespace precise {
-using namespace metal::fast;
+EMU_FP_NAMES
 }  // namespace precise
+#undef EMU_FP_NAMES
 }  // namespace metal
 
 // The compiler intrinsics the metal headers are built on, as MLX and ggml call them directly:
@@ -440,4 +551,4 @@ EMU_I3(fma) EMU_I3(fmax3) EMU_I3(fmin3) EMU_I3(fmedian3)
 template <class T, class I>
 inline T __metal_ldexp(T x, I k, int = 0) { return ::metal::ldexp(x, k); }
 template <class T, class I>
-inline T __metal_frexp(T x, thread I& e, int = 0) { return ::metal::frexp(x, e); }
+inline T __metal_frexp(T x, thread I* e, int = 0) { return ::metal::frexp(x, *e); }

@@ -3,6 +3,7 @@
 // function constants).
 #pragma once
 #include "emu_matrix.h"
+#include "emu_logging.h"
 
 namespace emu {
 // Kernel argument proxies: the launcher passes them for each parameter and the parameter's own

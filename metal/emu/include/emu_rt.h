@@ -110,6 +110,7 @@ void emu_fail(EMU_STR fmt, ...) __attribute__((noreturn));
 int emu_run(struct emu_dispatch* d);
 int emu_kernel_count(void);
 uint32_t emu_kernel_static_tg(int i);
+uint32_t emu_kernel_max_threads(int i);
 
 #ifdef __cplusplus
 }

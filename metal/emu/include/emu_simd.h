@@ -128,6 +128,18 @@ inline const T& IN(void* const* in, int i) { return *(const T*)in[i]; }
 template <class T>
 inline T& OUT(void* const* out, int i) { return *(T*)out[i]; }
 
+// and, or, xor: of the bits for floating-point operands (as Metal's intrinsics take them).
+template <int OP, class T>
+inline T bitop(T a, T b) {
+  if constexpr (is_floating_point_v<typename vt<T>::elem>) {
+    typedef conditional_t<sizeof(T) == 2, uint16_t, conditional_t<sizeof(T) == 4, uint32_t, uint64_t>> B;
+    static_assert(sizeof(B) == sizeof(T), "bitwise collective of a floating-point vector");
+    B x = __builtin_bit_cast(B, a), y = __builtin_bit_cast(B, b);
+    return __builtin_bit_cast(T, B(OP == 4 ? x & y : OP == 5 ? x | y : x ^ y));
+  } else {
+    return OP == 4 ? T(a & b) : OP == 5 ? T(a | b) : T(a ^ b);
+  }
+}
 template <class T, int OP>
 void reduce_res(void* const* in, void* const* out, uint32_t active) {
   T acc{};
@@ -140,9 +152,7 @@ void reduce_res(void* const* in, void* const* out, uint32_t active) {
     else if constexpr (OP == 1) acc = acc * x;
     else if constexpr (OP == 2) acc = metal::max(acc, x);
     else if constexpr (OP == 3) acc = metal::min(acc, x);
-    else if constexpr (OP == 4) acc = acc & x;
-    else if constexpr (OP == 5) acc = acc | x;
-    else if constexpr (OP == 6) acc = acc ^ x;
+    else if constexpr (OP >= 4) acc = bitop<OP>(acc, x);
   }
   for (int i = 0; i < 32; i++)
     if (active >> i & 1) OUT<T>(out, i) = acc;
@@ -346,9 +356,7 @@ void quad_reduce_res(void* const* in, void* const* out, uint32_t active) {
       else if constexpr (OP == 1) acc = acc * x;
       else if constexpr (OP == 2) acc = metal::max(acc, x);
       else if constexpr (OP == 3) acc = metal::min(acc, x);
-      else if constexpr (OP == 4) acc = acc & x;
-      else if constexpr (OP == 5) acc = acc | x;
-      else if constexpr (OP == 6) acc = acc ^ x;
+      else if constexpr (OP >= 4) acc = bitop<OP>(acc, x);
     }
     for (int i = q; i < q + 4; i++)
       if (active >> i & 1) OUT<T>(out, i) = acc;

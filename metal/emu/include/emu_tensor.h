@@ -27,8 +27,6 @@ namespace metal {
 
 constexpr size_t dynamic_extent = ~size_t(0);
 
-template <class T>
-using remove_addrspace_t = remove_address_space_t<T>;
 
 template <class I, size_t... E>
 struct extents {

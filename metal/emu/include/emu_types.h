@@ -6,12 +6,48 @@
 #pragma once
 #include "emu_base.h"
 
-// bfloat: IEEE-754 binary32 truncated to 16 bits; conversions round to nearest even.
+// bfloat: IEEE-754 binary32 truncated to 16 bits; conversions round to nearest even. bfloat
+// converts implicitly to float, and from the arithmetic types (as MLX's kernels, which compile on
+// Apple GPUs, convert it); bfloat op bfloat and bfloat op integer are bfloat, bfloat op float or
+// half float (computed in float, rounded for a bfloat result).
+//
+// C++ for OpenCL gives a class's implicit copy constructor a generic source, which excludes the
+// constant address space: bfloat declares a constructor and an assignment from a constant-space
+// bfloat (templates, so that bfloat stays trivially copyable) and constructors for objects in
+// constant memory.
+struct bfloat;
+namespace metal {
+template <> struct is_floating_point<bfloat> : true_type {};
+template <> struct is_floating_point<const bfloat> : true_type {};
+template <> struct is_arithmetic<bfloat> : true_type {};
+template <> struct is_signed<bfloat> : true_type {};
+namespace emu_detail {
+template <class B> constexpr bool is_bf = is_same_v<B, bfloat>;
+template <class F> constexpr bool is_num = is_arithmetic_v<F> && !is_same_v<F, bfloat>;
+template <class F> constexpr bool is_fp = is_floating_point_v<F> && !is_same_v<F, bfloat>;
+}  // namespace emu_detail
+}  // namespace metal
 struct bfloat {
   uint16_t bits;
   bfloat() = default;
-  constexpr bfloat(float f) : bits(from_float(f)) {}
+  bfloat(const bfloat&) = default;
+  bfloat(const bfloat&) __constant = default;
+  bfloat& operator=(const bfloat&) = default;
+  template <class B, class = metal::enable_if_t<metal::emu_detail::is_bf<B>>>
+  constexpr bfloat(const __constant B& o) : bits(o.bits) {}
+  template <class B, class = metal::enable_if_t<metal::emu_detail::is_bf<B>>>
+  constexpr bfloat(const __constant B& o) __constant : bits(o.bits) {}
+  template <class B, class = metal::enable_if_t<metal::emu_detail::is_bf<B>>>
+  bfloat& operator=(const __constant B& o) {
+    bits = o.bits;
+    return *this;
+  }
+  template <class F, class = metal::enable_if_t<metal::emu_detail::is_num<F>>>
+  constexpr bfloat(F f) : bits(from_float(float(f))) {}
+  template <class F, class = metal::enable_if_t<metal::emu_detail::is_num<F>>>
+  constexpr bfloat(F f) __constant : bits(from_float(float(f))) {}
   constexpr operator float() const { return __builtin_bit_cast(float, (uint32_t)bits << 16); }
+  constexpr operator float() const __constant { return __builtin_bit_cast(float, (uint32_t)bits << 16); }
   static constexpr uint16_t from_float(float f) {
     uint32_t u = __builtin_bit_cast(uint32_t, f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // quiet NaN
@@ -22,13 +58,26 @@ struct bfloat {
   bfloat& operator*=(float o) { return *this = bfloat(float(*this) * o); }
   bfloat& operator/=(float o) { return *this = bfloat(float(*this) / o); }
 };
+constexpr bfloat operator-(bfloat a) { return bfloat(-float(a)); }
+constexpr bfloat operator+(bfloat a) { return a; }
+#define EMU_BFOP(op)                                                                                        \
+  constexpr bfloat operator op(bfloat a, bfloat b) { return bfloat(float(a) op float(b)); }                 \
+  template <class I, class = metal::enable_if_t<metal::is_integral_v<I>>>                                   \
+  constexpr bfloat operator op(bfloat a, I b) { return bfloat(float(a) op float(b)); }                      \
+  template <class I, class = metal::enable_if_t<metal::is_integral_v<I>>>                                   \
+  constexpr bfloat operator op(I a, bfloat b) { return bfloat(float(a) op float(b)); }                      \
+  template <class F, class = metal::enable_if_t<metal::emu_detail::is_fp<F>>, class = void>                 \
+  constexpr float operator op(bfloat a, F b) { return float(a) op float(b); }                              \
+  template <class F, class = metal::enable_if_t<metal::emu_detail::is_fp<F>>, class = void>                 \
+  constexpr float operator op(F a, bfloat b) { return float(a) op float(b); }
+EMU_BFOP(+)
+EMU_BFOP(-)
+EMU_BFOP(*)
+EMU_BFOP(/)
+#undef EMU_BFOP
 
 namespace metal {
 using ::bfloat;
-template <> struct is_floating_point<bfloat> : true_type {};
-template <> struct is_floating_point<const bfloat> : true_type {};
-template <> struct is_arithmetic<bfloat> : true_type {};
-template <> struct is_signed<bfloat> : true_type {};
 
 template <int N>
 struct bvec;
@@ -37,13 +86,18 @@ struct boolvec;
 template <class E, int N>
 struct packed_vec;
 
+namespace emu_detail {
+template <class E, int K>
+struct svec_of;
+}
+// vec<T, N>: the vector type of N elements of T (bfloat and bool vectors are structs).
 template <class T, int N>
-using vec = T __attribute__((ext_vector_type(N)));
+using vec = typename emu_detail::svec_of<T, N>::type;
 
 namespace emu_detail {
 // The value type of an object in any address space.
 template <class T>
-using plain_t = remove_cv_t<remove_address_space_t<remove_cv_t<T>>>;
+using plain_t = remove_cv_t<remove_addrspace_t<remove_cv_t<T>>>;
 // The vector of k elements of E (k = 1: E itself): ext vectors for arithmetic E, struct vectors
 // for bfloat and bool.
 template <class E, int K>
@@ -152,6 +206,11 @@ struct alignas(N == 3 ? 8 : 2 * N) bvec : emu_detail::sstore<bfloat, N> {
     return *this;
   }
   bvec(float s) { for (int i = 0; i < N; i++) v[i] = bfloat(s); }
+  template <class... A, class = enable_if_t<sizeof...(A) == N && (N > 1) && (is_arithmetic_v<A> && ...)>, class = void>
+  bvec(A... a) {
+    bfloat t[N] = {bfloat(a)...};
+    for (int i = 0; i < N; i++) v[i] = t[i];
+  }
   template <class V, class = decltype(__builtin_convertvector(V(), fv))>
   bvec(V x) {
     fv f = __builtin_convertvector(x, fv);
@@ -179,6 +238,11 @@ struct boolvec : emu_detail::sstore<bool, N> {
     return *this;
   }
   boolvec(bool s) { for (int i = 0; i < N; i++) v[i] = s; }
+  template <class... A, class = enable_if_t<sizeof...(A) == N && (N > 1) && (is_arithmetic_v<A> && ...)>>
+  boolvec(A... a) {
+    bool t[N] = {bool(a)...};
+    for (int i = 0; i < N; i++) v[i] = t[i];
+  }
   template <class X, class = enable_if_t<!is_arithmetic_v<X>>, class = decltype(__builtin_convertvector(X(), int __attribute__((ext_vector_type(N)))))>
   boolvec(X x) {
     for (int i = 0; i < N; i++) v[i] = x[i] != 0;
@@ -439,6 +503,54 @@ inline V make(A... a) {
   }
   return r;
 }
+
+// make_list<V>(args...): `V v = {args...}`: the arguments' elements in order, fewer than V's
+// allowed (the rest are zero).
+template <class V, class... A>
+inline V make_list(A... a) {
+  typedef typename vt<V>::elem E;
+  constexpr int N = vt<V>::n;
+  static_assert((vt<A>::n + ... + 0) <= N, "vector initializer list: more elements than the vector has");
+  E tmp[N];
+  for (int k = 0; k < N; k++) tmp[k] = E(0);
+  int i = 0;
+  (put(tmp, i, N, a), ...);
+  V r;
+  for (int k = 0; k < N; k++) r[k] = tmp[k];
+  return r;
+}
+
+// ilist(args...): a braced list passed as a function argument, f({x, y, z}); it converts to the
+// parameter's type: a vector (make_list) or a class built from the elements.
+template <class... E>
+struct tup {};
+template <class H, class... T>
+struct tup<H, T...> {
+  H h;
+  tup<T...> t;
+};
+template <size_t I, class H, class... T>
+inline auto tget(const tup<H, T...>& x) {
+  if constexpr (I == 0) return x.h;
+  else return tget<I - 1>(x.t);
+}
+inline tup<> mktup() { return {}; }
+template <class H, class... T>
+inline tup<H, T...> mktup(H h, T... t) { return tup<H, T...>{h, mktup(t...)}; }
+template <class... E>
+struct ilist_t {
+  tup<E...> t;
+  template <class V, size_t... I>
+  V vec(index_sequence<I...>) const { return make_list<V>(tget<I>(t)...); }
+  template <class C, size_t... I>
+  C agg(index_sequence<I...>) const { return C{tget<I>(t)...}; }
+  template <class V, class = enable_if_t<(vt<V>::n > 1) && ((vt<E>::n + ... + 0) <= vt<V>::n)>>
+  operator V() const { return vec<V>(make_index_sequence<sizeof...(E)>()); }
+  template <class C, class = enable_if_t<__is_class(C) && vt<C>::n == 1>, class = decltype(C{declval<E>()...}), class = void>
+  operator C() const { return agg<C>(make_index_sequence<sizeof...(E)>()); }
+};
+template <class... E>
+inline ilist_t<E...> ilist(E... e) { return {mktup(e...)}; }
 
 // caster<V>() ->* x is the rewrite of the C cast (V)x: a value conversion, never a bit-cast, for
 // vector destinations; any other destination casts as C++ does.

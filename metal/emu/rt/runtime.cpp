@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <string>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -561,7 +562,75 @@ void emu_fail(EMU_STR fmt, ...) {
   fail_lane(cur, msg);
 }
 
+int emu_current(char* out, size_t n);
+
+// os_log: formats fmt's printf conversions with args and writes one line to standard error.
+struct emu_log_arg {
+  int kind;
+  uint64_t bits;
+};
+void emu_log(const char* subsystem, const char* category, int level, const char* fmt, const emu_log_arg* args, int n) {
+  static const char* levels[] = {"debug", "info", "default", "error", "fault"};
+  std::string out;
+  int k = 0;
+  for (const char* p = fmt; *p; p++) {
+    if (*p != '%') {
+      out += *p;
+      continue;
+    }
+    if (p[1] == '%') {
+      out += '%';
+      p++;
+      continue;
+    }
+    // One conversion: flags, width, precision, length modifiers, the conversion character.
+    const char* q = p + 1;
+    while (*q && strchr("-+ #0123456789.*", *q)) q++;
+    while (*q && strchr("hlLqjzt", *q)) q++;
+    if (!*q) break;
+    std::string spec(p, q - p);
+    while (!spec.empty() && strchr("hlLqjzt", spec.back())) spec.pop_back();
+    char conv = *q;
+    char buf[256];
+    if (k >= n) {
+      snprintf(buf, sizeof buf, "<missing argument>");
+    } else {
+      const emu_log_arg& a = args[k++];
+      switch (conv) {
+        case 'd': case 'i':
+          snprintf(buf, sizeof buf, (spec + "lld").c_str(), a.kind == 'f' ? (long long)0 : (long long)(int64_t)a.bits);
+          break;
+        case 'u': case 'x': case 'X': case 'o': case 'c':
+          snprintf(buf, sizeof buf, (spec + (conv == 'c' ? "c" : std::string("ll") + conv)).c_str(), (unsigned long long)a.bits);
+          break;
+        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': case 'a': case 'A': {
+          uint32_t u = (uint32_t)a.bits;
+          float f;
+          memcpy(&f, &u, 4);
+          snprintf(buf, sizeof buf, (spec + conv).c_str(), a.kind == 'f' ? (double)f : (double)(int64_t)a.bits);
+          break;
+        }
+        case 's':
+          snprintf(buf, sizeof buf, (spec + "s").c_str(), a.kind == 's' ? (const char*)(uintptr_t)a.bits : "<not a string>");
+          break;
+        case 'p':
+          snprintf(buf, sizeof buf, "%p", (void*)(uintptr_t)a.bits);
+          break;
+        default:
+          snprintf(buf, sizeof buf, "<%%%c?>", conv);
+      }
+    }
+    out += buf;
+    p = q;
+  }
+  char where[256];
+  emu_current(where, sizeof where);
+  fprintf(stderr, "emu log [%s:%s] %s: %s (%s)\n", subsystem, category, levels[level < 0 || level > 4 ? 2 : level], out.c_str(), where);
+}
+
 int emu_kernel_count(void) { return emu_nkernels; }
+uint32_t emu_kernel_max_threads(int i) { return i < 0 || i >= emu_nkernels ? 0 : emu_kernels[i].max_threads; }
+
 uint32_t emu_kernel_static_tg(int i) {
   if (i < 0 || i >= emu_nkernels) return 0;
   return static_tg_of(emu_kernels[i].anchor);

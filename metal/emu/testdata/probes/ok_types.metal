@@ -28,3 +28,7 @@ kernel void k(device float* y [[buffer(0)]], device const P* ps [[buffer(1)]], u
     y[i] = nested[(i + 1) % 32] + v.x + f.w + float(hm[0].x) + s + lo;
   }
 }
+constant os_log probe_log("strata", "probes");
+kernel void logs(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  if (y[i] < 0) probe_log.log_error("negative y[%u] = %f", i, y[i]);
+}
