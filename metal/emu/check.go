@@ -180,7 +180,7 @@ func (r *rewriter) checkThreadgroupDecl(i int, kernelBody map[int]bool) {
 func (r *rewriter) checkProgramScope() {
 	for i := 0; i < len(r.t); i++ {
 		tk := r.t[i]
-		if r.sc.kind[i] != scNamespace || tk.kind == tkSpace || tk.kind == tkDirective || tk.text == "" {
+		if r.sc.kind[i] != scNamespace || tk.kind == tkSpace || tk.kind == tkDirective || tk.text == "" || r.pdepth[i] != 0 {
 			continue
 		}
 		if r.stmtStart(i) != i {

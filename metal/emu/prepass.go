@@ -44,6 +44,7 @@ type kernelInst struct {
 	host  string
 	def   *kernelDef
 	targs string
+	sig   string // the parameter types of an instance whose template arguments clang deduces
 }
 
 // funcConst is a function constant: the index the host names it by and the slot the library
@@ -67,8 +68,9 @@ type program struct {
 }
 
 type rewriter struct {
-	t     []token
-	depth []int // brace depth before each token
+	t      []token
+	depth  []int // brace depth before each token
+	pdepth []int // parenthesis and bracket depth before each token
 	sc    *scopes
 	diags []Diagnostic
 	// vecAliases are typedef or using names of vector types (casts to them convert).
@@ -127,14 +129,14 @@ func (r *rewriter) text(i, j int) string {
 // replace sets tokens [i, j) to text, placed where token i was.
 func (r *rewriter) replace(i, j int, text string) {
 	p := r.t[i].pos
-	end := 0
+	end, ecol, eend := 0, r.t[i].ecol, 0
 	for k := i; k < j; k++ {
 		if r.t[k].kind != tkSpace && r.t[k].text != "" && r.t[k].pos.line == p.line && r.t[k].pos.file == p.file {
-			end = r.t[k].end
+			end, eend = r.t[k].end, r.t[k].eend
 		}
 		r.t[k] = token{kind: tkSpace, text: "", pos: r.t[k].pos}
 	}
-	r.t[i] = token{kind: tkIdent, text: text, pos: p, end: end}
+	r.t[i] = token{kind: tkIdent, text: text, pos: p, end: end, ecol: ecol, eend: eend}
 }
 
 // setText rewrites the text of token i.
@@ -145,14 +147,20 @@ func (r *rewriter) setText(i int, text string) {
 
 func (r *rewriter) computeDepth() {
 	r.depth = make([]int, len(r.t))
-	d := 0
+	r.pdepth = make([]int, len(r.t))
+	d, pd := 0, 0
 	for i, tk := range r.t {
-		r.depth[i] = d
+		r.depth[i], r.pdepth[i] = d, pd
 		if tk.kind == tkPunct {
-			if tk.text == "{" {
+			switch tk.text {
+			case "{":
 				d++
-			} else if tk.text == "}" {
+			case "}":
 				d--
+			case "(", "[":
+				pd++
+			case ")", "]":
+				pd--
 			}
 		}
 	}
@@ -212,6 +220,8 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	r.openclNames()
 	r.functionPointerParams()
 	r.methodQualifiers()
+	r.threadReferences()
+	r.constantClassVariables()
 	if err := r.functionConstants(p); err != nil {
 		return nil, err
 	}
@@ -269,10 +279,17 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	}
 	for k, inst := range p.kernels {
 		mt := "(" + inst.def.maxThreads + ")"
-		if inst.def.template {
+		if inst.def.template && inst.sig == "" {
 			mt = fmt.Sprintf("emu_mt_%d<%s>()", defIndex[inst.def], inst.targs)
+		} else if inst.def.template {
+			n, err := evalInt(inst.def.maxThreads)
+			if err != nil {
+				return nil, fmt.Errorf("kernel %s: max_total_threads_per_threadgroup(%s) depends on the template arguments, which instance %s leaves to deduction; the emulator needs them named (f<A...>)",
+					inst.def.name, inst.def.maxThreads, inst.host)
+			}
+			mt = fmt.Sprint(n)
 		}
-		fmt.Fprintf(&b, "  {%q, emu_entry_%d, (uint32_t)%s, &::emu::kanchor<%s>::a},\n", inst.host, k, mt, kernelRef(inst.def, inst.targs))
+		fmt.Fprintf(&b, "  {%q, emu_entry_%d, (uint32_t)%s, &::emu::kanchor<%s>::a},\n", inst.host, k, mt, instRef(inst))
 	}
 	if len(p.kernels) == 0 {
 		b.WriteString("  {\"\", nullptr, 0, nullptr},\n")
@@ -293,6 +310,14 @@ func defsOf(ks []kernelInst) []*kernelDef {
 		}
 	}
 	return out
+}
+
+// instRef is the address of a kernel instance.
+func instRef(inst kernelInst) string {
+	if inst.sig != "" {
+		return "static_cast<void (*)(" + inst.sig + ")>(&" + inst.def.name + ")"
+	}
+	return kernelRef(inst.def, inst.targs)
 }
 
 // kernelRef is the address of a kernel instance: &f or &f<A...>.
@@ -320,7 +345,9 @@ func launcher(k int, inst kernelInst) string {
 		}
 	}
 	callee := inst.def.name
-	if inst.def.template {
+	if inst.sig != "" {
+		callee = "(" + instRef(inst) + ")"
+	} else if inst.def.template {
 		callee += "<" + inst.targs + ">"
 	}
 	return fmt.Sprintf("static void emu_entry_%d() {\n  const emu_lane_info* i = emu_info();\n  (void)i;\n  %s(%s);\n}\n",
@@ -386,7 +413,8 @@ func (r *rewriter) emit() (string, map[lineKey][]segment) {
 			curCol = 1
 			prev = nil
 		}
-		adjacent := prev != nil && prev.pos.line == p.line && prev.pos.file == p.file && p.col == prevEnd && prevEnd > 0
+		adjacent := prev != nil && prev.pos.line == p.line && prev.pos.file == p.file &&
+			(p.col == prevEnd && prevEnd > 0 || t.ecol == prev.eend && t.ecol > 0)
 		switch {
 		case adjacent:
 		case curCol < p.col:
@@ -531,8 +559,23 @@ func (r *rewriter) functionConstants(p *program) error {
 		return nil
 	}
 	r.computeDepth()
+	// shadow[name] is the brace depth of a local variable or parameter named like a constant,
+	// which hides the constant until its scope closes.
+	shadow := map[string]int{}
+	depth := 0
 	for i := 0; i < len(r.t); i++ {
 		tk := r.t[i]
+		if tk.kind == tkPunct && tk.text == "{" {
+			depth++
+		}
+		if tk.kind == tkPunct && tk.text == "}" {
+			depth--
+			for n, d := range shadow {
+				if depth < d {
+					delete(shadow, n)
+				}
+			}
+		}
 		if tk.kind == tkAttr && strings.Contains(tk.text, "function_constant") {
 			continue // the guard of a kernel parameter names the constant itself
 		}
@@ -542,6 +585,17 @@ func (r *rewriter) functionConstants(p *program) error {
 		if call, ok := names[tk.text]; ok {
 			pv := r.prev(i)
 			if pv >= 0 && r.t[pv].kind == tkPunct && (r.t[pv].text == "." || r.t[pv].text == "::" || r.t[pv].text == ">" && pv > 0 && r.t[pv-1].text == "-") {
+				continue
+			}
+			if _, hidden := shadow[tk.text]; hidden {
+				continue
+			}
+			if r.sc.kind[i] != scNamespace && r.declares(i) {
+				d := depth
+				if r.pdepth[i] > 0 {
+					d = depth + 1 // a parameter: the function's body
+				}
+				shadow[tk.text] = d
 				continue
 			}
 			r.setText(i, call)
@@ -574,6 +628,33 @@ func (r *rewriter) functionConstants(p *program) error {
 		}
 	}
 	return nil
+}
+
+// declares reports whether identifier i is the name in a declaration of a variable or parameter
+// (a type name before it, and `=`, `;`, `,`, `[`, `{`, `)` or `:` after it).
+func (r *rewriter) declares(i int) bool {
+	pv := r.prev(i)
+	if pv < 0 {
+		return false
+	}
+	switch {
+	case r.t[pv].kind == tkIdent:
+		switch r.t[pv].text {
+		case "return", "case", "else", "do", "sizeof", "new", "delete", "throw", "goto", "co_return", "typename":
+			return false
+		}
+	default:
+		return false
+	}
+	nx := r.next(i)
+	if nx >= len(r.t) || r.t[nx].kind != tkPunct {
+		return false
+	}
+	switch r.t[nx].text {
+	case "=", ";", ",", "[", "{", ")", ":":
+		return true
+	}
+	return false
 }
 
 // fcSlot returns the slot of the function constant a kernel parameter's

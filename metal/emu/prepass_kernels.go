@@ -345,7 +345,7 @@ func (r *rewriter) threadgroupDecls(d *kernelDef, open, end int) error {
 		if b := strings.IndexByte(head, '['); b >= 0 {
 			head = head[:b]
 		}
-		if strings.ContainsAny(head, "*&(") || strings.Contains(stmt, "=") {
+		if strings.ContainsAny(head, "*&(") || strings.Contains(head, "=") || topLevelIndex(stmt, '=') >= 0 {
 			continue // a pointer or reference into threadgroup memory (or an initializer, refused by check)
 		}
 		var repl []string
@@ -380,12 +380,16 @@ func (r *rewriter) threadgroupDecls(d *kernelDef, open, end int) error {
 	return nil
 }
 
-// instantiations reads `template [[host_name("x")]] [[kernel]] decltype(f<A>) f<A>;` (and the
-// `void f<A>(...)` form), records the instance and deletes the statement.
+// instantiations reads `template [[host_name("x")]] [[kernel]] decltype(f<A>) f<A>;`, the
+// `void f<A>(...)` form and the `void f(...)` form whose arguments clang deduces, records the
+// instance and deletes the statement. Kernel templates may be overloaded (one name, several
+// template parameter lists): the instance goes to the one its arguments fit.
 func (r *rewriter) instantiations(defs []*kernelDef) ([]kernelInst, error) {
-	byName := map[string]*kernelDef{}
+	byName := map[string][]*kernelDef{}
 	for _, d := range defs {
-		byName[d.name] = d
+		if d.template {
+			byName[d.name] = append(byName[d.name], d)
+		}
 	}
 	var out []kernelInst
 	for i := 0; i < len(r.t); i++ {
@@ -416,7 +420,9 @@ func (r *rewriter) instantiations(defs []*kernelDef) ([]kernelInst, error) {
 					}
 				}
 			case tkIdent:
-				if _, ok := byName[r.t[k].text]; ok && nameAt < 0 && r.is(r.next(k), tkPunct, "<") && !r.is(r.prev(k), tkPunct, "(") {
+				nx := r.next(k)
+				if _, ok := byName[r.t[k].text]; ok && nameAt < 0 && (r.is(nx, tkPunct, "<") || r.is(nx, tkPunct, "(")) &&
+					!r.is(r.prev(k), tkPunct, "(") {
 					nameAt = k
 				}
 				if r.t[k].text == "kernel" {
@@ -430,15 +436,85 @@ func (r *rewriter) instantiations(defs []*kernelDef) ([]kernelInst, error) {
 			}
 			continue
 		}
-		lt := r.next(nameAt)
-		gt := r.match(lt)
-		d := byName[r.t[nameAt].text]
-		if host == "" {
-			host = d.name
+		inst := kernelInst{}
+		name := r.t[nameAt].text
+		nx := r.next(nameAt)
+		cands := byName[name]
+		if r.is(nx, tkPunct, "<") {
+			gt := r.match(nx)
+			inst.targs = strings.Join(strings.Fields(r.text(nx+1, gt)), " ")
+			inst.def = pickTemplate(cands, inst.targs)
+		} else {
+			// void f(T1 a [[buffer(0)]], ...): the parameter types select the instance.
+			cl := r.match(nx)
+			var types []string
+			for _, part := range splitTop(r.text(nx+1, cl), ',') {
+				toks := tokenize(part)
+				last := -1
+				for k, t := range toks {
+					if t.kind == tkIdent {
+						last = k
+					}
+				}
+				var b strings.Builder
+				for k, t := range toks {
+					if t.kind == tkAttr || k == last && last > 0 {
+						continue
+					}
+					b.WriteString(t.text)
+				}
+				types = append(types, strings.Join(strings.Fields(b.String()), " "))
+			}
+			inst.sig = strings.Join(types, ", ")
+			inst.def = cands[0]
+			if len(cands) > 1 {
+				r.errorf(nameAt, "instantiation of the overloaded kernel template %s must name its template arguments", name)
+			}
 		}
-		out = append(out, kernelInst{host: host, def: d, targs: strings.Join(strings.Fields(r.text(lt+1, gt)), " ")})
+		if host == "" {
+			host = name
+		}
+		inst.host = host
+		out = append(out, inst)
 		r.replace(i, e+1, "")
 		i = e
 	}
 	return out, nil
+}
+
+// pickTemplate chooses among overloaded kernel templates the one whose parameter list takes the
+// arguments: as many (defaults and packs counted), literals for value parameters.
+func pickTemplate(cands []*kernelDef, targs string) *kernelDef {
+	args := splitTop(targs, ',')
+	best := cands[0]
+	for _, d := range cands {
+		params := splitTop(d.thead, ',')
+		ok := true
+		need, pack := 0, false
+		for k, p := range params {
+			p = strings.TrimSpace(p)
+			if strings.Contains(p, "...") {
+				pack = true
+				continue
+			}
+			if topLevelIndex(p, '=') < 0 {
+				need++
+			}
+			if k < len(args) {
+				a := strings.TrimSpace(args[k])
+				isType := strings.HasPrefix(p, "typename") || strings.HasPrefix(p, "class")
+				literal := a == "true" || a == "false" || a != "" && (isDigit(a[0]) || a[0] == '-')
+				if isType && literal {
+					ok = false
+				}
+			}
+		}
+		if len(args) < need || len(args) > len(params) && !pack {
+			ok = false
+		}
+		if ok {
+			return d
+		}
+	}
+	return best
 }

@@ -244,10 +244,10 @@ var scalarTypeNames = func() map[string]bool {
 	return m
 }()
 
-// threadPointers qualifies unqualified pointers and references to scalar, vector and
-// (non-template) struct types as thread: MSL's meaning of them, which C++ for OpenCL would take
-// as generic (convertible from any address space). Pointers to template parameters and other
-// dependent types stay generic.
+// threadPointers qualifies unqualified pointers to scalar, vector and (non-template) struct types
+// outside classes as thread: MSL's meaning of them, which C++ for OpenCL would take as generic
+// (convertible from any address space). Pointers to template parameters and other dependent
+// types, references and class members stay generic (see threadReferences).
 func (r *rewriter) threadPointers() {
 	structs := map[string]bool{}
 	for i := 0; i+1 < len(r.t); i++ {
@@ -262,8 +262,8 @@ func (r *rewriter) threadPointers() {
 	tps := r.templateScopes()
 	for i := 0; i < len(r.t); i++ {
 		t := r.t[i]
-		if t.kind != tkPunct || t.text != "*" && t.text != "&" {
-			continue
+		if t.kind != tkPunct || t.text != "*" || r.sc.inClass[i] {
+			continue // (references and class members stay generic; see threadReferences)
 		}
 		if r.is(i+1, tkPunct, "&") || r.is(i-1, tkPunct, "&") || r.is(i+1, tkPunct, "=") {
 			continue
@@ -507,9 +507,7 @@ func (r *rewriter) methodQualifiers() {
 		}
 		if t.text == "thread" {
 			r.setText(i, "")
-			continue
-		}
-		if r.isConstructor(name) {
+		} else if r.isConstructor(name) {
 			r.setText(i, "__constant")
 		}
 	}
@@ -634,4 +632,92 @@ func (r *rewriter) inCall(i int) bool {
 		}
 	}
 	return false
+}
+
+// threadReferences drops the thread qualifier of reference types (thread const T& x) and inside
+// class bodies: MSL binds temporaries to thread references and calls thread member functions on
+// them, C++ for OpenCL's temporaries carry no address space, so only generic references and
+// member functions take them. Thread pointers outside classes stay thread (checked).
+func (r *rewriter) threadReferences() {
+	for i := range r.t {
+		if !r.is(i, tkIdent, "thread") {
+			continue
+		}
+		if r.sc.inClass[i] {
+			// In a class (members and member functions, whose object is generic), thread is the
+			// generic default too.
+			r.setText(i, "")
+			continue
+		}
+		depth := 0
+		for k := r.next(i); k < len(r.t); k = r.next(k) {
+			t := r.t[k]
+			if t.kind == tkIdent || t.kind == tkSpace || t.kind == tkPunct && t.text == "::" {
+				continue
+			}
+			if t.kind != tkPunct {
+				break
+			}
+			if t.text == "<" {
+				depth++
+				continue
+			}
+			if t.text == ">" && depth > 0 {
+				depth--
+				continue
+			}
+			if depth > 0 && t.text == "," {
+				continue
+			}
+			if depth == 0 && t.text == "&" {
+				r.setText(i, "")
+			}
+			break
+		}
+	}
+}
+
+// constantClassVariables declares variables in the constant address space whose type is not a
+// scalar or vector (a class, a template parameter) as __global const: C++ for OpenCL cannot copy
+// a class object out of its __constant space (the implicit copy constructor takes a generic
+// reference), which MSL kernels do (MLX: `static constexpr constant U init = ...; out = init;`).
+// They stay read-only; only their address no longer converts to a constant pointer.
+func (r *rewriter) constantClassVariables() {
+	for i := range r.t {
+		if !r.is(i, tkIdent, "constant") {
+			continue
+		}
+		if k := r.sc.kind[i]; k == scInit || k == scEnum {
+			continue
+		}
+		// A declaration: the statement's specifiers up to its name, and no '*', '&' or '(' before it.
+		s := r.stmtStart(i)
+		if r.is(s, tkIdent, "template") {
+			continue
+		}
+		scalar, decl := false, false
+		for k := s; k < len(r.t); k = r.next(k) {
+			t := r.t[k]
+			if t.kind == tkAttr {
+				break
+			}
+			if t.kind == tkPunct {
+				decl = t.text == "=" || t.text == ";" || t.text == "[" || t.text == "{"
+				if t.text == "<" {
+					k = r.match(k)
+					continue
+				}
+				if t.text == "::" {
+					continue
+				}
+				break
+			}
+			if t.kind == tkIdent && scalarTypeNames[t.text] {
+				scalar = true
+			}
+		}
+		if decl && !scalar {
+			r.setText(i, "__global const")
+		}
+	}
 }

@@ -26,20 +26,24 @@ type scopes struct {
 	// funcOf is the index of the opening brace of the function body each token is in (-1 outside
 	// functions); a lambda body counts as part of its enclosing function.
 	funcOf []int
+	// inClass reports that a token is inside a class body (member functions' bodies included).
+	inClass []bool
 }
 
 func (r *rewriter) computeScopes() {
 	n := len(r.t)
-	s := &scopes{kind: make([]scopeKind, n), opens: map[int]scopeKind{}, funcOf: make([]int, n)}
+	s := &scopes{kind: make([]scopeKind, n), opens: map[int]scopeKind{}, funcOf: make([]int, n), inClass: make([]bool, n)}
 	type frame struct {
-		kind scopeKind
-		fn   int
+		kind  scopeKind
+		fn    int
+		class bool
 	}
-	stack := []frame{{scNamespace, -1}}
+	stack := []frame{{scNamespace, -1, false}}
 	for i := 0; i < n; i++ {
 		top := stack[len(stack)-1]
 		s.kind[i] = top.kind
 		s.funcOf[i] = top.fn
+		s.inClass[i] = top.class
 		tk := r.t[i]
 		if tk.kind != tkPunct {
 			continue
@@ -52,7 +56,7 @@ func (r *rewriter) computeScopes() {
 			if k == scFunc && fn < 0 {
 				fn = i
 			}
-			stack = append(stack, frame{k, fn})
+			stack = append(stack, frame{k, fn, top.class || k == scClass})
 		case "}":
 			if len(stack) > 1 {
 				stack = stack[:len(stack)-1]

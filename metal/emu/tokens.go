@@ -35,6 +35,9 @@ type token struct {
 	orig bool
 	// end is the source column just past the token (past the tokens it replaced), 0 if unknown.
 	end int
+	// ecol and eend are the columns of the token in the preprocessed line: tokens adjacent there
+	// must stay adjacent (clang -E separates the ones that would otherwise merge).
+	ecol, eend int
 }
 
 // tokenize splits preprocessed source into tokens whose texts concatenate to the source, less its
@@ -126,6 +129,7 @@ func tokenize(src string) []token {
 	}
 	for i := range toks {
 		toks[i].end = toks[i].pos.col + len(toks[i].text)
+		toks[i].ecol, toks[i].eend = toks[i].pos.col, toks[i].end
 	}
 	return toks
 }

@@ -210,11 +210,11 @@ inline T ldexp(T x, I k) {
   }
 }
 template <class T, class I, EMU_REQ(emu_detail::genfloat<T>)>
-inline T frexp(T x, thread I& e) {
+inline T frexp(T x, I& e) {
   if constexpr (emu_detail::vt<T>::n == 1) {
     int k;
     T r = T(__builtin_frexpf(float(x), &k));
-    e = I(k);
+    e = k;
     return r;
   } else {
     T r = x;
@@ -226,13 +226,14 @@ inline T frexp(T x, thread I& e) {
     return r;
   }
 }
-template <class T, EMU_REQ(emu_detail::genfloat<T>)>
-inline T modf(T x, thread T& ip) {
-  ip = trunc(x);
-  return x - ip;
+template <class T, class P, EMU_REQ(emu_detail::genfloat<T>)>
+inline T modf(T x, P& ip) {
+  T t = trunc(x);
+  ip = t;
+  return x - t;
 }
-template <class T, EMU_REQ(emu_detail::genfloat<T>)>
-inline T sincos(T x, thread T& c) {
+template <class T, class P, EMU_REQ(emu_detail::genfloat<T>)>
+inline T sincos(T x, P& c) {
   c = cos(x);
   return sin(x);
 }
@@ -455,9 +456,9 @@ EMU_FV(EMU_MIXS, _)
   template <class = void> inline T smoothstep(E e0, E e1, T x) { return emu_impl::smoothstep(e0, e1, x); }
 EMU_FV(EMU_STEPS, _)
 #define EMU_LDEXP(T, E, f) template <class = void> inline T ldexp(T x, typename emu_detail::svec_of<int, emu_detail::vt<T>::n>::type k) { return emu_impl::ldexp(x, k); } \
-  template <class = void> inline T frexp(T x, thread typename emu_detail::svec_of<int, emu_detail::vt<T>::n>::type& e) { return emu_impl::frexp(x, e); } \
-  template <class = void> inline T modf(T x, thread T& ip) { return emu_impl::modf(x, ip); } \
-  template <class = void> inline T sincos(T x, thread T& c) { return emu_impl::sincos(x, c); }
+  template <class = void> inline T frexp(T x, typename emu_detail::svec_of<int, emu_detail::vt<T>::n>::type& e) { return emu_impl::frexp(x, e); } \
+  template <class = void> inline T modf(T x, T& ip) { return emu_impl::modf(x, ip); } \
+  template <class = void> inline T sincos(T x, T& c) { return emu_impl::sincos(x, c); }
 EMU_FT(EMU_LDEXP, _)
 #define EMU_REL(T, E, f) template <class = void> inline emu_detail::bool_of<T> f(T x) { return emu_impl::f(x); }
 EMU_FT(EMU_REL, isnan) EMU_FT(EMU_REL, isinf) EMU_FT(EMU_REL, isfinite) EMU_FT(EMU_REL, isnormal) EMU_FT(EMU_REL, signbit)
@@ -551,4 +552,4 @@ EMU_I3(fma) EMU_I3(fmax3) EMU_I3(fmin3) EMU_I3(fmedian3)
 template <class T, class I>
 inline T __metal_ldexp(T x, I k, int = 0) { return ::metal::ldexp(x, k); }
 template <class T, class I>
-inline T __metal_frexp(T x, thread I* e, int = 0) { return ::metal::frexp(x, *e); }
+inline T __metal_frexp(T x, I* e, int = 0) { return ::metal::frexp(x, *e); }

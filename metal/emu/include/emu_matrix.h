@@ -31,8 +31,8 @@ struct simdgroup_matrix {
     for (int j = 0; j < 2; j++)
       e[j] = emu_detail::frag_row(lane) == emu_detail::frag_col(lane, j) ? d : T(0.0f);
   }
-  elems_t& thread_elements() { return e; }
-  const elems_t& thread_elements() const { return e; }
+  thread elems_t& thread_elements() thread { return e; }
+  const thread elems_t& thread_elements() const thread { return e; }
 };
 typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;

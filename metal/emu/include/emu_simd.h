@@ -92,26 +92,44 @@ inline auto atomic_fetch_min_explicit(A* p, V x, memory_order = memory_order_rel
   typedef emu_detail::plain_t<decltype(p->v)> T;
   return emu_detail::atomic_update(&p->v, [&](T o) { return (T)x < o ? (T)x : o; });
 }
+namespace emu_detail {
+// The bits of an atomic's value: floats are loaded, stored and exchanged as integers.
+template <class A>
+using atomic_bits_t = conditional_t<sizeof(plain_t<decltype(declval<A>().v)>) == 8, uint64_t, uint32_t>;
+template <class A>
+inline auto atomic_bits(A* p) { return (copy_as_t<A, atomic_bits_t<A>>*)&p->v; }
+}  // namespace emu_detail
 template <class A>
 inline auto atomic_load_explicit(A* p, memory_order = memory_order_relaxed) {
   typedef emu_detail::plain_t<decltype(p->v)> T;
-  return __atomic_load_n(&p->v, __ATOMIC_RELAXED);
+  return __builtin_bit_cast(T, __atomic_load_n(emu_detail::atomic_bits(p), __ATOMIC_SEQ_CST));
 }
 template <class A, class V>
 inline void atomic_store_explicit(A* p, V x, memory_order = memory_order_relaxed) {
   typedef emu_detail::plain_t<decltype(p->v)> T;
-  __atomic_store_n(&p->v, (T)x, __ATOMIC_RELAXED);
+  __atomic_store_n(emu_detail::atomic_bits(p), __builtin_bit_cast(emu_detail::atomic_bits_t<A>, T(x)), __ATOMIC_SEQ_CST);
 }
 template <class A, class V>
 inline auto atomic_exchange_explicit(A* p, V x, memory_order = memory_order_relaxed) {
   typedef emu_detail::plain_t<decltype(p->v)> T;
-  return __atomic_exchange_n(&p->v, (T)x, __ATOMIC_RELAXED);
+  return __builtin_bit_cast(T, __atomic_exchange_n(emu_detail::atomic_bits(p), __builtin_bit_cast(emu_detail::atomic_bits_t<A>, T(x)), __ATOMIC_SEQ_CST));
 }
+// On failure *expected receives the value found; weak and strong behave alike here.
 template <class A, class E, class V>
 inline bool atomic_compare_exchange_weak_explicit(A* p, E* expected, V desired, memory_order = memory_order_relaxed,
                                                   memory_order = memory_order_relaxed) {
   typedef emu_detail::plain_t<decltype(p->v)> T;
-  return __atomic_compare_exchange_n(&p->v, expected, (T)desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  typedef emu_detail::atomic_bits_t<A> B;
+  B old = __builtin_bit_cast(B, T(*expected));
+  bool ok = __atomic_compare_exchange_n(emu_detail::atomic_bits(p), &old, __builtin_bit_cast(B, T(desired)), false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  *expected = __builtin_bit_cast(T, old);
+  return ok;
+}
+template <class A, class E, class V>
+inline bool atomic_compare_exchange_strong_explicit(A* p, E* expected, V desired, memory_order m = memory_order_relaxed,
+                                                    memory_order f = memory_order_relaxed) {
+  return atomic_compare_exchange_weak_explicit(p, expected, desired, m, f);
 }
 
 // ---- simdgroup collectives ------------------------------------------------------------------
@@ -488,14 +506,16 @@ struct uniform {
   T v;
   uniform() = default;
   constexpr uniform(T x) : v(x) {}
+  constexpr uniform(T x) __constant : v(x) {}
   constexpr operator T() const { return v; }
+  constexpr operator T() const __constant { return v; }
   template <class U> uniform& operator+=(const U& x) { v += x; return *this; }
   template <class U> uniform& operator-=(const U& x) { v -= x; return *this; }
   template <class U> uniform& operator*=(const U& x) { v *= x; return *this; }
   template <class U> uniform& operator/=(const U& x) { v /= x; return *this; }
 };
 template <class T>
-inline uniform<T> make_uniform(T x) { return uniform<T>(x); }
+constexpr uniform<T> make_uniform(T x) { return uniform<T>(x); }
 
 }  // namespace metal
 
