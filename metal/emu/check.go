@@ -234,7 +234,15 @@ func (r *rewriter) checkProgramScope() {
 		if e >= len(r.t) {
 			return
 		}
-		if isDecl && !hasParen && r.is(e, tkPunct, ";") && e > i {
+		// `constant constexpr T X<A>::m[8];` defines a static member declared (and initialized) in
+		// its class.
+		qualified := false
+		for k := i; k < e; k++ {
+			if r.is(k, tkPunct, "::") && r.pdepth[k] == 0 {
+				qualified = true
+			}
+		}
+		if isDecl && !hasParen && r.is(e, tkPunct, ";") && e > i && !(qualified && hasConstant) {
 			switch {
 			case !hasConstant:
 				r.errorf(i, "a program-scope variable must be declared in the constant address space (MSL 4.2): %s",

@@ -44,7 +44,6 @@ type kernelInst struct {
 	host  string
 	def   *kernelDef
 	targs string
-	sig   string // the parameter types of an instance whose template arguments clang deduces
 }
 
 // funcConst is a function constant: the index the host names it by and the slot the library
@@ -75,6 +74,8 @@ type rewriter struct {
 	diags []Diagnostic
 	// vecAliases are typedef or using names of vector types (casts to them convert).
 	vecAliases map[string]bool
+	// fnAliases are typedef or using names of function pointer types.
+	fnAliases map[string]bool
 }
 
 func (r *rewriter) next(i int) int {
@@ -218,8 +219,11 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	p := &program{}
 	r.check()
 	r.openclNames()
+	r.floatLiterals()
+	r.deducibleVecs()
 	r.functionPointerParams()
 	r.methodQualifiers()
+	r.staticMemberDefinitions()
 	r.threadReferences()
 	r.constantClassVariables()
 	if err := r.functionConstants(p); err != nil {
@@ -279,15 +283,8 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	}
 	for k, inst := range p.kernels {
 		mt := "(" + inst.def.maxThreads + ")"
-		if inst.def.template && inst.sig == "" {
+		if inst.def.template {
 			mt = fmt.Sprintf("emu_mt_%d<%s>()", defIndex[inst.def], inst.targs)
-		} else if inst.def.template {
-			n, err := evalInt(inst.def.maxThreads)
-			if err != nil {
-				return nil, fmt.Errorf("kernel %s: max_total_threads_per_threadgroup(%s) depends on the template arguments, which instance %s leaves to deduction; the emulator needs them named (f<A...>)",
-					inst.def.name, inst.def.maxThreads, inst.host)
-			}
-			mt = fmt.Sprint(n)
 		}
 		fmt.Fprintf(&b, "  {%q, emu_entry_%d, (uint32_t)%s, &::emu::kanchor<%s>::a},\n", inst.host, k, mt, instRef(inst))
 	}
@@ -313,12 +310,7 @@ func defsOf(ks []kernelInst) []*kernelDef {
 }
 
 // instRef is the address of a kernel instance.
-func instRef(inst kernelInst) string {
-	if inst.sig != "" {
-		return "static_cast<void (*)(" + inst.sig + ")>(&" + inst.def.name + ")"
-	}
-	return kernelRef(inst.def, inst.targs)
-}
+func instRef(inst kernelInst) string { return kernelRef(inst.def, inst.targs) }
 
 // kernelRef is the address of a kernel instance: &f or &f<A...>.
 func kernelRef(d *kernelDef, targs string) string {
@@ -345,9 +337,7 @@ func launcher(k int, inst kernelInst) string {
 		}
 	}
 	callee := inst.def.name
-	if inst.sig != "" {
-		callee = "(" + instRef(inst) + ")"
-	} else if inst.def.template {
+	if inst.def.template {
 		callee += "<" + inst.targs + ">"
 	}
 	return fmt.Sprintf("static void emu_entry_%d() {\n  const emu_lane_info* i = emu_info();\n  (void)i;\n  %s(%s);\n}\n",
@@ -527,8 +517,15 @@ func (r *rewriter) functionConstants(p *program) error {
 		if e < 0 || nameAt < s || r.t[nameAt].kind != tkIdent {
 			return fmt.Errorf("cannot parse function constant declaration %q", r.text(s, a+1))
 		}
-		typ := strings.TrimSpace(r.text(s, nameAt))
-		typ = strings.TrimSpace(strings.Replace(" "+typ+" ", " constant ", " ", 1))
+		var tf []string
+		for _, f := range strings.Fields(r.text(s, nameAt)) {
+			switch f {
+			case "constant", "static", "constexpr", "inline", "const":
+			default:
+				tf = append(tf, f)
+			}
+		}
+		typ := strings.Join(tf, " ")
 		name := r.t[nameAt].text
 		for _, c := range p.constants {
 			if c.index == idx {

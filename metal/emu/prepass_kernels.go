@@ -465,11 +465,16 @@ func (r *rewriter) instantiations(defs []*kernelDef) ([]kernelInst, error) {
 				}
 				types = append(types, strings.Join(strings.Fields(b.String()), " "))
 			}
-			inst.sig = strings.Join(types, ", ")
 			inst.def = cands[0]
 			if len(cands) > 1 {
 				r.errorf(nameAt, "instantiation of the overloaded kernel template %s must name its template arguments", name)
 			}
+			targs, err := deduceTemplateArgs(inst.def, types)
+			if err != nil {
+				r.errorf(nameAt, "instantiation of kernel template %s: %v", name, err)
+				continue
+			}
+			inst.targs = targs
 		}
 		if host == "" {
 			host = name
@@ -517,4 +522,82 @@ func pickTemplate(cands []*kernelDef, targs string) *kernelDef {
 		}
 	}
 	return best
+}
+
+// deduceTemplateArgs finds the template arguments of an explicit instantiation that names only the
+// parameter types, void f(const device float* x, constant P<2>* p): it matches each parameter type
+// of the template (T, P<N>) against the instance's, token by token.
+func deduceTemplateArgs(d *kernelDef, types []string) (string, error) {
+	if len(types) != len(d.params) {
+		return "", fmt.Errorf("%d parameters, the template has %d", len(types), len(d.params))
+	}
+	names := splitTop(d.tparams, ',')
+	for i := range names {
+		names[i] = strings.TrimSpace(names[i])
+	}
+	isParam := map[string]bool{}
+	for _, n := range names {
+		isParam[n] = true
+	}
+	got := map[string]string{}
+	words := func(s string) []string {
+		var out []string
+		for _, t := range tokenize(s) {
+			if t.kind != tkSpace {
+				out = append(out, t.text)
+			}
+		}
+		return out
+	}
+	for k, p := range d.params {
+		dt, it := words(p.typ), words(types[k])
+		i, j := 0, 0
+		for i < len(dt) {
+			if isParam[dt[i]] {
+				// The argument runs to the template's next token (at bracket depth 0).
+				stop := ""
+				if i+1 < len(dt) {
+					stop = dt[i+1]
+				}
+				start, depth := j, 0
+				for j < len(it) && !(depth == 0 && stop != "" && it[j] == stop) {
+					switch it[j] {
+					case "<", "(", "[":
+						depth++
+					case ">", ")", "]":
+						depth--
+					}
+					j++
+				}
+				arg := strings.Join(it[start:j], " ")
+				if prev, ok := got[dt[i]]; ok && prev != arg {
+					return "", fmt.Errorf("template parameter %s deduced as both %s and %s", dt[i], prev, arg)
+				}
+				got[dt[i]] = arg
+				i++
+				continue
+			}
+			if j >= len(it) || it[j] != dt[i] {
+				return "", fmt.Errorf("parameter %d: type %q does not match %q", k+1, types[k], p.typ)
+			}
+			i++
+			j++
+		}
+	}
+	var args []string
+	for _, n := range names {
+		a, ok := got[n]
+		if !ok {
+			break // the rest take their defaults
+		}
+		args = append(args, a)
+	}
+	if len(args) < len(names) {
+		for _, n := range names[len(args):] {
+			if _, ok := got[n]; ok {
+				return "", fmt.Errorf("template parameter %s not deduced", names[len(args)])
+			}
+		}
+	}
+	return strings.Join(args, ", "), nil
 }

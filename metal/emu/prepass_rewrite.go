@@ -408,6 +408,28 @@ func (r *rewriter) openclNames() {
 // `R (*name)(params)`, as `auto name`: C++ for OpenCL gives such a parameter a generic pointee and
 // then refuses every function as its argument. The argument is still a function address.
 func (r *rewriter) functionPointerParams() {
+	r.fnAliases = map[string]bool{}
+	for i := 0; i < len(r.t); i++ {
+		// using F = R (*)(params);  typedef R (*F)(params);
+		if r.is(i, tkIdent, "using") {
+			name, eq := r.next(i), r.next(r.next(i))
+			if r.t[name].kind == tkIdent && r.is(eq, tkPunct, "=") {
+				if e := r.findPunct(eq, ";"); e > 0 && strings.Contains(strings.ReplaceAll(r.text(eq, e), " ", ""), "(*)(") {
+					r.fnAliases[r.t[name].text] = true
+				}
+			}
+		}
+		if r.is(i, tkIdent, "typedef") {
+			if e := r.findPunct(i, ";"); e > 0 {
+				t := strings.ReplaceAll(r.text(i, e), " ", "")
+				if k := strings.Index(t, "(*"); k >= 0 {
+					if end := strings.Index(t[k:], ")("); end > 2 {
+						r.fnAliases[t[k+2:k+end]] = true
+					}
+				}
+			}
+		}
+	}
 	for i := 0; i < len(r.t); i++ {
 		if !r.is(i, tkIdent, "template") {
 			continue
@@ -446,8 +468,19 @@ func (r *rewriter) functionPointerParams() {
 	}
 }
 
-// functionPointerParam rewrites the template parameter [from, to) if it is `R (*name)(params)`.
+// functionPointerParam rewrites the template parameter [from, to) if it is `R (*name)(params)`
+// or `F name` for an alias F of a function pointer type.
 func (r *rewriter) functionPointerParam(from, to int) {
+	if from < len(r.t) && r.t[from].kind == tkIdent && r.fnAliases[r.t[from].text] {
+		last := r.prev(to)
+		if eq := r.findPunct(from, "="); eq >= 0 && eq < to {
+			last = r.prev(eq)
+		}
+		if last > from && r.t[last].kind == tkIdent {
+			r.replace(from, last+1, "auto "+r.t[last].text)
+		}
+		return
+	}
 	for k := from; k < to; k++ {
 		if !r.is(k, tkPunct, "(") {
 			continue
@@ -719,5 +752,88 @@ func (r *rewriter) constantClassVariables() {
 		if decl && !scalar {
 			r.setText(i, "__global const")
 		}
+	}
+}
+
+// floatLiterals gives unsuffixed floating-point literals the f suffix: MSL has no double, its
+// 1.5 is a float (C++ for OpenCL would deduce double for it and then convert).
+func (r *rewriter) floatLiterals() {
+	for i := range r.t {
+		t := r.t[i]
+		if t.kind != tkNumber {
+			continue
+		}
+		s := strings.ToLower(t.text)
+		hex := strings.HasPrefix(s, "0x")
+		isFloat := strings.Contains(s, ".") || !hex && strings.Contains(s, "e") || hex && strings.Contains(s, "p")
+		if !isFloat {
+			continue
+		}
+		last := s[len(s)-1]
+		if last == 'f' || last == 'h' || last == 'l' || strings.HasSuffix(s, "bf") {
+			continue
+		}
+		r.setText(i, t.text+"f")
+	}
+}
+
+// deducibleVecs writes vec<T, N> as the vector type itself in the argument list of a class
+// template partial specialization, where its template parameters must be deducible (vec is an
+// alias through a class, to cover bfloat and bool vectors).
+func (r *rewriter) deducibleVecs() {
+	for i := 0; i < len(r.t); i++ {
+		if !r.is(i, tkIdent, "template") || !r.is(r.next(i), tkPunct, "<") {
+			continue
+		}
+		gt := r.match(r.next(i))
+		kw := r.next(gt)
+		if !(r.is(kw, tkIdent, "struct") || r.is(kw, tkIdent, "class")) {
+			continue
+		}
+		name := r.next(kw)
+		lt := r.next(name)
+		if r.t[name].kind != tkIdent || !r.is(lt, tkPunct, "<") {
+			continue
+		}
+		end := r.match(lt)
+		for k := lt + 1; k < end; k++ {
+			if !r.is(k, tkIdent, "vec") || !r.is(r.next(k), tkPunct, "<") {
+				continue
+			}
+			from := k
+			if r.is(r.prev(k), tkPunct, "::") && r.is(r.prev(r.prev(k)), tkIdent, "metal") {
+				from = r.prev(r.prev(k))
+			}
+			vlt := r.next(k)
+			vgt := r.match(vlt)
+			args := splitTop(r.text(vlt+1, vgt), ',')
+			if len(args) != 2 {
+				continue
+			}
+			r.replace(from, vgt+1, strings.TrimSpace(args[0])+" __attribute__((ext_vector_type("+strings.TrimSpace(args[1])+")))")
+			k = vgt
+		}
+	}
+}
+
+// staticMemberDefinitions deletes `constant constexpr T X<A>::m[8];`: the out-of-line definition of
+// a static constexpr member, redundant since C++17 (the member is inline), which C++ for OpenCL
+// refuses for lack of an initializer.
+func (r *rewriter) staticMemberDefinitions() {
+	for i := 0; i < len(r.t); i++ {
+		if r.sc.kind[i] != scNamespace || r.pdepth[i] != 0 || !r.is(i, tkIdent, "constant") && !r.is(i, tkIdent, "constexpr") ||
+			!r.boundary(r.prev(i)) {
+			continue
+		}
+		e := r.findPunct(i, ";")
+		if e < 0 {
+			return
+		}
+		stmt := r.text(i, e)
+		if !strings.Contains(stmt, "constexpr") || !strings.Contains(stmt, "::") || strings.ContainsAny(stmt, "=({") {
+			continue
+		}
+		r.replace(i, e+1, "")
+		i = e
 	}
 }

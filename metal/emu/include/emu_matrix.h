@@ -133,4 +133,13 @@ inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_ma
                                                     "simdgroup_multiply");
 }
 
+// a * b of 8x8 simdgroup matrices: simdgroup_multiply (a collective; its call site is the
+// operator's, shared by every product a kernel writes this way).
+template <class T>
+inline simdgroup_matrix<T, 8, 8> operator*(const simdgroup_matrix<T, 8, 8>& a, const simdgroup_matrix<T, 8, 8>& b) {
+  simdgroup_matrix<T, 8, 8> d;
+  simdgroup_multiply(d, a, b);
+  return d;
+}
+
 }  // namespace metal

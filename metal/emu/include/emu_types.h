@@ -44,6 +44,15 @@ struct bfloat {
   }
   template <class F, class = metal::enable_if_t<metal::emu_detail::is_num<F>>>
   constexpr bfloat(F f) : bits(from_float(float(f))) {}
+  // From a class that converts to bfloat or an arithmetic type (bfloat is arithmetic in MSL).
+  template <class F, class = metal::enable_if_t<__is_class(F) && !metal::emu_detail::is_bf<F> &&
+                                                (__is_convertible_to(F, float) || __is_convertible_to(F, bfloat))>, class = void>
+  explicit constexpr bfloat(F f) : bits(conv(f)) {}
+  template <class F>
+  static constexpr uint16_t conv(F& f) {
+    if constexpr (__is_convertible_to(F, bfloat)) return f.operator bfloat().bits;
+    else return from_float(float(f));
+  }
   template <class F, class = metal::enable_if_t<metal::emu_detail::is_num<F>>>
   constexpr bfloat(F f) __constant : bits(from_float(float(f))) {}
   constexpr operator float() const { return __builtin_bit_cast(float, (uint32_t)bits << 16); }
@@ -566,6 +575,13 @@ struct caster {
   caster<V, caster<W, I2>> operator->*(caster<W, I2>) const { return {}; }
 };
 }  // namespace emu_detail
+
+// p += c and p -= c for a pointer p and a class c that converts to an integer (clang's built-in
+// candidates miss pointers in an address space).
+template <class P, class C, class = enable_if_t<__is_class(C) && __is_convertible_to(C, long)>>
+inline P*& operator+=(P*& p, const C& c) { return p = p + (long)c; }
+template <class P, class C, class = enable_if_t<__is_class(C) && __is_convertible_to(C, long)>>
+inline P*& operator-=(P*& p, const C& c) { return p = p - (long)c; }
 
 // as_type<T>(x): reinterprets the bits of x; sizes must match.
 template <class T, class X>
