@@ -189,14 +189,16 @@ func (r *rewriter) checkProgramScope() {
 		// The statement up to its ';' or body.
 		e := i
 		depth := 0
-		hasParen, hasEq, hasConstant, isDecl := false, false, false, true
+		hasParen, hasEq, hasConstant, isDecl, typeDef := false, false, false, true, false
 		for ; e < len(r.t); e++ {
 			t := r.t[e]
 			if t.kind == tkIdent && depth == 0 {
 				switch t.text {
-				case "template", "using", "typedef", "namespace", "struct", "class", "union", "enum", "static_assert",
+				case "template", "using", "typedef", "namespace", "static_assert",
 					"extern", "friend", "operator", "kernel", "vertex", "fragment", "__attribute__":
 					isDecl = false
+				case "struct", "class", "union", "enum":
+					typeDef = true
 				case "constant":
 					hasConstant = true
 				}
@@ -224,7 +226,16 @@ func (r *rewriter) checkProgramScope() {
 					hasEq = true
 				}
 			}
-			if depth == 0 && (t.text == ";" || t.text == "{" && !hasEq) {
+			if t.text == "{" && depth == 0 && !hasEq {
+				if k := r.sc.opens[e]; k == scClass || k == scEnum {
+					// `typedef struct {...} name;`, `struct S {...} s;`: the statement goes on.
+					typeDef = true
+					e = r.match(e)
+					continue
+				}
+				break
+			}
+			if depth == 0 && t.text == ";" {
 				break
 			}
 			if t.text == "{" && hasEq {
@@ -241,6 +252,11 @@ func (r *rewriter) checkProgramScope() {
 			if r.is(k, tkPunct, "::") && r.pdepth[k] == 0 {
 				qualified = true
 			}
+		}
+		// A class or enum definition declares a variable only if a name follows its body:
+		// `struct S {...} s;` (`struct S;` and `struct S {...};` declare none).
+		if typeDef && isDecl {
+			isDecl = r.t[r.prev(e)].kind == tkIdent && r.is(r.prev(r.prev(e)), tkPunct, "}")
 		}
 		if isDecl && !hasParen && r.is(e, tkPunct, ";") && e > i && !(qualified && hasConstant) {
 			switch {

@@ -74,8 +74,8 @@ type rewriter struct {
 	diags []Diagnostic
 	// vecAliases are typedef or using names of vector types (casts to them convert).
 	vecAliases map[string]bool
-	// fnAliases are typedef or using names of function pointer types.
-	fnAliases map[string]bool
+	// fnAliases are the alias templates of function pointer types.
+	fnAliases map[string]fnAlias
 }
 
 func (r *rewriter) next(i int) int {
@@ -367,8 +367,11 @@ func (r *rewriter) emit() (string, map[lineKey][]segment) {
 	prevEnd := 0
 	for i := range r.t {
 		t := &r.t[i]
-		if t.kind == tkSpace || t.text == "" {
+		if t.kind == tkSpace || t.text == "" && t.pre == "" && t.post == "" {
 			continue
+		}
+		if t.kind == tkDirective && isUnrollPragma(t.text) {
+			continue // a loop hint whose argument the preprocessor leaves unexpanded
 		}
 		if t.kind == tkDirective {
 			// A #pragma takes a line of its own; a #line marker resynchronises after it.
@@ -415,13 +418,14 @@ func (r *rewriter) emit() (string, map[lineKey][]segment) {
 			curCol++
 		}
 		key := lineKey{p.file, p.line}
-		lines[key] = append(lines[key], segment{outCol: curCol, col: p.col, n: len(t.text), exact: t.orig})
-		b.WriteString(t.text)
-		if nl := strings.Count(t.text, "\n"); nl > 0 {
+		text := t.pre + t.text + t.post
+		lines[key] = append(lines[key], segment{outCol: curCol + len(t.pre), col: p.col, n: len(t.text), exact: t.orig})
+		b.WriteString(text)
+		if nl := strings.Count(text, "\n"); nl > 0 {
 			curLine += nl
-			curCol = len(t.text) - strings.LastIndexByte(t.text, '\n')
+			curCol = len(text) - strings.LastIndexByte(text, '\n')
 		} else {
-			curCol += len(t.text)
+			curCol += len(text)
 		}
 		prev = t
 		prevEnd = t.end
@@ -430,6 +434,13 @@ func (r *rewriter) emit() (string, map[lineKey][]segment) {
 		sort.SliceStable(lines[k], func(a, b int) bool { return lines[k][a].outCol < lines[k][b].outCol })
 	}
 	return b.String(), lines
+}
+
+// isUnrollPragma reports `#pragma unroll (N)` and `#pragma nounroll`: optimisation hints, whose
+// arguments clang -E leaves unexpanded (MIN(...) would then be undeclared).
+func isUnrollPragma(d string) bool {
+	f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(d), "#"))
+	return len(f) >= 2 && f[0] == "pragma" && (f[1] == "unroll" || strings.HasPrefix(f[1], "unroll(") || f[1] == "nounroll")
 }
 
 // sourceCol maps a column clang reports on a source line of the output back to the source.

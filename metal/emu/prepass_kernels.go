@@ -125,12 +125,30 @@ func templateArgsOf(list string) string {
 		}
 		toks := tokenize(part)
 		name, pack := "", false
+		var sig []token
 		for _, t := range toks {
-			if t.kind == tkIdent {
+			if t.kind != tkSpace {
+				sig = append(sig, t)
+			}
+		}
+		for k, t := range sig {
+			if t.kind == tkIdent && name == "" || t.kind == tkIdent && !strings.Contains(part, "(") {
 				name = t.text
+			}
+			// A function pointer or reference parameter, R (*f)(A) or R (&f)(A): the name is f.
+			if t.text == "(" && k+3 < len(sig) && (sig[k+1].text == "*" || sig[k+1].text == "&") && sig[k+2].kind == tkIdent && sig[k+3].text == ")" {
+				name = sig[k+2].text
+				break
 			}
 			if t.text == "." {
 				pack = true
+			}
+		}
+		if !strings.Contains(part, "(") {
+			for _, t := range sig {
+				if t.kind == tkIdent {
+					name = t.text
+				}
 			}
 		}
 		if pack {

@@ -117,6 +117,19 @@ func (r *rewriter) vectors() {
 				qual = "::metal::"
 			}
 			r.replace(from, end+1, "::metal::emu_detail::make<"+qual+name+">")
+			r.wrapComparisons(r.next(end))
+			continue
+		}
+		// T(x) for a template type parameter T (a vector type when instantiated, perhaps).
+		if tk.kind == tkIdent && !member && !r.is(pv, tkPunct, "::") && typeParamAt(tps, i, tk.text) && r.is(r.next(i), tkPunct, "(") &&
+			r.sc.kind[i].inFunction() && !r.boundary(pv) && !r.is(pv, tkIdent, "const") {
+			open := r.next(i)
+			cl := r.match(open)
+			if topLevelIndex(r.text(open+1, cl), ',') < 0 && cl > r.next(open) {
+				r.wrapComparisons(open)
+				r.setText(i, "(::metal::emu_detail::caster<"+tk.text+">() ->* ")
+				r.t[cl].post += ")"
+			}
 			continue
 		}
 		// static_cast<V>(x) for a vector type V.
@@ -129,6 +142,9 @@ func (r *rewriter) vectors() {
 			gt := r.next(ty)
 			if r.is(lt, tkPunct, "<") && isVec(ty) && r.is(gt, tkPunct, ">") {
 				r.replace(i, gt+1, "::metal::emu_detail::make<"+vecName(r, ty)+">")
+				if r.is(r.next(gt), tkPunct, "(") {
+					r.wrapComparisons(r.next(gt))
+				}
 			}
 			continue
 		}
@@ -170,6 +186,9 @@ func (r *rewriter) vectors() {
 				qual = "::metal::"
 			}
 			r.replace(i, cl+1, "::metal::emu_detail::caster<"+qual+name+">() ->* ")
+			if r.is(nx, tkPunct, "(") {
+				r.wrapComparisons(nx)
+			}
 		}
 	}
 }
@@ -404,31 +423,41 @@ func (r *rewriter) openclNames() {
 	}
 }
 
-// functionPointerParams rewrites template parameters of function pointer type,
-// `R (*name)(params)`, as `auto name`: C++ for OpenCL gives such a parameter a generic pointee and
-// then refuses every function as its argument. The argument is still a function address.
+// functionPointerParams rewrites template parameters of function pointer type, `R (*name)(A)`
+// and `F name` for an alias F of a function pointer type, as function references `R (&name)(A)`:
+// C++ for OpenCL gives a function pointer parameter a generic pointee and then refuses every
+// function as its argument; a reference parameter takes them, function templates included.
 func (r *rewriter) functionPointerParams() {
-	r.fnAliases = map[string]bool{}
+	r.fnAliases = map[string]fnAlias{}
 	for i := 0; i < len(r.t); i++ {
-		// using F = R (*)(params);  typedef R (*F)(params);
-		if r.is(i, tkIdent, "using") {
-			name, eq := r.next(i), r.next(r.next(i))
-			if r.t[name].kind == tkIdent && r.is(eq, tkPunct, "=") {
-				if e := r.findPunct(eq, ";"); e > 0 && strings.Contains(strings.ReplaceAll(r.text(eq, e), " ", ""), "(*)(") {
-					r.fnAliases[r.t[name].text] = true
+		// template <class T> using F = R (*)(A);
+		if !r.is(i, tkIdent, "using") {
+			continue
+		}
+		name, eq := r.next(i), r.next(r.next(i))
+		if r.t[name].kind != tkIdent || !r.is(eq, tkPunct, "=") {
+			continue
+		}
+		e := r.findPunct(eq, ";")
+		if e < 0 {
+			continue
+		}
+		def := strings.Join(strings.Fields(r.text(eq+1, e)), " ")
+		k := strings.Index(def, "(*)")
+		if k < 0 || !strings.HasPrefix(strings.TrimSpace(def[k+3:]), "(") {
+			continue
+		}
+		al := fnAlias{ret: strings.TrimSpace(def[:k]), args: strings.TrimSpace(def[k+3:])}
+		if ts := r.stmtStart(i); r.is(ts, tkIdent, "template") {
+			lt := r.next(ts)
+			for _, p := range splitTop(r.text(lt+1, r.match(lt)), ',') {
+				f := strings.Fields(strings.Split(p, "=")[0])
+				if len(f) > 0 {
+					al.params = append(al.params, f[len(f)-1])
 				}
 			}
 		}
-		if r.is(i, tkIdent, "typedef") {
-			if e := r.findPunct(i, ";"); e > 0 {
-				t := strings.ReplaceAll(r.text(i, e), " ", "")
-				if k := strings.Index(t, "(*"); k >= 0 {
-					if end := strings.Index(t[k:], ")("); end > 2 {
-						r.fnAliases[t[k+2:k+end]] = true
-					}
-				}
-			}
-		}
+		r.fnAliases[r.t[name].text] = al
 	}
 	for i := 0; i < len(r.t); i++ {
 		if !r.is(i, tkIdent, "template") {
@@ -468,18 +497,45 @@ func (r *rewriter) functionPointerParams() {
 	}
 }
 
+// fnAlias is `template <P...> using F = ret (*)(args);`.
+type fnAlias struct {
+	params    []string
+	ret, args string
+}
+
 // functionPointerParam rewrites the template parameter [from, to) if it is `R (*name)(params)`
-// or `F name` for an alias F of a function pointer type.
+// or `F<A...> name` for a function pointer alias F.
 func (r *rewriter) functionPointerParam(from, to int) {
-	if from < len(r.t) && r.t[from].kind == tkIdent && r.fnAliases[r.t[from].text] {
-		last := r.prev(to)
-		if eq := r.findPunct(from, "="); eq >= 0 && eq < to {
-			last = r.prev(eq)
+	if from < len(r.t) && r.t[from].kind == tkIdent {
+		if al, ok := r.fnAliases[r.t[from].text]; ok {
+			last := r.prev(to)
+			if eq := r.findPunct(from, "="); eq >= 0 && eq < to {
+				last = r.prev(eq)
+			}
+			if last <= from || r.t[last].kind != tkIdent {
+				return
+			}
+			var args []string
+			if nx := r.next(from); r.is(nx, tkPunct, "<") {
+				args = splitTop(r.text(nx+1, r.match(nx)), ',')
+			}
+			sub := map[string]string{}
+			for k, p := range al.params {
+				if k < len(args) {
+					sub[p] = strings.TrimSpace(args[k])
+				}
+			}
+			var b strings.Builder
+			for _, t := range tokenize(al.ret + " (&" + r.t[last].text + ")" + al.args) {
+				if v, ok := sub[t.text]; ok && t.kind == tkIdent {
+					b.WriteString(v)
+				} else {
+					b.WriteString(t.text)
+				}
+			}
+			r.replace(from, last+1, b.String())
+			return
 		}
-		if last > from && r.t[last].kind == tkIdent {
-			r.replace(from, last+1, "auto "+r.t[last].text)
-		}
-		return
 	}
 	for k := from; k < to; k++ {
 		if !r.is(k, tkPunct, "(") {
@@ -492,12 +548,7 @@ func (r *rewriter) functionPointerParam(from, to int) {
 		if !r.is(star, tkPunct, "*") || r.t[name].kind != tkIdent || !r.is(cl, tkPunct, ")") || !r.is(op, tkPunct, "(") {
 			return
 		}
-		end := r.match(op)
-		if end >= to {
-			return
-		}
-		nm := r.t[name].text
-		r.replace(from, end+1, "auto "+nm)
+		r.setText(star, "&")
 		return
 	}
 }
@@ -616,6 +667,19 @@ func (r *rewriter) vectorInits() {
 				r.setText(open, "::metal::emu_detail::make_list<"+qual+">(")
 				r.setText(cl, ")")
 				i = cl
+				// Later declarators of the statement: `float4 a = {0}, b = {0};`.
+				for k := r.next(cl); r.is(k, tkPunct, ","); {
+					nm := r.next(k)
+					eq := r.next(nm)
+					br := r.next(eq)
+					if r.t[nm].kind != tkIdent || !r.is(eq, tkPunct, "=") || !r.is(br, tkPunct, "{") {
+						break
+					}
+					bc := r.match(br)
+					r.setText(br, "::metal::emu_detail::make_list<"+qual+">(")
+					r.setText(bc, ")")
+					i, k = bc, r.next(bc)
+				}
 			}
 			continue
 		}
@@ -728,6 +792,15 @@ func (r *rewriter) constantClassVariables() {
 		if r.is(s, tkIdent, "template") {
 			continue
 		}
+		inSpecifiers := true
+		for k := s; k < i; k++ {
+			if r.t[k].kind == tkPunct || r.t[k].kind == tkAttr {
+				inSpecifiers = false
+			}
+		}
+		if !inSpecifiers {
+			continue // constant in an expression (a cast) or after a declarator
+		}
 		scalar, decl := false, false
 		for k := s; k < len(r.t); k = r.next(k) {
 			t := r.t[k]
@@ -836,4 +909,79 @@ func (r *rewriter) staticMemberDefinitions() {
 		r.replace(i, e+1, "")
 		i = e
 	}
+}
+
+// wrapComparisons wraps each argument in the parentheses at open that is a comparison (a == b,
+// x > 0) in ::metal::emu_detail::cmp, which gives bool vectors for vector comparisons.
+func (r *rewriter) wrapComparisons(open int) {
+	cl := r.match(open)
+	start := r.next(open)
+	depth := 0
+	for k := start; k <= cl; k++ {
+		t := r.t[k]
+		if t.kind == tkPunct {
+			switch t.text {
+			case "(", "[", "{":
+				depth++
+			case ")", "]", "}":
+				depth--
+			}
+		}
+		if k == cl || depth == 0 && r.is(k, tkPunct, ",") {
+			if k > start && r.isComparison(start, k) {
+				r.t[start].pre = "::metal::emu_detail::cmp(" + r.t[start].pre
+				last := r.prev(k)
+				r.t[last].post += ")"
+			}
+			start = r.next(k)
+		}
+	}
+}
+
+// isComparison reports whether tokens [from, to) are a comparison at their top level: ==, !=, <=,
+// >=, or a < or > that closes no template argument list.
+func (r *rewriter) isComparison(from, to int) bool {
+	depth, angles := 0, 0
+	for k := from; k < to; k++ {
+		t := r.t[k]
+		if t.kind != tkPunct {
+			continue
+		}
+		switch t.text {
+		case "(", "[", "{":
+			depth++
+		case ")", "]", "}":
+			depth--
+		}
+		if depth != 0 {
+			continue
+		}
+		nx := ""
+		if k+1 < to {
+			nx = r.t[k+1].text
+		}
+		switch {
+		case (t.text == "=" || t.text == "!") && nx == "=":
+			if t.text == "!" || k > from && r.t[k-1].text != "=" && r.t[k-1].text != "<" && r.t[k-1].text != ">" && r.t[k-1].text != "!" {
+				return true
+			}
+		case (t.text == "<" || t.text == ">") && nx == "=":
+			return true
+		case t.text == "<":
+			if r.t[k-1].text == "<" || nx == "<" {
+				continue // a shift
+			}
+			angles++
+		case t.text == ">":
+			if r.is(k-1, tkPunct, "-") || r.t[k-1].text == ">" || nx == ">" {
+				continue // -> or a shift
+			}
+			if angles > 0 {
+				angles--
+			} else {
+				return true
+			}
+		}
+	}
+	return angles > 0
 }

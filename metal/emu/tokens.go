@@ -38,6 +38,9 @@ type token struct {
 	// ecol and eend are the columns of the token in the preprocessed line: tokens adjacent there
 	// must stay adjacent (clang -E separates the ones that would otherwise merge).
 	ecol, eend int
+	// pre and post are text a rewrite writes around the token, leaving the token itself (a
+	// bracket, say) for the structure the other rewrites read.
+	pre, post string
 }
 
 // tokenize splits preprocessed source into tokens whose texts concatenate to the source, less its

@@ -121,12 +121,14 @@ template <class T> struct remove_addrspace<__global T> { typedef T type; };
 template <class T> struct remove_addrspace<__local T> { typedef T type; };
 template <class T> struct remove_addrspace<__private T> { typedef T type; };
 template <class T> struct remove_addrspace<__constant T> { typedef T type; };
+template <class T> struct remove_addrspace<__generic T> { typedef T type; };
 // copy_as<T, U>: U in the address space of T.
 template <class T, class U> struct copy_as { typedef U type; };
 template <class T, class U> struct copy_as<__global T, U> { typedef __global U type; };
 template <class T, class U> struct copy_as<__local T, U> { typedef __local U type; };
 template <class T, class U> struct copy_as<__private T, U> { typedef __private U type; };
 template <class T, class U> struct copy_as<__constant T, U> { typedef __constant U type; };
+template <class T, class U> struct copy_as<__generic T, U> { typedef __generic U type; };
 template <class T, class U> using copy_as_t = typename copy_as<T, U>::type;
 template <class T> struct add_const { typedef const T type; };
 template <class T> struct add_pointer { typedef typename remove_reference<T>::type* type; };

@@ -38,7 +38,7 @@ typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
 typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
 
-template <class T, int C, int R>
+template <class T, int C, int R = C>
 inline simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T v) {
   simdgroup_matrix<T, C, R> m;
   m.e[0] = v;

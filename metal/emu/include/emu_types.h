@@ -260,13 +260,19 @@ struct boolvec : emu_detail::sstore<bool, N> {
 
 }  // namespace metal
 
-// MSL's vector type names exist at global scope (vector_floatN) and in metal (floatN).
+// MSL's vector type names exist at global scope (vector_floatN and floatN; kernels use them before
+// `using namespace metal`) and in metal.
 #define EMU_VECS(T, S)                                          \
   typedef T vector_##S##2 __attribute__((ext_vector_type(2)));  \
   typedef T vector_##S##3 __attribute__((ext_vector_type(3)));  \
   typedef T vector_##S##4 __attribute__((ext_vector_type(4)));  \
   typedef T vector_##S##8 __attribute__((ext_vector_type(8)));  \
   typedef T vector_##S##16 __attribute__((ext_vector_type(16))); \
+  typedef vector_##S##2 S##2;                                   \
+  typedef vector_##S##3 S##3;                                   \
+  typedef vector_##S##4 S##4;                                   \
+  typedef vector_##S##8 S##8;                                   \
+  typedef vector_##S##16 S##16;                                 \
   namespace metal {                                             \
   typedef vector_##S##2 S##2;                                   \
   typedef vector_##S##3 S##3;                                   \
@@ -487,8 +493,9 @@ inline void put(E* out, int& i, int cap, X x) {
 
 // make<V>(args...): MSL vector constructor semantics: one scalar splats, one vector of the same
 // width converts element-wise, otherwise the arguments' elements are concatenated and converted.
-template <class V, class... A>
-inline V make(A... a) {
+template <class W, class... A>
+inline plain_t<W> make(A... a) {
+  typedef plain_t<W> V;
   typedef typename vt<V>::elem E;
   constexpr int N = vt<V>::n;
   static_assert(sizeof...(A) == 0 || sizeof...(A) == 1 || (vt<A>::n + ... + 0) == N,
@@ -513,10 +520,24 @@ inline V make(A... a) {
   return r;
 }
 
+// cmp(c): a comparison's result as MSL has it, bool or a bool vector (clang's vector comparisons
+// give -1/0 integer vectors); the pre-pass wraps comparisons converted to vectors in it, so that
+// float4(a < b) is 1.0 where a < b.
+inline bool cmp(bool b) { return b; }
+template <class V, class = enable_if_t<(vt<V>::n > 1) && is_integral_v<typename vt<V>::elem>>>
+inline boolvec<vt<V>::n> cmp(V m) {
+  boolvec<vt<V>::n> r;
+  for (int i = 0; i < vt<V>::n; i++) r[i] = m[i] != 0;
+  return r;
+}
+template <int N>
+inline boolvec<N> cmp(boolvec<N> b) { return b; }
+
 // make_list<V>(args...): `V v = {args...}`: the arguments' elements in order, fewer than V's
 // allowed (the rest are zero).
-template <class V, class... A>
-inline V make_list(A... a) {
+template <class W, class... A>
+inline plain_t<W> make_list(A... a) {
+  typedef plain_t<W> V;
   typedef typename vt<V>::elem E;
   constexpr int N = vt<V>::n;
   static_assert((vt<A>::n + ... + 0) <= N, "vector initializer list: more elements than the vector has");
@@ -566,10 +587,10 @@ inline ilist_t<E...> ilist(E... e) { return {mktup(e...)}; }
 template <class V, class Inner = void>
 struct caster {
   template <class X>
-  V operator->*(X x) const {
+  plain_t<V> operator->*(X x) const {
     if constexpr (!is_void_v<Inner>) return caster<V>()->*(Inner()->*x);
     else if constexpr (vt<V>::n > 1) return make<V>(x);
-    else return (V)x;
+    else return (plain_t<V>)x;
   }
   template <class W, class I2>
   caster<V, caster<W, I2>> operator->*(caster<W, I2>) const { return {}; }
