@@ -70,8 +70,8 @@ type rewriter struct {
 	t      []token
 	depth  []int // brace depth before each token
 	pdepth []int // parenthesis and bracket depth before each token
-	sc    *scopes
-	diags []Diagnostic
+	sc     *scopes
+	diags  []Diagnostic
 	// vecAliases are typedef or using names of vector types (casts to them convert).
 	vecAliases map[string]bool
 	// fnAliases are the alias templates of function pointer types.

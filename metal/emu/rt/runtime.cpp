@@ -360,11 +360,102 @@ struct Shared {
   bool failed = false;
 };
 
+// ---- faults ----------------------------------------------------------------------------------
+// A fault in a kernel (SIGSEGV, SIGBUS, SIGFPE, SIGILL: a wild or misaligned access, an integer
+// division by zero, a trap) fails its threadgroup instead of the process: the handler records the
+// fault with the kernel, threadgroup and thread, and switches back to the threadgroup's scheduler,
+// which abandons the threadgroup. Faults outside kernels go to the handler installed before (the
+// Go runtime's, in a Go process). The ASan build leaves faults to AddressSanitizer, whose report
+// the helper process returns.
+const int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+struct sigaction old_actions[NSIG];
+
+const char* fault_name(int sig, int code) {
+  switch (sig) {
+    case SIGFPE:
+      return code == FPE_INTDIV ? "integer division by zero (SIGFPE)" : code == FPE_INTOVF ? "integer overflow (SIGFPE)" : "arithmetic fault (SIGFPE)";
+    case SIGBUS:
+      return code == BUS_ADRALN ? "misaligned memory access (SIGBUS)" : "bus error (SIGBUS)";
+    case SIGILL:
+      return "illegal instruction or trap (SIGILL)";
+  }
+  return "invalid or misaligned memory access (SIGSEGV)";
+}
+
+void on_fault(int sig, siginfo_t* si, void* uc) {
+  Lane* L = cur;
+  if (L && L->g && !L->g->failed) {
+    Group* g = L->g;
+    char msg[EMU_ERR_LEN];
+    snprintf(msg, sizeof msg, "kernel %s, threadgroup (%u,%u,%u), thread %u (simdgroup %u lane %u): %s at address %p",
+             g->k->name, g->gid[0], g->gid[1], g->gid[2], L->info.tiitg, L->info.simd_group, L->info.simd_lane,
+             fault_name(sig, si->si_code), si->si_addr);
+    fail_group(g, msg);
+    // Never returning to the faulting code: unblock the signal the kernel blocked for the handler.
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, sig);
+    pthread_sigmask(SIG_UNBLOCK, &m, nullptr);
+    emu_switch(&L->sp, g->sched_sp);
+    abort();  // never resumed
+  }
+  struct sigaction* o = &old_actions[sig];
+  if (o->sa_flags & SA_SIGINFO) {
+    o->sa_sigaction(sig, si, uc);
+  } else if (o->sa_handler == SIG_IGN) {
+    return;
+  } else if (o->sa_handler == SIG_DFL) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  } else {
+    o->sa_handler(sig);
+  }
+}
+
+pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+void install_fault_handlers() {
+#ifndef EMU_ASAN
+  for (int sig : kFaultSignals) {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = on_fault;
+    a.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigfillset(&a.sa_mask);
+    sigaction(sig, &a, &old_actions[sig]);
+  }
+#endif
+}
+
+// The alternate signal stack of a worker thread.
+struct AltStack {
+  void* mem;
+  size_t size = 64 << 10;
+  AltStack() {
+    mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    stack_t st;
+    memset(&st, 0, sizeof st);
+    st.ss_sp = mem;
+    st.ss_size = size;
+    if (mem != MAP_FAILED) sigaltstack(&st, nullptr);
+  }
+  ~AltStack() {
+    stack_t st;
+    memset(&st, 0, sizeof st);
+    st.ss_flags = SS_DISABLE;
+    sigaltstack(&st, nullptr);
+    if (mem != MAP_FAILED) munmap(mem, size);
+  }
+};
+
 void* worker(void* arg) {
   Shared* s = (Shared*)arg;
+  // Asynchronous signals go to the host's threads; the faults a kernel raises stay deliverable
+  // here, on an alternate stack (a fiber that overflowed its stack has none left).
   sigset_t all;
   sigfillset(&all);
+  for (int sig : kFaultSignals) sigdelset(&all, sig);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  AltStack alt;
   Group g;
   g.d = s->d;
   g.k = s->k;
@@ -655,6 +746,7 @@ int emu_run(emu_dispatch* d) {
   }
   const emu_kernel* k = &emu_kernels[d->kernel];
   d->static_tg = static_tg_of(k->anchor);
+  pthread_once(&fault_once, install_fault_handlers);
   uint64_t nthreads = (uint64_t)d->threads[0] * d->threads[1] * d->threads[2];
   uint64_t total = (uint64_t)d->groups[0] * d->groups[1] * d->groups[2];
   if (nthreads == 0 || nthreads > k->max_threads) {
