@@ -89,7 +89,7 @@ struct tensor {
   long lim[R];
 
   tensor() = default;
-  tensor(T* p, const Ext& e) : ptr(p), ext(e) {
+  tensor(T* p, Ext e) : ptr(p), ext(e) {
     index_type s = 1;
     for (int r = 0; r < R; r++) {
       str[r] = s;
@@ -98,7 +98,7 @@ struct tensor {
     }
   }
   template <class J>
-  tensor(T* p, const Ext& e, const array<J, R>& strides) : ptr(p), ext(e) {
+  tensor(T* p, Ext e, array<J, R> strides) : ptr(p), ext(e) {
     for (int r = 0; r < R; r++) {
       str[r] = (index_type)strides[r];
       lim[r] = (long)e.e[r];

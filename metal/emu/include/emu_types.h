@@ -94,6 +94,8 @@ template <int N>
 struct boolvec;
 template <class E, int N>
 struct packed_vec;
+template <int N>
+struct hvec;
 
 namespace emu_detail {
 template <class E, int K>
@@ -128,6 +130,20 @@ struct svec_of<bfloat, 1> {
 template <int K>
 struct svec_of<bool, K> {
   typedef boolvec<K> type;
+};
+// half vectors of 2, 3 and 4 elements are struct vectors: C++ for OpenCL refuses a float scalar
+// with a half vector (half4 * 0.5f), which MSL converts to half.
+template <>
+struct svec_of<half, 2> {
+  typedef hvec<2> type;
+};
+template <>
+struct svec_of<half, 3> {
+  typedef hvec<3> type;
+};
+template <>
+struct svec_of<half, 4> {
+  typedef hvec<4> type;
 };
 template <>
 struct svec_of<bool, 1> {
@@ -258,6 +274,119 @@ struct boolvec : emu_detail::sstore<bool, N> {
   }
 };
 
+
+// half vectors (2 to 4 elements): element storage with MSL's operators (elementwise in half,
+// rounded after every operation as half vectors are; a scalar of any arithmetic type converts
+// to half), comparisons giving bool vectors, swizzles (x, y, z, w) and conversion to and from
+// clang's half vectors (which the math functions compute on).
+template <int N>
+struct alignas(N == 3 ? 8 : 2 * N) hvec : emu_detail::sstore<half, N> {
+  using emu_detail::sstore<half, N>::v;
+  typedef half ext __attribute__((ext_vector_type(N)));
+  half& operator[](int i) { return v[i]; }
+  const half& operator[](int i) const { return v[i]; }
+  hvec() = default;
+  hvec(const hvec& o) { __builtin_memcpy((void*)this, (const void*)&o, sizeof o); }
+  hvec(const hvec& o) __constant { for (int i = 0; i < N; i++) v[i] = o.v[i]; }
+  template <class B, class = enable_if_t<is_same_v<B, hvec>>>
+  hvec(const __constant B& o) { for (int i = 0; i < N; i++) v[i] = o.v[i]; }
+  hvec& operator=(const hvec& o) {
+    __builtin_memcpy((void*)this, (const void*)&o, sizeof o);
+    return *this;
+  }
+  template <class B, class = enable_if_t<is_same_v<B, hvec>>>
+  hvec& operator=(const __constant B& o) {
+    for (int i = 0; i < N; i++) v[i] = o.v[i];
+    return *this;
+  }
+  template <class S, class = enable_if_t<is_arithmetic_v<S>>>
+  hvec(S s) { for (int i = 0; i < N; i++) v[i] = half(s); }
+  template <class S, class = enable_if_t<is_arithmetic_v<S>>>
+  hvec(S s) __constant { for (int i = 0; i < N; i++) v[i] = half(s); }
+  template <class... A, class = enable_if_t<sizeof...(A) == N && (is_arithmetic_v<A> && ...)>, class = void>
+  hvec(A... a) {
+    half t[N] = {half(a)...};
+    for (int i = 0; i < N; i++) v[i] = t[i];
+  }
+  template <class... A, class = enable_if_t<sizeof...(A) == N && (is_arithmetic_v<A> && ...)>, class = void>
+  hvec(A... a) __constant {
+    half t[N] = {half(a)...};
+    for (int i = 0; i < N; i++) v[i] = t[i];
+  }
+  hvec(ext e) { for (int i = 0; i < N; i++) v[i] = e[i]; }
+  operator ext() const {
+    ext e;
+    for (int i = 0; i < N; i++) e[i] = v[i];
+    return e;
+  }
+  template <class X> hvec& operator+=(const X& x) { return *this = *this + x; }
+  template <class X> hvec& operator-=(const X& x) { return *this = *this - x; }
+  template <class X> hvec& operator*=(const X& x) { return *this = *this * x; }
+  template <class X> hvec& operator/=(const X& x) { return *this = *this / x; }
+};
+
+namespace emu_detail {
+// hv<T>::n: the width of a half vector or half swizzle, 0 for an arithmetic scalar, -1 otherwise.
+template <class T>
+struct hv {
+  static constexpr int n = is_arithmetic_v<T> && !is_same_v<T, bfloat> ? 0 : -1;
+};
+template <int N>
+struct hv<hvec<N>> {
+  static constexpr int n = N;
+};
+template <int M, int... I>
+struct hv<swz<half, M, I...>> {
+  static constexpr int n = sizeof...(I);
+};
+template <class A, class B, class = void>
+struct hv_common {};
+template <class A, class B>
+struct hv_common<A, B, enable_if_t<(hv<plain_t<A>>::n > 0 || hv<plain_t<B>>::n > 0) && hv<plain_t<A>>::n >= 0 && hv<plain_t<B>>::n >= 0 &&
+                                     (hv<plain_t<A>>::n == 0 || hv<plain_t<B>>::n == 0 || hv<plain_t<A>>::n == hv<plain_t<B>>::n)>> {
+  static constexpr int n = hv<plain_t<A>>::n > 0 ? hv<plain_t<A>>::n : hv<plain_t<B>>::n;
+  typedef hvec<n> type;
+};
+template <int N, class X>
+inline half hget(const X& x, int i) {
+  if constexpr (hv<plain_t<X>>::n == 0) return half(x);
+  else return hvec<N>(x).v[i];
+}
+}  // namespace emu_detail
+#define EMU_HOP(op)                                                                                     \
+  template <class A, class B, class C = emu_detail::hv_common<A, B>>                                 \
+  inline typename C::type operator op(const A& a, const B& b) {                                       \
+    typename C::type r;                                                                               \
+    for (int i = 0; i < C::n; i++) r.v[i] = half(emu_detail::hget<C::n>(a, i) op emu_detail::hget<C::n>(b, i)); \
+    return r;                                                                                         \
+  }
+EMU_HOP(+)
+EMU_HOP(-)
+EMU_HOP(*)
+EMU_HOP(/)
+#undef EMU_HOP
+#define EMU_HCMP(op)                                                                                    \
+  template <class A, class B, class C = emu_detail::hv_common<A, B>>                                 \
+  inline boolvec<C::n> operator op(const A& a, const B& b) {                                          \
+    boolvec<C::n> r;                                                                                  \
+    for (int i = 0; i < C::n; i++) r[i] = emu_detail::hget<C::n>(a, i) op emu_detail::hget<C::n>(b, i); \
+    return r;                                                                                         \
+  }
+EMU_HCMP(<)
+EMU_HCMP(>)
+EMU_HCMP(<=)
+EMU_HCMP(>=)
+EMU_HCMP(==)
+EMU_HCMP(!=)
+#undef EMU_HCMP
+template <int N>
+inline hvec<N> operator-(const hvec<N>& a) {
+  hvec<N> r;
+  for (int i = 0; i < N; i++) r.v[i] = -a.v[i];
+  return r;
+}
+template <int N>
+inline hvec<N> operator+(const hvec<N>& a) { return a; }
 }  // namespace metal
 
 // MSL's vector type names exist at global scope (vector_floatN and floatN; kernels use them before
@@ -281,7 +410,23 @@ struct boolvec : emu_detail::sstore<bool, N> {
   typedef vector_##S##16 S##16;                                 \
   }
 EMU_VECS(float, float)
-EMU_VECS(half, half)
+typedef metal::hvec<2> vector_half2;
+typedef metal::hvec<3> vector_half3;
+typedef metal::hvec<4> vector_half4;
+typedef half vector_half8 __attribute__((ext_vector_type(8)));
+typedef half vector_half16 __attribute__((ext_vector_type(16)));
+typedef vector_half2 half2;
+typedef vector_half3 half3;
+typedef vector_half4 half4;
+typedef vector_half8 half8;
+typedef vector_half16 half16;
+namespace metal {
+typedef vector_half2 half2;
+typedef vector_half3 half3;
+typedef vector_half4 half4;
+typedef vector_half8 half8;
+typedef vector_half16 half16;
+}
 EMU_VECS(int, int)
 EMU_VECS(unsigned int, uint)
 EMU_VECS(short, short)
@@ -458,6 +603,11 @@ struct vt_impl<bvec<N>> {
   typedef bfloat elem;
   static constexpr int n = N;
 };
+template <int N>
+struct vt_impl<hvec<N>> {
+  typedef half elem;
+  static constexpr int n = N;
+};
 template <class E, int N>
 struct vt_impl<packed_vec<E, N>> {
   typedef E elem;
@@ -605,10 +755,31 @@ template <class P, class C, class = enable_if_t<__is_class(C) && __is_convertibl
 inline P*& operator-=(P*& p, const C& c) { return p = p - (long)c; }
 
 // as_type<T>(x): reinterprets the bits of x; sizes must match.
-template <class T, class X>
-inline T as_type(X x) {
+namespace emu_detail {
+// The value a swizzle proxy stands for (an element or a vector); other types are themselves.
+template <class T>
+struct value_of {
+  typedef T type;
+};
+template <class E, int N, int I>
+struct value_of<swz1<E, N, I>> {
+  typedef E type;
+};
+template <class E, int N, int... I>
+struct value_of<swz<E, N, I...>> {
+  typedef typename svec_of<E, sizeof...(I)>::type type;
+};
+}  // namespace emu_detail
+template <class T, class Y, class X = typename emu_detail::value_of<emu_detail::plain_t<Y>>::type>
+inline T as_type(Y y) {
+  X x = y;
   static_assert(sizeof(T) == sizeof(X), "as_type: the source and destination types must have the same size (MSL 2.4)");
-  return __builtin_bit_cast(T, x);
+  if constexpr (__is_trivially_copyable(T) && __is_trivially_copyable(X)) return __builtin_bit_cast(T, x);
+  else {
+    T r;
+    __builtin_memcpy((void*)&r, (const void*)&x, sizeof r);
+    return r;
+  }
 }
 
 // ---- matrices: matrix<T, Cols, Rows>, column-major columns[Cols] of vec<T, Rows> ------------------
