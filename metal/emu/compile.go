@@ -115,3 +115,41 @@ func FormatDiagnostics(ds []Diagnostic) string {
 	}
 	return b.String()
 }
+
+// NewLibraryFile compiles the MSL file at path (relative to the working directory; #include
+// "..." resolves against o.IncludeDirs) for this device, as NewLibrary compiles a source string;
+// o.Library, o.ASan, o.Clang and o.CacheDir are the device's. The library is compiled each time
+// (its includes are not hashed). Errors wrap mtl.ErrCompile with the diagnostics.
+func (d *Device) NewLibraryFile(path string, o CompileOptions) (mtl.Library, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	out, err := os.CreateTemp(d.cache, "file-*.lib")
+	if err != nil {
+		return nil, fmt.Errorf("emu: %w", err)
+	}
+	out.Close()
+	lib := &library{dev: d, key: "file:" + filepath.Base(out.Name()), path: out.Name(), temp: true}
+	meta, _, err := d.tc.build(buildInput{name: filepath.Clean(path), dir: cwd, includes: o.Includes, includeDirs: o.IncludeDirs,
+		defines: o.Defines, asan: d.opts.ASan, lax: o.Lax, out: lib.path})
+	if err != nil {
+		os.Remove(lib.path)
+		return nil, err
+	}
+	lib.prog = *meta
+	if err := d.readKernelInfo(lib); err != nil {
+		return nil, fmt.Errorf("emu: %s: %v: %w", path, err, mtl.ErrCompile)
+	}
+	if !d.opts.ASan {
+		so, err := openShared(lib.path, len(lib.prog.Kernels))
+		if err != nil {
+			return nil, fmt.Errorf("emu: %s: %v: %w", path, err, mtl.ErrCompile)
+		}
+		lib.so = so
+	}
+	d.mu.Lock()
+	d.libs = append(d.libs, lib)
+	d.mu.Unlock()
+	return lib, nil
+}

@@ -50,13 +50,19 @@ type library struct {
 	// Cached reports whether the library came from the cache.
 	cached bool
 	so     *sharedObject
+	// temp reports a library compiled outside the cache (NewLibraryFile), removed on close.
+	temp bool
 }
 
 func (l *library) close() error {
+	var err error
 	if l.so != nil {
-		return l.so.close()
+		err = l.so.close()
 	}
-	return nil
+	if l.temp {
+		os.Remove(l.path)
+	}
+	return err
 }
 
 // NewLibrary implements mtl.Device: it compiles (or finds in the cache) the MSL source. Errors wrap

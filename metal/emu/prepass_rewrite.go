@@ -742,8 +742,12 @@ func (r *rewriter) threadReferences() {
 		}
 		if r.sc.inClass[i] {
 			// In a class (members and member functions, whose object is generic), thread is the
-			// generic default too.
+			// generic default too: explicitly so on pointers, references and array parameters
+			// (`thread U dst[N]` deduces U without an address space), dropped elsewhere (locals).
 			r.setText(i, "")
+			if p := r.declaratorPunct(i); p == "*" || p == "&" || p == "[" && r.pdepth[i] > 0 {
+				r.setText(i, "__generic")
+			}
 			continue
 		}
 		depth := 0
@@ -772,6 +776,25 @@ func (r *rewriter) threadReferences() {
 			break
 		}
 	}
+}
+
+// declaratorPunct returns the first punctuation after the type that the qualifier at i begins
+// (identifiers, ::, template argument lists and a declarator's name skipped): * or & for a pointer
+// or reference, [ for an array.
+func (r *rewriter) declaratorPunct(i int) string {
+	for k := r.next(i); k < len(r.t); k = r.next(k) {
+		t := r.t[k]
+		switch {
+		case t.kind == tkIdent || t.kind == tkPunct && t.text == "::":
+		case t.kind == tkPunct && t.text == "<":
+			k = r.match(k)
+		case t.kind == tkPunct:
+			return t.text
+		default:
+			return ""
+		}
+	}
+	return ""
 }
 
 // constantClassVariables declares variables in the constant address space whose type is not a
@@ -925,6 +948,11 @@ func (r *rewriter) wrapComparisons(open int) {
 				depth++
 			case ")", "]", "}":
 				depth--
+			case "<":
+				if gt := r.templateClose(k); gt > 0 && gt < cl {
+					k = gt
+					continue
+				}
 			}
 		}
 		if k == cl || depth == 0 && r.is(k, tkPunct, ",") {
@@ -936,6 +964,28 @@ func (r *rewriter) wrapComparisons(open int) {
 			start = r.next(k)
 		}
 	}
+}
+
+// templateClose returns the > closing the template argument list that the < at i opens, or -1
+// when i is not plainly one: the < follows a cast keyword, as_type or vec, or its match is followed
+// by ( or ::.
+func (r *rewriter) templateClose(i int) int {
+	p := r.prev(i)
+	if p < 0 || r.t[p].kind != tkIdent || r.is(i+1, tkPunct, "<") || r.is(i+1, tkPunct, "=") {
+		return -1
+	}
+	gt := r.match(i)
+	if gt >= len(r.t)-1 || !r.is(gt, tkPunct, ">") {
+		return -1
+	}
+	name := r.t[p].text
+	if strings.HasSuffix(name, "_cast") || name == "as_type" || name == "vec" {
+		return gt
+	}
+	if n := r.next(gt); n < len(r.t) && (r.is(n, tkPunct, "(") || r.is(n, tkPunct, "::")) {
+		return gt
+	}
+	return -1
 }
 
 // isComparison reports whether tokens [from, to) are a comparison at their top level: ==, !=, <=,

@@ -299,10 +299,13 @@ struct alignas(N == 3 ? 8 : 2 * N) hvec : emu_detail::sstore<half, N> {
     for (int i = 0; i < N; i++) v[i] = o.v[i];
     return *this;
   }
-  template <class S, class = enable_if_t<is_arithmetic_v<S>>>
+  template <class S, class = enable_if_t<is_arithmetic_v<S> && !is_same_v<S, bfloat>>>
   hvec(S s) { for (int i = 0; i < N; i++) v[i] = half(s); }
-  template <class S, class = enable_if_t<is_arithmetic_v<S>>>
+  template <class S, class = enable_if_t<is_arithmetic_v<S> && !is_same_v<S, bfloat>>>
   hvec(S s) __constant { for (int i = 0; i < N; i++) v[i] = half(s); }
+  // A bfloat converts to half implicitly, not to a half vector (else isnan(bfloat) would be
+  // ambiguous between the half vector and float overloads).
+  explicit hvec(bfloat s) { for (int i = 0; i < N; i++) v[i] = half(float(s)); }
   template <class... A, class = enable_if_t<sizeof...(A) == N && (is_arithmetic_v<A> && ...)>, class = void>
   hvec(A... a) {
     half t[N] = {half(a)...};
