@@ -88,6 +88,9 @@ func relocate(ds []Diagnostic) []Diagnostic {
 		notes = kept
 		if !strings.Contains(d.Msg, "(MSL") {
 			for _, n := range notes {
+				if strings.HasPrefix(n.Msg, "built-in candidate") {
+					continue // operator(double) and the like: candidates, no rule
+				}
 				if h := ruleHint(n.Msg); h != "" {
 					d.Msg += " " + h
 					break

@@ -248,6 +248,9 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	r.vectors()
 	r.vectorInits()
 	r.threadPointers()
+	r.localTypeParams()
+	r.conditionals()
+	r.vecForwarders()
 	if tensor {
 		r.matmulDescriptors()
 	}

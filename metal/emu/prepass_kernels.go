@@ -363,12 +363,16 @@ func (r *rewriter) threadgroupDecls(d *kernelDef, open, end int) error {
 		if b := strings.IndexByte(head, '['); b >= 0 {
 			head = head[:b]
 		}
-		if strings.ContainsAny(head, "*&(") || strings.Contains(head, "=") || topLevelIndex(stmt, '=') >= 0 {
-			continue // a pointer or reference into threadgroup memory (or an initializer, refused by check)
+		if strings.ContainsAny(head, "*&(") || strings.Contains(head, "=") {
+			continue // a pointer or reference into threadgroup memory
 		}
 		var repl []string
 		firstType := ""
 		for _, decl := range splitTop(stmt, ',') {
+			// An initializer is an error (check); with -lax, a warning and ignored.
+			if eq := topLevelIndex(decl, '='); eq >= 0 {
+				decl = decl[:eq]
+			}
 			decl = strings.TrimSpace(decl)
 			base := decl
 			dims := ""

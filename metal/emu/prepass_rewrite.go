@@ -645,17 +645,39 @@ func (r *rewriter) vectorInits() {
 			continue
 		}
 		t := r.t[i]
-		if t.kind == tkIdent && isVec(i) && !r.is(r.prev(i), tkPunct, "::") && !r.is(r.prev(i), tkPunct, ".") {
-			name := r.next(i)
-			if name >= len(r.t) || r.t[name].kind != tkIdent {
-				continue
-			}
-			nx := r.next(name)
+		// vec<T, N> (or metal::vec<T, N>) as a declaration's type.
+		vecTmpl := t.kind == tkIdent && t.text == "vec" && r.is(r.next(i), tkPunct, "<") && !r.is(r.prev(i), tkPunct, ".") &&
+			(!r.is(r.prev(i), tkPunct, "::") || r.is(r.prev(r.prev(i)), tkIdent, "metal"))
+		if vecTmpl || t.kind == tkIdent && isVec(i) && !r.is(r.prev(i), tkPunct, "::") && !r.is(r.prev(i), tkPunct, ".") {
+			typeEnd := i
 			qual := r.t[i].text
 			if vecTypes[qual] {
 				qual = "::metal::" + qual
 			}
+			first := i
+			if vecTmpl {
+				typeEnd = r.match(r.next(i))
+				qual = "::metal::" + r.emitted(i, typeEnd+1)
+				if r.is(r.prev(i), tkPunct, "::") {
+					first = r.prev(r.prev(i))
+				}
+			}
+			name := r.next(typeEnd)
+			if name >= len(r.t) || r.t[name].kind != tkIdent {
+				continue
+			}
+			nx := r.next(name)
+			if vecTmpl && !r.boundary(r.prev(first)) && !r.is(r.prev(first), tkIdent, "const") {
+				continue
+			}
 			switch {
+			case r.is(nx, tkPunct, "{"):
+				// `float2 v{0}`, `vec<T, 2> v{a}`: list initialization, the rest zero.
+				cl := r.match(nx)
+				r.setText(nx, " = ::metal::emu_detail::make_list<"+qual+">(")
+				r.setText(cl, ")")
+				i = cl
+				continue
 			case r.is(nx, tkPunct, "("):
 				pv := r.prev(i)
 				if r.boundary(pv) || r.is(pv, tkIdent, "const") || r.is(pv, tkIdent, "constexpr") || r.is(pv, tkPunct, ":") {
@@ -742,10 +764,11 @@ func (r *rewriter) threadReferences() {
 		}
 		if r.sc.inClass[i] {
 			// In a class (members and member functions, whose object is generic), thread is the
-			// generic default too: explicitly so on pointers, references and array parameters
-			// (`thread U dst[N]` deduces U without an address space), dropped elsewhere (locals).
+			// generic default too: explicitly so on pointers and array parameters (`thread U
+			// dst[N]` then deduces U without an address space), dropped elsewhere (references,
+			// which bind temporaries only when unqualified, and locals).
 			r.setText(i, "")
-			if p := r.declaratorPunct(i); p == "*" || p == "&" || p == "[" && r.pdepth[i] > 0 {
+			if p := r.declaratorPunct(i); p == "*" || p == "[" && r.pdepth[i] > 0 {
 				r.setText(i, "__generic")
 			}
 			continue
@@ -978,6 +1001,11 @@ func (r *rewriter) templateClose(i int) int {
 	if gt >= len(r.t)-1 || !r.is(gt, tkPunct, ">") {
 		return -1
 	}
+	for k := i + 1; k < gt; k++ {
+		if r.is(k, tkPunct, ";") || r.is(k, tkPunct, "{") || r.is(k, tkPunct, "}") {
+			return -1
+		}
+	}
 	name := r.t[p].text
 	if strings.HasSuffix(name, "_cast") || name == "as_type" || name == "vec" {
 		return gt
@@ -1034,4 +1062,188 @@ func (r *rewriter) isComparison(from, to int) bool {
 		}
 	}
 	return angles > 0
+}
+
+// localTypeParams declares local variables whose type is a template type parameter (`T w = a;`)
+// as remove_addrspace_t<T>: a parameter deduced from a generic reference carries the generic
+// address space in C++ for OpenCL (never in MSL), which a local variable cannot have.
+func (r *rewriter) localTypeParams() {
+	tps := r.templateScopes()
+	for i := 0; i < len(r.t); i++ {
+		t := r.t[i]
+		if t.kind != tkIdent || r.sc.funcOf[i] < 0 || !r.sc.kind[i].inFunction() || !typeParamAt(tps, i, t.text) {
+			continue
+		}
+		nx := r.next(i)
+		if nx >= len(r.t) || r.t[nx].kind != tkIdent || addressSpaces[r.t[nx].text] || r.t[nx].text == "const" {
+			continue
+		}
+		pv := r.prev(i)
+		if r.is(pv, tkIdent, "const") {
+			pv = r.prev(pv)
+		}
+		if !(r.is(pv, tkPunct, ";") || r.is(pv, tkPunct, "{") || r.is(pv, tkPunct, "}") || r.is(pv, tkPunct, "(") && r.is(r.prev(pv), tkIdent, "for")) {
+			continue
+		}
+		if a := r.next(nx); !(r.is(a, tkPunct, "=") || r.is(a, tkPunct, ";") || r.is(a, tkPunct, "[") || r.is(a, tkPunct, "{") || r.is(a, tkPunct, ",")) {
+			continue
+		}
+		r.t[i].pre = "::metal::remove_addrspace_t<" + r.t[i].pre
+		r.t[i].post += ">"
+	}
+}
+
+// conditionals wraps the second and third operands of each conditional expression in a function
+// (c ? a : b) in ::metal::emu_detail::cond_op, which gives a class operand as a value of its type
+// without address space (a swizzle as its vector) and passes others through: MSL takes
+// `c ? tg_vals[i] : op.init`, threadgroup and device complex values, as a value, which C++ for
+// OpenCL finds ambiguous. An expression statement (`c ? f() : g();`, possibly void) is left.
+func (r *rewriter) conditionals() {
+	isEnd := func(k int) bool {
+		t := r.t[k]
+		return t.kind == tkPunct && (t.text == "," || t.text == ";" || t.text == ")" || t.text == "]" || t.text == "}" || t.text == ":")
+	}
+	// branchEnd returns the token ending the operand that starts at k: a depth-0 end token (':'
+	// of a nested conditional's own skipped).
+	branchEnd := func(k int) int {
+		nested := 0
+		for ; k < len(r.t); k++ {
+			t := r.t[k]
+			if t.kind != tkPunct {
+				continue
+			}
+			switch t.text {
+			case "(", "[", "{":
+				k = r.match(k)
+				continue
+			case "<":
+				if gt := r.templateClose(k); gt > 0 {
+					k = gt
+				}
+				continue
+			case "?":
+				nested++
+				continue
+			}
+			if t.text == ":" && nested > 0 {
+				nested--
+				continue
+			}
+			if isEnd(k) {
+				return k
+			}
+		}
+		return -1
+	}
+	// From the last: a nested conditional is rewritten before the one containing it, whose
+	// literal operand's decltype copies the other operand's rewritten text.
+	for i := len(r.t) - 1; i >= 0; i-- {
+		if !r.is(i, tkPunct, "?") || r.sc.funcOf[i] < 0 || r.sc.kind[i] == scInit {
+			continue
+		}
+		if r.inTemplateArgs(i) {
+			continue // a constant expression: BlockMMA<..., t ? BK : BN>
+		}
+		colon := branchEnd(r.next(i))
+		if colon < 0 || !r.is(colon, tkPunct, ":") {
+			continue
+		}
+		end := branchEnd(r.next(colon))
+		if end < 0 {
+			continue
+		}
+		if r.is(end, tkPunct, ";") && r.exprStatement(i) {
+			continue
+		}
+		br := [2][2]int{{r.next(i), r.prev(colon)}, {r.next(colon), r.prev(end)}}
+		if br[0][0] > br[0][1] || br[1][0] > br[1][1] {
+			continue
+		}
+		lit := [2]bool{r.numberLiteral(br[0][0], br[0][1]), r.numberLiteral(br[1][0], br[1][1])}
+		for _, b := range br {
+			r.t[b[0]].pre = "::metal::emu_detail::cond_op(" + r.t[b[0]].pre
+			r.t[b[1]].post += ")"
+		}
+		// A number literal against another operand has that operand's type when it is a class
+		// (c ? bf : 0 is a bfloat, as bfloat is arithmetic in MSL); it stays a number otherwise.
+		if lit[0] != lit[1] {
+			l, o := br[0], br[1]
+			if lit[1] {
+				l, o = br[1], br[0]
+			}
+			r.t[l[0]].pre = "::metal::emu_detail::cond_lit<decltype(" + r.emitted(o[0], o[1]+1) + ")>(" + r.t[l[0]].pre
+			r.t[l[1]].post += ")"
+		}
+	}
+}
+
+// numberLiteral reports whether tokens [from, to] are a number, possibly signed.
+func (r *rewriter) numberLiteral(from, to int) bool {
+	if r.is(from, tkPunct, "-") || r.is(from, tkPunct, "+") {
+		from = r.next(from)
+	}
+	return from == to && r.t[from].kind == tkNumber
+}
+
+// emitted returns tokens [i, j) as the pre-pass emits them (their rewrites included).
+func (r *rewriter) emitted(i, j int) string {
+	var b strings.Builder
+	for k := i; k < j; k++ {
+		t := r.t[k]
+		b.WriteString(t.pre)
+		if t.kind == tkSpace || t.kind == tkDirective {
+			b.WriteByte(' ')
+		} else {
+			b.WriteString(t.text)
+		}
+		b.WriteString(t.post)
+	}
+	return b.String()
+}
+
+// inTemplateArgs reports whether token q is inside a template argument list of its statement.
+func (r *rewriter) inTemplateArgs(q int) bool {
+	for k := r.prev(q); k >= 0; k = r.prev(k) {
+		t := r.t[k]
+		if t.kind != tkPunct {
+			continue
+		}
+		switch t.text {
+		case ")", "]":
+			k = r.matchBack(k)
+		case ";", "{", "}":
+			return false
+		case "<":
+			if p := r.prev(k); p >= 0 && r.t[p].kind == tkIdent && !r.is(k+1, tkPunct, "<") && !r.is(k-1, tkPunct, "<") {
+				if m := r.match(k); m > q && m < len(r.t)-1 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// exprStatement reports whether the conditional at q begins its statement: nothing but its
+// condition lies between the previous ; { } or label and it.
+func (r *rewriter) exprStatement(q int) bool {
+	for k := r.prev(q); k >= 0; k = r.prev(k) {
+		t := r.t[k]
+		if t.kind == tkPunct {
+			switch t.text {
+			case ")", "]":
+				k = r.matchBack(k)
+				continue
+			case ";", "{", "}":
+				return true
+			case ".", "->", "::", "!", "~", "-", "+", "*", "&", "|", "^", "<", ">", "%", "/":
+				continue
+			}
+			return false
+		}
+		if t.kind == tkIdent && (t.text == "return" || t.text == "case") {
+			return false
+		}
+	}
+	return true
 }

@@ -30,7 +30,7 @@ func TestPrepassRewrites(t *testing.T) {
 		{"function constants",
 			"constant uint n [[function_constant(3)]];\nconstant bool has_n = is_function_constant_defined(n);\nconstant uint twice = n * 2;\nvoid f(uint* y) { y[0] = has_n ? twice : n; }\n",
 			[]string{"emu_fc_n() { return ::emu::fc<uint>(0); }", "emu_fc_has_n() { return ::emu::fc_defined(0); }",
-				"emu_fc_twice() { return emu_fc_n() * 2; }", "y[0] = emu_fc_has_n() ? emu_fc_twice() : emu_fc_n();"}, nil},
+				"emu_fc_twice() { return emu_fc_n() * 2; }", "y[0] = emu_fc_has_n() ? ::metal::emu_detail::cond_op(emu_fc_twice()) : ::metal::emu_detail::cond_op(emu_fc_n());"}, nil},
 	}
 	for _, c := range cases {
 		p, err := prepass(c.src)

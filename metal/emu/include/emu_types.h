@@ -48,6 +48,14 @@ struct bfloat {
   template <class F, class = metal::enable_if_t<__is_class(F) && !metal::emu_detail::is_bf<F> &&
                                                 (__is_convertible_to(F, float) || __is_convertible_to(F, bfloat))>, class = void>
   explicit constexpr bfloat(F f) : bits(conv(f)) {}
+  // Assigned from a class that converts to an arithmetic type (MLX: bfloat = _NoMask, whose
+  // operator bool MSL then converts to bfloat).
+  template <class F, class = metal::enable_if_t<__is_class(F) && !metal::emu_detail::is_bf<metal::remove_addrspace_t<F>>>,
+            class = decltype(float(*(const F*)nullptr))>
+  bfloat& operator=(const F& f) {
+    bits = from_float(float(f));
+    return *this;
+  }
   template <class F>
   static constexpr uint16_t conv(F& f) {
     if constexpr (__is_convertible_to(F, bfloat)) return f.operator bfloat().bits;
@@ -186,8 +194,11 @@ struct swz1 {
   swz1& operator/=(E x) { return *this = E(v[I] / x); }
 };
 // sstore<E, N>: the elements of a struct vector and its swizzles, members of one union.
+// (8 and 16 elements: no swizzles.)
 template <class E, int N>
-struct sstore;
+struct sstore {
+  E v[N];
+};
 }  // namespace emu_detail
 }  // namespace metal
 #include "emu_swizzle.h"
@@ -306,12 +317,12 @@ struct alignas(N == 3 ? 8 : 2 * N) hvec : emu_detail::sstore<half, N> {
   // A bfloat converts to half implicitly, not to a half vector (else isnan(bfloat) would be
   // ambiguous between the half vector and float overloads).
   explicit hvec(bfloat s) { for (int i = 0; i < N; i++) v[i] = half(float(s)); }
-  template <class... A, class = enable_if_t<sizeof...(A) == N && (is_arithmetic_v<A> && ...)>, class = void>
+  template <class... A, class = enable_if_t<sizeof...(A) == N && ((is_arithmetic_v<A> || __is_convertible(A, half)) && ...)>, class = void>
   hvec(A... a) {
     half t[N] = {half(a)...};
     for (int i = 0; i < N; i++) v[i] = t[i];
   }
-  template <class... A, class = enable_if_t<sizeof...(A) == N && (is_arithmetic_v<A> && ...)>, class = void>
+  template <class... A, class = enable_if_t<sizeof...(A) == N && ((is_arithmetic_v<A> || __is_convertible(A, half)) && ...)>, class = void>
   hvec(A... a) __constant {
     half t[N] = {half(a)...};
     for (int i = 0; i < N; i++) v[i] = t[i];
@@ -341,6 +352,10 @@ struct hv<hvec<N>> {
 template <int M, int... I>
 struct hv<swz<half, M, I...>> {
   static constexpr int n = sizeof...(I);
+};
+template <int M, int I>
+struct hv<swz1<half, M, I>> {
+  static constexpr int n = 0;
 };
 template <class A, class B, class = void>
 struct hv_common {};
@@ -382,6 +397,32 @@ EMU_HCMP(>=)
 EMU_HCMP(==)
 EMU_HCMP(!=)
 #undef EMU_HCMP
+namespace emu_detail {
+// An element of a half vector (h.x) is a half in arithmetic and comparisons (C++'s built-in
+// operators would find it ambiguous among the promoted arithmetic types, half not being one).
+template <int N, int I>
+inline half operator-(const swz1<half, N, I>& a) { return -half(a); }
+template <int N, int I>
+inline half operator+(const swz1<half, N, I>& a) { return half(a); }
+#define EMU_H1OP(op)                                                                                  \
+  template <int N, int I, class B, class = enable_if_t<is_arithmetic_v<B>>>                        \
+  inline auto operator op(const swz1<half, N, I>& a, B b) { return half(a) op b; }                 \
+  template <int N, int I, class A, class = enable_if_t<is_arithmetic_v<A>>>                        \
+  inline auto operator op(A a, const swz1<half, N, I>& b) { return a op half(b); }                 \
+  template <int N, int I, int M, int J>                                                             \
+  inline auto operator op(const swz1<half, N, I>& a, const swz1<half, M, J>& b) { return half(a) op half(b); }
+EMU_H1OP(+)
+EMU_H1OP(-)
+EMU_H1OP(*)
+EMU_H1OP(/)
+EMU_H1OP(<)
+EMU_H1OP(>)
+EMU_H1OP(<=)
+EMU_H1OP(>=)
+EMU_H1OP(==)
+EMU_H1OP(!=)
+#undef EMU_H1OP
+}  // namespace emu_detail
 template <int N>
 inline hvec<N> operator-(const hvec<N>& a) {
   hvec<N> r;
@@ -629,6 +670,10 @@ struct vt_impl<swz1<E, N, I>> {
 template <class T>
 struct vt : vt_impl<plain_t<T>> {};
 
+// velem_t<V>: the element type of vector type V (the vector forwarders' deduced parameter).
+template <class V>
+using velem_t = typename vt<V>::elem;
+
 template <class E, class X>
 inline void put(E* out, int& i, int cap, X x) {
   constexpr int n = vt<X>::n;
@@ -772,6 +817,20 @@ template <class E, int N, int... I>
 struct value_of<swz<E, N, I...>> {
   typedef typename svec_of<E, sizeof...(I)>::type type;
 };
+// cond_op(x): an operand of a conditional expression (the pre-pass wraps them). A class operand
+// is taken as a value of its type in no address space (a swizzle as its vector), so that
+// `c ? tg_vals[i] : op.init` has one type as in MSL; others as their value (a vector element
+// binds to no reference).
+template <class T, enable_if_t<!__is_class(T), int> = 0>
+constexpr T cond_op(T x) { return x; }
+// cond_lit<O>(v): a number literal operand against an operand of type O.
+template <class O, class V>
+constexpr auto cond_lit(V v) {
+  if constexpr (__is_class(plain_t<remove_reference_t<O>>)) return plain_t<remove_reference_t<O>>(v);
+  else return v;
+}
+template <class T, enable_if_t<__is_class(remove_reference_t<T>), int> = 0>
+constexpr typename value_of<plain_t<remove_reference_t<T>>>::type cond_op(T&& x) { return x; }
 }  // namespace emu_detail
 template <class T, class Y, class X = typename emu_detail::value_of<emu_detail::plain_t<Y>>::type>
 inline T as_type(Y y) {
