@@ -5,9 +5,9 @@ SHELL := /bin/bash
 DEBIAN_PACKAGES := clang-16 libopenblas0 python3-numpy python3-pytest
 PYTHON ?= /usr/bin/python3
 
-.PHONY: test deps go-test race vet darwin-vet py-test
+.PHONY: test deps go-test race vet darwin-vet msl-check py-test
 
-test: deps vet darwin-vet go-test race py-test
+test: deps vet darwin-vet msl-check go-test race py-test
 
 # Installs the Debian packages the tests use when running as root and any is missing.
 deps:
@@ -24,6 +24,10 @@ vet:
 darwin-vet:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./...
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build ./...
+
+# strata's kernels through the emulator's strict MSL front end (mslc), the host's shared header first.
+msl-check:
+	go run ./metal/emu/cmd/mslc $(addprefix -include ,$(wildcard metal/kernels/*.h)) metal/kernels/*.metal
 
 go-test:
 	go test -count=1 -timeout 40m ./...

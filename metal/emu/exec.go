@@ -169,7 +169,7 @@ func (c *commandBuffer) Wait() error {
 func tgTotal(r *dispatchRec) int {
 	n := (r.p.staticTG + 15) / 16 * 16
 	for _, l := range r.tglen {
-		n += int(l+15) / 16 * 16
+		n += int(l&^tgSet+15) / 16 * 16
 	}
 	return n
 }
@@ -294,8 +294,12 @@ func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
 		e.cb.fail("SetThreadgroupMemoryLength(%d, %d): length must be a multiple of 16 in [0, %d]", length, index, ThreadgroupMemoryLimit)
 		return
 	}
-	e.state.tglen[index] = uint32(length)
+	e.state.tglen[index] = uint32(length) | tgSet
 }
+
+// tgSet marks a dynamic threadgroup length as set (EMU_TG_SET): a kernel may take a
+// [[threadgroup(n)]] argument whose length was set to 0 (ggml does), not one never set.
+const tgSet = 1 << 31
 
 func (e *encoder) DispatchThreadgroups(groups, threads [3]int) {
 	if e.ended {

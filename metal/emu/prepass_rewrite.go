@@ -412,6 +412,15 @@ func (r *rewriter) openclNames() {
 			r.setText(i, "emu_kw_"+t.text)
 			continue
 		}
+		// reinterpret_cast<T&>(x): clang 16 crashes generating a reinterpret_cast of an lvalue to
+		// a reference of another address space (thread x to a generic T&); ref_cast casts the
+		// pointer instead.
+		if t.text == "reinterpret_cast" && r.is(r.next(i), tkPunct, "<") {
+			if gt := r.match(r.next(i)); r.is(gt, tkPunct, ">") && r.is(r.prev(gt), tkPunct, "&") {
+				r.setText(i, "::metal::emu_detail::ref_cast")
+				continue
+			}
+		}
 		// coherent(device|system) (MSL 3.2): the emulator's memory is always coherent.
 		if t.text == "coherent" && r.is(r.next(i), tkPunct, "(") {
 			r.replace(i, r.match(r.next(i))+1, "")
@@ -1215,9 +1224,21 @@ func (r *rewriter) inTemplateArgs(q int) bool {
 			return false
 		case "<":
 			if p := r.prev(k); p >= 0 && r.t[p].kind == tkIdent && !r.is(k+1, tkPunct, "<") && !r.is(k-1, tkPunct, "<") {
-				if m := r.match(k); m > q && m < len(r.t)-1 {
+				if m := r.match(k); m > q && m < len(r.t)-1 && r.is(m, tkPunct, ">") && !r.anyPunct(k, m, ";", "{", "}") {
 					return true
 				}
+			}
+		}
+	}
+	return false
+}
+
+// anyPunct reports whether one of the punctuations given lies strictly between tokens i and j.
+func (r *rewriter) anyPunct(i, j int, puncts ...string) bool {
+	for k := i + 1; k < j; k++ {
+		for _, p := range puncts {
+			if r.is(k, tkPunct, p) {
+				return true
 			}
 		}
 	}

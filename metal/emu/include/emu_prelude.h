@@ -18,11 +18,12 @@ struct buf_arg {
 };
 inline buf_arg buffer(int i) { return {emu_buffer(i)}; }
 inline buf_arg tg_dynamic(int i) { return {emu_tg_dynamic(i)}; }
-// A buffer guarded by a function constant: bound only when the constant is defined and true.
+// A buffer guarded by a function constant: bound only when the constant is defined and true,
+// else absent (emu_absent_arg).
 inline buf_arg buffer_if(int i, int slot) {
   int def;
   uint32_t bits = emu_fc(slot, &def);
-  return {def && bits ? emu_buffer(i) : 0};
+  return {def && bits ? emu_buffer(i) : emu_absent_arg()};
 }
 inline buf_arg tg_dynamic_if(int i, int slot) {
   int def;

@@ -32,7 +32,7 @@ struct emu_dispatch {
   uint32_t threads[3];                    // threads per threadgroup
   int32_t schedule;                       // EMU_FORWARD, EMU_REVERSED, EMU_SHUFFLED
   int32_t workers;                        // OS threads running threadgroups
-  uint32_t tglen[EMU_MAX_BINDINGS];       // dynamic threadgroup memory lengths ([[threadgroup(n)]])
+  uint32_t tglen[EMU_MAX_BINDINGS];       // dynamic threadgroup memory lengths ([[threadgroup(n)]]), EMU_TG_SET or'd in when set
   uint32_t fc_val[EMU_MAX_CONSTANTS];     // function constant bits, by slot (the library's own numbering)
   uint8_t fc_set[EMU_MAX_CONSTANTS];      // 1 where the constant is defined
   uint32_t static_tg;                     // out: the kernel's static threadgroup bytes
@@ -101,8 +101,13 @@ uint64_t emu_seed(void);
 const uint32_t* emu_layout(uint64_t key, uint32_t slots);
 // Address of the running threadgroup's static threadgroup memory.
 uintptr_t emu_tg_base(void);
+#define EMU_TG_SET 0x80000000u
 uintptr_t emu_tg_dynamic(int index);
 uintptr_t emu_buffer(int index);
+// What an argument whose function constant is false points at: a read-only page of zeros (MSL
+// leaves the argument undefined; MLX's GEMM reads its absent addmm parameters into values it never
+// uses, reads Apple's optimiser removes): reading gives zeros, writing faults.
+uintptr_t emu_absent_arg(void);
 uint32_t emu_fc(int slot, int* defined);
 void emu_fail(EMU_STR fmt, ...) __attribute__((noreturn));
 

@@ -670,6 +670,13 @@ struct vt_impl<swz1<E, N, I>> {
 template <class T>
 struct vt : vt_impl<plain_t<T>> {};
 
+// ref_cast<R&>(x): reinterpret_cast<R&>(x) (the pre-pass writes it), through a pointer cast.
+template <class R, class T>
+constexpr R ref_cast(T&& x) {
+  typedef remove_reference_t<R> E;
+  return *(E*)(&x);
+}
+
 // velem_t<V>: the element type of vector type V (the vector forwarders' deduced parameter).
 template <class V>
 using velem_t = typename vt<V>::elem;

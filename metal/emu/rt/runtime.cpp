@@ -634,6 +634,11 @@ uintptr_t emu_buffer(int index) {
   return (uintptr_t)g->d->buf[index];
 }
 
+uintptr_t emu_absent_arg(void) {
+  static void* page = mmap(nullptr, 65536, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return page == MAP_FAILED ? 0 : (uintptr_t)page;
+}
+
 uint32_t emu_fc(int slot, int* defined) {
   const emu_dispatch* d = cur->g->d;
   if (slot < 0 || slot >= EMU_MAX_CONSTANTS) {
@@ -762,7 +767,7 @@ int emu_run(emu_dispatch* d) {
   size_t off = (d->static_tg + 15) / 16 * 16;
   for (int i = 0; i < EMU_MAX_BINDINGS; i++) {
     s.tg_dyn_off[i] = off;
-    off += (d->tglen[i] + 15) / 16 * 16;
+    off += ((d->tglen[i] & ~EMU_TG_SET) + 15) / 16 * 16;
   }
   s.tg_total = off;
   if (off > d->tg_limit) {
