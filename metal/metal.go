@@ -71,13 +71,14 @@ func Source(file string) (string, error) {
 }
 
 // CompileSource is what the device compiles for kernel file name with source src: ParamsHeader,
-// then src with a #line directive so that diagnostics name the kernel file's own lines.
+// then src, each under a #line directive naming it, so that diagnostics cite each file's own
+// lines.
 func CompileSource(name, src string) string {
 	hdr, err := Source(ParamsHeader)
 	if err != nil {
 		panic("metal: the embedded " + ParamsHeader + " is missing")
 	}
-	return hdr + "#line 1 \"" + name + "\"\n" + src
+	return "#line 1 \"" + ParamsHeader + "\"\n" + hdr + "#line 1 \"" + name + "\"\n" + src
 }
 
 // Sources lists the embedded kernel files (*.metal).

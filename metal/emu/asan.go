@@ -76,6 +76,28 @@ func (d *Device) runHelper(lib *library, descs []*dispatchDesc, bufs [][]byte) e
 	return nil
 }
 
+// queryHelper asks lib's helper for the static threadgroup memory and thread limit of each kernel.
+func (d *Device) queryHelper(lib *library) ([]uint32, error) {
+	cmd := exec.Command(lib.path)
+	cmd.Stdin = strings.NewReader("EMUQ")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=0")
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("asan helper: %v\n%s", err, errOut.String())
+	}
+	r := bytes.NewReader(out.Bytes())
+	var n uint32
+	if binary.Read(r, binary.LittleEndian, &n) != nil {
+		return nil, errors.New("asan helper: malformed reply")
+	}
+	sizes := make([]uint32, 2*n)
+	if binary.Read(r, binary.LittleEndian, sizes) != nil {
+		return nil, errors.New("asan helper: malformed reply")
+	}
+	return sizes, nil
+}
+
 // trimReport keeps the sanitizer's summary, the first frames and the emulator's fault line.
 func trimReport(s string) string {
 	var keep []string

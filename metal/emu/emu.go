@@ -1,39 +1,75 @@
-// Package emu is the MSL emulator: it compiles the Metal kernels of metal/kernels as C++ with clang
-// against stand-in headers for metal_stdlib, and runs them on the CPU with Metal's execution
-// model, behind the same mtl.Device interface as real Metal. It exists so that the Metal backend's
-// kernels and host code are tested on machines without an Apple GPU.
+// Package emu is the MSL emulator: it compiles Metal Shading Language kernels with clang against
+// stand-in headers for metal_stdlib, and runs them on the CPU with Metal's execution model,
+// behind the same mtl.Device interface as real Metal. It exists so that the Metal backend's
+// kernels and host code are tested on machines without an Apple GPU. CompileFile (and the
+// command metal/emu/cmd/mslc) compiles a file as NewLibrary does, for kernel authors.
+//
+// Compilation: clang preprocesses the source; a pre-pass checks the MSL rules C++ does not
+// (specification section 1.5.4 and chapter 4: no double, goto, new/delete, virtual,
+// thread_local, static locals, exceptions, run-time type information or std::; program-scope
+// variables in constant and initialized; threadgroup variables only in kernels, without
+// initializers; kernel signatures: void, attributed or address-space-qualified parameters,
+// position attributes of unsigned types), rewrites what clang takes differently, and emits the
+// kernel launchers; the result compiles as C++ for OpenCL 2021 (clang -x clcpp), whose address
+// spaces are MSL's as checked types: device, threadgroup and constant pointers do not convert
+// into one another or into thread pointers, constant is read-only, and functions and member
+// functions overload on address spaces. Diagnostics cite the source's file:line:col and name the
+// rule. Math functions are overloads per concrete type as in Metal's headers (min(int, uint) is
+// ambiguous). Vector constructors and casts convert, never bit-cast; comparisons converted to
+// vectors give 1 for true; half vectors combine with scalars of any type (converted to half);
+// packed vectors have their elements' alignment (float + packed_float2 is 12 bytes).
+//
+// Where C++ for OpenCL differs from Metal's compiler, the emulator is more lenient or stricter:
+// thread references and thread member functions (MSL's, for objects in thread memory) are
+// generic, so a device object binds to a thread reference and calls a thread member function
+// (Apple's compiler refuses both); a class object in the constant address space copies only if
+// its class declares a constructor from a constant-space object (the emulator's own types do;
+// program-scope and static constant variables of class type are declared in device memory,
+// read-only, for that reason); a conditional expression whose operands are objects of one class
+// in different address spaces, or a bfloat and an integer, is refused (Apple's compiler takes
+// it); template arguments are not deduced through vec<T, N> except in class template partial
+// specializations, and float literals combined with half8/half16 vectors are refused.
 //
 // Execution model: the threads of a threadgroup are fibers on one OS thread (a hand-written
 // context switch in rt/switch.S); threadgroups are spread over Options.Threads OS threads.
 // Threadgroup barriers and simdgroup collectives (simd_sum, prefix sums, shuffles, ballots,
 // simdgroup_matrix multiply) are resolved once every live thread has arrived; threads that
 // returned are inactive. Threads waiting at different barriers or collectives are reported as
-// divergence, and a threadgroup in which no thread can run as deadlock.
+// divergence, and a threadgroup in which no thread can run as deadlock. A kernel's threadgroup
+// variables (in any block of its body) are laid out from records the compiler emits: pipeline
+// creation reads their size without running the kernel.
 //
 // Checks a GPU would not report: out-of-bounds accesses (Options.ASan runs every command buffer in
-// a helper process built with AddressSanitizer, buffers allocated at their exact length),
-// threadgroup memory read before written (it is poisoned with 0xff bytes: NaN, all-ones),
-// missing barriers (run with Forward, Reversed and Shuffled lane schedules and compare the results
-// bitwise), and threadgroup memory over 32 KiB (pipelines and dispatches fail; Device.Stats
-// reports the bytes each kernel uses).
+// a helper process built with AddressSanitizer and UBSan's alignment check, buffers allocated at
+// their exact length), threadgroup memory read before written (it is poisoned with 0xff bytes:
+// NaN, all-ones), missing barriers (run with Forward, Reversed and Shuffled lane schedules and
+// compare the results bitwise), and threadgroup memory over 32 KiB (pipelines and dispatches
+// fail; Device.Stats reports the bytes each kernel uses).
 //
-// Without ASan, libraries run in this process (loaded with purego, no cgo); a wild access there
-// crashes the process rather than failing the command buffer: rerun with ASan to locate it.
-// (Catching SIGSEGV in the kernel's worker threads would have to chain with the Go runtime's own
-// handler; the emulator does not try.)
+// Faults: without ASan, libraries run in this process (loaded with purego, no cgo). A kernel that
+// faults (a wild or misaligned access, an integer division by zero, a stack overflow: SIGSEGV,
+// SIGBUS, SIGFPE, SIGILL) fails its command buffer with mtl.ErrExecution naming the kernel,
+// threadgroup and thread; the runtime's signal handler takes only the faults of its worker
+// threads' kernels and passes the others to the handler installed before it (the Go runtime's).
+// Rerun with ASan to locate an access.
 //
 // Metal 4 tensor ops: a source that includes <metal_tensor> or
-// <MetalPerformancePrimitives/MetalPerformancePrimitives.h> compiles as C++20 with
-// include/emu_tensor.h: tensor views over device/threadgroup memory (from pointers, with extents
-// and strides; slices), mpp::tensor_ops::matmul2d with execution_thread, execution_simdgroup,
-// execution_simdgroups<N> and execution_threadgroup scopes, tensor or cooperative_tensor
-// destinations (get_capacity, is_valid_element, operator[], get_multidimensional_index, load,
-// store), and reduce_rows / reduce_columns with sum, max and min, whose identity defaults to the
-// sum identity as in Apple's header. The cooperative layout, implementation-defined on Apple GPUs,
-// is a random permutation drawn from Options.Seed: run such kernels under two seeds. Not emulated:
-// MTLTensor kernel arguments, cooperative tensors as matmul operands, iterators and map_iterator
-// (is_iterator_compatible reports false), convolution. Quadgroup functions are emulated; half
-// function constants take an mtl.Float value rounded to half. Not emulated: textures.
+// <MetalPerformancePrimitives/MetalPerformancePrimitives.h> gets include/emu_tensor.h: tensor
+// views over device/threadgroup memory (from pointers, with extents and strides; slices),
+// mpp::tensor_ops::matmul2d with execution_thread, execution_simdgroup, execution_simdgroups<N>
+// and execution_threadgroup scopes, tensor or cooperative_tensor operands and destinations
+// (get_capacity, is_valid_element, operator[], get_multidimensional_index, load, store), and
+// reduce_rows / reduce_columns with sum, max and min, whose identity defaults to the sum identity
+// as in Apple's header. The cooperative layout, implementation-defined on Apple GPUs, is a random
+// permutation drawn from Options.Seed: run such kernels under two seeds. Not emulated: MTLTensor
+// kernel arguments, iterators and map_iterator (is_iterator_compatible reports false),
+// convolution, textures. Quadgroup functions are emulated; half function constants take an
+// mtl.Float value rounded to half; os_log messages go to standard error.
+//
+// Compile options: NewLibrary's mtl.CompileOptions set __METAL_VERSION__ (tensor ops need 4.0,
+// as on Apple's compiler) and the floating-point flags of the math mode (optionFlags: safe and
+// relaxed keep NaN and infinities, fast is -ffast-math); CompileFile and mslc compile for MSL 4.0
+// in safe mode.
 //
 // Floating point is not the GPU's: math runs in float through libm, half arithmetic rounds after
 // every operation, fma contraction follows clang. Compare with the CPU backend under tolerances;
@@ -101,13 +137,13 @@ const ThreadgroupMemoryLimit = 32 << 10
 
 const (
 	maxBindings  = 31
-	maxConstants = 64
+	maxConstants = 128 // function constant slots of one library
 )
 
 // Device is an emulated Metal device; it implements mtl.Device.
 type Device struct {
 	opts  Options
-	clang string
+	tc    *toolchain
 	cache string
 
 	mu    sync.Mutex
@@ -146,19 +182,26 @@ func Open(opts Options) (mtl.Device, error) {
 	}
 	cache := opts.CacheDir
 	if cache == "" {
-		cache = os.Getenv("STRATA_MSL_CACHE")
-	}
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("emu: no cache directory: %w", err)
+		if cache, err = defaultCache(); err != nil {
+			return nil, err
 		}
-		cache = filepath.Join(base, "strata", "msl")
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fmt.Errorf("emu: cache: %w", err)
 	}
-	return &Device{opts: opts, clang: clang, cache: cache, stats: map[string]*KernelStats{}}, nil
+	return &Device{opts: opts, tc: &toolchain{clang: clang, cache: cache}, cache: cache, stats: map[string]*KernelStats{}}, nil
+}
+
+// defaultCache is $STRATA_MSL_CACHE, else os.UserCacheDir()/strata/msl.
+func defaultCache() (string, error) {
+	if c := os.Getenv("STRATA_MSL_CACHE"); c != "" {
+		return c, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("emu: no cache directory: %w", err)
+	}
+	return filepath.Join(base, "strata", "msl"), nil
 }
 
 func findClang(override string) (string, error) {

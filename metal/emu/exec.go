@@ -28,31 +28,37 @@ func (p *pipeline) StaticThreadgroupMemoryLength() int { return p.staticTG }
 
 var constTypes = map[mtl.ConstantType][]string{
 	mtl.Bool:  {"bool"},
-	mtl.Int:   {"int", "short", "char", "int32_t", "int16_t"},
-	mtl.UInt:  {"uint", "ushort", "uchar", "uint32_t", "uint16_t", "unsigned int"},
+	mtl.Int:   {"int", "short", "char", "int32_t", "int16_t", "int8_t"},
+	mtl.UInt:  {"uint", "ushort", "uchar", "uint32_t", "uint16_t", "uint8_t", "unsigned int", "unsigned short", "unsigned char"},
 	mtl.Float: {"float", "half"},
 }
 
 // Pipeline implements mtl.Library. It fails with mtl.ErrNoFunction for an unknown kernel, and
-// with mtl.ErrCompile for constants of the wrong type or a kernel whose threadgroup variables
-// exceed 32 KiB.
+// with mtl.ErrCompile for a constant index outside [0, 65535], a constant given twice or with the
+// wrong type, or a kernel whose threadgroup variables exceed 32 KiB. Constants at indices the
+// library does not declare are ignored, as Metal ignores them.
 func (l *library) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, error) {
 	p := &pipeline{lib: l, kernel: -1, name: fn}
 	for i, k := range l.prog.Kernels {
 		if k.Host == fn {
-			p.kernel, p.maxTh = i, k.MaxThreads
+			p.kernel, p.maxTh, p.staticTG = i, k.MaxThreads, k.StaticTG
 		}
 	}
 	if p.kernel < 0 {
 		return nil, fmt.Errorf("emu: kernel %q: %w", fn, mtl.ErrNoFunction)
 	}
+	if p.maxTh < 1 || p.maxTh > 1024 {
+		return nil, fmt.Errorf("emu: %s: max_total_threads_per_threadgroup is %d, outside [1, 1024]: %w", fn, p.maxTh, mtl.ErrCompile)
+	}
+	given := map[int]bool{}
 	for _, c := range constants {
-		if c.Index < 0 || c.Index >= maxConstants {
-			return nil, fmt.Errorf("emu: %s: function constant index %d out of range: %w", fn, c.Index, mtl.ErrCompile)
+		if c.Index < 0 || c.Index > 65535 {
+			return nil, fmt.Errorf("emu: %s: function constant index %d outside [0, 65535]: %w", fn, c.Index, mtl.ErrCompile)
 		}
-		if p.fcSet[c.Index] != 0 {
+		if given[c.Index] {
 			return nil, fmt.Errorf("emu: %s: function constant %d given twice: %w", fn, c.Index, mtl.ErrCompile)
 		}
+		given[c.Index] = true
 		for _, decl := range l.prog.Constants {
 			if decl.Index != c.Index {
 				continue
@@ -64,21 +70,9 @@ func (l *library) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, e
 			if !ok {
 				return nil, fmt.Errorf("emu: %s: function constant %s is %s, given type %d: %w", fn, decl.Name, decl.Type, c.Type, mtl.ErrCompile)
 			}
+			p.fcVal[decl.Slot], p.fcSet[decl.Slot] = c.Value, 1
 		}
-		p.fcVal[c.Index], p.fcSet[c.Index] = c.Value, 1
 	}
-	d := l.dev.newDesc(p)
-	d.Flags = flagSizing
-	var err error
-	if l.dev.opts.ASan {
-		err = l.dev.runHelper(l, []*dispatchDesc{d}, nil)
-	} else {
-		err = l.so.runDesc(d)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("emu: %s: measuring threadgroup memory: %v: %w", fn, err, mtl.ErrCompile)
-	}
-	p.staticTG = int(d.StaticTG)
 	if p.staticTG > ThreadgroupMemoryLimit {
 		return nil, fmt.Errorf("emu: %s: threadgroup variables use %d bytes, over the %d-byte limit: %w",
 			fn, p.staticTG, ThreadgroupMemoryLimit, mtl.ErrCompile)
@@ -186,7 +180,7 @@ func (c *commandBuffer) Wait() error {
 func tgTotal(r *dispatchRec) int {
 	n := (r.p.staticTG + 15) / 16 * 16
 	for _, l := range r.tglen {
-		n += int(l+15) / 16 * 16
+		n += int(l&^tgSet+15) / 16 * 16
 	}
 	return n
 }
@@ -313,8 +307,12 @@ func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
 		e.cb.fail("SetThreadgroupMemoryLength(%d, %d): length must be a multiple of 16 in [0, %d]", length, index, ThreadgroupMemoryLimit)
 		return
 	}
-	e.state.tglen[index] = uint32(length)
+	e.state.tglen[index] = uint32(length) | tgSet
 }
+
+// tgSet marks a dynamic threadgroup length as set (EMU_TG_SET): a kernel may take a
+// [[threadgroup(n)]] argument whose length was set to 0 (ggml does), not one never set.
+const tgSet = 1 << 31
 
 func (e *encoder) DispatchThreadgroups(groups, threads [3]int) {
 	if e.ended {

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
@@ -177,4 +178,54 @@ func TestCompileErrorsAndCache(t *testing.T) {
 		t.Errorf("cache: first cached=%t, second cached=%t", lib.(*library).cached, lib2.(*library).cached)
 	}
 	t.Logf("scan.metal: empty cache %v, cache hit %v", cold, warm)
+}
+
+// Faults a kernel's inputs cause (integer division by zero, a misaligned vector store, a wild
+// store, a stack overflow) fail the command buffer with mtl.ErrExecution naming the kernel,
+// threadgroup and thread; the process and the device go on.
+func TestKernelFaultsDoNotKillTheProcess(t *testing.T) {
+	for _, asan := range []bool{false, true} {
+		dev := openDev(t, Options{ASan: asan, Threads: 2})
+		lib := loadLib(t, dev, "faults.metal")
+		u32 := func(v uint32) []byte { return u32Bytes(v) }
+		u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+		cases := []struct {
+			kernel string
+			args   []arg
+			groups int
+			want   []string // in the error, in-process; ASan reports its own text
+			asan   []string
+		}{
+			{"div_by", []arg{{buf: newBuf(t, dev, 4*64)}, {bytes: u32(0)}}, 2, []string{"integer division by zero (SIGFPE)"}, []string{"FPE"}},
+			{"misaligned", []arg{{buf: newBuf(t, dev, 4*64)}}, 1, []string{"misaligned memory access"}, []string{"misaligned"}},
+			{"wild", []arg{{buf: newBuf(t, dev, 4)}, {bytes: u64(0x10)}}, 1, []string{"SIGSEGV", "0x10"}, []string{"SEGV"}},
+			{"deep", []arg{{buf: newBuf(t, dev, 4*32)}, {bytes: u32(1 << 22)}}, 1, []string{"SIGSEGV"}, []string{"stack-overflow"}},
+		}
+		for _, c := range cases {
+			p := pipe(t, lib, c.kernel)
+			err := dispatch(t, dev, p, c.args, nil, [3]int{c.groups, 1, 1}, [3]int{32, 1, 1})
+			want := c.want
+			if asan {
+				want = c.asan
+			}
+			if !errors.Is(err, mtl.ErrExecution) {
+				t.Errorf("asan=%t %s: %v, want mtl.ErrExecution", asan, c.kernel, err)
+				continue
+			}
+			msg := err.Error()
+			for _, w := range append(want, "kernel "+c.kernel, "threadgroup (", "thread ") {
+				if !strings.Contains(msg, w) {
+					t.Errorf("asan=%t %s: error lacks %q:\n%v", asan, c.kernel, w, err)
+				}
+			}
+		}
+		// The device still runs kernels.
+		y := newBuf(t, dev, 4*32)
+		if err := dispatch(t, dev, pipe(t, lib, "unchecked_write"), []arg{{buf: y}}, nil, [3]int{1, 1, 1}, [3]int{32, 1, 1}); err != nil {
+			t.Fatalf("asan=%t: after the faults: %v", asan, err)
+		}
+		if g := f32s(y)[31]; g != 31 {
+			t.Errorf("asan=%t: after the faults: y[31] = %v, want 31", asan, g)
+		}
+	}
 }

@@ -180,7 +180,18 @@ func TestSimdgroupMatrix(t *testing.T) {
 		if err := dispatch(t, dev, p, []arg{{buf: enc(a)}, {buf: enc(b)}, {buf: f32Buf(t, dev, cf)}, {buf: d}, {buf: e}}, nil, [3]int{1, 1, 1}, [3]int{32, 1, 1}); err != nil {
 			t.Fatal(err)
 		}
-		gd, ge := f32s(d), f32s(e)
+		gd := f32s(d)
+		ge := f32s(e)
+		if typ != "float" { // e holds T elements
+			for i := range 64 {
+				h := uint16(e.Contents()[2*i]) | uint16(e.Contents()[2*i+1])<<8
+				if typ == "half" {
+					ge[i] = float16.Frombits(h).Float32()
+				} else {
+					ge[i] = math.Float32frombits(uint32(h) << 16)
+				}
+			}
+		}
 		for r := range 8 {
 			for col := range 8 {
 				want, wantT := c[r*8+col], 0.0

@@ -26,8 +26,6 @@ type dispatchDesc struct {
 	Err      [2048]byte
 }
 
-const flagSizing = 1
-
 func (d *dispatchDesc) errText() string {
 	n := 0
 	for n < len(d.Err) && d.Err[n] != 0 {
@@ -40,6 +38,8 @@ func (d *dispatchDesc) errText() string {
 type sharedObject struct {
 	handle uintptr
 	run    func(d unsafe.Pointer) int32
+	tg     func(k int32) uint32
+	mt     func(k int32) uint32
 }
 
 func openShared(path string, nkernels int) (*sharedObject, error) {
@@ -53,6 +53,8 @@ func openShared(path string, nkernels int) (*sharedObject, error) {
 	purego.RegisterLibFunc(&size, h, "emu_dispatch_size")
 	purego.RegisterLibFunc(&count, h, "emu_kernel_count")
 	purego.RegisterLibFunc(&so.run, h, "emu_run")
+	purego.RegisterLibFunc(&so.tg, h, "emu_kernel_static_tg")
+	purego.RegisterLibFunc(&so.mt, h, "emu_kernel_max_threads")
 	if got, want := size(), unsafe.Sizeof(dispatchDesc{}); got != want {
 		so.close()
 		return nil, fmt.Errorf("dispatch descriptor is %d bytes in C, %d in Go", got, want)
@@ -72,3 +74,9 @@ func (s *sharedObject) close() error {
 	s.handle = 0
 	return err
 }
+
+// staticTG is kernel k's static threadgroup memory in bytes.
+func (s *sharedObject) staticTG(k int32) uint32 { return s.tg(k) }
+
+// maxThreads is kernel k's limit of threads per threadgroup.
+func (s *sharedObject) maxThreads(k int32) uint32 { return s.mt(k) }

@@ -31,14 +31,14 @@ struct simdgroup_matrix {
     for (int j = 0; j < 2; j++)
       e[j] = emu_detail::frag_row(lane) == emu_detail::frag_col(lane, j) ? d : T(0.0f);
   }
-  elems_t& thread_elements() { return e; }
-  const elems_t& thread_elements() const { return e; }
+  thread elems_t& thread_elements() thread { return e; }
+  const thread elems_t& thread_elements() const thread { return e; }
 };
 typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
 typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
 
-template <class T, int C, int R>
+template <class T, int C, int R = C>
 inline simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T v) {
   simdgroup_matrix<T, C, R> m;
   m.e[0] = v;
@@ -47,8 +47,10 @@ inline simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T v) {
 }
 
 template <class T, class S>
-inline void simdgroup_load(simdgroup_matrix<T, 8, 8>& m, const S* src, size_t elements_per_row = 8,
+inline void simdgroup_load(thread simdgroup_matrix<T, 8, 8>& m, const S* src, size_t elements_per_row = 8,
                            ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false) {
+  static_assert(is_same_v<emu_detail::plain_t<S>, T>,
+                "simdgroup_load: the source's element type must be the matrix's element type (MSL 6.8)");
   uint32_t lane = emu_info()->simd_lane;
   int r = emu_detail::frag_row(lane);
   for (int j = 0; j < 2; j++) {
@@ -59,8 +61,10 @@ inline void simdgroup_load(simdgroup_matrix<T, 8, 8>& m, const S* src, size_t el
 }
 
 template <class T, class S>
-inline void simdgroup_store(const simdgroup_matrix<T, 8, 8>& m, S* dst, size_t elements_per_row = 8,
+inline void simdgroup_store(const thread simdgroup_matrix<T, 8, 8>& m, S* dst, size_t elements_per_row = 8,
                             ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false) {
+  static_assert(is_same_v<emu_detail::plain_t<S>, T>,
+                "simdgroup_store: the destination's element type must be the matrix's element type (MSL 6.8)");
   uint32_t lane = emu_info()->simd_lane;
   int r = emu_detail::frag_row(lane);
   for (int j = 0; j < 2; j++) {
@@ -98,7 +102,7 @@ void mma_res(void* const* in, void* const* out, uint32_t active) {
       int col = frag_col(l, j);
       float acc = c[r][col];
       for (int k = 0; k < 8; k++) acc = __builtin_fmaf(a[r][k], b[k][col], acc);
-      d[j] = typename std::remove_reference<decltype(d[j])>::type(acc);
+      d[j] = remove_reference_t<decltype(d[j])>(acc);
     }
   }
 }
@@ -127,6 +131,15 @@ inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_ma
   emu_detail::mma_in<A, B, D> in{&a, &b, nullptr};
   d.e = emu_detail::collective<typename D::elems_t>(in, emu_detail::mma_res<D, A, B, D>, EMU_AT,
                                                     "simdgroup_multiply");
+}
+
+// a * b of 8x8 simdgroup matrices: simdgroup_multiply (a collective; its call site is the
+// operator's, shared by every product a kernel writes this way).
+template <class T>
+inline simdgroup_matrix<T, 8, 8> operator*(const simdgroup_matrix<T, 8, 8>& a, const simdgroup_matrix<T, 8, 8>& b) {
+  simdgroup_matrix<T, 8, 8> d;
+  simdgroup_multiply(d, a, b);
+  return d;
 }
 
 }  // namespace metal

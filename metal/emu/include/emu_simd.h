@@ -10,8 +10,10 @@ namespace metal {
 
 enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8, mem_object_data = 16 };
 constexpr mem_flags operator|(mem_flags a, mem_flags b) { return mem_flags(int(a) | int(b)); }
+enum class thread_scope { thread_scope_thread, thread_scope_simdgroup, thread_scope_threadgroup, thread_scope_device };
 
 namespace emu_detail {
+
 constexpr uint32_t site(unsigned line, unsigned col) { return (line << 12) | (col & 0xfff); }
 }  // namespace emu_detail
 
@@ -23,11 +25,21 @@ inline void threadgroup_barrier(mem_flags = mem_flags::mem_none, EMU_SITE) {
 }
 
 // ---- atomics -------------------------------------------------------------------------------
-enum memory_order { memory_order_relaxed, memory_order_seq_cst };
+// Memory orders: the emulator runs the threads of a threadgroup one at a time and threadgroups on
+// separate OS threads; every atomic is sequentially consistent at the level of these operations.
+enum memory_order { memory_order_relaxed, memory_order_acquire, memory_order_release, memory_order_acq_rel, memory_order_seq_cst };
 template <class T>
 struct atomic {
+  static_assert(is_same_v<T, int> || is_same_v<T, uint> || is_same_v<T, float> || is_same_v<T, bool> ||
+                    is_same_v<T, ulong> || is_same_v<T, long>,
+                "MSL atomic<T>: T must be int, uint, bool, float, ulong or long (MSL 6.15)");
   T v;
 };
+typedef atomic<ulong> atomic_ulong;
+typedef atomic<long> atomic_long;
+inline void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope::thread_scope_device) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 typedef atomic<int> atomic_int;
 typedef atomic<uint> atomic_uint;
 typedef atomic<float> atomic_float;
@@ -36,8 +48,8 @@ typedef atomic<bool> atomic_bool;
 #define EMU_ATOMIC_RMW(name, builtin)                                                    \
   template <class A, class V>                                                           \
   inline auto atomic_fetch_##name##_explicit(A* p, V x, memory_order = memory_order_relaxed) { \
-    typedef std::remove_cv_t<decltype(p->v)> T;                                         \
-    return builtin((T*)&p->v, (T)x, __ATOMIC_RELAXED);                                  \
+    typedef emu_detail::plain_t<decltype(p->v)> T;                                         \
+    return builtin(&p->v, (T)x, __ATOMIC_RELAXED);                                  \
   }
 EMU_ATOMIC_RMW(and, __atomic_fetch_and)
 EMU_ATOMIC_RMW(or, __atomic_fetch_or)
@@ -46,66 +58,86 @@ EMU_ATOMIC_RMW(xor, __atomic_fetch_xor)
 
 namespace emu_detail {
 template <class T, class F>
-inline T atomic_update(T* p, F f) {
-  T old, nv;
-  __atomic_load(p, &old, __ATOMIC_RELAXED);
-  do {
-    nv = f(old);
-  } while (!__atomic_compare_exchange(p, &old, &nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-  return old;
+inline plain_t<T> atomic_update(T* p, F f) {
+  typedef plain_t<T> V;
+  typedef conditional_t<sizeof(V) == 8, uint64_t, conditional_t<sizeof(V) == 4, uint32_t, uint16_t>> B;
+  auto* q = (copy_as_t<T, B>*)p;  // the same address space
+  B old = __atomic_load_n(q, __ATOMIC_RELAXED);
+  for (;;) {
+    B nv = __builtin_bit_cast(B, V(f(__builtin_bit_cast(V, old))));
+    if (__atomic_compare_exchange_n(q, &old, nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return __builtin_bit_cast(V, old);
+  }
 }
 }  // namespace emu_detail
 
 template <class A, class V>
 inline auto atomic_fetch_add_explicit(A* p, V x, memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  if constexpr (std::is_integral_v<T>) return __atomic_fetch_add((T*)&p->v, (T)x, __ATOMIC_RELAXED);
-  else return emu_detail::atomic_update((T*)&p->v, [&](T o) { return T(o + (T)x); });
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  if constexpr (is_integral_v<T>) return __atomic_fetch_add(&p->v, (T)x, __ATOMIC_RELAXED);
+  else return emu_detail::atomic_update(&p->v, [&](T o) { return T(o + (T)x); });
 }
 template <class A, class V>
 inline auto atomic_fetch_sub_explicit(A* p, V x, memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  if constexpr (std::is_integral_v<T>) return __atomic_fetch_sub((T*)&p->v, (T)x, __ATOMIC_RELAXED);
-  else return emu_detail::atomic_update((T*)&p->v, [&](T o) { return T(o - (T)x); });
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  if constexpr (is_integral_v<T>) return __atomic_fetch_sub(&p->v, (T)x, __ATOMIC_RELAXED);
+  else return emu_detail::atomic_update(&p->v, [&](T o) { return T(o - (T)x); });
 }
 template <class A, class V>
 inline auto atomic_fetch_max_explicit(A* p, V x, memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  return emu_detail::atomic_update((T*)&p->v, [&](T o) { return o < (T)x ? (T)x : o; });
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  return emu_detail::atomic_update(&p->v, [&](T o) { return o < (T)x ? (T)x : o; });
 }
 template <class A, class V>
 inline auto atomic_fetch_min_explicit(A* p, V x, memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  return emu_detail::atomic_update((T*)&p->v, [&](T o) { return (T)x < o ? (T)x : o; });
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  return emu_detail::atomic_update(&p->v, [&](T o) { return (T)x < o ? (T)x : o; });
 }
+namespace emu_detail {
+// The bits of an atomic's value: floats are loaded, stored and exchanged as integers.
+template <class A>
+using atomic_bits_t = conditional_t<sizeof(plain_t<decltype(declval<A>().v)>) == 8, uint64_t, uint32_t>;
+template <class A>
+inline auto atomic_bits(A* p) { return (copy_as_t<A, atomic_bits_t<A>>*)&p->v; }
+}  // namespace emu_detail
 template <class A>
 inline auto atomic_load_explicit(A* p, memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  return __atomic_load_n((T*)&p->v, __ATOMIC_RELAXED);
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  return __builtin_bit_cast(T, __atomic_load_n(emu_detail::atomic_bits(p), __ATOMIC_SEQ_CST));
 }
 template <class A, class V>
 inline void atomic_store_explicit(A* p, V x, memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  __atomic_store_n((T*)&p->v, (T)x, __ATOMIC_RELAXED);
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  __atomic_store_n(emu_detail::atomic_bits(p), __builtin_bit_cast(emu_detail::atomic_bits_t<A>, T(x)), __ATOMIC_SEQ_CST);
 }
 template <class A, class V>
 inline auto atomic_exchange_explicit(A* p, V x, memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  return __atomic_exchange_n((T*)&p->v, (T)x, __ATOMIC_RELAXED);
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  return __builtin_bit_cast(T, __atomic_exchange_n(emu_detail::atomic_bits(p), __builtin_bit_cast(emu_detail::atomic_bits_t<A>, T(x)), __ATOMIC_SEQ_CST));
 }
+// On failure *expected receives the value found; weak and strong behave alike here.
 template <class A, class E, class V>
 inline bool atomic_compare_exchange_weak_explicit(A* p, E* expected, V desired, memory_order = memory_order_relaxed,
                                                   memory_order = memory_order_relaxed) {
-  typedef std::remove_cv_t<decltype(p->v)> T;
-  return __atomic_compare_exchange_n((T*)&p->v, (T*)expected, (T)desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  typedef emu_detail::plain_t<decltype(p->v)> T;
+  typedef emu_detail::atomic_bits_t<A> B;
+  B old = __builtin_bit_cast(B, T(*expected));
+  bool ok = __atomic_compare_exchange_n(emu_detail::atomic_bits(p), &old, __builtin_bit_cast(B, T(desired)), false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  *expected = __builtin_bit_cast(T, old);
+  return ok;
+}
+template <class A, class E, class V>
+inline bool atomic_compare_exchange_strong_explicit(A* p, E* expected, V desired, memory_order m = memory_order_relaxed,
+                                                    memory_order f = memory_order_relaxed) {
+  return atomic_compare_exchange_weak_explicit(p, expected, desired, m, f);
 }
 
 // ---- simdgroup collectives ------------------------------------------------------------------
 namespace emu_detail {
 template <class Out, class In>
-inline Out collective(const In& in, emu_resolver r, uint32_t at, const char* what) {
+inline Out collective(const In& in, emu_resolver r, uint32_t at, EMU_STR what) {
   Out out;
-  memset(&out, 0xff, sizeof out);  // a lane reading an inactive lane sees all-ones (NaN)
+  __builtin_memset(&out, 0xff, sizeof out);  // a lane reading an inactive lane sees all-ones (NaN)
   emu_wait_simd(at, what, r, &in, &out);
   return out;
 }
@@ -114,6 +146,18 @@ inline const T& IN(void* const* in, int i) { return *(const T*)in[i]; }
 template <class T>
 inline T& OUT(void* const* out, int i) { return *(T*)out[i]; }
 
+// and, or, xor: of the bits for floating-point operands (as Metal's intrinsics take them).
+template <int OP, class T>
+inline T bitop(T a, T b) {
+  if constexpr (is_floating_point_v<typename vt<T>::elem>) {
+    typedef conditional_t<sizeof(T) == 2, uint16_t, conditional_t<sizeof(T) == 4, uint32_t, uint64_t>> B;
+    static_assert(sizeof(B) == sizeof(T), "bitwise collective of a floating-point vector");
+    B x = __builtin_bit_cast(B, a), y = __builtin_bit_cast(B, b);
+    return __builtin_bit_cast(T, B(OP == 4 ? x & y : OP == 5 ? x | y : x ^ y));
+  } else {
+    return OP == 4 ? T(a & b) : OP == 5 ? T(a | b) : T(a ^ b);
+  }
+}
 template <class T, int OP>
 void reduce_res(void* const* in, void* const* out, uint32_t active) {
   T acc{};
@@ -126,9 +170,7 @@ void reduce_res(void* const* in, void* const* out, uint32_t active) {
     else if constexpr (OP == 1) acc = acc * x;
     else if constexpr (OP == 2) acc = metal::max(acc, x);
     else if constexpr (OP == 3) acc = metal::min(acc, x);
-    else if constexpr (OP == 4) acc = acc & x;
-    else if constexpr (OP == 5) acc = acc | x;
-    else if constexpr (OP == 6) acc = acc ^ x;
+    else if constexpr (OP >= 4) acc = bitop<OP>(acc, x);
   }
   for (int i = 0; i < 32; i++)
     if (active >> i & 1) OUT<T>(out, i) = acc;
@@ -233,6 +275,53 @@ EMU_SHUFFLE(simd_shuffle_rotate_up, 4)
 EMU_SHUFFLE(simd_shuffle_rotate_down, 5)
 #undef EMU_SHUFFLE
 
+// simd_shuffle_and_fill_up/down(data, filling, delta[, modulo]): lanes are grouped by modulo (32
+// when absent); within a group, lane l reads data of lane l - delta (up) or l + delta (down), and
+// where that leaves the group, filling of lane l + modulo - delta (up) or l + delta - modulo (down).
+namespace emu_detail {
+template <class T>
+struct fill {
+  T v, f;
+  uint32_t delta, mod;
+};
+template <class T, bool UP>
+void fill_res(void* const* in, void* const* out, uint32_t active) {
+  for (int i = 0; i < 32; i++) {
+    if (!(active >> i & 1)) continue;
+    const fill<T>& s = IN<fill<T>>(in, i);
+    int w = (int)s.mod, d = (int)s.delta;
+    if (w <= 0 || w > 32) emu_fail("simd_shuffle_and_fill: modulo %d outside [1, 32]", w);
+    int base = i - i % w, l = i % w, src;
+    bool filling;
+    if (UP) filling = l < d, src = filling ? base + l + w - d : base + l - d;
+    else filling = l + d >= w, src = filling ? base + l + d - w : base + l + d;
+    if (src < 0 || src >= 32 || !(active >> src & 1)) continue;
+    const fill<T>& o = IN<fill<T>>(in, src);
+    OUT<T>(out, i) = filling ? o.f : o.v;
+  }
+}
+}  // namespace emu_detail
+template <class T>
+inline T simd_shuffle_and_fill_up(T data, T filling, ushort delta, ushort modulo, EMU_SITE) {
+  emu_detail::fill<T> s{data, filling, delta, modulo};
+  return emu_detail::collective<T>(s, emu_detail::fill_res<T, true>, EMU_AT, "simd_shuffle_and_fill_up");
+}
+template <class T>
+inline T simd_shuffle_and_fill_up(T data, T filling, ushort delta, EMU_SITE) {
+  emu_detail::fill<T> s{data, filling, delta, 32};
+  return emu_detail::collective<T>(s, emu_detail::fill_res<T, true>, EMU_AT, "simd_shuffle_and_fill_up");
+}
+template <class T>
+inline T simd_shuffle_and_fill_down(T data, T filling, ushort delta, ushort modulo, EMU_SITE) {
+  emu_detail::fill<T> s{data, filling, delta, modulo};
+  return emu_detail::collective<T>(s, emu_detail::fill_res<T, false>, EMU_AT, "simd_shuffle_and_fill_down");
+}
+template <class T>
+inline T simd_shuffle_and_fill_down(T data, T filling, ushort delta, EMU_SITE) {
+  emu_detail::fill<T> s{data, filling, delta, 32};
+  return emu_detail::collective<T>(s, emu_detail::fill_res<T, false>, EMU_AT, "simd_shuffle_and_fill_down");
+}
+
 template <class T>
 inline T simd_broadcast_first(T x, EMU_SITE) {
   return emu_detail::collective<T>(x, emu_detail::first_res<T>, EMU_AT, "simd_broadcast_first");
@@ -285,9 +374,7 @@ void quad_reduce_res(void* const* in, void* const* out, uint32_t active) {
       else if constexpr (OP == 1) acc = acc * x;
       else if constexpr (OP == 2) acc = metal::max(acc, x);
       else if constexpr (OP == 3) acc = metal::min(acc, x);
-      else if constexpr (OP == 4) acc = acc & x;
-      else if constexpr (OP == 5) acc = acc | x;
-      else if constexpr (OP == 6) acc = acc ^ x;
+      else if constexpr (OP >= 4) acc = bitop<OP>(acc, x);
     }
     for (int i = q; i < q + 4; i++)
       if (active >> i & 1) OUT<T>(out, i) = acc;
@@ -413,4 +500,44 @@ inline bool quad_is_first(EMU_SITE) {
   return (int)(emu_info()->simd_lane & 3) == __builtin_ctzll(a);
 }
 
+// uniform<T>: a value the same in every thread (a hint on Apple GPUs, a plain wrapper here).
+template <class T>
+struct uniform {
+  T v;
+  uniform() = default;
+  constexpr uniform(T x) : v(x) {}
+  constexpr uniform(T x) __constant : v(x) {}
+  constexpr operator T() const { return v; }
+  constexpr operator T() const __constant { return v; }
+  template <class U> uniform& operator+=(const U& x) { v += x; return *this; }
+  template <class U> uniform& operator-=(const U& x) { v -= x; return *this; }
+  template <class U> uniform& operator*=(const U& x) { v *= x; return *this; }
+  template <class U> uniform& operator/=(const U& x) { v /= x; return *this; }
+};
+template <class T>
+constexpr uniform<T> make_uniform(T x) { return uniform<T>(x); }
+
 }  // namespace metal
+
+// Intrinsics behind the simdgroup functions, as MLX calls them for its bfloat overloads.
+#define EMU_IS1(name) template <class T> inline T __metal_##name(T x, EMU_SITE) { return ::metal::name(x, emu_line, emu_col); }
+#define EMU_IS2(name) template <class T> inline T __metal_##name(T x, ushort a, EMU_SITE) { return ::metal::name(x, a, emu_line, emu_col); }
+EMU_IS1(simd_sum) EMU_IS1(simd_product) EMU_IS1(simd_max) EMU_IS1(simd_min) EMU_IS1(simd_and) EMU_IS1(simd_or)
+EMU_IS1(simd_xor) EMU_IS1(simd_prefix_inclusive_sum) EMU_IS1(simd_prefix_exclusive_sum)
+EMU_IS1(simd_prefix_inclusive_product) EMU_IS1(simd_prefix_exclusive_product) EMU_IS1(simd_broadcast_first)
+EMU_IS2(simd_shuffle) EMU_IS2(simd_broadcast) EMU_IS2(simd_shuffle_xor) EMU_IS2(simd_shuffle_up)
+EMU_IS2(simd_shuffle_down) EMU_IS2(simd_shuffle_rotate_up) EMU_IS2(simd_shuffle_rotate_down)
+#undef EMU_IS1
+#undef EMU_IS2
+template <class T>
+inline T __metal_simd_shuffle_and_fill_up(T x, T f, ushort d, ushort m, EMU_SITE) {
+  return ::metal::simd_shuffle_and_fill_up(x, f, d, m, emu_line, emu_col);
+}
+template <class T>
+inline T __metal_simd_shuffle_and_fill_down(T x, T f, ushort d, ushort m, EMU_SITE) {
+  return ::metal::simd_shuffle_and_fill_down(x, f, d, m, emu_line, emu_col);
+}
+template <class T>
+inline T __metal_get_thread_index_in_simdgroup(T) { return T(emu_info()->simd_lane); }
+template <class T>
+inline T __metal_get_simdgroup_size(T) { return T(emu_info()->simd_width); }

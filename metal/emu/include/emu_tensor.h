@@ -16,9 +16,10 @@
 // Products are computed once per scope in float with k ascending (fma), then rounded to the
 // destination type; relaxed_precision changes nothing.
 #pragma once
-#include <stdlib.h>
-
 #include "emu_simd.h"
+
+extern "C" void* malloc(size_t);
+extern "C" void free(void*);
 
 #define EMU_TAT ::metal::emu_detail::site(emu_line, emu_col)
 
@@ -26,8 +27,6 @@ namespace metal {
 
 constexpr size_t dynamic_extent = ~size_t(0);
 
-template <class T>
-using remove_addrspace_t = T;
 
 template <class I, size_t... E>
 struct extents {
@@ -41,7 +40,7 @@ struct extents {
   I e[sizeof...(E)];
   constexpr extents() : e{I(E == dynamic_extent ? 0 : E)...} {}
   // All extents, or only the dynamic ones in order.
-  template <class... J, class = std::enable_if_t<(sizeof...(J) > 0) && (std::is_integral_v<J> && ...)>>
+  template <class... J, class = enable_if_t<(sizeof...(J) > 0) && (is_integral_v<J> && ...)>>
   constexpr extents(J... js) : e{I(E == dynamic_extent ? 0 : E)...} {
     static_assert(sizeof...(J) == sizeof...(E) || sizeof...(J) == rank_dynamic(), "extents: wrong number of arguments");
     I a[] = {I(js)...};
@@ -77,7 +76,7 @@ struct tensor_handle {};
 template <class T, class Ext, class Desc = tensor_inline>
 struct tensor {
   typedef T element_type;
-  typedef std::remove_cv_t<T> value_type;
+  typedef emu_detail::plain_t<T> value_type;
   typedef typename Ext::index_type index_type;
   typedef Ext extents_type;
   static constexpr int R = (int)Ext::rank();
@@ -90,7 +89,7 @@ struct tensor {
   long lim[R];
 
   tensor() = default;
-  tensor(T* p, const Ext& e) : ptr(p), ext(e) {
+  tensor(T* p, Ext e) : ptr(p), ext(e) {
     index_type s = 1;
     for (int r = 0; r < R; r++) {
       str[r] = s;
@@ -99,13 +98,13 @@ struct tensor {
     }
   }
   template <class J>
-  tensor(T* p, const Ext& e, const array<J, R>& strides) : ptr(p), ext(e) {
+  tensor(T* p, Ext e, array<J, R> strides) : ptr(p), ext(e) {
     for (int r = 0; r < R; r++) {
       str[r] = (index_type)strides[r];
       lim[r] = (long)e.e[r];
     }
   }
-  template <class T2, class D2, class = std::enable_if_t<std::is_convertible_v<T2*, T*>>>
+  template <class T2, class D2, class = enable_if_t<is_convertible_v<T2*, T*>>>
   tensor(const tensor<T2, Ext, D2>& o) : ptr(o.ptr), ext(o.ext), str(o.str) {
     for (int r = 0; r < R; r++) lim[r] = o.lim[r];
   }
@@ -119,7 +118,7 @@ struct tensor {
   T* data() const { return ptr; }
 
   // slice(o...): the view from origin o to the end of this view (tensor_offset, dynamic extents).
-  template <class... O, class = std::enable_if_t<sizeof...(O) == R>>
+  template <class... O, class = enable_if_t<sizeof...(O) == R>>
   tensor<T, dextents<index_type, R>, tensor_offset> slice(O... o) const {
     long off[] = {(long)o...};
     tensor<T, dextents<index_type, R>, tensor_offset> t;
@@ -134,7 +133,7 @@ struct tensor {
     return t;
   }
   // slice<E...>(o...): a view of static extents E (dynamic_extent: to the end) at origin o.
-  template <size_t... E, class... O, class = std::enable_if_t<sizeof...(E) == R && sizeof...(O) == R>>
+  template <size_t... E, class... O, class = enable_if_t<sizeof...(E) == R && sizeof...(O) == R>>
   tensor<T, ::metal::extents<index_type, E...>, tensor_offset> slice(O... o) const {
     long off[] = {(long)o...};
     size_t se[] = {E...};
@@ -185,7 +184,7 @@ inline void tensor_write(const tensor<TT, TE, TD>& t, long x, long y, float val)
       emu_fail("tensor op writes element (%ld, %ld) past the end of the tensor (a static slice larger than what remains)", x, y);
     off += c[r] * (long)t.str[r];
   }
-  t.ptr[off] = (std::remove_cv_t<TT>)val;
+  t.ptr[off] = (emu_detail::plain_t<TT>)val;
 }
 }  // namespace emu_detail
 
@@ -208,9 +207,11 @@ struct execution_threadgroup {
 
 namespace emu_detail {
 template <class T>
-struct is_tensor : std::false_type {};
+struct is_tensor_impl : false_type {};
 template <class T, class E, class D>
-struct is_tensor<tensor<T, E, D>> : std::true_type {};
+struct is_tensor_impl<tensor<T, E, D>> : true_type {};
+template <class T>
+struct is_tensor : is_tensor_impl<plain_t<T>> {};
 
 // Threads in the scope and the calling thread's rank in it.
 template <class S>
@@ -255,16 +256,16 @@ struct scope_check {
     run(in, n);
   }
 };
-template <class S, void (*RUN)(void* const*, uint32_t)>
+template <class S, auto RUN>
 void scope_simd_res(void* const* in, void* const* out, uint32_t active) {
   scope_check<S>::simd(in, out, active, RUN);
 }
-template <class S, void (*RUN)(void* const*, uint32_t)>
+template <class S, auto RUN>
 void scope_group_res(void* const* in, void* const* out, uint32_t n) {
   scope_check<S>::group(in, out, n, RUN);
 }
-template <class S, void (*RUN)(void* const*, uint32_t)>
-inline void scope_collective(const void* in, uint32_t at, const char* what) {
+template <class S, auto RUN>
+inline void scope_collective(const void* in, uint32_t at, EMU_STR what) {
   char out = 0;
   if constexpr (S::kind == 0) {
     void* ins[1] = {(void*)in};
@@ -276,14 +277,15 @@ inline void scope_collective(const void* in, uint32_t at, const char* what) {
   }
 }
 
-// Layout of a cooperative tensor: KIND 0 is an M x N tile, 1 its row reduction (M), 2 its column
-// reduction (N). Slot s of the scope (thread s / cap, element s % cap) holds element perm[s] of the
-// tile, or nothing when perm[s] >= elems.
+// Layout of a cooperative tensor: KIND 0 is an M x N tile (a destination), 1 its row reduction
+// (M), 2 its column reduction (N), 3 a left operand (M x N = the op's M x K), 4 a right operand
+// (M x N = the op's K x N). Slot s of the scope (thread s / cap, element s % cap) holds element
+// perm[s] of the tile (row-major), or nothing when perm[s] >= elems.
 template <int KIND, int M, int N, class S>
 struct coop_layout {
   typedef S scope;
   static constexpr int m = M, n = N, kind = KIND;
-  static constexpr uint32_t elems = KIND == 0 ? M * N : KIND == 1 ? M : N;
+  static constexpr uint32_t elems = KIND == 1 ? M : KIND == 2 ? N : M * N;
   static constexpr uint32_t min_threads = S::kind == 0 ? 1 : S::kind == 3 ? 32 : 32 * S::simdgroups;
   static constexpr uint32_t storage = (elems + min_threads - 1) / min_threads;
   static uint32_t threads() { return scope_threads<S>(); }
@@ -318,7 +320,7 @@ struct cooperative_tensor {
   static constexpr int R = (int)Ext::rank();
   T v[Layout::storage];
 
-  cooperative_tensor() { memset((void*)v, 0xff, sizeof v); }
+  cooperative_tensor() { __builtin_memset((void*)v, 0xff, sizeof v); }
 
   uint16_t get_capacity() const { return (uint16_t)Layout::cap(); }
   bool is_valid_element(uint16_t i) const { return i < Layout::cap() && Layout::element(i) < Layout::elems; }
@@ -375,9 +377,11 @@ struct cooperative_tensor {
 
 namespace emu_detail {
 template <class T>
-struct is_coop : std::false_type {};
+struct is_coop_impl : false_type {};
 template <class T, class E, class L>
-struct is_coop<cooperative_tensor<T, E, L>> : std::true_type {};
+struct is_coop_impl<cooperative_tensor<T, E, L>> : true_type {};
+template <class T>
+struct is_coop : is_coop_impl<plain_t<T>> {};
 
 template <class A, class B>
 inline bool same_view(const A& a, const B& b) {
@@ -405,6 +409,19 @@ struct matmul2d_descriptor {
                                 bool tr = false, bool relaxed = false, mode md = mode::multiply)
       : m(m_), n(n_), k(k_), transpose_left(tl), transpose_right(tr), relaxed_precision(relaxed), matmul_mode(md) {}
 };
+// The descriptor as one integer template argument: m, n, k + 1 in 20 bits each (dynamic_extent,
+// -1 as an int, is 0), then the three flags and the mode.
+typedef unsigned long long emu_desc_t;
+constexpr emu_desc_t emu_pack(matmul2d_descriptor d) {
+  return (emu_desc_t)(unsigned)(d.m + 1) | (emu_desc_t)(unsigned)(d.n + 1) << 20 | (emu_desc_t)(unsigned)(d.k + 1) << 40 |
+         (emu_desc_t)d.transpose_left << 60 | (emu_desc_t)d.transpose_right << 61 | (emu_desc_t)d.relaxed_precision << 62 |
+         (emu_desc_t)(d.matmul_mode == matmul2d_descriptor::mode::multiply_accumulate) << 63;
+}
+constexpr matmul2d_descriptor emu_unpack(emu_desc_t p) {
+  return matmul2d_descriptor((int)(p & 0xfffff) - 1, (int)(p >> 20 & 0xfffff) - 1, (int)(p >> 40 & 0xfffff) - 1, (p >> 60 & 1) != 0,
+                             (p >> 61 & 1) != 0, (p >> 62 & 1) != 0,
+                             (p >> 63 & 1) ? matmul2d_descriptor::mode::multiply_accumulate : matmul2d_descriptor::mode::multiply);
+}
 
 // Identities of the reductions. reduce_rows / reduce_columns default to sum_identity whatever the
 // operation: a max over a row of negative numbers with the default identity is 0.
@@ -428,43 +445,87 @@ struct coop_of<C, false> {
   typedef coop_layout<0, 1, 1, execution_thread> layout;
 };
 
-template <matmul2d_descriptor D, class S, class A, class B, class C>
+template <emu_desc_t P, class S, class A, class B, class C>
 struct run_args {
   const A* a;
   const B* b;
   C* c;
 };
 
-template <matmul2d_descriptor D, class S, class A, class B, class C>
+// Element (row r, column c) of an operand: a tensor view (read as the op reads it) or a cooperative
+// operand gathered from every thread of the scope.
+template <class X>
+struct operand {
+  float* v = nullptr;
+  long cols = 0;
+  void gather(void* const* in, uint32_t p, const X* (*pick)(const void*), long rows, long cs) {
+    typedef typename X::layout L;
+    cols = cs;
+    v = (float*)malloc(sizeof(float) * (rows * cs > 0 ? rows * cs : 1));
+    uint32_t cap = L::cap();
+    const uint32_t* perm = L::perm(p, cap);
+    for (long e = 0; e < rows * cs; e++) v[e] = 0.0f;
+    for (uint32_t s = 0; s < p * cap; s++)
+      if (perm[s] < L::elems) v[perm[s]] = float(pick(in[s / cap])->v[s % cap]);
+  }
+  ~operand() { free(v); }
+};
+
+template <emu_desc_t P, class S, class A, class B, class C>
 void run_op(void* const* in, uint32_t p) {
-  typedef run_args<D, S, A, B, C> args;
+  constexpr matmul2d_descriptor D = emu_unpack(P);
+  typedef run_args<P, S, A, B, C> args;
   const args& x = *(const args*)in[0];
-  constexpr bool coop = is_coop<C>::value;
+  constexpr bool coop = is_coop<C>::value, coopa = is_coop<A>::value, coopb = is_coop<B>::value;
   for (uint32_t t = 1; t < p; t++) {
     const args& y = *(const args*)in[t];
-    bool same = same_view(*x.a, *y.a) && same_view(*x.b, *y.b);
+    bool same = true;
+    if constexpr (!coopa) same = same && same_view(*x.a, *y.a);
+    if constexpr (!coopb) same = same && same_view(*x.b, *y.b);
     if constexpr (!coop) same = same && same_view(*x.c, *y.c);
     if (!same) emu_fail("matmul2d::run: threads %u and 0 of the execution scope pass different tensors", t);
   }
   constexpr int M = D.m, N = D.n;
-  const A& a = *x.a;
-  const B& b = *x.b;
   long K = D.k;
-  if (D.k == static_cast<int>(dynamic_extent)) K = D.transpose_left ? a.ext.e[1] : a.ext.e[0];
+  if constexpr (!coopa) {
+    if (D.k == static_cast<int>(dynamic_extent)) K = D.transpose_left ? x.a->ext.e[1] : x.a->ext.e[0];
+  } else {
+    static_assert(D.k > 0, "matmul2d: a cooperative left operand needs a static k");
+  }
   constexpr bool acc = D.matmul_mode == matmul2d_descriptor::mode::multiply_accumulate;
   float* c = (float*)malloc(sizeof(float) * M * N);
   float* av = (float*)malloc(sizeof(float) * M * (K > 0 ? K : 1));
   float* bv = (float*)malloc(sizeof(float) * (K > 0 ? K : 1) * N);
-  for (long m = 0; m < M; m++)
-    for (long k = 0; k < K; k++) av[m * K + k] = D.transpose_left ? tensor_read(a, m, k) : tensor_read(a, k, m);
-  for (long k = 0; k < K; k++)
-    for (long n = 0; n < N; n++) bv[k * N + n] = D.transpose_right ? tensor_read(b, k, n) : tensor_read(b, n, k);
+  if constexpr (coopa) {
+    typedef typename A::layout LA;
+    static_assert(LA::kind == 3 && LA::m == M && LA::n == D.k && is_same_v<typename LA::scope, S>,
+                  "matmul2d::run: the left operand is not this op's left input cooperative tensor");
+    operand<A> o;
+    o.gather(in, p, [](const void* a) { return ((const args*)a)->a; }, M, K);
+    for (long e = 0; e < M * K; e++) av[e] = o.v[e];
+  } else {
+    const A& a = *x.a;
+    for (long m = 0; m < M; m++)
+      for (long k = 0; k < K; k++) av[m * K + k] = D.transpose_left ? tensor_read(a, m, k) : tensor_read(a, k, m);
+  }
+  if constexpr (coopb) {
+    typedef typename B::layout LB;
+    static_assert(LB::kind == 4 && LB::m == D.k && LB::n == N && is_same_v<typename LB::scope, S>,
+                  "matmul2d::run: the right operand is not this op's right input cooperative tensor");
+    operand<B> o;
+    o.gather(in, p, [](const void* a) { return ((const args*)a)->b; }, K, N);
+    for (long e = 0; e < K * N; e++) bv[e] = o.v[e];
+  } else {
+    const B& b = *x.b;
+    for (long k = 0; k < K; k++)
+      for (long n = 0; n < N; n++) bv[k * N + n] = D.transpose_right ? tensor_read(b, k, n) : tensor_read(b, n, k);
+  }
   typedef typename coop_of<C>::layout L;
   const uint32_t* perm = nullptr;
   uint32_t cap = 0;
   if constexpr (coop) {
     static_assert(L::kind == 0 && L::m == M && L::n == N, "matmul2d::run: destination is not this op's destination cooperative tensor");
-    static_assert(std::is_same_v<typename L::scope, S>, "matmul2d::run: destination cooperative tensor of another scope");
+    static_assert(is_same_v<typename L::scope, S>, "matmul2d::run: destination cooperative tensor of another scope");
     cap = L::cap();
     perm = L::perm(p, cap);
   }
@@ -504,7 +565,11 @@ struct red {
     reduction_operation op;
     T identity;
   };
-  static void run(void* const* in, uint32_t p) {
+};
+// (A free function: C++ for OpenCL gives static member functions a qualifier function pointers lack.)
+template <int ROWS, class T, class SE, class DE, class SL, class DL>
+void red_run(void* const* in, uint32_t p) {
+    typedef typename red<ROWS, T, SE, DE, SL, DL>::args args;
     const args& x = *(const args*)in[0];
     constexpr int M = SL::m, N = SL::n;
     uint32_t cs = SL::cap(), cd = DL::cap();
@@ -530,23 +595,24 @@ struct red {
     for (uint32_t s = 0; s < p * cd; s++)
       if (pd[s] < DL::elems) ((const args*)in[s / cd])->dst->v[s % cd] = T(res[pd[s]]);
     free(v);
-  }
-};
+}
 
 template <int ROWS, class T, class SE, class DE, class SL, class DL>
 inline void reduce(const cooperative_tensor<T, SE, SL>& src, cooperative_tensor<T, DE, DL>& dst, reduction_operation op,
-                   T identity, uint32_t at, const char* what) {
+                   T identity, uint32_t at, EMU_STR what) {
   static_assert(SL::kind == 0, "reduce_rows/reduce_columns: the source must be a matmul2d destination cooperative tensor");
-  static_assert(DL::kind == (ROWS ? 1 : 2) && DL::m == SL::m && DL::n == SL::n && std::is_same_v<typename SL::scope, typename DL::scope>,
+  static_assert(DL::kind == (ROWS ? 1 : 2) && DL::m == SL::m && DL::n == SL::n && is_same_v<typename SL::scope, typename DL::scope>,
                 "reduce_rows/reduce_columns: the destination is not the matching reduction cooperative tensor of the same op");
   typedef red<ROWS, T, SE, DE, SL, DL> R;
   typename R::args a{&src, &dst, op, identity};
-  scope_collective<typename SL::scope, R::run>(&a, at, what);
+  scope_collective<typename SL::scope, red_run<ROWS, T, SE, DE, SL, DL>>(&a, at, what);
 }
 }  // namespace emu_mm
 
-template <matmul2d_descriptor Descriptor, class Scope, class... Args>
+// matmul2d<emu_pack(descriptor), Scope>: the pre-pass writes matmul2d<d, S> so.
+template <emu_desc_t Packed, class Scope, class... Args>
 class matmul2d {
+  static constexpr matmul2d_descriptor Descriptor = emu_unpack(Packed);
   static_assert(Descriptor.m > 0 && Descriptor.n > 0, "matmul2d: the emulator needs static m and n");
 
  public:
@@ -560,12 +626,15 @@ class matmul2d {
 
   template <class L, class R, class D>
   void run(const L& left, const R& right, D& dest, EMU_SITE) const {
-    static_assert(::metal::emu_detail::is_tensor<L>::value && ::metal::emu_detail::is_tensor<R>::value,
-                  "matmul2d::run: the emulator supports tensor views as the left and right operands");
-    static_assert(L::R == 2 && R::R == 2, "matmul2d::run: operands must be rank 2");
-    typedef std::remove_const_t<D> DD;
-    emu_mm::run_args<Descriptor, Scope, L, R, DD> a{&left, &right, (DD*)&dest};
-    ::metal::emu_detail::scope_collective<Scope, emu_mm::run_op<Descriptor, Scope, L, R, DD>>(&a, EMU_TAT, "matmul2d::run");
+    typedef ::metal::emu_detail::plain_t<L> PL;
+    typedef ::metal::emu_detail::plain_t<R> PR;
+    typedef ::metal::emu_detail::plain_t<D> DD;
+    static_assert((::metal::emu_detail::is_tensor<PL>::value && PL::R == 2) || ::metal::emu_detail::is_coop<PL>::value,
+                  "matmul2d::run: the left operand must be a rank-2 tensor or the op's left input cooperative tensor");
+    static_assert((::metal::emu_detail::is_tensor<PR>::value && PR::R == 2) || ::metal::emu_detail::is_coop<PR>::value,
+                  "matmul2d::run: the right operand must be a rank-2 tensor or the op's right input cooperative tensor");
+    emu_mm::run_args<Packed, Scope, PL, PR, DD> a{(const PL*)&left, (const PR*)&right, (DD*)&dest};
+    ::metal::emu_detail::scope_collective<Scope, emu_mm::run_op<Packed, Scope, PL, PR, DD>>(&a, EMU_TAT, "matmul2d::run");
   }
   template <class L, class R, class D>
   void run(const L& left, const R& right, const D& dest, EMU_SITE) const {
@@ -590,6 +659,22 @@ class matmul2d {
   ::metal::cooperative_tensor<E, ::metal::extents<CoordType, Descriptor.n>,
                               ::metal::emu_detail::coop_layout<2, Descriptor.m, Descriptor.n, Scope>>
   get_column_reduction_destination_cooperative_tensor() const {
+    return {};
+  }
+  // Operands held in the scope's registers: the left operand M x K, the right operand K x N
+  // (element types as the template arguments name them; k must be static).
+  // (k for the types of cooperative operands; they need a static k.)
+  static constexpr int K = Descriptor.k > 0 ? Descriptor.k : 1;
+  template <class A, class B, class C, class CoordType = int, class... CoopArgs>
+  ::metal::cooperative_tensor<A, ::metal::extents<CoordType, K, Descriptor.m>, ::metal::emu_detail::coop_layout<3, Descriptor.m, K, Scope>>
+  get_left_input_cooperative_tensor() const {
+    static_assert(Descriptor.k > 0, "matmul2d: a cooperative left operand needs a static k");
+    return {};
+  }
+  template <class A, class B, class C, class CoordType = int, class... CoopArgs>
+  ::metal::cooperative_tensor<B, ::metal::extents<CoordType, Descriptor.n, K>, ::metal::emu_detail::coop_layout<4, K, Descriptor.n, Scope>>
+  get_right_input_cooperative_tensor() const {
+    static_assert(Descriptor.k > 0, "matmul2d: a cooperative right operand needs a static k");
     return {};
   }
 };

@@ -36,6 +36,17 @@ int main() {
   __sanitizer_set_death_callback(on_death);
   char magic[4];
   read_all(magic, 4);
+  if (memcmp(magic, "EMUQ", 4) == 0) {
+    // Query: the static threadgroup memory and thread limit of every kernel.
+    uint32_t n = (uint32_t)emu_kernel_count();
+    write_all(&n, 4);
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t v[2] = {emu_kernel_static_tg((int)i), emu_kernel_max_threads((int)i)};
+      write_all(v, 8);
+    }
+    fflush(stdout);
+    return 0;
+  }
   if (memcmp(magic, "EMU1", 4) != 0) die("bad request");
   uint32_t nbuf;
   read_all(&nbuf, 4);

@@ -12,8 +12,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
+#include <string>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -58,7 +60,6 @@ struct Lane {
   emu_resolver resolve;
   const void* in;
   void* out;
-  size_t tg_cursor;
   Group* g;
 #ifdef EMU_ASAN
   void* fake;
@@ -91,7 +92,6 @@ struct Group {
 thread_local Lane* cur;
 thread_local Group* cur_group;
 
-alignas(64) char zero_scratch[1 << 16];
 
 const char* schedule_name(int s) {
   return s == EMU_REVERSED ? "reversed" : s == EMU_SHUFFLED ? "shuffled" : "forward";
@@ -318,7 +318,6 @@ void run_group(Group* g, uint64_t idx, size_t tg_total) {
       in.tpig[a] = g->gid[a] * d->threads[a] + in.tpitg[a];
     }
     L.state = RUNNABLE;
-    L.tg_cursor = 0;
     L.sp = fiber_init(L.stack, kStack, fiber_main, &L);
   }
   while (g->live > 0 && !g->failed) {
@@ -361,11 +360,102 @@ struct Shared {
   bool failed = false;
 };
 
+// ---- faults ----------------------------------------------------------------------------------
+// A fault in a kernel (SIGSEGV, SIGBUS, SIGFPE, SIGILL: a wild or misaligned access, an integer
+// division by zero, a trap) fails its threadgroup instead of the process: the handler records the
+// fault with the kernel, threadgroup and thread, and switches back to the threadgroup's scheduler,
+// which abandons the threadgroup. Faults outside kernels go to the handler installed before (the
+// Go runtime's, in a Go process). The ASan build leaves faults to AddressSanitizer, whose report
+// the helper process returns.
+const int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+struct sigaction old_actions[NSIG];
+
+const char* fault_name(int sig, int code) {
+  switch (sig) {
+    case SIGFPE:
+      return code == FPE_INTDIV ? "integer division by zero (SIGFPE)" : code == FPE_INTOVF ? "integer overflow (SIGFPE)" : "arithmetic fault (SIGFPE)";
+    case SIGBUS:
+      return code == BUS_ADRALN ? "misaligned memory access (SIGBUS)" : "bus error (SIGBUS)";
+    case SIGILL:
+      return "illegal instruction or trap (SIGILL)";
+  }
+  return "invalid or misaligned memory access (SIGSEGV)";
+}
+
+void on_fault(int sig, siginfo_t* si, void* uc) {
+  Lane* L = cur;
+  if (L && L->g && !L->g->failed) {
+    Group* g = L->g;
+    char msg[EMU_ERR_LEN];
+    snprintf(msg, sizeof msg, "kernel %s, threadgroup (%u,%u,%u), thread %u (simdgroup %u lane %u): %s at address %p",
+             g->k->name, g->gid[0], g->gid[1], g->gid[2], L->info.tiitg, L->info.simd_group, L->info.simd_lane,
+             fault_name(sig, si->si_code), si->si_addr);
+    fail_group(g, msg);
+    // Never returning to the faulting code: unblock the signal the kernel blocked for the handler.
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, sig);
+    pthread_sigmask(SIG_UNBLOCK, &m, nullptr);
+    emu_switch(&L->sp, g->sched_sp);
+    abort();  // never resumed
+  }
+  struct sigaction* o = &old_actions[sig];
+  if (o->sa_flags & SA_SIGINFO) {
+    o->sa_sigaction(sig, si, uc);
+  } else if (o->sa_handler == SIG_IGN) {
+    return;
+  } else if (o->sa_handler == SIG_DFL) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  } else {
+    o->sa_handler(sig);
+  }
+}
+
+pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+void install_fault_handlers() {
+#ifndef EMU_ASAN
+  for (int sig : kFaultSignals) {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = on_fault;
+    a.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigfillset(&a.sa_mask);
+    sigaction(sig, &a, &old_actions[sig]);
+  }
+#endif
+}
+
+// The alternate signal stack of a worker thread.
+struct AltStack {
+  void* mem;
+  size_t size = 64 << 10;
+  AltStack() {
+    mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    stack_t st;
+    memset(&st, 0, sizeof st);
+    st.ss_sp = mem;
+    st.ss_size = size;
+    if (mem != MAP_FAILED) sigaltstack(&st, nullptr);
+  }
+  ~AltStack() {
+    stack_t st;
+    memset(&st, 0, sizeof st);
+    st.ss_flags = SS_DISABLE;
+    sigaltstack(&st, nullptr);
+    if (mem != MAP_FAILED) munmap(mem, size);
+  }
+};
+
 void* worker(void* arg) {
   Shared* s = (Shared*)arg;
+  // Asynchronous signals go to the host's threads; the faults a kernel raises stay deliverable
+  // here, on an alternate stack (a fiber that overflowed its stack has none left).
   sigset_t all;
   sigfillset(&all);
+  for (int sig : kFaultSignals) sigdelset(&all, sig);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  AltStack alt;
   Group g;
   g.d = s->d;
   g.k = s->k;
@@ -413,8 +503,6 @@ void* worker(void* arg) {
     uint64_t idx = s->next.fetch_add(1);
     if (idx >= s->total) break;
     run_group(&g, idx, s->tg_total);
-    // Sizing: one thread ran the kernel up to its last kernel-scope threadgroup declaration.
-    if ((s->d->flags & EMU_SIZING) && !g.failed) s->d->static_tg = (uint32_t)g.lanes[0].tg_cursor;
     if (g.failed) {
       std::lock_guard<std::mutex> lk(s->mu);
       if (!s->failed) { s->failed = true; snprintf(s->d->err, EMU_ERR_LEN, "%s", g.err); }
@@ -426,6 +514,37 @@ void* worker(void* arg) {
   return nullptr;
 }
 
+
+// ---- kernel-scope threadgroup variables ---------------------------------------------------------
+// The compiler leaves one emu_tg_rec per threadgroup variable of each kernel instance in section
+// emu_tg; the variables of one kernel are laid out in declaration order, each aligned, once.
+extern "C" emu_tg_rec __start_emu_tg[] __attribute__((weak, visibility("hidden")));
+extern "C" emu_tg_rec __stop_emu_tg[] __attribute__((weak, visibility("hidden")));
+
+pthread_once_t tg_once = PTHREAD_ONCE_INIT;
+std::map<const void*, uint32_t>* tg_totals;
+
+void tg_layout() {
+  tg_totals = new std::map<const void*, uint32_t>();
+  std::vector<emu_tg_rec*> recs;
+  if (__start_emu_tg && __stop_emu_tg)
+    for (emu_tg_rec* r = __start_emu_tg; r < __stop_emu_tg; r++) recs.push_back(r);
+  std::stable_sort(recs.begin(), recs.end(), [](const emu_tg_rec* a, const emu_tg_rec* b) {
+    return a->anchor != b->anchor ? a->anchor < b->anchor : a->var < b->var;
+  });
+  for (emu_tg_rec* r : recs) {
+    uint32_t& tot = (*tg_totals)[r->anchor];
+    uint32_t off = (tot + r->align - 1) / r->align * r->align;
+    r->off = off;
+    tot = off + r->size;
+  }
+}
+
+uint32_t static_tg_of(const void* anchor) {
+  pthread_once(&tg_once, tg_layout);
+  auto it = tg_totals->find(anchor);
+  return it == tg_totals->end() ? 0 : it->second;
+}
 }  // namespace
 
 extern "C" {
@@ -491,54 +610,46 @@ const uint32_t* emu_layout(uint64_t key, uint32_t slots) {
   return last;
 }
 
-void* emu_tg_static(size_t size, size_t align) {
-  Lane* L = cur;
-  Group* g = L->g;
-  size_t off = (L->tg_cursor + align - 1) / align * align;
-  L->tg_cursor = off + size;
-  if (g->d->flags & EMU_SIZING) return zero_scratch;
-  if (L->tg_cursor > g->d->static_tg)
-    fail_lane(L, "threadgroup variable beyond the kernel-scope threadgroup memory measured at pipeline creation (declared in a nested scope?)");
-  return g->tg + off;
-}
+uintptr_t emu_tg_base(void) { return (uintptr_t)cur->g->tg; }
 
-void* emu_tg_dynamic(int index) {
+uintptr_t emu_tg_dynamic(int index) {
   Lane* L = cur;
   Group* g = L->g;
-  if (g->d->flags & EMU_SIZING) return zero_scratch;
   if (index < 0 || index >= EMU_MAX_BINDINGS || g->d->tglen[index] == 0) {
     char msg[128];
     snprintf(msg, sizeof msg, "threadgroup(%d) memory length not set", index);
     fail_lane(L, msg);
   }
-  return g->tg + g->tg_dyn_off[index];
+  return (uintptr_t)(g->tg + g->tg_dyn_off[index]);
 }
 
-void* emu_buffer(int index) {
+uintptr_t emu_buffer(int index) {
   Lane* L = cur;
   Group* g = L->g;
-  if (g->d->flags & EMU_SIZING) return zero_scratch;
   if (index < 0 || index >= EMU_MAX_BINDINGS || g->d->buf[index] == 0) {
     char msg[128];
     snprintf(msg, sizeof msg, "buffer(%d) not bound", index);
     fail_lane(L, msg);
   }
-  return (void*)(uintptr_t)g->d->buf[index];
+  return (uintptr_t)g->d->buf[index];
 }
 
-int emu_sizing(void) { return (cur->g->d->flags & EMU_SIZING) != 0; }
+uintptr_t emu_absent_arg(void) {
+  static void* page = mmap(nullptr, 65536, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return page == MAP_FAILED ? 0 : (uintptr_t)page;
+}
 
-uint32_t emu_fc(int index, int* defined) {
+uint32_t emu_fc(int slot, int* defined) {
   const emu_dispatch* d = cur->g->d;
-  if (index < 0 || index >= EMU_MAX_CONSTANTS) {
+  if (slot < 0 || slot >= EMU_MAX_CONSTANTS) {
     *defined = 0;
     return 0;
   }
-  *defined = d->fc_set[index];
-  return d->fc_val[index];
+  *defined = d->fc_set[slot];
+  return d->fc_val[slot];
 }
 
-void emu_fail(const char* fmt, ...) {
+void emu_fail(EMU_STR fmt, ...) {
   char msg[EMU_ERR_LEN];
   va_list ap;
   va_start(ap, fmt);
@@ -547,9 +658,79 @@ void emu_fail(const char* fmt, ...) {
   fail_lane(cur, msg);
 }
 
+int emu_current(char* out, size_t n);
+
+// os_log: formats fmt's printf conversions with args and writes one line to standard error.
+struct emu_log_arg {
+  int kind;
+  uint64_t bits;
+};
+void emu_log(const char* subsystem, const char* category, int level, const char* fmt, const emu_log_arg* args, int n) {
+  static const char* levels[] = {"debug", "info", "default", "error", "fault"};
+  std::string out;
+  int k = 0;
+  for (const char* p = fmt; *p; p++) {
+    if (*p != '%') {
+      out += *p;
+      continue;
+    }
+    if (p[1] == '%') {
+      out += '%';
+      p++;
+      continue;
+    }
+    // One conversion: flags, width, precision, length modifiers, the conversion character.
+    const char* q = p + 1;
+    while (*q && strchr("-+ #0123456789.*", *q)) q++;
+    while (*q && strchr("hlLqjzt", *q)) q++;
+    if (!*q) break;
+    std::string spec(p, q - p);
+    while (!spec.empty() && strchr("hlLqjzt", spec.back())) spec.pop_back();
+    char conv = *q;
+    char buf[256];
+    if (k >= n) {
+      snprintf(buf, sizeof buf, "<missing argument>");
+    } else {
+      const emu_log_arg& a = args[k++];
+      switch (conv) {
+        case 'd': case 'i':
+          snprintf(buf, sizeof buf, (spec + "lld").c_str(), a.kind == 'f' ? (long long)0 : (long long)(int64_t)a.bits);
+          break;
+        case 'u': case 'x': case 'X': case 'o': case 'c':
+          snprintf(buf, sizeof buf, (spec + (conv == 'c' ? "c" : std::string("ll") + conv)).c_str(), (unsigned long long)a.bits);
+          break;
+        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': case 'a': case 'A': {
+          uint32_t u = (uint32_t)a.bits;
+          float f;
+          memcpy(&f, &u, 4);
+          snprintf(buf, sizeof buf, (spec + conv).c_str(), a.kind == 'f' ? (double)f : (double)(int64_t)a.bits);
+          break;
+        }
+        case 's':
+          snprintf(buf, sizeof buf, (spec + "s").c_str(), a.kind == 's' ? (const char*)(uintptr_t)a.bits : "<not a string>");
+          break;
+        case 'p':
+          snprintf(buf, sizeof buf, "%p", (void*)(uintptr_t)a.bits);
+          break;
+        default:
+          snprintf(buf, sizeof buf, "<%%%c?>", conv);
+      }
+    }
+    out += buf;
+    p = q;
+  }
+  char where[256];
+  emu_current(where, sizeof where);
+  fprintf(stderr, "emu log [%s:%s] %s: %s (%s)\n", subsystem, category, levels[level < 0 || level > 4 ? 2 : level], out.c_str(), where);
+}
+
 int emu_kernel_count(void) { return emu_nkernels; }
-const char* emu_kernel_name(int i) { return emu_kernels[i].name; }
-uint32_t emu_kernel_max_threads(int i) { return emu_kernels[i].max_threads; }
+uint32_t emu_kernel_max_threads(int i) { return i < 0 || i >= emu_nkernels ? 0 : emu_kernels[i].max_threads; }
+
+uint32_t emu_kernel_static_tg(int i) {
+  if (i < 0 || i >= emu_nkernels) return 0;
+  return static_tg_of(emu_kernels[i].anchor);
+}
 
 // Context of the running thread for fault reports (ASan death callback).
 int emu_current(char* out, size_t n) {
@@ -569,10 +750,8 @@ int emu_run(emu_dispatch* d) {
     return 1;
   }
   const emu_kernel* k = &emu_kernels[d->kernel];
-  if (d->flags & EMU_SIZING) {
-    for (int a = 0; a < 3; a++) d->groups[a] = d->threads[a] = 1;
-    d->static_tg = 0;
-  }
+  d->static_tg = static_tg_of(k->anchor);
+  pthread_once(&fault_once, install_fault_handlers);
   uint64_t nthreads = (uint64_t)d->threads[0] * d->threads[1] * d->threads[2];
   uint64_t total = (uint64_t)d->groups[0] * d->groups[1] * d->groups[2];
   if (nthreads == 0 || nthreads > k->max_threads) {
@@ -588,10 +767,10 @@ int emu_run(emu_dispatch* d) {
   size_t off = (d->static_tg + 15) / 16 * 16;
   for (int i = 0; i < EMU_MAX_BINDINGS; i++) {
     s.tg_dyn_off[i] = off;
-    off += (d->tglen[i] + 15) / 16 * 16;
+    off += ((d->tglen[i] & ~EMU_TG_SET) + 15) / 16 * 16;
   }
   s.tg_total = off;
-  if (!(d->flags & EMU_SIZING) && off > d->tg_limit) {
+  if (off > d->tg_limit) {
     snprintf(d->err, EMU_ERR_LEN, "kernel %s: threadgroup memory %zu bytes (static %u + dynamic %zu) exceeds the %u-byte limit",
              k->name, off, d->static_tg, off - (d->static_tg + 15) / 16 * 16, d->tg_limit);
     return 1;

@@ -48,3 +48,30 @@ kernel void half_tg(device float* y [[buffer(0)]], threadgroup float* dyn [[thre
 kernel void unchecked_write(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
   y[i] = float(i);
 }
+
+// Kernel inputs that fault on a CPU: they must fail the command buffer, not the process.
+kernel void div_by(device int* y [[buffer(0)]], constant int& d [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  y[i] = 100 / d;
+}
+
+// A float4 store 4 bytes past a 16-byte boundary.
+kernel void misaligned(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  device float4* p = (device float4*)(y + 1);
+  p[i] = float4(1.0f);
+}
+
+// A store through an address read from a buffer.
+kernel void wild(device float* y [[buffer(0)]], constant ulong& addr [[buffer(1)]]) {
+  device float* p = (device float*)addr;
+  p[0] = y[0];
+}
+
+// Recursion n levels deep (each level keeps a local array live).
+uint depth(uint n) {
+  uint buf[64];
+  for (uint k = 0; k < 64; k++) buf[k] = n + k;
+  return n == 0 ? 0 : buf[n % 64] - n + depth(n - 1);
+}
+kernel void deep(device uint* y [[buffer(0)]], constant uint& n [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  y[i] = depth(n);
+}

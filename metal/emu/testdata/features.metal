@@ -47,7 +47,7 @@ kernel void mma8(device const T* a [[buffer(0)]],
                  device const T* b [[buffer(1)]],
                  device const float* c [[buffer(2)]],
                  device float* d [[buffer(3)]],
-                 device float* e [[buffer(4)]]) {
+                 device T* e [[buffer(4)]]) {
   simdgroup_matrix<T, 8, 8> A, B;
   simdgroup_float8x8 C;
   simdgroup_load(A, a, 8);

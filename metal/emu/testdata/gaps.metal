@@ -65,3 +65,30 @@ kernel void hconst(device const float* x [[buffer(0)]],
                    uint i [[thread_position_in_grid]]) {
   y[i] = float(hscale * half(x[i]));
 }
+
+// Casts through typedefs convert; packed vectors and matrices follow MSL's layout and algebra.
+typedef float4 vec4_t;
+typedef uint4 uvec4_t;
+struct Packed {
+  float a;
+  packed_float2 b;
+};
+kernel void casts_layout(device const Packed* ps [[buffer(0)]],
+                         device float* out [[buffer(1)]]) {
+  uvec4_t u = uvec4_t(7, 8, 9, 10);
+  vec4_t f = (vec4_t)u;                       // (7, 8, 9, 10), not the bits of u
+  int2 t = static_cast<int2>(float2(2.75f, -1.5f));  // (2, -1)
+  out[0] = f.x; out[1] = f.w;
+  out[2] = float(t.x); out[3] = float(t.y);
+  out[4] = float(sizeof(Packed));             // 12
+  out[5] = ps[1].a; out[6] = ps[1].b.y;       // element 1 starts at byte 12
+  packed_float3 p3 = packed_float3(1.0f, 2.0f, 3.0f);
+  float3 q = p3 * 2.0f;                       // (2, 4, 6)
+  out[7] = q.z;
+  float2x2 m = float2x2(float2(1, 2), float2(3, 4));  // columns (1, 2), (3, 4)
+  float2 mv = m * float2(1, 1);               // (4, 6)
+  float2 vm = float2(1, 1) * m;               // (3, 7)
+  float2x2 mm = m * m;                        // columns (7, 10), (15, 22)
+  out[8] = mv.y; out[9] = vm.y; out[10] = mm[1][0]; out[11] = determinant(m);  // -2
+  out[12] = float(transpose(m)[0][1]);        // 3
+}
