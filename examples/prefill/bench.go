@@ -43,6 +43,9 @@ func parseBenchTokens(list string) ([]benchRun, error) {
 		if err != nil || r.T <= 0 {
 			return nil, fmt.Errorf("--bench-tokens: bad entry %q (want T or P+T, T > 0)", f)
 		}
+		if r.pos0 > maxPromptTokens-r.T || r.T > maxPromptTokens {
+			return nil, fmt.Errorf("--bench-tokens: entry %q: P+T at most %d tokens (a session's largest context)", f, maxPromptTokens)
+		}
 		runs = append(runs, r)
 	}
 	return runs, nil

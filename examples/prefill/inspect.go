@@ -39,6 +39,10 @@ func runInspect(modelDir, preset string) error {
 		return err
 	}
 	printInfo(os.Stdout, info)
+	if len(info.Truncated) > 0 {
+		return fmt.Errorf("%s: %s cut short (the headers agree with the model; loading needs the data)",
+			dir, plural(len(info.Truncated), "shard"))
+	}
 	return nil
 }
 
@@ -117,6 +121,10 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 		}
 		line("data", "%s truncated: %s of their %s present (headers complete; loading needs the data), e.g. %s",
 			plural(len(in.Truncated), "shard"), size(present), size(want), in.Truncated[0].File)
+	}
+	if len(in.Truncated) > 0 {
+		line("check", "failed: config.json, the shard index and every tensor header agree with the model, but the data is incomplete")
+		return
 	}
 	line("check", "ok: config.json, the shard index and every tensor header agree with the model")
 }

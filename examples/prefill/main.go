@@ -44,6 +44,9 @@ import (
 	"github.com/stratakernels/strata/strata"
 )
 
+// maxPromptTokens is the largest context a session takes (strata.SessionOptions.MaxContext).
+const maxPromptTokens = 1 << 24
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "prefill:", err)
@@ -86,6 +89,12 @@ func run() error {
 		if f.v < 0 {
 			return fmt.Errorf("%s %d: must be >= 0", f.name, f.v)
 		}
+	}
+	if *widen < -1 {
+		return fmt.Errorf("--widen-budget %d: want bytes >= 0, or -1 for all", *widen)
+	}
+	if *randomN > maxPromptTokens {
+		return fmt.Errorf("--random-tokens %d: at most %d tokens (a session's largest context)", *randomN, maxPromptTokens)
 	}
 	textIDs, done, err := tf.prepare(*modelDir, *tokensArg != "" || *tokensFile != "" || *randomN > 0)
 	if err != nil || done {

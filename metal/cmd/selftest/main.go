@@ -43,6 +43,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "selftest: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
+	if *jsonPath != "" {
+		// A path that cannot be written fails now, not after the whole run.
+		f, err := os.OpenFile(*jsonPath, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "selftest: --json:", err)
+			os.Exit(2)
+		}
+		f.Close()
+	}
 	dev, err := openDevice(*device, *threads)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "selftest:", err)
