@@ -69,7 +69,7 @@ func run() error {
 		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
 		maxCtx     = flag.Int("max-context", 0, "session capacity in tokens (default: prompt length, at least 4096)")
 		verbose    = flag.Bool("v", false, "log library messages to stderr")
-		bench      = flag.Bool("bench", false, "benchmark: sgemm peak, each op at real shapes, and the qwen4exp-slice model (see --bench-tokens)")
+		bench      = flag.Bool("bench", false, "benchmark: sgemm peak, each op at real shapes, the qwen4exp-slice model, the qwen3next-slice model and its MLX 4- and 8-bit conversions (see --bench-tokens)")
 		benchT     = flag.String("bench-tokens", "512,2048", "--bench slice runs: comma-separated T (T tokens from position 0) or P+T (T tokens timed after P untimed ones, e.g. 30000+2048)")
 		widen      = flag.Int64("widen-budget", 0, "bytes of float32 weight copies of 16-bit weights to make at load (0: none, -1: all; see BENCHMARKS.md)")
 		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
