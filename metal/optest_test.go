@@ -2,7 +2,6 @@ package metal
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +50,7 @@ func TestOpCasesVariants(t *testing.T) {
 				t.Fatal(err)
 			}
 			outs, n := map[string][]float32{}, map[string]int{}
-			optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Tol: v.Tol, NoValueChecks: true, Filter: caseFilter(v.Cases),
+			optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Tol: v.Tol, NoValueChecks: true, Filter: optest.OpsFilter(v.Cases),
 				Observe: func(t *testing.T, o optest.Output) {
 					k := o.Case + "/" + o.Name
 					outs[fmt.Sprintf("%s#%d", k, n[k])] = o.Got
@@ -79,19 +78,6 @@ func TestOpCasesVariants(t *testing.T) {
 			}
 			t.Logf("%d outputs bitwise equal", len(want))
 		})
-	}
-}
-
-// caseFilter accepts the cases of ops, without their bad-argument tables.
-func caseFilter(ops []string) func(string) bool {
-	return func(name string) bool {
-		for _, o := range ops {
-			match := strings.HasPrefix(name, o+"/") || (strings.Contains(o, "/") && strings.HasPrefix(name, o))
-			if match && !strings.Contains(name, "/bad/") {
-				return true
-			}
-		}
-		return false
 	}
 }
 

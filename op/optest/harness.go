@@ -191,6 +191,21 @@ func (s *suite) runQ(t *testing.T, name string, short bool, fn func(t *testing.T
 	}
 }
 
+// OpsFilter is an Options.Filter that accepts the cases of the ops named in ops, without their
+// bad-argument tables: an entry "MatMul" takes every "MatMul/..." case, an entry with a "/"
+// ("MatMul/q") every case whose name starts with it.
+func OpsFilter(ops []string) func(name string) bool {
+	return func(name string) bool {
+		for _, o := range ops {
+			match := strings.HasPrefix(name, o+"/") || (strings.Contains(o, "/") && strings.HasPrefix(name, o))
+			if match && !strings.Contains(name, "/bad/") {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // run runs fn as the subtest name unless Short or Filter exclude it.
 func (s *suite) run(t *testing.T, name string, short bool, fn func(t *testing.T)) {
 	t.Helper()

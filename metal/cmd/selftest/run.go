@@ -280,7 +280,7 @@ func (st *selftest) runAlternatives(t *testing.T) {
 		agg := &caseAgg{}
 		o := outputs{}
 		t.Run(key, func(t *testing.T) {
-			optest.Run(t, b, st.options(b, a.Tol, caseFilter(a.Cases), a.Ran, agg, o))
+			optest.Run(t, b, st.options(b, a.Tol, optest.OpsFilter(a.Cases), a.Ran, agg, o))
 		})
 		outs[key] = o
 		rows = append(rows, agg.row(a.Op, a.Kernel+fmt.Sprintf(" (%s: %d cases)", strings.Join(a.Cases, ", "), agg.cases)))
@@ -409,19 +409,6 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func (st *selftest) noteFailed(what string, cases []string) {
 	for _, c := range cases {
 		st.failures = append(st.failures, what+": case "+c+" failed (details on stderr)")
-	}
-}
-
-// caseFilter accepts the cases of ops, without their bad-argument tables.
-func caseFilter(ops []string) func(string) bool {
-	return func(name string) bool {
-		for _, o := range ops {
-			match := strings.HasPrefix(name, o+"/") || (strings.Contains(o, "/") && strings.HasPrefix(name, o))
-			if match && !strings.Contains(name, "/bad/") {
-				return true
-			}
-		}
-		return false
 	}
 }
 
