@@ -79,6 +79,12 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
 	}
+	if *modelDir != "" && flagSet("preset") {
+		return fmt.Errorf("give --model DIR or --preset NAME, not both (--preset picks a generated model when --model is not given)")
+	}
+	if _, ok := modelgen.Presets[*preset]; !ok && *modelDir == "" {
+		return fmt.Errorf("unknown preset %q (have %s)", *preset, strings.Join(presetNames(), ", "))
+	}
 	if *inspect {
 		return runInspect(*modelDir, *preset)
 	}
@@ -139,6 +145,29 @@ func run() error {
 			return err
 		}
 	}
+	// The prompt is checked against the checkpoint's vocabulary before any weight is loaded
+	// (reading its headers costs little next to loading a release).
+	info, err := strata.Inspect(dir)
+	if err != nil {
+		return err
+	}
+	if err := tf.checkVocab(info.Vocab); err != nil {
+		return err
+	}
+	tokens := textIDs
+	if tokens == nil {
+		if tokens, err = promptTokens(*tokensArg, *tokensFile, *randomN, *seed, *modelDir == "", info.Vocab); err != nil {
+			return err
+		}
+	}
+	for i, id := range tokens {
+		if id < 0 || int(id) >= info.Vocab {
+			return fmt.Errorf("token id %d (prompt index %d) is outside the model's vocabulary [0, %d)", id, i, info.Vocab)
+		}
+	}
+	if len(tokens) > maxPromptTokens {
+		return fmt.Errorf("prompt of %d tokens: at most %d (a session's largest context)", len(tokens), maxPromptTokens)
+	}
 	t0 := time.Now()
 	var bar *progressbar.ProgressBar
 	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: *widen, Progress: func(done, total int64, name string) {
@@ -158,16 +187,6 @@ func run() error {
 		bar.Finish()
 	}
 	loadTime := time.Since(t0)
-
-	if err := tf.checkVocab(m.Vocab()); err != nil {
-		return err
-	}
-	tokens := textIDs
-	if tokens == nil {
-		if tokens, err = promptTokens(*tokensArg, *tokensFile, *randomN, *seed, *modelDir == "", m.Vocab()); err != nil {
-			return err
-		}
-	}
 	capacity := *maxCtx
 	if capacity == 0 {
 		capacity = max(len(tokens), 4096)
@@ -268,6 +287,13 @@ func run() error {
 		fmt.Printf("saved     %s\n", *saveLogits)
 	}
 	return nil
+}
+
+// flagSet reports whether the flag was given on the command line (not only its default).
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func presetNames() []string {

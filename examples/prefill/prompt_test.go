@@ -121,3 +121,33 @@ func TestPromptErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestArgsCheckedBeforeLoading: conflicting model flags and token ids outside the vocabulary
+// are refused before any weight is loaded. The checkpoint's second shard is cut short, which
+// loading refuses and reading headers does not: each error must be the argument's.
+func TestArgsCheckedBeforeLoading(t *testing.T) {
+	dir := checkpointWithTokenizer(t)
+	shard := filepath.Join(dir, "model-00002-of-00002.safetensors")
+	st, err := os.Stat(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(shard, st.Size()-64); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--model", dir, "--preset", "qwen4exp-small", "--tokens", "1"}, "not both"},
+		{[]string{"--preset", "no-such-preset"}, `unknown preset "no-such-preset"`},
+		{[]string{"--model", dir, "--tokens", "1,2,512"}, "token id 512 (prompt index 2) is outside the model's vocabulary [0, 512)"},
+		{[]string{"--model", dir, "--tokens", "-1"}, "token id -1 (prompt index 0)"},
+		{[]string{"--model", dir, "--tokens", "7"}, "model-00002-of-00002.safetensors"}, // valid ids: loading refuses the shard
+	} {
+		_, err := runMain(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%v: error %v, want one containing %q", c.args, err, c.msg)
+		}
+	}
+}

@@ -18,7 +18,7 @@
 // single-thread path and its edge tiles block the product differently: for a 257x384x1000
 // product, 1 and 2 threads differ in 59% of the elements, 2 and 3 threads in 2%), so the count
 // is pinned once at load with openblas_set_num_threads, to STRATA_BLAS_THREADS or, when that is
-// unset, to 1. With one thread per call the library is safe to enter from many goroutines at
+// unset, to 1 (a value that is not a count from 1 to 1024 counts as 1, and Impl says so). With one thread per call the library is safe to enter from many goroutines at
 // once (Concurrent reports it), and callers parallelise themselves: package kernels splits a
 // product into column blocks whose shapes depend only on the problem, runs them on all cores
 // and so gets the same bits whatever GOMAXPROCS and core count are. With STRATA_BLAS_THREADS > 1
@@ -68,6 +68,9 @@ func choose() backend {
 		selected, loadNote, badEnv = pick(os.Getenv("STRATA_BLAS"), func() (backend, error) {
 			return loadNative(threadsWanted())
 		})
+		if _, bad := parseThreads(os.Getenv("STRATA_BLAS_THREADS")); bad != "" && isNative(selected) {
+			badEnv = strings.TrimPrefix(badEnv+"; "+bad, "; ")
+		}
 	})
 	return selected
 }
@@ -93,12 +96,20 @@ func pick(env string, load func() (backend, error)) (b backend, note, bad string
 // threadsWanted is the thread count to pin a native library to: STRATA_BLAS_THREADS when it
 // holds a positive integer, else 1 (callers run single-threaded products concurrently).
 func threadsWanted() int {
-	if v := os.Getenv("STRATA_BLAS_THREADS"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
+	n, _ := parseThreads(os.Getenv("STRATA_BLAS_THREADS"))
+	return n
+}
+
+// parseThreads reads a STRATA_BLAS_THREADS value: a positive integer (at most 1024), else 1
+// with bad saying the value was ignored (Impl reports it); "" is 1 with no complaint.
+func parseThreads(v string) (n int, bad string) {
+	if v == "" {
+		return 1, ""
 	}
-	return 1
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 && n <= 1024 {
+		return n, ""
+	}
+	return 1, fmt.Sprintf("STRATA_BLAS_THREADS=%q ignored: want a thread count from 1 to 1024, using 1", v)
 }
 
 // Concurrent reports whether Sgemm may be called from several goroutines at once with each

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -261,4 +262,24 @@ func testPeak(t *testing.T) {
 		t.Fatalf("thread count %d after Peak, was %d", nativeThreads(), before)
 	}
 	t.Logf("%.3g GFLOP/s: %s", g, how)
+}
+
+// STRATA_BLAS_THREADS: a positive count is used, anything else is 1 and said.
+func TestParseThreads(t *testing.T) {
+	for _, tc := range []struct {
+		v   string
+		n   int
+		bad bool
+	}{
+		{"", 1, false}, {"1", 1, false}, {"4", 4, false}, {" 2 ", 2, false}, {"1024", 1024, false},
+		{"0", 1, true}, {"-3", 1, true}, {"abc", 1, true}, {"2.5", 1, true}, {"1025", 1, true},
+	} {
+		n, bad := parseThreads(tc.v)
+		if n != tc.n || (bad != "") != tc.bad {
+			t.Errorf("parseThreads(%q) = %d, %q; want %d, bad=%t", tc.v, n, bad, tc.n, tc.bad)
+		}
+		if bad != "" && !strings.Contains(bad, "STRATA_BLAS_THREADS=") {
+			t.Errorf("parseThreads(%q): note %q does not name the variable", tc.v, bad)
+		}
+	}
 }

@@ -23,6 +23,9 @@ var openblasState struct {
 
 // loadNative opens OpenBLAS, pins its thread count to threads and returns the backend.
 func loadNative(threads int) (backend, error) {
+	if err := checkUserCoreType(os.Getenv("OPENBLAS_CORETYPE"), cpuHasAVX512(), cpu.X86.HasAVX2 && cpu.X86.HasFMA); err != nil {
+		return nil, err
+	}
 	coreNote := chooseCoreType()
 	lib, err := purego.Dlopen(openblasSoname, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if coreNote != "" && coreNote != "OPENBLAS_CORETYPE" {
@@ -120,6 +123,34 @@ func nativeThreads() int {
 // chosenCore is the kernel set chooseCoreType asked for ("" when it asked for none).
 var chosenCore string
 
+// cpuHasAVX512 reports the AVX-512 subsets OpenBLAS's SkylakeX kernels use.
+func cpuHasAVX512() bool {
+	return cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
+}
+
+// checkUserCoreType refuses a user's OPENBLAS_CORETYPE that names a kernel set the CPU cannot
+// run (OpenBLAS takes the value on trust and the process dies of SIGILL in its first call): an
+// AVX-512 core (SkylakeX, Cooperlake, SapphireRapids) without AVX-512 F/BW/DQ/VL, or an AVX2
+// core (Haswell, Zen) without AVX2 and FMA. Then no native library
+// is loaded and strata's GEMM runs, with this error as the reason Impl gives. Other values,
+// and every value on CPUs other than amd64, are left to the library.
+func checkUserCoreType(v string, avx512, avx2fma bool) error {
+	if v == "" || runtime.GOARCH != "amd64" {
+		return nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "skylakex", "cooperlake", "sapphirerapids":
+		if !avx512 {
+			return fmt.Errorf("OPENBLAS_CORETYPE=%s needs AVX-512 F/BW/DQ/VL, which this CPU lacks (OpenBLAS would stop the process with SIGILL); unset it to let strata choose", v)
+		}
+	case "haswell", "zen":
+		if !avx2fma {
+			return fmt.Errorf("OPENBLAS_CORETYPE=%s needs AVX2 and FMA, which this CPU lacks (OpenBLAS would stop the process with SIGILL); unset it to let strata choose", v)
+		}
+	}
+	return nil
+}
+
 func chooseCoreType() string {
 	if _, set := os.LookupEnv("OPENBLAS_CORETYPE"); set {
 		return "OPENBLAS_CORETYPE"
@@ -128,7 +159,7 @@ func chooseCoreType() string {
 		return ""
 	}
 	switch {
-	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL:
+	case cpuHasAVX512():
 		os.Setenv("OPENBLAS_CORETYPE", "SkylakeX")
 		chosenCore = "SkylakeX"
 		return "avx512f/bw/dq/vl"

@@ -242,7 +242,12 @@ func parseEntry(path, name string, msg json.RawMessage, limit int64) (*Tensor, s
 		return fail("data_offsets must have 2 entries, has %d", len(*e.Offsets))
 	}
 	begin, end := (*e.Offsets)[0], (*e.Offsets)[1]
-	if begin < 0 || end < begin || end > limit {
+	switch {
+	case begin < 0 || end < 0:
+		return fail("data_offsets [%d, %d) are negative", begin, end)
+	case end < begin:
+		return fail("data_offsets [%d, %d) end before they begin", begin, end)
+	case end > limit:
 		return fail("data_offsets [%d, %d) out of range of the %d-byte data section", begin, end, limit)
 	}
 	// Element count with overflow checks: a lying shape must not wrap around to a small size.

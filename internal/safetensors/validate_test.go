@@ -138,8 +138,8 @@ func TestFileValidation(t *testing.T) {
 			return image(`{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, make([]byte, 8))
 		}, "w", "2 entries"},
 		{"offset past data section", func() []byte { return image("{"+f32("w", 0, 8, 2)+"}", make([]byte, 4)) }, "w", "out of range"},
-		{"end before begin", func() []byte { return image("{"+f32("w", 4, 0, 1)+"}", make([]byte, 4)) }, "w", "out of range"},
-		{"negative offset", func() []byte { return image("{"+f32("w", -4, 0, 1)+"}", make([]byte, 4)) }, "w", "out of range"},
+		{"end before begin", func() []byte { return image("{"+f32("w", 4, 0, 1)+"}", make([]byte, 4)) }, "w", "end before they begin"},
+		{"negative offset", func() []byte { return image("{"+f32("w", -4, 0, 1)+"}", make([]byte, 4)) }, "w", "are negative"},
 		{"negative dimension", func() []byte { return image("{"+f32("w", 0, 4, -1)+"}", make([]byte, 4)) }, "w", "negative dimension"},
 		{"shape overflows int64", func() []byte {
 			return image("{"+f32("w", 0, 4, 1<<40, 1<<40)+"}", make([]byte, 4))
