@@ -162,6 +162,17 @@ func (tc *toolchain) run(ctx context.Context, dir string, args ...string) ([]byt
 	return out.Bytes(), err
 }
 
+// runSplit runs clang as run does, keeping its standard output (the preprocessed text of -E)
+// apart from its diagnostics.
+func (tc *toolchain) runSplit(ctx context.Context, dir string, args ...string) (stdout, stderr []byte, err error) {
+	cmd := exec.CommandContext(ctx, tc.clang, args...)
+	cmd.Dir = dir
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.Bytes(), e.Bytes(), err
+}
+
 // compileError wraps diagnostics as an mtl.ErrCompile error.
 type compileError struct {
 	name  string
@@ -226,9 +237,12 @@ func (tc *toolchain) build(in buildInput) (*libMeta, []Diagnostic, error) {
 	}
 	args = append(args, mainPath)
 	ctx := context.Background()
-	pre, err := tc.run(ctx, cwd, args...)
+	// Only standard output is the preprocessed text: a warning of the preprocessor (an
+	// unterminated string literal, say) must not become tokens of the kernel file. The compile
+	// that follows reports such problems at their position.
+	pre, preDiag, err := tc.runSplit(ctx, cwd, args...)
 	if err != nil {
-		ds := preprocessDiagnostics(string(pre), mainPath, in.name)
+		ds := preprocessDiagnostics(string(preDiag), mainPath, in.name)
 		return nil, ds, &compileError{in.name, ds}
 	}
 	toks := tokenize(string(pre))

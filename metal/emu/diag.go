@@ -45,7 +45,30 @@ func (p *program) clangDiagnostics(out string) []Diagnostic {
 		}
 		ds = append(ds, Diagnostic{File: file, Line: ln, Col: col, Severity: sev, Msg: msg})
 	}
-	return relocate(ds)
+	return dropLauncherEcho(relocate(ds))
+}
+
+// launcherFile names the launchers the emulator appends to a kernel file.
+const launcherFile = "<emu launchers>"
+
+// dropLauncherEcho removes the diagnostics on the generated launchers when the user's source
+// has an error of its own: an unbalanced brace in the kernel file swallows the launchers, and
+// their errors would only hide the one that matters.
+func dropLauncherEcho(ds []Diagnostic) []Diagnostic {
+	own := false
+	for _, d := range ds {
+		own = own || d.Severity == "error" && d.File != launcherFile
+	}
+	if !own {
+		return ds
+	}
+	out := ds[:0:0]
+	for _, d := range ds {
+		if d.File != launcherFile {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // relocate moves an error the stand-in headers report (a static_assert, a failed instantiation)

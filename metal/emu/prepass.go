@@ -264,7 +264,7 @@ func prepassTokens(toks []token, tensor bool) (*program, error) {
 	body, lines := r.emit()
 	p.lines = lines
 	b.WriteString(body)
-	b.WriteString("\n#line 1 \"<emu launchers>\"\n")
+	b.WriteString("\n#line 1 \"" + launcherFile + "\"\n")
 	seen := map[string]bool{}
 	for k, inst := range p.kernels {
 		if seen[inst.host] {

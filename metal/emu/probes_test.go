@@ -106,3 +106,38 @@ func TestDiagnosticPositions(t *testing.T) {
 	}
 	check(ds, []at{{"testdata/include/bad_header.h", 7, 1, "constant address space"}})
 }
+
+// Syntax errors are reported at the user's source as clang sees them: an unterminated string
+// (a preprocessor warning must not leak into the kernel's tokens) and an unclosed brace (the
+// generated launchers it swallows are not reported).
+func TestSyntaxErrorsReported(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, src string
+		line      int
+		text      string
+	}{
+		{"unterminated.metal", "kernel void k(device float* a [[buffer(0)]]) {\n  a[0] = \"x\n}\n", 2, "expected expression"},
+		{"unclosed.metal", "kernel void k(device float* a [[buffer(0)]]) {\n  a[0] = 1.0f;\n  {\n}\n", 1, "expected '}'"},
+	} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, []byte(c.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, ds, err := CompileFile(path, CompileOptions{CacheDir: testCache(t)})
+		if err == nil {
+			t.Errorf("%s accepted", c.name)
+			continue
+		}
+		found := false
+		for _, d := range ds {
+			if d.File == launcherFile || strings.Contains(d.Msg, "must return void") {
+				t.Errorf("%s: diagnostic %v is not about the user's source", c.name, d)
+			}
+			found = found || d.Severity == "error" && d.File == path && d.Line == c.line && strings.Contains(d.Msg, c.text)
+		}
+		if !found {
+			t.Errorf("%s: no error at line %d containing %q; got:\n%s", c.name, c.line, c.text, formatDiagnostics(ds))
+		}
+	}
+}

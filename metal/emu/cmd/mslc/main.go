@@ -80,6 +80,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	status := 0
 	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.IsDir() {
+			if err == nil {
+				err = fmt.Errorf("%s is a directory", f)
+			}
+			fmt.Fprintf(stderr, "%s: error: %v\n", f, err)
+			status = 1
+			continue
+		}
 		res, ds, err := emu.CompileFile(f, emu.CompileOptions{Includes: includes, IncludeDirs: dirs, Defines: defines,
 			Lax: *lax, Library: *out, ASan: *asan})
 		fmt.Fprint(stderr, emu.FormatDiagnostics(ds))
