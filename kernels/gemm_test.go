@@ -145,6 +145,35 @@ func TestWidenExact(t *testing.T) {
 	if BF16ToF32(0x3f80) != 1 || BF16ToF32(0xc040) != -3 {
 		t.Fatal("BF16ToF32 wrong")
 	}
+	// BF16 slices (the assembly kernel where the CPU has it, then the portable tail): every bit
+	// pattern, at every length from 0 to 40 and every start offset modulo 16.
+	all := make([]uint16, 1<<16)
+	for b := range all {
+		all[b] = uint16(b)
+	}
+	dst := make([]float32, len(all))
+	widenU16(dst, all, op.BF16)
+	for b, v := range dst {
+		if math.Float32bits(v) != uint32(b)<<16 {
+			t.Fatalf("bf16 %#04x widened to %#08x (asm kernel %t)", b, math.Float32bits(v), hasWidenAsm)
+		}
+	}
+	for off := 0; off < 16; off++ {
+		for n := 0; n <= 40; n++ {
+			src := all[1000+off*977 : 1000+off*977+n]
+			out := make([]float32, n+1)
+			out[n] = 7 // must stay untouched
+			widenU16(out[:n], src, op.BF16)
+			for i := 0; i < n; i++ {
+				if math.Float32bits(out[i]) != uint32(src[i])<<16 {
+					t.Fatalf("offset %d length %d: element %d = %#08x, want %#08x", off, n, i, math.Float32bits(out[i]), uint32(src[i])<<16)
+				}
+			}
+			if out[n] != 7 {
+				t.Fatalf("offset %d length %d: wrote past the end", off, n)
+			}
+		}
+	}
 }
 
 func TestMatMulErrors(t *testing.T) {
