@@ -148,8 +148,9 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // products differently), so a stream run in chunks agrees with one run to rounding, not bitwise.
 // When the library cannot be entered concurrently (internal/blas Concurrent is false) the blocks
 // run one after another and the library spreads each one over its own threads. Widening per
-// call costs up to half the speed for weights multiplied with few rows (experts); callers with
-// memory to spare widen 16-bit weights once with WidenF32.
+// call (an AVX2 kernel for bf16 where the CPU has it) costs about a twentieth of the product
+// for a block multiplied with 80 rows (an expert at T = 512) and a fifth in the portable loop
+// (BENCHMARKS.md); callers with memory to spare may widen 16-bit weights once with WidenF32.
 // T may be 0 (nothing to do). len(x) must be T*K and len(y) T*N.
 // Errors wrap op.ErrShape, op.ErrInvalidArgument (nil weight), op.ErrUnsupported (a bit width
 // or group size outside MLX's) or op.ErrDType.

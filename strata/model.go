@@ -17,8 +17,9 @@ type LoadOptions struct {
 	// checkpoint's total tensor bytes and the tensor's name.
 	Progress func(done, total int64, name string)
 	// WidenBudget is how many bytes of float32 copies of bf16/f16 weight matrices LoadModel may
-	// make, so that GEMMs skip widening them on every call (which costs up to half the speed of
-	// the products with few rows: the experts). Routed experts are widened first, then the
+	// make, so that GEMMs skip widening them on every call (measured on a 2-core Zen 3 against
+	// bf16 widened per call by the AVX2 kernel: about 1.07x at T = 512 and none at 2048 on a
+	// Qwen3-Next slice, for 2.7x the peak memory; BENCHMARKS.md). Routed experts are widened first, then the
 	// other matrices in load order, each one only while the running total stays within the
 	// budget. 0 keeps every weight in its file format (memory-mapped); a negative value widens
 	// all of them. A widened matrix holds the same values, so results do not change. The metal
