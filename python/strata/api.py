@@ -172,6 +172,9 @@ class Model(_Handle):
 def _tokens(tokens: Tokens) -> np.ndarray:
     """tokens as a C-contiguous int32 array, checked to be a non-empty 1-D sequence of ids that
     int32 holds."""
+    if isinstance(tokens, (str, bytes)) or tokens is None:
+        raise InvalidArgumentError(f"tokens must be a non-empty 1-D sequence of token ids, got {type(tokens).__name__}"
+                                   " (text goes through strata.Tokenizer first)")
     a = np.asarray(tokens)
     if a.ndim != 1 or a.size == 0:
         raise InvalidArgumentError(f"tokens must be a non-empty 1-D sequence, got shape {a.shape}")
@@ -193,6 +196,8 @@ def _step(step: Any) -> int:
 def _prefill_call(fn: Any, first: Any, lib: ctypes.CDLL, tokens: Tokens, vocab: int, all_logits: bool,
                   step: int, hidden: Any = None, stage: Optional["Model"] = None) -> np.ndarray:
     toks = _tokens(tokens)
+    if not isinstance(all_logits, (bool, np.bool_)):
+        raise InvalidArgumentError(f"all_logits must be a bool, got {all_logits!r}")
     p = lib.strata_prefill_default_params()
     p.all_logits = 1 if all_logits else 0
     p.step = _step(step)

@@ -148,6 +148,12 @@ def test_wrong_dtype_and_shape(strata, device, model):
             s.prefill([1.5, 2.0])
         with pytest.raises(strata.CapacityError):
             s.prefill(np.arange(9))
+        with pytest.raises(strata.InvalidArgumentError, match="strata.Tokenizer"):
+            s.prefill("hello")  # text, not ids
+        with pytest.raises(strata.InvalidArgumentError, match="got NoneType"):
+            s.prefill(None)
+        with pytest.raises(strata.InvalidArgumentError, match="all_logits must be a bool"):
+            s.prefill([1, 2], all_logits="yes")
         assert s.position == 0
 
 
