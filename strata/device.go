@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -111,6 +112,9 @@ func Open(opts Options) (*Device, error) {
 		if dev == nil {
 			var err error
 			if dev, err = emu.Open(emu.Options{}); err != nil {
+				if errors.Is(err, emu.ErrCache) {
+					return nil, wrapf(ErrBackend, err, "backend emu")
+				}
 				return nil, wrapf(ErrBackend, err, "backend emu: the MSL emulator needs clang (Debian package clang-16, or $STRATA_CLANG)")
 			}
 			d.own = dev

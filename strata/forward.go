@@ -2,6 +2,7 @@ package strata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -73,12 +74,24 @@ func (f *fwd) do(stage Stage, layer int, name string, call func() error) {
 		f.p.Stage(int(stage))
 	}
 	if err := call(); err != nil {
-		if layer < 0 {
-			f.err = wrapf(ErrBackend, err, "%s", name)
-		} else {
-			f.err = wrapf(ErrBackend, err, "layer %d: %s", layer, name)
+		where := name
+		if layer >= 0 {
+			where = fmt.Sprintf("layer %d: %s", layer, name)
 		}
+		f.err = opError(where, err)
 	}
+}
+
+// opError wraps the error of an op inside a pass. The prefill's own arguments were checked
+// before the pass began, so an op refusing its operands (op.ErrInvalidArgument, ErrShape or
+// ErrDType: a NaN or Inf logit reaching a MoE router, from the weights or the activations) is
+// the backend's failure, ErrBackend, not the caller's; other sentinels (out of memory,
+// cancelled) keep their class.
+func opError(where string, err error) error {
+	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrShape) || errors.Is(err, ErrDType) {
+		return fmt.Errorf("%w: %s: %v", ErrBackend, where, err)
+	}
+	return wrapf(ErrBackend, err, "%s", where)
 }
 
 func (f *fwd) matmul(layer int, name string, y, x op.Tensor, T int, w *op.Matrix) {
@@ -108,7 +121,7 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 	start := time.Now()
 	p, err := m.dev.be.Begin(m.weights, s.scratch)
 	if err != nil {
-		return nil, wrapf(ErrBackend, err, "begin pass")
+		return nil, opError("begin pass", err)
 	}
 	f := &fwd{p: p, s: s, c: c, T: T, pos0: s.pos, stage: -1}
 	committed := false
@@ -208,7 +221,7 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 	committed = true
 	tm, err := p.Commit()
 	if err != nil {
-		return nil, wrapf(ErrBackend, err, "prefill pass")
+		return nil, opError("prefill pass", err)
 	}
 	out := &Logits{Rows: rows, Vocab: c.Vocab, Pos0: s.pos + first}
 	if rows > 0 {
@@ -445,7 +458,7 @@ func (f *fwd) ple(layer int, ly *layer, H op.Tensor, tokens []int32) {
 	}
 	f.host[StagePLE] += time.Since(t0)
 	if err != nil {
-		f.err = wrapf(ErrBackend, err, "layer %d: ple ids", layer)
+		f.err = opError(fmt.Sprintf("layer %d: ple ids", layer), err)
 		return
 	}
 	f.do(StagePLE, layer, "ple", func() error { return f.p.PLEApply(a) })

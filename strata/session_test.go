@@ -2,6 +2,8 @@ package strata
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -324,5 +326,83 @@ func TestProgressPanicLeavesSessionUnchanged(t *testing.T) {
 		if s.Position() != 20 || !before.Equal(after) {
 			t.Fatalf("panic at layer %d: session changed (position %d)", at, s.Position())
 		}
+	}
+}
+
+// A NaN in the weights that reaches a MoE router fails the prefill with ErrBackend (not the
+// caller's ErrInvalidArgument: the prompt was valid) and leaves the session as it was.
+func TestNaNRouterWeightIsBackendError(t *testing.T) {
+	dst := t.TempDir()
+	src := testdata("qwen4exp-tiny")
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fill layer 0's router weight with bf16 NaN (0x7fc0), found through the shard's header.
+	const name = "model.layers.0.mlp.gate.weight"
+	var index struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	ib, err := os.ReadFile(filepath.Join(dst, "model.safetensors.index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(ib, &index); err != nil {
+		t.Fatal(err)
+	}
+	shard := filepath.Join(dst, index.WeightMap[name])
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := binary.LittleEndian.Uint64(b)
+	var header map[string]struct {
+		DType   string  `json:"dtype"`
+		Offsets []int64 `json:"data_offsets"`
+	}
+	if err := json.Unmarshal(b[8:8+n], &header); err != nil {
+		t.Fatal(err)
+	}
+	e := header[name]
+	if e.DType != "BF16" {
+		t.Fatalf("%s is %s, the test writes bf16", name, e.DType)
+	}
+	for off := 8 + int64(n) + e.Offsets[0]; off < 8+int64(n)+e.Offsets[1]; off += 2 {
+		binary.LittleEndian.PutUint16(b[off:], 0x7fc0)
+	}
+	if err := os.WriteFile(shard, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := Open(Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadModel(dev, dst, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s, err := m.NewSession(SessionOptions{MaxContext: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before, _ := s.Snapshot()
+	_, err = s.Prefill(context.Background(), []int32{1, 2, 3}, PrefillOptions{})
+	if !errors.Is(err, ErrBackend) || errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "NaN") {
+		t.Fatalf("error %v: want ErrBackend (not ErrInvalidArgument) naming the NaN", err)
+	}
+	after, _ := s.Snapshot()
+	if s.Position() != 0 || !before.Equal(after) {
+		t.Errorf("failed prefill changed the session (position %d)", s.Position())
 	}
 }

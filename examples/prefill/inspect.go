@@ -119,8 +119,8 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 			present += t.Present
 			want += t.Size
 		}
-		line("data", "%s truncated: %s of their %s present (headers complete; loading needs the data), e.g. %s",
-			plural(len(in.Truncated), "shard"), size(present), size(want), in.Truncated[0].File)
+		line("data", "%s truncated: %s of their %s present, %d bytes missing (headers complete; loading needs the data), e.g. %s",
+			plural(len(in.Truncated), "shard"), size(present), size(want), want-present, in.Truncated[0].File)
 	}
 	if len(in.Truncated) > 0 {
 		line("check", "failed: config.json, the shard index and every tensor header agree with the model, but the data is incomplete")

@@ -79,6 +79,15 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
 	}
+	if *modelDir == "" && flagSet("model") {
+		return fmt.Errorf("--model is empty: give a checkpoint directory, or leave --model out for the generated model")
+	}
+	if flagSet("bench-tokens") && !*bench {
+		return fmt.Errorf("--bench-tokens applies to --bench runs only")
+	}
+	if flagSet("seed") && (*tokensArg != "" || *tokensFile != "") {
+		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens or --tokens-file")
+	}
 	if *modelDir != "" && flagSet("preset") {
 		return fmt.Errorf("give --model DIR or --preset NAME, not both (--preset picks a generated model when --model is not given)")
 	}
@@ -348,6 +357,13 @@ func promptTokens(list, file string, randomN int, seed uint64, generated bool, v
 	}
 	if list != "" {
 		var out []int32
+		// Ids are separated by a comma, white space, or both; an empty entry between two commas
+		// (a lost id) is an error.
+		for _, e := range strings.Split(list, ",") {
+			if strings.TrimSpace(e) == "" && strings.Contains(list, ",") {
+				return nil, fmt.Errorf("empty entry in the token list (two commas in a row, or one at an end)")
+			}
+		}
 		for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
 			v, err := strconv.ParseInt(f, 10, 32)
 			if err != nil {

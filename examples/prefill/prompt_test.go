@@ -144,6 +144,11 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "1,2,512"}, "token id 512 (prompt index 2) is outside the model's vocabulary [0, 512)"},
 		{[]string{"--model", dir, "--tokens", "-1"}, "token id -1 (prompt index 0)"},
 		{[]string{"--model", dir, "--tokens", "7"}, "model-00002-of-00002.safetensors"}, // valid ids: loading refuses the shard
+		{[]string{"--model", "", "--tokens", "1"}, "--model is empty"},
+		{[]string{"--model", dir, "--tokens", "1", "--bench-tokens", "5"}, "--bench-tokens applies to --bench runs only"},
+		{[]string{"--model", dir, "--tokens", "1", "--seed", "5"}, "--seed picks random token ids"},
+		{[]string{"--model", dir, "--tokens", "1,,2"}, "empty entry in the token list"},
+		{[]string{"--model", dir, "--tokens", "1,2,"}, "empty entry in the token list"},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {

@@ -106,7 +106,7 @@ func parseThreads(v string) (n int, bad string) {
 	if v == "" {
 		return 1, ""
 	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 && n <= 1024 {
+	if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 1024 {
 		return n, ""
 	}
 	return 1, fmt.Sprintf("STRATA_BLAS_THREADS=%q ignored: want a thread count from 1 to 1024, using 1", v)

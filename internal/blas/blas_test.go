@@ -271,7 +271,7 @@ func TestParseThreads(t *testing.T) {
 		n   int
 		bad bool
 	}{
-		{"", 1, false}, {"1", 1, false}, {"4", 4, false}, {" 2 ", 2, false}, {"1024", 1024, false},
+		{"", 1, false}, {"1", 1, false}, {"4", 4, false}, {" 2 ", 1, true}, {"1024", 1024, false},
 		{"0", 1, true}, {"-3", 1, true}, {"abc", 1, true}, {"2.5", 1, true}, {"1025", 1, true},
 	} {
 		n, bad := parseThreads(tc.v)

@@ -69,7 +69,13 @@ func loadNative(threads int) (backend, error) {
 	core := "core " + name
 	switch {
 	case coreNote == "OPENBLAS_CORETYPE":
-		core += " from OPENBLAS_CORETYPE"
+		if v := os.Getenv("OPENBLAS_CORETYPE"); strings.EqualFold(strings.TrimSpace(v), name) {
+			core += " from OPENBLAS_CORETYPE"
+		} else {
+			// OpenBLAS did not know the value (it says "Core not found" only with
+			// OPENBLAS_VERBOSE) and detected the CPU itself, or it was loaded first by the host.
+			core += fmt.Sprintf(", not the OPENBLAS_CORETYPE=%q asked for: OpenBLAS does not know that kernel set or was loaded before strata", v)
+		}
 	case coreNote == "":
 	case !strings.EqualFold(name, chosenCore):
 		// The host process (e.g. numpy) loaded and initialised the library first, so the kernel
@@ -152,7 +158,7 @@ func checkUserCoreType(v string, avx512, avx2fma bool) error {
 }
 
 func chooseCoreType() string {
-	if _, set := os.LookupEnv("OPENBLAS_CORETYPE"); set {
+	if v := os.Getenv("OPENBLAS_CORETYPE"); v != "" {
 		return "OPENBLAS_CORETYPE"
 	}
 	if runtime.GOARCH != "amd64" {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/stratakernels/strata/metal/mtl"
@@ -245,6 +248,12 @@ func (tc *toolchain) build(in buildInput) (*libMeta, []Diagnostic, error) {
 		ds := preprocessDiagnostics(string(preDiag), mainPath, in.name)
 		return nil, ds, &compileError{in.name, ds}
 	}
+	// An unterminated character or string literal is only a warning of the preprocessor, and
+	// the rest of its line would reach the pre-pass as tokens: report it where it is, as the
+	// error it is in MSL.
+	if ds := unterminatedLiterals(string(preDiag), mainPath, in.name); len(ds) > 0 {
+		return nil, ds, &compileError{in.name, ds}
+	}
 	toks := tokenize(string(pre))
 	clean := map[string]string{}
 	for i := range toks {
@@ -345,11 +354,49 @@ func (tc *toolchain) build(in buildInput) (*libMeta, []Diagnostic, error) {
 		ds := []Diagnostic{{Severity: "error", Msg: fmt.Sprintf("linking: %v\n%s", err, msg)}}
 		return nil, ds, &compileError{in.name, ds}
 	}
-	if err := os.Rename(filepath.Join(dir, "lib.out"), in.out); err != nil {
-		return nil, nil, fmt.Errorf("emu: cache: %w", err)
+	if err := moveFile(filepath.Join(dir, "lib.out"), in.out); err != nil {
+		return nil, nil, fmt.Errorf("emu: writing the library %s: %w", in.out, err)
 	}
 	meta.CompileSeconds = time.Since(t0).Seconds()
 	return meta, prog.diags, nil
+}
+
+// moveFile renames from to to, copying (to a temporary file next to to, then renamed) when they
+// lie on different file systems.
+func moveFile(from, to string) error {
+	err := os.Rename(from, to)
+	if err == nil || !errors.Is(err, syscall.EXDEV) {
+		return err
+	}
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(st.Mode().Perm()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), to); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }
 
 // lineDirectiveText is the text of src that the preprocessor attributes to name when src
@@ -373,6 +420,20 @@ func lineDirectiveText(src, name string) string {
 }
 
 // preprocessDiagnostics reads clang's preprocessor errors (a missing include, a bad #if).
+// unterminatedLiterals picks the preprocessor's "missing terminating" warnings out of its
+// diagnostics, as errors.
+func unterminatedLiterals(out, mainPath, name string) []Diagnostic {
+	var ds []Diagnostic
+	for _, d := range preprocessDiagnostics(out, mainPath, name) {
+		if d.Line > 0 && strings.Contains(d.Msg, "missing terminating") {
+			d.Severity = "error"
+			d.Msg = strings.TrimSuffix(d.Msg, " [-Winvalid-pp-token]")
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
 func preprocessDiagnostics(out, mainPath, name string) []Diagnostic {
 	var ds []Diagnostic
 	for _, line := range strings.Split(out, "\n") {

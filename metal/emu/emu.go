@@ -81,6 +81,7 @@
 package emu
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -187,10 +188,14 @@ func Open(opts Options) (mtl.Device, error) {
 		}
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return nil, fmt.Errorf("emu: cache: %w", err)
+		return nil, fmt.Errorf("emu: cache of compiled kernels (Options.CacheDir, $STRATA_MSL_CACHE): %w: %w", err, ErrCache)
 	}
 	return &Device{opts: opts, tc: &toolchain{clang: clang, cache: cache}, cache: cache, stats: map[string]*KernelStats{}}, nil
 }
+
+// ErrCache is wrapped by Open's error when the cache directory of compiled kernels cannot be
+// created.
+var ErrCache = errors.New("emu: cache directory unusable")
 
 // defaultCache is $STRATA_MSL_CACHE, else os.UserCacheDir()/strata/msl.
 func defaultCache() (string, error) {
@@ -205,11 +210,19 @@ func defaultCache() (string, error) {
 }
 
 func findClang(override string) (string, error) {
-	cands := []string{override, os.Getenv("STRATA_CLANG"), "clang++-16", "clang++"}
-	for _, c := range cands {
-		if c == "" {
+	// A clang the caller names (Options.Clang, else $STRATA_CLANG) must be there: falling back
+	// to another one would compile with a compiler the user did not choose.
+	for _, named := range []struct{ what, c string }{{"Options.Clang", override}, {"STRATA_CLANG", os.Getenv("STRATA_CLANG")}} {
+		if named.c == "" {
 			continue
 		}
+		p, err := exec.LookPath(named.c)
+		if err != nil {
+			return "", fmt.Errorf("emu: %s=%q: %v: %w", named.what, named.c, err, mtl.ErrCompile)
+		}
+		return p, nil
+	}
+	for _, c := range []string{"clang++-16", "clang++"} {
 		if p, err := exec.LookPath(c); err == nil {
 			return p, nil
 		}

@@ -3,6 +3,8 @@ package emu
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -66,5 +68,53 @@ func TestCompileOptions(t *testing.T) {
 		if _, err := dev.NewLibrary("probe.metal", optionsProbe, bad); !errors.Is(err, mtl.ErrCompile) {
 			t.Errorf("options %+v: %v, want ErrCompile", bad, err)
 		}
+	}
+}
+
+// A clang the caller names must exist (no fallback to another compiler), and an unusable cache
+// directory is named as such.
+func TestNamedClangAndCache(t *testing.T) {
+	if _, err := findClang("/nonexistent/clang++"); err == nil || !strings.Contains(err.Error(), `Options.Clang="/nonexistent/clang++"`) {
+		t.Errorf("missing Options.Clang: %v", err)
+	}
+	t.Setenv("STRATA_CLANG", "/nonexistent/clang++")
+	if _, err := findClang(""); err == nil || !strings.Contains(err.Error(), "STRATA_CLANG") {
+		t.Errorf("missing $STRATA_CLANG: %v", err)
+	}
+	t.Setenv("STRATA_CLANG", "")
+	if _, err := findClang(""); err != nil {
+		t.Skipf("no clang here: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{CacheDir: filepath.Join(file, "sub")}); !errors.Is(err, ErrCache) {
+		t.Errorf("cache under a file: %v, want ErrCache", err)
+	}
+}
+
+// moveFile copies across file systems where a rename cannot (mslc -o to another mount).
+func TestMoveFileAcrossFileSystems(t *testing.T) {
+	other, err := os.MkdirTemp("/dev/shm", "strata-move-")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	defer os.RemoveAll(other)
+	from := filepath.Join(t.TempDir(), "lib.out")
+	if err := os.WriteFile(from, []byte("library bytes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(other, "x.so")
+	if err := moveFile(from, to); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(to)
+	st, _ := os.Stat(to)
+	if err != nil || string(b) != "library bytes" || st.Mode().Perm() != 0o755 {
+		t.Errorf("moved file: %q, %v, mode %v", b, err, st.Mode())
+	}
+	if _, err := os.Stat(from); !os.IsNotExist(err) {
+		t.Errorf("source left behind: %v", err)
 	}
 }

@@ -117,7 +117,9 @@ func TestSyntaxErrorsReported(t *testing.T) {
 		line      int
 		text      string
 	}{
-		{"unterminated.metal", "kernel void k(device float* a [[buffer(0)]]) {\n  a[0] = \"x\n}\n", 2, "expected expression"},
+		{"unterminated.metal", "kernel void k(device float* a [[buffer(0)]]) {\n  a[0] = \"x\n}\n", 2, "missing terminating '\"' character"},
+		{"unterminated_global.metal", "#include <metal_stdlib>\nconstant char* s = \"abc;\nkernel void k(device float* a [[buffer(0)]]) { a[0] = 1; }\n", 2, "missing terminating"},
+		{"unterminated_char.metal", "constant char s = 'a;\nkernel void k(device float* a [[buffer(0)]]) { a[0] = 1; }\n", 1, "missing terminating ' character"},
 		{"unclosed.metal", "kernel void k(device float* a [[buffer(0)]]) {\n  a[0] = 1.0f;\n  {\n}\n", 1, "expected '}'"},
 	} {
 		path := filepath.Join(dir, c.name)

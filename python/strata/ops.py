@@ -96,8 +96,12 @@ def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, r
     dk = _Desc(k, "k", np.float32, (None, None, D))
     N, Hkv, _ = dk.arr.shape
     dv = _Desc(v, "v", np.float32, (N, Hkv, D))
+    if isinstance(pos0, (bool, np.bool_)) or not isinstance(pos0, (int, np.integer)):
+        raise InvalidArgumentError(f"pos0 must be an integer position, got {pos0!r}")
     if pos0 < 0 or pos0 + T > N:
         raise ShapeError(f"pos0 {pos0} with T {T} needs pos0+T <= N = {N} cache rows")
+    if scale is not None and (isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating))):
+        raise InvalidArgumentError(f"scale must be a number or None, got {scale!r}")
     if Hq % Hkv:
         raise InvalidArgumentError(f"Hkv {Hkv} does not divide Hq {Hq}")
     o = _out(out, "out", (T, Hq, D))

@@ -121,6 +121,11 @@ def test_wrong_dtype_and_shape(strata, device, model):
         strata.attention(q, kv, np.zeros((3, 1, 5), np.float32))
     with pytest.raises(strata.ShapeError):
         strata.attention(q, kv, kv, pos0=1)  # the cache holds 3 rows, pos0 + T = 4
+    for bad in (0.5, True, "0", None):
+        with pytest.raises(strata.InvalidArgumentError, match="pos0 must be an integer"):
+            strata.attention(q, kv, kv, pos0=bad)
+    with pytest.raises(strata.InvalidArgumentError, match="scale must be a number"):
+        strata.attention(q, kv, kv, scale="1")
     with pytest.raises(strata.InvalidArgumentError):
         strata.attention(np.zeros((3, 4, 2), np.float32).transpose(0, 2, 1), kv, kv)  # not contiguous
     ro = np.zeros((3, 2, 4), np.float32)

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stratakernels/strata/metal"
@@ -38,6 +39,17 @@ func main() {
 	cases := flag.String("cases", "auto", "op cases: all, short (the subset op/optest marks), or auto (all on a GPU, short on the emulator)")
 	abN := flag.Int("ab", 11, "timed A/B pairs per kernel variant on a GPU (0: no timing)")
 	threads := flag.Int("threads", 0, "emulator threads running threadgroups (0: every core)")
+	flag.Usage = func() {
+		// testing.Init registers the -test.* flags (the op cases run under package testing);
+		// they are not the self-test's options, so the help lists its own only.
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./metal/cmd/selftest [flags]")
+		flag.VisitAll(func(f *flag.Flag) {
+			if strings.HasPrefix(f.Name, "test.") {
+				return
+			}
+			fmt.Fprintf(flag.CommandLine.Output(), "  -%s\n    \t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
+		})
+	}
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "selftest: unexpected arguments %q\n", flag.Args())

@@ -74,7 +74,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	files := fs.Args()
-	if len(files) == 0 || *out != "" && len(files) != 1 || *asan && *out == "" {
+	var why string
+	switch {
+	case len(files) == 0:
+		why = "no input file"
+	case *out != "" && len(files) != 1:
+		why = fmt.Sprintf("-o writes the library of one input, got %d", len(files))
+	case *asan && *out == "":
+		why = "-asan builds the library -o writes: give -o LIB"
+	}
+	if why != "" {
+		fmt.Fprintf(stderr, "mslc: %s\n", why)
 		fs.Usage()
 		return 2
 	}
