@@ -27,6 +27,9 @@ type Pass struct {
 	// force names, per op, the kernel this Pass runs whatever Prefer and the capability defaults
 	// say (the first-use self-check of a tensor-op variant compares two kernels this way).
 	force map[string]string
+	// routeStatus is moe_route's flag of non-finite logits ([2] uint32, see prompt.metal),
+	// allocated by the first TopKRoute of the Pass and read after the command buffer.
+	routeStatus *Tensor
 }
 
 // dispatchCmd is one recorded dispatch: its pipeline, arguments (checked when recorded),
@@ -88,7 +91,8 @@ type dispatchTimer interface{ DispatchTimes() []time.Duration }
 // Commit implements op.Pass: it creates the command buffer, encodes the recorded dispatches,
 // commits it and waits for it, all inside one autorelease pool (mtl.AutoreleasePooler); it
 // returns the first encoding error (then nothing runs) or the device's error (wrapping
-// op.ErrBackend, and mtl.ErrExecution for a failed command buffer). Buffers the Pass allocated
+// op.ErrBackend, and mtl.ErrExecution for a failed command buffer), or op.ErrInvalidArgument when
+// a TopKRoute met NaN or infinite logits (see TopKRoute). Buffers the Pass allocated
 // itself are released. Timing: per Stage where the device times each dispatch (the emulator:
 // wall time per dispatch); else Total only, with PerStage false: the command buffer's GPU time
 // where the device reports it (mtl.GPUTimer: GPUEndTime - GPUStartTime on Metal), else the wall
@@ -129,6 +133,9 @@ func (j *Pass) run() (op.Timing, error) {
 	cb.Commit()
 	if werr := cb.Wait(); werr != nil {
 		return op.Timing{}, fmt.Errorf("metal: %w: %w", op.ErrBackend, werr)
+	}
+	if err := j.routeError(); err != nil {
+		return op.Timing{}, err
 	}
 	tm := op.Timing{Total: time.Since(t0)}
 	if dt, ok := cb.(dispatchTimer); ok {

@@ -129,9 +129,11 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 // TopKRoute implements op.Pass with moe_route: p = softmax(logits) over E experts in float32, the
 // K largest p per token in descending order (ties to the lower expert index), and w = p / sum of
 // the K selected when Norm. The probabilities differ from the CPU's float64 softmax by float32
-// rounding, so experts whose p agree to about 1e-7 relative may be ranked differently. The logits
-// are not checked for NaN or infinities (they are on the device; the CPU backend refuses them):
-// a NaN logit ranks as the kernel's comparisons make it. Limits: K <= 256, E <= 8192.
+// rounding, so experts whose p agree to about 1e-7 relative may be ranked differently. NaN and
+// infinite logits are refused as on the CPU, after the fact: the kernel flags them in a status
+// buffer of the Pass, and Commit returns an error wrapping op.ErrInvalidArgument naming the
+// first such token of the pass (the pass's outputs are then meaningless; the runner restores
+// the session). Limits: K <= 256, E <= 8192.
 func (j *Pass) TopKRoute(a op.TopKRoute) error {
 	const opName = "TopKRoute"
 	if err := a.Check(); err != nil {
@@ -158,8 +160,27 @@ func (j *Pass) route(bw, bi, bl *Tensor, T, E, K int, norm bool) error {
 	if err != nil {
 		return j.fail(err)
 	}
+	if j.routeStatus == nil {
+		if j.routeStatus = j.alloc(op.I32, 2); j.routeStatus == nil {
+			return j.err
+		}
+		j.routeStatus.I32()[1] = -1 // 0xffffffff: no token yet
+	}
 	nt := 256
 	j.dispatch(pipe, fmt.Sprintf("moe_route_f32_e%d_k%d_tg%d", E, K, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 4*E,
-		bw, bi, bl, paramBytes(routeParams{E: E, K: K, Norm: norm}))
+		bw, bi, bl, paramBytes(routeParams{E: E, K: K, Norm: norm}), j.routeStatus)
 	return j.err
+}
+
+// routeError is the error of a finished Pass whose moe_route dispatches met a NaN or infinite
+// logit (nil when none did).
+func (j *Pass) routeError() error {
+	if j.routeStatus == nil {
+		return nil
+	}
+	st := j.routeStatus.I32()
+	if st[0] == 0 {
+		return nil
+	}
+	return fmt.Errorf("TopKRoute: %w: the router logits of token %d (of a pass's rows) hold a NaN or an infinity", op.ErrInvalidArgument, uint32(st[1]))
 }

@@ -382,27 +382,35 @@ func TestNaNRouterWeightIsBackendError(t *testing.T) {
 	if err := os.WriteFile(shard, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dev, err := Open(Options{Backend: "cpu"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := LoadModel(dev, dst, LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	s, err := m.NewSession(SessionOptions{MaxContext: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	before, _ := s.Snapshot()
-	_, err = s.Prefill(context.Background(), []int32{1, 2, 3}, PrefillOptions{})
-	if !errors.Is(err, ErrBackend) || errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "NaN") {
-		t.Fatalf("error %v: want ErrBackend (not ErrInvalidArgument) naming the NaN", err)
-	}
-	after, _ := s.Snapshot()
-	if s.Position() != 0 || !before.Equal(after) {
-		t.Errorf("failed prefill changed the session (position %d)", s.Position())
+	for _, backend := range []string{"cpu", "emu"} {
+		t.Run(backend, func(t *testing.T) {
+			opts := Options{Backend: backend}
+			if backend == "emu" {
+				opts.MetalDevice = emuDevice(t) // the Metal kernels flag the NaN on the device
+			}
+			dev, err := Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := LoadModel(dev, dst, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			s, err := m.NewSession(SessionOptions{MaxContext: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			before, _ := s.Snapshot()
+			_, err = s.Prefill(context.Background(), []int32{1, 2, 3}, PrefillOptions{})
+			if !errors.Is(err, ErrBackend) || errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "NaN") {
+				t.Fatalf("error %v: want ErrBackend (not ErrInvalidArgument) naming the NaN", err)
+			}
+			after, _ := s.Snapshot()
+			if s.Position() != 0 || !before.Equal(after) {
+				t.Errorf("failed prefill changed the session (position %d)", s.Position())
+			}
+		})
 	}
 }

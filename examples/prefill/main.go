@@ -85,8 +85,13 @@ func run() error {
 	if flagSet("bench-tokens") && !*bench {
 		return fmt.Errorf("--bench-tokens applies to --bench runs only")
 	}
-	if flagSet("seed") && (*tokensArg != "" || *tokensFile != "") {
-		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens or --tokens-file")
+	if flagSet("seed") && (*tokensArg != "" || *tokensFile != "" || flagSet("prompt") || flagSet("prompt-file")) {
+		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens, --tokens-file, --prompt or --prompt-file")
+	}
+	for _, name := range []string{"prompt", "tokens", "tokens-file", "prompt-file", "tokenizer", "save-logits"} {
+		if flagSet(name) && flag.Lookup(name).Value.String() == "" {
+			return fmt.Errorf("--%s is empty", name)
+		}
 	}
 	if *modelDir != "" && flagSet("preset") {
 		return fmt.Errorf("give --model DIR or --preset NAME, not both (--preset picks a generated model when --model is not given)")
@@ -298,6 +303,32 @@ func run() error {
 	return nil
 }
 
+// parseIDs reads token ids separated by commas, white space or both (a file's newlines, CRLF
+// and tabs included; a UTF-8 byte order mark at the start is skipped). An empty entry between two
+// commas or at an end (a lost id) is an error.
+func parseIDs(list string) ([]int32, error) {
+	list = strings.TrimPrefix(list, "\ufeff")
+	if strings.Contains(list, ",") {
+		for _, e := range strings.Split(list, ",") {
+			if strings.TrimSpace(e) == "" {
+				return nil, fmt.Errorf("empty entry in the token list (two commas in a row, or one at an end)")
+			}
+		}
+	}
+	var out []int32
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
+		v, err := strconv.ParseInt(f, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("token %q: %w", f, err)
+		}
+		out = append(out, int32(v))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no token ids given")
+	}
+	return out, nil
+}
+
 // flagSet reports whether the flag was given on the command line (not only its default).
 func flagSet(name string) bool {
 	set := false
@@ -350,31 +381,21 @@ func promptTokens(list, file string, randomN int, seed uint64, generated bool, v
 		if err != nil {
 			return nil, err
 		}
-		list = string(b)
-		if strings.TrimSpace(list) == "" {
+		if strings.TrimSpace(string(b)) == "" {
 			return nil, fmt.Errorf("--tokens-file %s holds no token ids", file)
 		}
+		ids, err := parseIDs(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("--tokens-file %s: %w", file, err)
+		}
+		return ids, nil
 	}
 	if list != "" {
-		var out []int32
-		// Ids are separated by a comma, white space, or both; an empty entry between two commas
-		// (a lost id) is an error.
-		for _, e := range strings.Split(list, ",") {
-			if strings.TrimSpace(e) == "" && strings.Contains(list, ",") {
-				return nil, fmt.Errorf("empty entry in the token list (two commas in a row, or one at an end)")
-			}
+		ids, err := parseIDs(list)
+		if err != nil {
+			return nil, fmt.Errorf("--tokens: %w", err)
 		}
-		for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
-			v, err := strconv.ParseInt(f, 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("token %q: %w", f, err)
-			}
-			out = append(out, int32(v))
-		}
-		if len(out) == 0 {
-			return nil, fmt.Errorf("no token ids given")
-		}
-		return out, nil
+		return ids, nil
 	}
 	if randomN <= 0 {
 		if !generated {

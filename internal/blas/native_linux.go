@@ -65,11 +65,14 @@ func loadNative(threads int) (backend, error) {
 	if got == 1 {
 		per = "1 thread/call, concurrent"
 	}
+	if got != threads {
+		per += fmt.Sprintf(" (STRATA_BLAS_THREADS=%d: this OpenBLAS runs at most %d)", threads, got)
+	}
 	name := getCore()
 	core := "core " + name
 	switch {
 	case coreNote == "OPENBLAS_CORETYPE":
-		if v := os.Getenv("OPENBLAS_CORETYPE"); strings.EqualFold(strings.TrimSpace(v), name) {
+		if v := os.Getenv("OPENBLAS_CORETYPE"); strings.EqualFold(v, name) {
 			core += " from OPENBLAS_CORETYPE"
 		} else {
 			// OpenBLAS did not know the value (it says "Core not found" only with

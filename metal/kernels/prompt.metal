@@ -263,10 +263,14 @@ kernel void gr_norm_h_stream_out(device float* x [[buffer(0)]],
 // the lower expert index), renormalised when norm is set. One threadgroup per token; the
 // probabilities live in threadgroup memory (E floats, dynamic, index 0) plus 384 B static:
 // E = 512 -> 2.4 KiB, 13 threadgroups per core by memory.
+// status [2]: a token whose logits hold a NaN or an infinity sets status[0] to 1 and lowers
+// status[1] to its index (the host sets it to 0xffffffff before the pass and refuses the pass
+// after it: the routing of such a token is meaningless).
 kernel void moe_route(device float* wout [[buffer(0)]],
                       device int* iout [[buffer(1)]],
                       const device float* logits [[buffer(2)]],
                       constant RouteParams& p [[buffer(3)]],
+                      device atomic_uint* status [[buffer(4)]],
                       threadgroup float* pe [[threadgroup(0)]],
                       uint t [[threadgroup_position_in_grid]],
                       uint tid [[thread_index_in_threadgroup]],
@@ -276,8 +280,14 @@ kernel void moe_route(device float* wout [[buffer(0)]],
     threadgroup int besti[32];
     const device float* l = logits + t * p.E;
     float m = -3.402823466e+38f;
+    bool bad = false;
     for (uint e = tid; e < p.E; e += ntg) {
+        bad = bad || !isfinite(l[e]);
         m = max(m, l[e]);
+    }
+    if (bad) {
+        atomic_store_explicit(&status[0], 1u, memory_order_relaxed);
+        atomic_fetch_min_explicit(&status[1], t, memory_order_relaxed);
     }
     m = simd_max(m);
     if (tid % 32 == 0) {

@@ -74,6 +74,12 @@ def _ptr(d):
     return d.ptr() if d is not None else None
 
 
+def _flag(v, name):
+    """Refuses a flag that is not a bool (a string such as "no" would be taken as true)."""
+    if not isinstance(v, (bool, np.bool_)):
+        raise InvalidArgumentError(f"{name} must be a bool, got {v!r}")
+
+
 def _out(out, name, shape):
     if out is None:
         return np.empty(shape, dtype=np.float32)
@@ -102,6 +108,9 @@ def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, r
         raise ShapeError(f"pos0 {pos0} with T {T} needs pos0+T <= N = {N} cache rows")
     if scale is not None and (isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating))):
         raise InvalidArgumentError(f"scale must be a number or None, got {scale!r}")
+    if scale is not None and scale == 0:
+        raise InvalidArgumentError("scale 0 would zero every score: give None for the default 1/sqrt(D)")
+    _flag(return_lse, "return_lse")
     if Hq % Hkv:
         raise InvalidArgumentError(f"Hkv {Hkv} does not divide Hq {Hq}")
     o = _out(out, "out", (T, Hq, D))
@@ -114,6 +123,8 @@ def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, r
     p.scale = 0.0 if scale is None else float(scale)
     keep = []
     if selection is not None:
+        if not isinstance(selection, (tuple, list)) or len(selection) != 3:
+            raise InvalidArgumentError("selection must be a tuple (dense, offsets, tokens): dense [T] bool/int, offsets [T+1] int32, tokens int32")
         dense, offsets, tokens = selection
         doff = _Desc(offsets, "sel_offsets", np.int32, (T + 1,))
         dtok = _Desc(tokens, "sel_tokens", np.int32, (None,))
@@ -139,7 +150,8 @@ def gdn_scan(q, k, v, g, beta, state, normalize_qk=False, head_map="grouped", mo
     lib = _lib.load()
     maps = {"grouped": _lib.GDN_GROUPED, "tiled": _lib.GDN_TILED}
     modes = {"chunked": _lib.GDN_CHUNKED, "recurrent": _lib.GDN_RECURRENT}
-    if head_map not in maps or mode not in modes:
+    _flag(normalize_qk, "normalize_qk")
+    if not isinstance(head_map, str) or not isinstance(mode, str) or head_map not in maps or mode not in modes:
         raise InvalidArgumentError(f"head_map {head_map!r} / mode {mode!r}: want {sorted(maps)} / {sorted(modes)}")
     dev = _device(device)
     dq = _Desc(q, "q", np.float32, (None, None, None))
@@ -186,6 +198,8 @@ def moe_combine(ye, rk, w, shared=None, out=None, residual=None, beta=None, devi
         keep.append(dsh)
     if (residual is None) != (beta is None):
         raise InvalidArgumentError("residual and beta go together (the fused GatedResidual write)")
+    if residual is not None and out is not None:
+        raise InvalidArgumentError("out is for the plain combine; with residual the result is written into residual in place")
     if residual is not None:
         dbeta = _Desc(beta, "beta", np.float32, (T, None))
         S = dbeta.arr.shape[1]

@@ -162,6 +162,33 @@ def test_wrong_dtype_and_shape(strata, device, model):
         assert s.position == 0
 
 
+def test_op_arguments_of_the_wrong_kind(strata):
+    """Flags must be bools, scale a nonzero number, head_map a name, selection a triple, and out
+    is not taken together with residual: each refused with a strata error, not used as given."""
+    q = np.zeros((4, 2, 4), np.float32)
+    kv = np.zeros((4, 1, 4), np.float32)
+    with pytest.raises(strata.InvalidArgumentError, match="scale 0"):
+        strata.attention(q, kv, kv, scale=0.0)
+    with pytest.raises(strata.InvalidArgumentError, match="return_lse must be a bool"):
+        strata.attention(q, kv, kv, return_lse="no")
+    for sel in (5, (None, None)):
+        with pytest.raises(strata.InvalidArgumentError, match="selection must be a tuple"):
+            strata.attention(q, kv, kv, selection=sel)
+    T, Hk, Hv, Dk, Dv = 3, 1, 2, 4, 4
+    args = (np.zeros((T, Hk, Dk), np.float32), np.zeros((T, Hk, Dk), np.float32), np.zeros((T, Hv, Dv), np.float32),
+            np.zeros((T, Hv), np.float32), np.zeros((T, Hv), np.float32), np.zeros((Hv, Dk, Dv), np.float32))
+    with pytest.raises(strata.InvalidArgumentError, match="normalize_qk must be a bool"):
+        strata.gdn_scan(*args, normalize_qk="no")
+    with pytest.raises(strata.InvalidArgumentError, match="head_map"):
+        strata.gdn_scan(*args, head_map=["grouped"])
+    ye = np.zeros((2, 4), np.float32)
+    rk = np.zeros((1, 2), np.int32)
+    w = np.full((1, 2), 0.5, np.float32)
+    with pytest.raises(strata.InvalidArgumentError, match="with residual"):
+        strata.moe_combine(ye, rk, w, out=np.zeros((1, 4), np.float32), residual=np.zeros((1, 1, 4), np.float32),
+                           beta=np.zeros((1, 1), np.float32))
+
+
 def test_output_buffer_too_small(strata, model):
     from strata import _lib
     lib = strata.library()

@@ -83,6 +83,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *asan && *out == "":
 		why = "-asan builds the library -o writes: give -o LIB"
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "o" && *out == "" && why == "" {
+			why = "-o is empty: give the library's file name"
+		}
+	})
+	if st, err := os.Stat(*out); why == "" && *out != "" && err == nil && st.IsDir() {
+		why = fmt.Sprintf("-o %s is a directory: give the library's file name", *out)
+	}
 	if why != "" {
 		fmt.Fprintf(stderr, "mslc: %s\n", why)
 		fs.Usage()
