@@ -161,10 +161,13 @@ func (j *Pass) route(bw, bi, bl *Tensor, T, E, K int, norm bool) error {
 		return j.fail(err)
 	}
 	if j.routeStatus == nil {
-		if j.routeStatus = j.alloc(op.I32, 2); j.routeStatus == nil {
+		// The session's scratch holds it (a prefill allocates nothing new once resident); the
+		// previous Pass on this scratch has finished, so the host resets it here.
+		if j.routeStatus = j.tmpI32("moe_route.status", 2); j.routeStatus == nil {
 			return j.err
 		}
-		j.routeStatus.I32()[1] = -1 // 0xffffffff: no token yet
+		st := j.routeStatus.I32()
+		st[0], st[1] = 0, -1 // -1: 0xffffffff, no token yet
 	}
 	nt := 256
 	j.dispatch(pipe, fmt.Sprintf("moe_route_f32_e%d_k%d_tg%d", E, K, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 4*E,
