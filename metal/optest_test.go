@@ -13,7 +13,9 @@ import (
 // Metal backend on the emulator against the float64 references. The host-data checks of
 // the CPU backend (token ids, slot rows, expert indices, NaN logits: the value_* cases) do not
 // apply inside a Metal Pass, whose inputs may be written by earlier ops of the same Pass; the op
-// entry points check them on the host instead (strata.Device.Attention and friends). With
+// entry points check them on the host instead (strata.Device.Attention and friends), and NaN or
+// infinite router logits are flagged by moe_route and refused at Commit
+// (TestTopKRouteRefusesNonFiniteLogits). With
 // -short only the cases optest marks short run.
 func TestOpCases(t *testing.T) {
 	b := testBackend(t)
