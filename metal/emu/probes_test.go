@@ -108,8 +108,9 @@ func TestDiagnosticPositions(t *testing.T) {
 }
 
 // Syntax errors are reported at the user's source as clang sees them: an unterminated string
-// (a preprocessor warning must not leak into the kernel's tokens) and an unclosed brace (the
-// generated launchers it swallows are not reported).
+// (a preprocessor warning must not leak into the kernel's tokens), an error after a raw string
+// literal spanning lines at program scope, and an unclosed brace (the generated launchers it
+// swallows are not reported).
 func TestSyntaxErrorsReported(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -119,6 +120,7 @@ func TestSyntaxErrorsReported(t *testing.T) {
 	}{
 		{"unterminated.metal", "kernel void k(device float* a [[buffer(0)]]) {\n  a[0] = \"x\n}\n", 2, "missing terminating '\"' character"},
 		{"unterminated_global.metal", "#include <metal_stdlib>\nconstant char* s = \"abc;\nkernel void k(device float* a [[buffer(0)]]) { a[0] = 1; }\n", 2, "missing terminating"},
+		{"raw_string.metal", "constant char* s = R\"x(a\nb)x\";\nkernel void k(device float* a [[buffer(0)]]) { a[0] = j; }\n", 3, "undeclared identifier 'j'"},
 		{"unterminated_char.metal", "constant char s = 'a;\nkernel void k(device float* a [[buffer(0)]]) { a[0] = 1; }\n", 1, "missing terminating ' character"},
 		{"unclosed.metal", "kernel void k(device float* a [[buffer(0)]]) {\n  a[0] = 1.0f;\n  {\n}\n", 1, "expected '}'"},
 	} {

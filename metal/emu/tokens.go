@@ -45,6 +45,30 @@ type token struct {
 
 // tokenize splits preprocessed source into tokens whose texts concatenate to the source, less its
 // linemarkers (# N "file" ...), which set the positions of the tokens after them.
+// rawString recognises a raw string literal whose prefix (R, u8R, uR, UR or LR) is
+// src[start:i] and whose quote is src[i], and returns its end. A delimiter that is never closed
+// runs to the end of src.
+func rawString(src string, start, i int) (end int, ok bool) {
+	switch src[start:i] {
+	case "R", "u8R", "uR", "UR", "LR":
+	default:
+		return 0, false
+	}
+	if i >= len(src) || src[i] != '"' {
+		return 0, false
+	}
+	open := strings.IndexByte(src[i+1:], '(')
+	if open < 0 || open > 16 || strings.ContainsAny(src[i+1:i+1+open], " ()\\\t\v\f\n") {
+		return 0, false
+	}
+	closer := ")" + src[i+1:i+1+open] + "\""
+	body := i + 1 + open + 1
+	if k := strings.Index(src[body:], closer); k >= 0 {
+		return body + k + len(closer), true
+	}
+	return len(src), true
+}
+
 func tokenize(src string) []token {
 	var toks []token
 	i, n := 0, len(src)
@@ -83,6 +107,14 @@ func tokenize(src string) []token {
 		case isIdentStart(c):
 			for i < n && isIdentChar(src[i]) {
 				i++
+			}
+			if end, ok := rawString(src, start, i); ok {
+				// A raw string literal (R"d(...)d", with an encoding prefix) may span lines. The
+				// preprocessor's output counts it as one line (it writes the newlines it holds
+				// again after it), so the line count does not advance inside it.
+				i = end
+				toks = append(toks, token{kind: tkString, text: src[start:i], pos: pos, orig: true})
+				break
 			}
 			toks = append(toks, token{kind: tkIdent, text: src[start:i], pos: pos, orig: true})
 		case isDigit(c) || (c == '.' && i+1 < n && isDigit(src[i+1])):
