@@ -87,6 +87,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -219,6 +220,10 @@ func findClang(override string) (string, error) {
 		p, err := exec.LookPath(named.c)
 		if err != nil {
 			return "", fmt.Errorf("emu: %s=%q: %v: %w", named.what, named.c, err, mtl.ErrCompile)
+		}
+		// It must be clang: another program would fail every compile with no word of why.
+		if out, err := exec.Command(p, "--version").Output(); err != nil || !strings.Contains(string(out), "clang") {
+			return "", fmt.Errorf("emu: %s=%q is not clang (`%s --version` does not say clang): %w", named.what, named.c, named.c, mtl.ErrCompile)
 		}
 		return p, nil
 	}

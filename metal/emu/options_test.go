@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,6 +81,12 @@ func TestNamedClangAndCache(t *testing.T) {
 	t.Setenv("STRATA_CLANG", "/nonexistent/clang++")
 	if _, err := findClang(""); err == nil || !strings.Contains(err.Error(), "STRATA_CLANG") {
 		t.Errorf("missing $STRATA_CLANG: %v", err)
+	}
+	if sh, err := exec.LookPath("true"); err == nil {
+		t.Setenv("STRATA_CLANG", sh)
+		if _, err := findClang(""); err == nil || !strings.Contains(err.Error(), "is not clang") {
+			t.Errorf("$STRATA_CLANG naming a program that is not clang: %v", err)
+		}
 	}
 	t.Setenv("STRATA_CLANG", "")
 	if _, err := findClang(""); err != nil {
