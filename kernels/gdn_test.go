@@ -14,99 +14,13 @@ import (
 	"github.com/stratakernels/strata/op/optest"
 )
 
-// Naive float64 references, written from the equations of the op docs (transformers'
-// Qwen3NextGatedDeltaNet / torch_recurrent_gated_delta_rule / RMSNormGated).
+// The float64 references are op/optest's (RefL2Norm, RefGDNScan, RefGDNPost: the equations of
+// the op docs, transformers' Qwen3NextGatedDeltaNet / torch_recurrent_gated_delta_rule /
+// RMSNormGated).
 
-func gdnRefQKHead(c optest.GDNCase, h int) int {
-	if c.Tiled {
-		return h % c.Hk
-	}
-	return h / (c.Hv / c.Hk)
-}
-
-func gdnRefSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
-
-// gdnRefNorm l2-normalises each length-d row of x (float64 copy) and multiplies it by scale.
+// gdnRefNorm l2-normalises each length-d row of x in float64 and multiplies it by scale.
 func gdnRefNorm(x []float32, d int, scale float64) []float64 {
-	y := make([]float64, len(x))
-	for r := 0; r < len(x)/d; r++ {
-		var s float64
-		for i := 0; i < d; i++ {
-			s += float64(x[r*d+i]) * float64(x[r*d+i])
-		}
-		for i := 0; i < d; i++ {
-			y[r*d+i] = float64(x[r*d+i]) / math.Sqrt(s+1e-6) * scale
-		}
-	}
-	return y
-}
-
-// gdnRefScan runs the recurrence in float64; q, k already normalised.
-func gdnRefScan(c optest.GDNCase, q, k, v, g, beta, state []float64) (o, st []float64) {
-	Dk, Dv := c.Dk, c.Dv
-	st = slices.Clone(state)
-	o = make([]float64, c.T*c.Hv*Dv)
-	kv := make([]float64, Dv)
-	for h := 0; h < c.Hv; h++ {
-		j := gdnRefQKHead(c, h)
-		S := st[h*Dk*Dv : (h+1)*Dk*Dv]
-		for t := 0; t < c.T; t++ {
-			decay := math.Exp(g[t*c.Hv+h])
-			for i := range S {
-				S[i] *= decay
-			}
-			kt := k[(t*c.Hk+j)*Dk:]
-			qt := q[(t*c.Hk+j)*Dk:]
-			for d := 0; d < Dv; d++ {
-				kv[d] = 0
-				for i := 0; i < Dk; i++ {
-					kv[d] += S[i*Dv+d] * kt[i]
-				}
-			}
-			for d := 0; d < Dv; d++ {
-				delta := beta[t*c.Hv+h] * (v[(t*c.Hv+h)*Dv+d] - kv[d])
-				for i := 0; i < Dk; i++ {
-					S[i*Dv+d] += kt[i] * delta
-				}
-			}
-			for d := 0; d < Dv; d++ {
-				var s float64
-				for i := 0; i < Dk; i++ {
-					s += S[i*Dv+d] * qt[i]
-				}
-				o[(t*c.Hv+h)*Dv+d] = s
-			}
-		}
-	}
-	return o, st
-}
-
-func gdnRefPost(o, z []float32, Dv int, w []float32, eps float64, act op.GateAct) []float64 {
-	y := make([]float64, len(o))
-	for r := 0; r < len(o)/Dv; r++ {
-		var s float64
-		for d := 0; d < Dv; d++ {
-			s += float64(o[r*Dv+d]) * float64(o[r*Dv+d])
-		}
-		inv := 1 / math.Sqrt(s/float64(Dv)+eps)
-		for d := 0; d < Dv; d++ {
-			zd := float64(z[r*Dv+d])
-			a := gdnRefSigmoid(zd)
-			if act == op.ActSilu {
-				a *= zd
-			}
-			y[r*Dv+d] = float64(w[d]) * float64(o[r*Dv+d]) * inv * a
-		}
-	}
-	return y
-}
-
-func gdnF64(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, e := range x {
-		y[i] = float64(e)
-	}
-	return y
+	return optest.RefL2Norm(optest.To64(x), d, scale)
 }
 
 // gdnRelDiff returns max |got - want| / max |want|.
@@ -178,7 +92,7 @@ func testGDNGolden(t *testing.T) {
 		if err := GDNScan(o, st, q, k, v, g, beta, p, mode); err != nil {
 			t.Fatal(err)
 		}
-		do, ds := gdnRelDiff(o, gdnF64(oWant)), gdnRelDiff(st, gdnF64(stWant))
+		do, ds := gdnRelDiff(o, optest.To64(oWant)), gdnRelDiff(st, optest.To64(stWant))
 		t.Logf("mode %d: o max|diff|/max|o| = %.3g, state %.3g", mode, do, ds)
 		if do > 1e-4 || ds > 1e-4 {
 			t.Errorf("mode %d: o rel diff %.3g, state rel diff %.3g > 1e-4", mode, do, ds)
@@ -195,7 +109,7 @@ func testGDNScanCases(t *testing.T) {
 			in := c.Inputs()
 			qn := gdnRefNorm(in.Q, c.Dk, 1/math.Sqrt(float64(c.Dk)))
 			kn := gdnRefNorm(in.K, c.Dk, 1)
-			oRef, stRef := gdnRefScan(c, qn, kn, gdnF64(in.V), gdnF64(in.G), gdnF64(in.Beta), gdnF64(in.State))
+			oRef, stRef := optest.RefGDNScan(c.Params(), qn, kn, optest.To64(in.V), optest.To64(in.G), optest.To64(in.Beta), optest.To64(in.State))
 			var outs [2][]float32
 			for mi, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 				o, st, q, k := gdnRunScan(t, c, in, mode)
@@ -209,7 +123,7 @@ func testGDNScanCases(t *testing.T) {
 				}
 				outs[mi] = o
 			}
-			if d := gdnRelDiff(outs[0], gdnF64(outs[1])); d > 1e-5 {
+			if d := gdnRelDiff(outs[0], optest.To64(outs[1])); d > 1e-5 {
 				t.Errorf("chunked vs recurrent: rel diff %.3g > 1e-5", d)
 			}
 		})
@@ -226,8 +140,8 @@ func testGDNHeadMaps(t *testing.T) {
 	for i, tiled := range []bool{false, true} {
 		c := base
 		c.Tiled = tiled
-		oRef, _ := gdnRefScan(c, gdnRefNorm(in.Q, c.Dk, 1/math.Sqrt(float64(c.Dk))), gdnRefNorm(in.K, c.Dk, 1),
-			gdnF64(in.V), gdnF64(in.G), gdnF64(in.Beta), gdnF64(in.State))
+		oRef, _ := optest.RefGDNScan(c.Params(), gdnRefNorm(in.Q, c.Dk, 1/math.Sqrt(float64(c.Dk))), gdnRefNorm(in.K, c.Dk, 1),
+			optest.To64(in.V), optest.To64(in.G), optest.To64(in.Beta), optest.To64(in.State))
 		for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 			o, _, _, _ := gdnRunScan(t, c, in, mode)
 			if d := gdnRelDiff(o, oRef); d > 1e-5 {
@@ -236,7 +150,7 @@ func testGDNHeadMaps(t *testing.T) {
 			outs[i] = o
 		}
 	}
-	if d := gdnRelDiff(outs[0], gdnF64(outs[1])); d < 1e-2 {
+	if d := gdnRelDiff(outs[0], optest.To64(outs[1])); d < 1e-2 {
 		t.Errorf("grouped and tiled outputs agree (rel diff %.3g): the case does not tell the maps apart", d)
 	}
 }
@@ -269,7 +183,7 @@ func testGDNScanSplit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			do, ds := gdnRelDiff(o, gdnF64(oOne)), gdnRelDiff(st, gdnF64(stOne))
+			do, ds := gdnRelDiff(o, optest.To64(oOne)), gdnRelDiff(st, optest.To64(stOne))
 			if do > 1e-6 || ds > 1e-6 {
 				t.Errorf("mode %d split at %d: o rel diff %.3g, state %.3g > 1e-6", mode, t1, do, ds)
 			}
@@ -311,7 +225,7 @@ func TestGDNPreSplit(t *testing.T) {
 			}
 		}
 		for i := range parts {
-			if d := gdnRelDiff(parts[i], gdnF64(one[i])); d > 1e-6 {
+			if d := gdnRelDiff(parts[i], optest.To64(one[i])); d > 1e-6 {
 				t.Errorf("split at %d: output %d rel diff %.3g > 1e-6", t1, i, d)
 			}
 		}
@@ -333,7 +247,7 @@ func TestGDNPost(t *testing.T) {
 			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
 				t.Fatal(err)
 			}
-			if d := gdnRelDiff(y, gdnRefPost(o, in.Z, c.Dv, in.NormW, 1e-6, act)); d > 1e-6 {
+			if d := gdnRelDiff(y, optest.RefGDNPost(o, in.Z, c.Dv, in.NormW, 1e-6, act)); d > 1e-6 {
 				t.Errorf("%s T%d act %d: rel diff %.3g", c.Name, c.T, act, d)
 			}
 			// In place over o gives the same result.

@@ -38,13 +38,7 @@ func denseLinear64(x []float64, T int, w []float32, N, K int) []float64 {
 	return y
 }
 
-func denseTo64(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, v := range x {
-		y[i] = float64(v)
-	}
-	return y
-}
+func denseTo64(x []float32) []float64 { return optest.To64(x) }
 
 // denseMaxRel is max |got - want| / max |want| (NaN in got counts as infinite error).
 func denseMaxRel(got []float32, want []float64) float64 {

@@ -6,47 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"testing"
 
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op/optest"
 )
 
-// denseRouteRef64 is softmax over E in float64 then a full sort by (p desc, index asc).
+// denseRouteRef64 is softmax over E in float64 then a full sort by (p desc, index asc)
+// (optest.RefTopKRoute).
 func denseRouteRef64(logits []float32, T, E, K int, norm bool) ([]float64, []int32) {
-	w := make([]float64, T*K)
-	idx := make([]int32, T*K)
-	for t := 0; t < T; t++ {
-		row := logits[t*E : (t+1)*E]
-		m := math.Inf(-1)
-		for _, v := range row {
-			m = math.Max(m, float64(v))
-		}
-		p := make([]float64, E)
-		var s float64
-		for e, v := range row {
-			p[e] = math.Exp(float64(v) - m)
-			s += p[e]
-		}
-		order := make([]int, E)
-		for e := range order {
-			p[e] /= s
-			order[e] = e
-		}
-		sort.SliceStable(order, func(a, b int) bool { return p[order[a]] > p[order[b]] })
-		var sel float64
-		for j := 0; j < K; j++ {
-			sel += p[order[j]]
-		}
-		for j := 0; j < K; j++ {
-			idx[t*K+j] = int32(order[j])
-			w[t*K+j] = p[order[j]]
-			if norm {
-				w[t*K+j] /= sel
-			}
-		}
-	}
+	w, idx, _ := optest.RefTopKRoute(logits, T, E, K, norm)
 	return w, idx
 }
 

@@ -11,22 +11,9 @@ import (
 	"github.com/stratakernels/strata/op/optest"
 )
 
-// denseNormRef64 is the zero-centred RMSNorm of every group of D in float64: x * (1+w) / sqrt(mean(x^2)+eps),
-// w cycling over S*D entries.
+// denseNormRef64 is the zero-centred RMSNorm of every group of D in float64 (optest.RefRMSNorm1p).
 func denseNormRef64(x []float32, S, D int, w []float32, eps float64) []float64 {
-	y := make([]float64, len(x))
-	for g := 0; g*D < len(x); g++ {
-		var ss float64
-		for _, v := range x[g*D : (g+1)*D] {
-			ss += float64(v) * float64(v)
-		}
-		inv := 1 / math.Sqrt(ss/float64(D)+eps)
-		s := g % S
-		for d := 0; d < D; d++ {
-			y[g*D+d] = float64(x[g*D+d]) * inv * (1 + float64(w[s*D+d]))
-		}
-	}
-	return y
+	return optest.RefRMSNorm1p(optest.To64(x), S, D, w, eps)
 }
 
 func TestRMSNorm1pCases(t *testing.T) {

@@ -5,35 +5,14 @@ import (
 
 	"errors"
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/stratakernels/strata/op/optest"
 )
 
-// denseRoPERef64 rotates x [T, H, Dh] in float64 with cos/sin duplicated over the two halves of the
-// rotary dims, written as x*cos + rotate_half(x)*sin, rotate_half(v) = (-v2, v1).
+// denseRoPERef64 rotates x [T, H, Dh] in float64 (optest.RefRoPE).
 func denseRoPERef64(x []float32, T, H, Dh, rot int, pos []float64, theta float64) []float64 {
-	y := denseTo64(x)
-	half := rot / 2
-	cosv, sinv := make([]float64, rot), make([]float64, rot)
-	rh := make([]float64, rot)
-	for t := 0; t < T; t++ {
-		for i := 0; i < rot; i++ {
-			f := pos[t] / math.Pow(theta, float64(2*(i%half))/float64(rot))
-			cosv[i], sinv[i] = math.Cos(f), math.Sin(f)
-		}
-		for h := 0; h < H; h++ {
-			v := y[(t*H+h)*Dh : (t*H+h)*Dh+rot]
-			for i := 0; i < half; i++ {
-				rh[i], rh[i+half] = -v[i+half], v[i]
-			}
-			for i := 0; i < rot; i++ {
-				v[i] = v[i]*cosv[i] + rh[i]*sinv[i]
-			}
-		}
-	}
-	return y
+	return optest.RefRoPE(optest.To64(x), T, H, Dh, rot, pos, theta)
 }
 
 func TestRoPECases(t *testing.T) {
