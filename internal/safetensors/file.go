@@ -37,27 +37,11 @@ type File struct {
 // names the file and, where one is involved, the tensor, and wraps ErrFormat; an error of the
 // file system is wrapped as well (errors.Is(err, fs.ErrNotExist) holds for a missing file).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, size, hlen, err := openHeaderLength(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
-	}
-	size := st.Size()
-	if size < 8 {
-		return nil, fmt.Errorf("%w: %s: file is %d bytes, shorter than the 8-byte header length", ErrFormat, path, size)
-	}
-	var lenBuf [8]byte
-	if _, err := f.ReadAt(lenBuf[:], 0); err != nil {
-		return nil, fmt.Errorf("%w: %s: reading header length: %v", ErrFormat, path, err)
-	}
-	hlen := binary.LittleEndian.Uint64(lenBuf[:])
-	if hlen > MaxHeaderSize || hlen > uint64(size-8) {
-		return nil, fmt.Errorf("%w: %s: header length %d exceeds the file (%d bytes) or the %d-byte limit", ErrFormat, path, hlen, size, MaxHeaderSize)
-	}
 	data, unmap, err := mapFile(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
@@ -74,6 +58,36 @@ func Open(path string) (*File, error) {
 	return file, nil
 }
 
+// openHeaderLength opens path and reads and checks its 8-byte header length against the file
+// size and MaxHeaderSize. The caller closes f. Errors wrap ErrFormat and name the file.
+func openHeaderLength(path string) (f *os.File, size int64, hlen uint64, err error) {
+	f, err = os.Open(path)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+	}
+	fail := func(format string, args ...any) (*os.File, int64, uint64, error) {
+		f.Close()
+		return nil, 0, 0, fmt.Errorf("%w: %s: "+format, append([]any{ErrFormat, path}, args...)...)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail("%v", err)
+	}
+	size = st.Size()
+	if size < 8 {
+		return fail("file is %d bytes, shorter than the 8-byte header length", size)
+	}
+	var lenBuf [8]byte
+	if _, err := f.ReadAt(lenBuf[:], 0); err != nil {
+		return fail("reading header length: %v", err)
+	}
+	hlen = binary.LittleEndian.Uint64(lenBuf[:])
+	if hlen > MaxHeaderSize || hlen > uint64(size-8) {
+		return fail("header length %d exceeds the file (%d bytes) or the %d-byte limit", hlen, size, MaxHeaderSize)
+	}
+	return f, size, hlen, nil
+}
+
 // OpenHeader validates one safetensors file as Open does, except that the data section may be
 // shorter than the header describes (a truncated or header-only file): the tiling of the data
 // section by the tensors is checked against the size the header implies, and trailing bytes
@@ -82,27 +96,11 @@ func Open(path string) (*File, error) {
 // no Data; Int64s reads a tensor's bytes from the file on demand. DataPresent tells how much of
 // the data section the file holds. Errors wrap ErrFormat and name the file (and tensor).
 func OpenHeader(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, size, hlen, err := openHeaderLength(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
-	}
-	size := st.Size()
-	if size < 8 {
-		return nil, fmt.Errorf("%w: %s: file is %d bytes, shorter than the 8-byte header length", ErrFormat, path, size)
-	}
-	var lenBuf [8]byte
-	if _, err := f.ReadAt(lenBuf[:], 0); err != nil {
-		return nil, fmt.Errorf("%w: %s: reading header length: %v", ErrFormat, path, err)
-	}
-	hlen := binary.LittleEndian.Uint64(lenBuf[:])
-	if hlen > MaxHeaderSize || hlen > uint64(size-8) {
-		return nil, fmt.Errorf("%w: %s: header length %d exceeds the file (%d bytes) or the %d-byte limit", ErrFormat, path, hlen, size, MaxHeaderSize)
-	}
 	header := make([]byte, hlen)
 	if _, err := f.ReadAt(header, 8); err != nil {
 		return nil, fmt.Errorf("%w: %s: reading the %d-byte header: %v", ErrFormat, path, hlen, err)
