@@ -55,8 +55,8 @@ darwin-vet:
 # strata's kernels through the emulator's strict MSL front end (mslc), the host's shared header first.
 # quant_tensor.metal is compiled after quant.metal (the backend concatenates them).
 msl-check:
-	go run ./metal/emu/cmd/mslc -include metal/kernels/params.h $(filter-out %/quant_tensor.metal,$(wildcard metal/kernels/*.metal))
-	go run ./metal/emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal metal/kernels/quant_tensor.metal
+	go run ./emu/cmd/mslc -include metal/kernels/params.h $(filter-out %/quant_tensor.metal,$(wildcard metal/kernels/*.metal))
+	go run ./emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal metal/kernels/quant_tensor.metal
 
 go-test:
 	go test -count=1 -timeout 40m ./...

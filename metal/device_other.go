@@ -9,7 +9,7 @@ import (
 )
 
 // SystemDevice opens the system default Metal device; Metal exists only on darwin, so here it
-// always fails. Tests and Linux hosts use the emulator (metal/emu) instead.
+// always fails. Tests and Linux hosts use the emulator (emu) instead.
 func SystemDevice() (mtl.Device, error) {
 	return nil, fmt.Errorf("metal: no Metal framework on this platform")
 }

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stratakernels/strata/emu"
 	"github.com/stratakernels/strata/internal/safetensors"
-	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/op/optest"

@@ -2,7 +2,7 @@
 // host code that compiles them, picks a kernel variant for each call and encodes the dispatches.
 // The host code is written against the small device interface of metal/mtl, so the same code runs
 // on Apple GPUs (the purego-based device of this package, darwin only) and on the MSL emulator of
-// metal/emu, which is how the kernels are tested without Apple hardware.
+// emu, which is how the kernels are tested without Apple hardware.
 //
 // Backend implements op.Backend: every op of op.Pass is encoded over device tensors (Tensor,
 // shared storage) into one command buffer per Pass (Begin), with weights from a per-model
@@ -114,11 +114,11 @@ type Backend struct {
 
 var _ op.Backend = (*Backend)(nil)
 
-// emulated is implemented by devices that emulate Metal on the CPU (metal/emu).
+// emulated is implemented by devices that emulate Metal on the CPU (emu).
 type emulated interface{ Emulated() bool }
 
 // New returns a Backend on dev. The device stays owned by the caller. The backend's name is
-// "emu" on an emulated device (metal/emu), else "metal".
+// "emu" on an emulated device (emu), else "metal".
 func New(dev mtl.Device) (*Backend, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("metal: %w: nil device", op.ErrInvalidArgument)

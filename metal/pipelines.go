@@ -22,7 +22,7 @@ var tensorFiles = map[string]bool{"qsa_tensor.metal": true, "gemm_tensor.metal":
 // the kernels rely on: qsa_scores' isnan guard, the -1e30 sentinels of the online softmaxes and
 // their exp underflow to 0, and the written order of every sum (the variants that give another
 // kernel's bits need it: relaxed mode may reassociate one of them and not the other). The
-// emulator compiles with the same options (metal/emu maps them onto clang's flags).
+// emulator compiles with the same options (emu maps them onto clang's flags).
 func CompileOptions(file string) mtl.CompileOptions {
 	o := mtl.CompileOptions{LanguageVersion: mtl.Language3_1, MathMode: mtl.MathSafe, PreciseFunctions: true}
 	if tensorFiles[file] {

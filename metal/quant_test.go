@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/emu"
 
 	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/op/optest"

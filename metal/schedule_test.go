@@ -3,7 +3,7 @@ package metal
 import (
 	"testing"
 
-	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/emu"
 	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/op/optest"
 )

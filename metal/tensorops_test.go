@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/emu"
 	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/op/optest"

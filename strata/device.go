@@ -6,9 +6,9 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/stratakernels/strata/emu"
 	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/metal"
-	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
 )
@@ -41,7 +41,7 @@ type Options struct {
 	// Backend is "auto" (or ""), "cpu", "metal" or "emu". metal runs every op of the prefill with
 	// the Metal kernels of package metal on MetalDevice, or on the system's default Metal device
 	// (metal.SystemDevice, macOS only) when MetalDevice is nil. emu runs the same Metal backend on
-	// the MSL emulator (metal/emu: the exact .metal files compiled with clang and run on the CPU;
+	// the MSL emulator (emu: the exact .metal files compiled with clang and run on the CPU;
 	// for tests and for debugging kernels without a Mac; thousands of times slower than a GPU).
 	// auto picks metal when MetalDevice is set or, on darwin, when the system device opens; else
 	// cpu. The choice is logged at info level.

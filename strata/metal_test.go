@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/emu"
 	"github.com/stratakernels/strata/metal/mtl"
 )
 

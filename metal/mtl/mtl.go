@@ -1,6 +1,6 @@
 // Package mtl is the small device interface the Metal backend's host code is written against.
 // Two implementations exist: Apple's Metal framework on macOS (through purego, no cgo) and the
-// MSL emulator in metal/emu, which compiles the same .metal sources with clang and runs them on
+// MSL emulator in emu/, which compiles the same .metal sources with clang and runs them on
 // the CPU with Metal's execution model. Host code written against this interface runs unchanged
 // on both, which is how the kernels are tested without Apple hardware.
 //

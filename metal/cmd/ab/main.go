@@ -27,8 +27,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/stratakernels/strata/emu"
 	"github.com/stratakernels/strata/metal"
-	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/internal/abcase"
 	"github.com/stratakernels/strata/metal/mtl"
 )

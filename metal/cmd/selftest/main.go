@@ -27,8 +27,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratakernels/strata/emu"
 	"github.com/stratakernels/strata/metal"
-	"github.com/stratakernels/strata/metal/emu"
 	"github.com/stratakernels/strata/metal/mtl"
 )
 

@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	go run ./metal/emu/cmd/mslc [flags] FILE.metal...
+//	go run ./emu/cmd/mslc [flags] FILE.metal...
 //
 // Flags (clang's spelling; -DNAME and -Idir also work joined):
 //
@@ -32,7 +32,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/stratakernels/strata/metal/emu"
+	"github.com/stratakernels/strata/emu"
 )
 
 type list []string

@@ -2,7 +2,7 @@
 // stand-in headers for metal_stdlib, and runs them on the CPU with Metal's execution model,
 // behind the same mtl.Device interface as real Metal. It exists so that the Metal backend's
 // kernels and host code are tested on machines without an Apple GPU. CompileFile (and the
-// command metal/emu/cmd/mslc) compiles a file as NewLibrary does, for kernel authors.
+// command emu/cmd/mslc) compiles a file as NewLibrary does, for kernel authors.
 //
 // Compilation: clang preprocesses the source; a pre-pass checks the MSL rules C++ does not
 // (specification section 1.5.4 and chapter 4: no double, goto, new/delete, virtual,

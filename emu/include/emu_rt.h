@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-// One dispatchThreadgroups call. Layout is mirrored by dispatchDesc in metal/emu/so.go.
+// One dispatchThreadgroups call. Layout is mirrored by dispatchDesc in emu//so.go.
 struct emu_dispatch {
   uint64_t seed;                          // shuffled schedule seed
   uint64_t buf[EMU_MAX_BINDINGS];         // buffer base pointers (already offset); 0 = unbound
