@@ -225,11 +225,13 @@ func (b *Builder) MLP(ly *Layer) {
 	ly.MLP = b.Dense(b.l.Layer(ly.Index, "mlp."), b.c.DenseI, "mlp")
 }
 
-// Head sets the plan's lm_head: the embedding when tie_word_embeddings, else the layout's
-// lm_head [Vocab, D].
+// Head sets the plan's lm_head: the embedding when tie_word_embeddings (an lm_head tensor the
+// checkpoint stores anyway is skipped, as transformers ties it to the embedding), else the
+// layout's lm_head [Vocab, D].
 func (b *Builder) Head() {
 	if b.c.TieWordEmbeddings {
 		b.P.Head.LMHead = b.P.Embed
+		b.P.Skipped = append(b.P.Skipped, Skip{Prefix: b.l.LMHead, Reason: "tie_word_embeddings: lm_head is the embedding, the stored copy is not used"})
 		return
 	}
 	b.P.Head.LMHead = b.Linear(b.l.LMHead, b.c.Vocab, b.c.D, "lm_head")

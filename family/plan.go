@@ -308,3 +308,59 @@ func (l *Layer) States() []State {
 	}
 	return out
 }
+
+// Walk lists every matrix and vector of the plan in a fixed order (the embedding and head, then
+// layer by layer, block by block): two plans of one config under different layouts list the same
+// weights at the same positions, which is how a conversion maps one layout onto another.
+func (p *Plan) Walk() (mats []Mat, vecs []Vec) {
+	read := func(r Read) {
+		if r.Norm != nil {
+			vecs = append(vecs, *r.Norm)
+		}
+		if g := r.GR; g != nil {
+			vecs = append(vecs, g.Norm)
+			mats = append(mats, g.Down, g.Up)
+			if g.Inj != nil {
+				mats = append(mats, *g.Inj)
+			}
+		}
+	}
+	mats = append(mats, p.Embed, p.Head.LMHead)
+	read(Read{Norm: p.Head.Norm, GR: p.Head.Mixer})
+	for _, l := range p.Layers {
+		read(l.In)
+		read(l.Post)
+		if g := l.GDN; g != nil {
+			mats = append(mats, g.QKV, g.Z, g.B, g.A, g.Out)
+			vecs = append(vecs, g.Conv, g.ALog, g.DtBias, g.Norm)
+		}
+		if a := l.Attn; a != nil {
+			mats = append(mats, a.Q, a.K, a.V, a.O)
+			vecs = append(vecs, a.QNorm, a.KNorm)
+			if x := a.Indexer; x != nil {
+				mats = append(mats, x.QK)
+				vecs = append(vecs, x.QNorm, x.KNorm)
+			}
+		}
+		if m := l.MoE; m != nil {
+			mats = append(mats, m.Router, m.SharedGate, m.Shared.GateUp, m.Shared.Down)
+			for e := range m.GateUp {
+				// gate, up, down whatever the storage (fused gate_up rows split in halves)
+				if m.Up != nil {
+					mats = append(mats, m.GateUp[e], m.Up[e], m.Down[e])
+				} else {
+					mats = append(mats, m.GateUp[e].Sub(0, m.I), m.GateUp[e].Sub(m.I, m.I), m.Down[e])
+				}
+			}
+		}
+		if d := l.MLP; d != nil {
+			mats = append(mats, d.GateUp, d.Down)
+		}
+		if x := l.PLE; x != nil {
+			mats = append(mats, x.Key, x.Value)
+			mats = append(mats, x.Table...)
+			vecs = append(vecs, x.NormKey, x.NormQuery, x.NormConv, x.Conv)
+		}
+	}
+	return mats, vecs
+}

@@ -213,7 +213,6 @@ func (o *Object) Unknown(ignore ...map[string]bool) {
 	}
 }
 
-
 // Sub decodes the object under key (absent or null: nil, false), sharing o's problems.
 // A value that is not an object is recorded as a problem.
 func (o *Object) Sub(key string) (*Object, bool) {

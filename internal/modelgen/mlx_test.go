@@ -124,7 +124,7 @@ func TestConvertMLX(t *testing.T) {
 	}
 
 	hf := t.TempDir()
-	if err := DequantizeMLX(a, hf); err != nil {
+	if err := DequantizeMLX(a, hf, family.PerExpert); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := safetensors.OpenDir(hf)
