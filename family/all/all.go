@@ -3,6 +3,7 @@
 package all
 
 import (
+	_ "github.com/stratakernels/strata/family/qwen35"    // Qwen3.5 / Qwen3.6
 	_ "github.com/stratakernels/strata/family/qwen3next" // Qwen3-Next
 	_ "github.com/stratakernels/strata/family/qwen4exp"  // Qwen3.8-Flash-Next
 )
