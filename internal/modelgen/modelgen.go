@@ -64,6 +64,16 @@ var Presets = map[string]Spec{
 	"qwen4exp-slice": {Arch: "qwen4_exp_text", D: 2560, Layers: 4, Vocab: 8192, AttnEvery: 4,
 		Hq: 24, Hkv: 2, HeadDim: 256, Hk: 16, Hv: 48, Dk: 128, Dv: 128, Experts: 64, TopK: 10, MoEI: 640, SharedI: 640,
 		Streams: 4, HCRank: 320, IdxHeads: 4, IdxBudget: 2048, PLELayers: []int{2}, PLEEmbedDim: 256, RopeTheta: 1e7, Seed: 3},
+	// Reduced Qwen3.5 models in the published multimodal layout (model.language_model.*, the text
+	// model under text_config): 3 GDN layers (2 value heads per qk head) + 1 attention layer (6 query
+	// heads per KV head, as Qwen3.5-27B), dense MLPs or 16 fused experts top-4. The transformers
+	// goldens of family/qwen35/testdata are theirs.
+	"qwen35-tiny": {Arch: "qwen3_5", D: 256, Layers: 4, Vocab: 512, AttnEvery: 4,
+		Hq: 12, Hkv: 2, HeadDim: 256, Hk: 2, Hv: 4, Dk: 128, Dv: 128, DenseI: 384,
+		RopeTheta: 1e7, Seed: 11, Prefix: "model.language_model."},
+	"qwen35moe-tiny": {Arch: "qwen3_5_moe", D: 256, Layers: 4, Vocab: 512, AttnEvery: 4,
+		Hq: 12, Hkv: 2, HeadDim: 256, Hk: 2, Hv: 4, Dk: 128, Dv: 128, Experts: 16, TopK: 4, MoEI: 64, SharedI: 64,
+		RopeTheta: 1e7, Seed: 12, Prefix: "model.language_model."},
 	// A 4-layer slice of Qwen3-Next-80B-A3B at real width (3 GDN + 1 attention, 64 of the 512
 	// experts, top-10), in the published per-expert layout that mlx_lm.convert reads: the bf16
 	// side of the MLX benchmarks (its 4- and 8-bit conversions come from ConvertMLX).
