@@ -265,7 +265,6 @@ type mlxTensor struct {
 	params int64    // logical parameters (codes count their unpacked elements)
 }
 
-
 // roundTo rounds v to dtype (BF16 or F16 round to nearest even; F32 unchanged).
 func roundTo(v float32, dt safetensors.DType) float32 {
 	switch dt {
@@ -490,7 +489,6 @@ func readConfig(dir string) (map[string]any, error) {
 	}
 	return cfg, nil
 }
-
 
 // DequantizeMLX writes the Hugging Face checkpoint whose weights are exactly the values an MLX
 // conversion in src holds, all in float32 (bf16 cannot hold dequantized values), in the family's
