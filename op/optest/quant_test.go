@@ -95,7 +95,7 @@ func TestFloatFormats(t *testing.T) {
 			t.Errorf("encE2M1(%g) = %d", want, enc)
 		}
 	}
-	if E8M0(0) != 0x1p-127 || E8M0(127) != 1 || E8M0(254) != 0x1p127 || !math.IsInf(float64(to32(E8M0(255))), 1) {
+	if E8M0(0) != 0x1p-127 || E8M0(127) != 1 || E8M0(254) != 0x1p127 || !math.IsInf(E8M0(255), 1) {
 		t.Errorf("E8M0: %g %g %g %g", E8M0(0), E8M0(127), E8M0(254), to32(E8M0(255)))
 	}
 

@@ -42,9 +42,14 @@ func E2M1(c uint8) float64 {
 	return sign * (1 + m/2) * math.Ldexp(1, e-1)
 }
 
-// E8M0 is the value of the exponent-only scale s: 2^(s-127) (2^128 for 255, which rounds to
-// +Inf in float32, as mlx's conversion gives).
-func E8M0(s uint8) float64 { return math.Ldexp(1, int(s)-127) }
+// E8M0 is the value of the exponent-only scale s as a float32 holds it: 2^(s-127), +Inf for 255
+// (2^128 overflows float32: mlx's conversion gives +Inf, so a code times it is +-Inf or NaN).
+func E8M0(s uint8) float64 {
+	if s == 255 {
+		return math.Inf(1)
+	}
+	return math.Ldexp(1, int(s)-127)
+}
 
 // e4m3Table and e2m1Table are E4M3 and E2M1 of every code.
 var (
