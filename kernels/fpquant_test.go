@@ -176,3 +176,37 @@ func BenchmarkUnpack(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulFP runs y = x W^T at BenchmarkMatMul's real shapes with float-format weights
+// beside bf16 ones (the peer: the same SGEMM on a widened block), in GFLOP/s.
+func BenchmarkMatMulFP(b *testing.B) {
+	shapes := []struct {
+		name    string
+		T, N, K int
+	}{
+		{"proj_T512_N2560_K2560", 512, 2560, 2560},
+		{"expert_gateup_T10_N1280_K2560", 10, 1280, 2560},
+		{"expert_down_T10_N2560_K640", 10, 2560, 640},
+	}
+	for _, s := range shapes {
+		bf, _ := denseMatrix(b, 1, s.N, s.K, op.BF16, 0.05)
+		f8, _, _ := optest.RandFP8Block(2, s.N, s.K, op.BF16, 0.05)
+		mx4, _, _ := optest.RandQFloat(3, s.N, s.K, op.MXFP4, 0.05)
+		nv4, _, _ := optest.RandQFloat(4, s.N, s.K, op.NVFP4, 0.05)
+		x := optest.Floats(5, s.T*s.K, 1)
+		y := make([]float32, s.T*s.N)
+		for _, w := range []struct {
+			name string
+			m    *op.Matrix
+		}{{"BF16", bf}, {"fp8_BF16", f8}, {"mxfp4", mx4}, {"nvfp4", nv4}} {
+			b.Run(s.name+"_"+w.name, func(b *testing.B) {
+				for b.Loop() {
+					if err := MatMul(y, x, s.T, w.m); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(s.T)*float64(s.N)*float64(s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

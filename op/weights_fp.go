@@ -11,7 +11,10 @@ import (
 // floats:
 //   - E4M3 (torch.float8_e4m3fn): bit 7 sign, bits 6..3 exponent e (bias 7), bits 2..0 mantissa
 //     m; (-1)^sign * 2^(e-7) * (1 + m/8) for e > 0, (-1)^sign * m * 2^-9 for e = 0; no
-//     infinities, 0x7f and 0xff are NaN, the largest finite magnitude is 448.
+//     infinities, 0x7f and 0xff are NaN, the largest finite magnitude is 448 (quantizers saturate
+//     there, so files hold no NaN codes; mlx's decoder read 0x7f as 480 until its fix of
+//     2026-08-23, "Fix mx.from_fp8 E4M3FN NaN decode").
+//   - nvfp4's scales are E4M3 bytes too, sign bit included (mlx's dequantize_scale).
 //   - E2M1: bit 3 sign, bits 2..1 exponent, bit 0 mantissa; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6
 //     for codes 0..7, codes 8..15 the same negated (8 is -0).
 //   - E8M0 (scales only): 2^(s-127) as a float32, so s = 0 is the subnormal 2^-127 and s = 255 is
