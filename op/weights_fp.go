@@ -111,8 +111,10 @@ func (m QuantMode) Group() int {
 // w = decode(code) * decode(Scales[n*K/Group + i/Group]), the product rounded to float32 (exact
 // but for overflow and underflow). nvfp4's optional tensor-wide global scale (mlx's
 // global_scale, used by QQLinear's quantized activations) is not part of a weight-only
-// checkpoint and not taken. Source: mlx's mlx/ops.cpp (fp_quantize, fp_dequantize) and
-// mlx/backend/metal/kernels/fp4.h, fp8.h, fp_quantized.h (the element and scale decoders).
+// checkpoint and not taken. Source: mlx (main of 2026-08-22) mlx/ops.cpp (fp_quantize,
+// fp_dequantize: the fixed group sizes and bits, the packing, the E2M1 table) and
+// mlx/backend/metal/kernels/fp4.h, fp8.h, fp_quantized.h (the element and scale decoders,
+// dequantize_scale: E4M3 scales for groups of 16, E8M0 otherwise).
 type QuantFloat struct {
 	Mode   QuantMode
 	Codes  []uint32 // [N, K*Bits/32]
