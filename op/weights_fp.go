@@ -14,11 +14,11 @@ import (
 //     infinities, 0x7f and 0xff are NaN, the largest finite magnitude is 448 (quantizers saturate
 //     there, so files hold no NaN codes; mlx's decoder read 0x7f as 480 until its fix of
 //     2026-08-23, "Fix mx.from_fp8 E4M3FN NaN decode").
-//   - nvfp4's scales are E4M3 bytes too, sign bit included (mlx's dequantize_scale).
 //   - E2M1: bit 3 sign, bits 2..1 exponent, bit 0 mantissa; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6
 //     for codes 0..7, codes 8..15 the same negated (8 is -0).
 //   - E8M0 (scales only): 2^(s-127) as a float32, so s = 0 is the subnormal 2^-127 and s = 255 is
 //     +Inf (mlx's fp8_e8m0 conversion to float; its quantizer never writes 255).
+//   - nvfp4's scales are E4M3 bytes too, sign bit included (mlx's dequantize_scale).
 // A weight element is code * scale, one float32 multiply (rounded once to nearest even; exact
 // for every format but FP8Block with F32 scales, as both factors have few significant bits).
 
