@@ -45,10 +45,7 @@ func execPLEApply(a op.PLEApply) error {
 		}
 		emb = make([]float32, T*E)
 		parallelFor(T, 16, func(lo, hi int) {
-			var sb []float32
-			if w.Table.DType == op.QAffine {
-				sb = make([]float32, quantScratch(w.Table.Q, Hd, 1))
-			}
+			sb := make([]float32, packedScratch(w.Table, 1))
 			for i := lo * heads; i < hi*heads; i++ {
 				rowF32(emb[i*Hd:(i+1)*Hd], w.Table, int(ids[i]), sb)
 			}

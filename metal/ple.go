@@ -9,7 +9,7 @@ import (
 // Host side of the PLE kernels of prompt.metal (ple_gather, ple_gate, ple_conv, ple_state).
 
 // PLEApply implements op.Pass: the table rows of ids [T, Heads] gathered into emb [T, EmbedDim]
-// (ple_gather; qgather_affine for a QAffine table), key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the
+// (ple_gather; qgather_affine for a QAffine table, qgather_fp for an FP8Block or QFloat one), key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the
 // grouped norms per token (ple_gate), H += gv + silu(dilated causal conv of gvn) with the carried
 // conv state (ple_conv), and the state advanced (ple_state). The hashed ids come from
 // op.PLEHash on the host (integer bookkeeping over the token history, not worth a kernel) and are
@@ -73,6 +73,9 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids, emb *Tensor, w *op.PLEWeights, 
 		bemb = j.tmp("ple emb", T*E)
 		// emb [T, heads, Hd] is the table rows of ids [T*heads] in order.
 		j.qgather(bemb, bids, T*heads, 1, w.Table)
+	case isFloatFormat(w.Table):
+		bemb = j.tmp("ple emb", T*E)
+		j.fpgather(bemb, bids, T*heads, 1, w.Table)
 	default:
 		bemb = j.tmp("ple emb", T*E)
 		dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[w.Table.DType]
