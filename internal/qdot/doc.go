@@ -40,7 +40,8 @@
 // are then added, y = p_0, y = y + p_1, ..., with p_b = s_b, or float32(s_b * scale_inv) for
 // FP8. VDPBF16PS also flushes a subnormal partial sum to zero; the emulation on CPUs without
 // it (the FMA panel kernels of internal/panel on the same pair-swapped operands) keeps the
-// subnormal, so the two differ only when a partial sum's magnitude falls below 2^-126.
+// subnormal, so the two differ only when a partial sum's magnitude falls below 2^-126 (the
+// portable kernel, which multiplies and then adds, also rounds a product that underflows).
 //
 // # Kernels
 //
