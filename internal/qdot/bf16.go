@@ -18,17 +18,12 @@ type BF16Weights interface {
 // bsrc is what the bf16 driver needs of a weight.
 type bsrc struct {
 	N, K   int
-	kblock int  // K block of the partial sums: KBlock, or FP8Block
+	kblock int  // K block of the partial sums: K (one chain), or FP8Block
 	scaled bool // FP8: each block's sum is multiplied by its scale
 	// row writes row n as bfloat16 bits (subnormals flushed) into dst (len K).
 	row   func(n int, dst []uint16)
 	scale func(n, kb int) float32
 }
-
-// KBlock is the K block of the bf16 partial sums for BF16 and Affine weights: every element sums
-// its products in chains of at most KBlock terms (128 pairs) and adds the chains, which keeps
-// the rounding error of long products near a pairwise sum's (as package internal/blas does).
-const KBlock = 256
 
 // flush16 is a bfloat16 with subnormals flushed to zero of their sign.
 func flush16(h uint16) uint16 {
@@ -42,7 +37,7 @@ func (w *BF16) bf16Source() (*bsrc, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	return &bsrc{N: w.N, K: w.K, kblock: KBlock, row: func(n int, dst []uint16) {
+	return &bsrc{N: w.N, K: w.K, kblock: w.K, row: func(n int, dst []uint16) {
 		for i, h := range w.Bits[n*w.K : (n+1)*w.K] {
 			dst[i] = flush16(h)
 		}
@@ -73,7 +68,7 @@ func (w *Affine) bf16Source() (*bsrc, error) {
 	q := make([]int32, w.K)
 	s, b := make([]float32, w.K/w.Group), make([]float32, w.K/w.Group)
 	var mu sync.Mutex
-	return &bsrc{N: w.N, K: w.K, kblock: KBlock, row: func(n int, dst []uint16) {
+	return &bsrc{N: w.N, K: w.K, kblock: w.K, row: func(n int, dst []uint16) {
 		mu.Lock()
 		defer mu.Unlock()
 		w.affineRow(n, q)
@@ -127,11 +122,13 @@ func ParallelBF16(y []float32, ldy int, x *BF16Act, w BF16Weights, k Kernel, wor
 	})
 }
 
-// Emulation blocking: columns in blocks of emuCols, rows in chunks of emuRows, each K block
-// widened once per column block into a row table for the panel kernels.
+// Emulation blocking: columns in blocks of emuCols, rows in chunks of emuRows, K in blocks of
+// emuK widened once per column block into a row table for the panel kernels (a block of
+// emuK x emuCols float32 stays in L2 while the row chunks read it).
 const (
 	emuCols = 128
 	emuRows = 96
+	emuK    = 256
 	emuPad  = 16 // pads a packed row past its columns (as internal/blas does)
 )
 
@@ -148,10 +145,17 @@ var emuScratchPool = sync.Pool{New: func() any { return new(emuScratch) }}
 // bf16Emu is the emulation: the panel kernels of set s (one fused multiply-add per term, in
 // index order) on the pair-swapped activations and weight rows, so that every chain runs
 // x_{2p+1} w_{2p+1} before x_{2p} w_{2p} as VDPBF16PS does; the products of bfloat16 values are
-// exact in float32, so each step rounds only its sum, as there.
+// exact in float32, so each step rounds only its sum, as there. The panel kernels add onto C,
+// and a K split into calls that each add onto C gives the bits of one call, so one chain over
+// K is made in y itself, block after block of emuK; FP8's chains per scale block are made in a
+// tile and added scaled.
 func bf16Emu(y []float32, ldy int, x *BF16Act, src *bsrc, n0, n1 int, s panel.Set) {
 	a := x.emuOperand()
-	K, kc := src.K, src.kblock
+	K := src.K
+	kc := emuK
+	if src.scaled {
+		kc = src.kblock
+	}
 	sc := emuScratchPool.Get().(*emuScratch)
 	defer emuScratchPool.Put(sc)
 	ldp := emuCols + emuPad
@@ -159,6 +163,7 @@ func bf16Emu(y []float32, ldy int, x *BF16Act, src *bsrc, n0, n1 int, s panel.Se
 	sc.p = grow(sc.p, kc*ldp)
 	sc.tab = grow(sc.tab, kc)
 	sc.tile = grow(sc.tile, emuRows*emuCols)
+	var scales [emuCols]float32
 	for c0 := n0; c0 < n1; c0 += emuCols {
 		nn := min(emuCols, n1-c0)
 		for j := 0; j < nn; j++ {
@@ -175,7 +180,6 @@ func bf16Emu(y []float32, ldy int, x *BF16Act, src *bsrc, n0, n1 int, s panel.Se
 				}
 			}
 			panel.RowTable(sc.tab[:kk], sc.p, ldp, nn)
-			var scales [emuCols]float32
 			if src.scaled {
 				for j := 0; j < nn; j++ {
 					scales[j] = src.scale(c0+j, kb)
@@ -183,30 +187,46 @@ func bf16Emu(y []float32, ldy int, x *BF16Act, src *bsrc, n0, n1 int, s panel.Se
 			}
 			for t0 := 0; t0 < x.T; t0 += emuRows {
 				m := min(emuRows, x.T-t0)
-				tile := sc.tile[:m*nn]
-				clear(tile)
-				panel.Gemm(s, tile, nn, a[t0*K+k0:], K, 1, sc.tab[:kk], m, nn, kk)
-				for i := 0; i < m; i++ {
-					yr := y[(t0+i)*ldy+c0-n0 : (t0+i)*ldy+c0-n0+nn]
-					tr := tile[i*nn : (i+1)*nn]
-					switch {
-					case src.scaled && kb == 0:
-						for j, v := range tr {
-							yr[j] = v * scales[j]
+				yc := y[t0*ldy+c0-n0:]
+				at := a[t0*K+k0:]
+				switch {
+				case !src.scaled || kb == 0:
+					if kb == 0 {
+						for i := 0; i < m; i++ {
+							clear(yc[i*ldy : i*ldy+nn])
 						}
-					case src.scaled:
-						for j, v := range tr {
-							yr[j] += float32(v * scales[j])
+					}
+					panel.Gemm(s, yc, ldy, at, K, 1, sc.tab[:kk], m, nn, kk)
+					if src.scaled {
+						for i := 0; i < m; i++ {
+							scaleRow(yc[i*ldy:i*ldy+nn], scales[:nn])
 						}
-					case kb == 0:
-						copy(yr, tr)
-					default:
-						for j, v := range tr {
-							yr[j] += v
-						}
+					}
+				default:
+					tile := sc.tile[:m*nn]
+					clear(tile)
+					panel.Gemm(s, tile, nn, at, K, 1, sc.tab[:kk], m, nn, kk)
+					for i := 0; i < m; i++ {
+						addScaledRow(yc[i*ldy:i*ldy+nn], tile[i*nn:(i+1)*nn], scales[:nn])
 					}
 				}
 			}
 		}
+	}
+}
+
+// addScaledRow sets y += float32(t * s), the product rounded before the sum.
+func addScaledRow(y, t, s []float32) {
+	t, s = t[:len(y)], s[:len(y)]
+	for j, v := range t {
+		y[j] += float32(v * s[j])
+	}
+}
+
+// scaleRow sets y *= s.
+func scaleRow(y, s []float32) {
+	s = s[:len(y)]
+	for j := range y {
+		y[j] *= s[j]
 	}
 }

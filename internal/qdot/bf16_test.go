@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -252,5 +253,17 @@ func TestToBF16(t *testing.T) {
 	var x BF16Act
 	if err := RoundBF16(&x, make([]float32, 6), 2, 3); !errors.Is(err, ErrShape) {
 		t.Errorf("odd K: %v", err)
+	}
+}
+
+// BestBF16 is one of this CPU's kernels, and says why when it had to choose.
+func TestBestBF16(t *testing.T) {
+	k := BestBF16()
+	if !slices.Contains(BF16Kernels(), k) {
+		t.Fatalf("BestBF16 %v not in %v", k, BF16Kernels())
+	}
+	t.Logf("best %v: %q", k, BF16Choice())
+	if slices.Contains(BF16Kernels(), AVX512BF16) && BF16Choice() == "" {
+		t.Fatal("no reason given for the choice")
 	}
 }

@@ -32,22 +32,25 @@
 // # bf16 arithmetic
 //
 // x~ = bf16(x) rounded to nearest even, subnormals flushed to zero (VDPBF16PS reads subnormal
-// inputs as zero); weights w~ likewise. K is summed in blocks of KBlock terms (256; 128 for
-// FP8, the size of its scale blocks). Within a block, from s = +0, pair p (elements 2p, 2p+1)
-// adds s = fma(x~_{2p+1} w~_{2p+1}, s) then s = fma(x~_{2p} w~_{2p}, s), each product exact and
-// each sum rounded to nearest even: the order VDPBF16PS follows (measured on a Xeon with
-// AVX512_BF16: all of 320000 random lanes, against 91% for the even element first). The blocks
-// are then added, y = p_0, y = y + p_1, ..., with p_b = s_b, or float32(s_b * scale_inv) for
-// FP8. VDPBF16PS also flushes a subnormal partial sum to zero; the emulation on CPUs without
-// it (the FMA panel kernels of internal/panel on the same pair-swapped operands) keeps the
-// subnormal, so the two differ only when a partial sum's magnitude falls below 2^-126 (the
-// portable kernel, which multiplies and then adds, also rounds a product that underflows).
+// inputs as zero); weights w~ likewise. Every element is one chain of fused multiply-adds over
+// K (over each FP8 scale block of 128 elements for FP8): from s = +0, pair p (elements 2p,
+// 2p+1) adds s = fma(x~_{2p+1} w~_{2p+1}, s) then s = fma(x~_{2p} w~_{2p}, s), each product
+// exact and each sum rounded to nearest even: the order VDPBF16PS follows (measured on a Xeon
+// with AVX512_BF16: all of 320000 random lanes, against 91% for the even element first). One
+// chain over K rounds more than the blocked sums of the f32 GEMM (TestBF16Bound: within
+// (K + 3) u sum |x~ w~|), far below what rounding the activations to 8 bits costs
+// (TestAccuracy). FP8's blocks are then added, y = p_0, y = y + p_1, ..., with p_b =
+// float32(s_b * scale_inv). VDPBF16PS also flushes a subnormal partial sum to zero; the
+// emulation on CPUs without it (the FMA panel kernels of internal/panel on the same
+// pair-swapped operands) keeps the subnormal, so the two differ only when a partial sum's
+// magnitude falls below 2^-126 (the portable kernel, which multiplies and then adds, also
+// rounds a product that underflows).
 //
 // # Kernels
 //
 // Kernel names an implementation; MatMulInt8 and MatMulBF16 take one, so that the tests run
-// every kernel the CPU has side by side (Int8Kernels, BF16Kernels; BestInt8, BestBF16 pick the
-// fastest). int8: AVX-512 VNNI (VPDPBUSD on 512-bit registers), AVX-VNNI (its VEX form on 256
+// every kernel the CPU has side by side (Int8Kernels, BF16Kernels; BestInt8 and BestBF16 pick
+// one: BestBF16 by timing VDPBF16PS against its emulation). int8: AVX-512 VNNI (VPDPBUSD on 512-bit registers), AVX-VNNI (its VEX form on 256
 // bits), AVX2 (VPMADDUBSW and VPMADDWD; MLX's 8-bit codes recentred to [-128, 127] and paired
 // as |w| with sign(x, w) so that no pair sum saturates 16 bits), NEON with the dot-product
 // extension (SDOT), and portable Go. bf16: AVX512_BF16 (VDPBF16PS), the FMA emulation on the

@@ -69,19 +69,45 @@ func (w *FP8) FP8Int8(n int, q []int32, s []float32) {
 	for g := 0; g < w.K/FP8Int8Group; g++ {
 		run := codes[g*FP8Int8Group : (g+1)*FP8Int8Group]
 		qq := q[g*FP8Int8Group : (g+1)*FP8Int8Group]
-		var amax int32
-		nan := false
+		// The magnitude codes 0..0x7e order as their values, and 0x7f (NaN) lies above them.
+		var top uint8
 		for _, c := range run {
-			amax = max(amax, e4m3Int[c&0x7f])
-			nan = nan || e4m3NaN[c]
+			top = max(top, c&0x7f)
 		}
-		h := 0
-		for amax > 127<<h {
-			h++
+		if top == 0x7f {
+			s[g] = float32(math.NaN())
+			clear(qq)
+			continue
 		}
+		h := fp8Shift[top]
+		tab := &fp8Codes[h]
 		for i, c := range run {
+			qq[i] = int32(tab[c])
+		}
+		s[g] = float32(math.Ldexp(float64(w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)), int(h)-9))
+	}
+}
+
+// fp8Shift is the shift h of a run whose largest magnitude code is c: the smallest h >= 0 with
+// e4m3Int[c] <= 127 * 2^h (at most 11: 127 * 2^11 >= 229376).
+var fp8Shift = func() (t [128]uint8) {
+	for c := range 127 {
+		for e4m3Int[c] > 127<<t[c] {
+			t[c]++
+		}
+	}
+	return
+}()
+
+// fp8Codes[h][c] is the int8 code of E4M3 code c at shift h: e4m3Int[c] / 2^h rounded to
+// nearest even (for codes whose magnitude fits the shift; the rest are never looked up).
+var fp8Codes = func() (t [12][256]int8) {
+	for h := range 12 {
+		for c := range 256 {
 			v := e4m3Int[c&0x7f]
-			// |v| / 2^h rounded to nearest even.
+			if e4m3NaN[c] || v > 127<<h {
+				continue
+			}
 			r := v >> h
 			if rem := v - r<<h; h > 0 && (rem > 1<<(h-1) || rem == 1<<(h-1) && r&1 == 1) {
 				r++
@@ -89,16 +115,11 @@ func (w *FP8) FP8Int8(n int, q []int32, s []float32) {
 			if c&0x80 != 0 {
 				r = -r
 			}
-			qq[i] = r
-		}
-		sc := w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)
-		s[g] = float32(math.Ldexp(float64(sc), h-9))
-		if nan {
-			s[g] = float32(math.NaN())
-			clear(qq)
+			t[h][c] = int8(r)
 		}
 	}
-}
+	return
+}()
 
 // MatMulInt8 computes columns [n0, n1) of y [T, N] = x W^T in the int8 arithmetic (package
 // documentation) with kernel k: y[t*ldy + j] is column n0 + j of row t (ldy >= n1 - n0). a is

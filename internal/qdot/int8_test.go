@@ -378,3 +378,63 @@ func TestInt8Extremes(t *testing.T) {
 		}
 	}
 }
+
+// FP8Int8 against the E4M3 values: per run of 32, the smallest shift that fits (the largest
+// code magnitude above 63 unless the shift is 0), every code within half a step of the value
+// and exact for values within 8x of the run's largest, each code rounded to nearest even, and
+// a NaN code making the run's scale NaN.
+func TestFP8Int8(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const N, K = 8, 1024
+	w := &FP8{N: N, K: K, Codes: make([]uint8, N*K), ScaleInv: make([]float32, 8)}
+	for i := range w.Codes {
+		c := uint8(r.IntN(256))
+		if c&0x7f == 0x7f {
+			c = 0x10 // no NaN here
+		}
+		w.Codes[i] = c
+		if i/32%5 == 1 { // some runs of small values only
+			w.Codes[i] &= 0x9f
+		}
+	}
+	for i := range w.ScaleInv {
+		w.ScaleInv[i] = float32(1 + r.Float64())
+	}
+	w.Codes[3*K+70] = 0xff // NaN in row 3, run 2
+	q := make([]int32, K)
+	s := make([]float32, K/32)
+	for n := 0; n < N; n++ {
+		w.FP8Int8(n, q, s)
+		for g := 0; g < K/32; g++ {
+			if n == 3 && g == 2 {
+				if !math.IsNaN(float64(s[g])) {
+					t.Fatalf("run with a NaN has scale %g", s[g])
+				}
+				continue
+			}
+			sc := float64(w.scaleInv(n/128, g*32/128))
+			step := float64(s[g]) / sc * 512 // 2^h
+			h := int(math.Round(math.Log2(step)))
+			var amax, qmax int32
+			for k := g * 32; k < (g+1)*32; k++ {
+				amax = max(amax, e4m3Int[w.Codes[n*K+k]&0x7f])
+				qmax = max(qmax, q[k], -q[k])
+			}
+			if qmax > 127 || h > 0 && qmax <= 63 {
+				t.Fatalf("row %d run %d: shift %d, largest code %d", n, g, h, qmax)
+			}
+			for k := g * 32; k < (g+1)*32; k++ {
+				v := e4m3Int[w.Codes[n*K+k]]
+				d := float64(v) - float64(q[k])*step
+				if math.Abs(d) > step/2 || (8*abs32(v) >= amax && d != 0) {
+					t.Fatalf("row %d k %d: e4m3 %d*2^-9, code %d * 2^%d", n, k, v, q[k], h-9)
+				}
+				if math.Abs(d) == step/2 && q[k]&1 != 0 {
+					t.Fatalf("row %d k %d: tie %d rounded to odd %d", n, k, v, q[k])
+				}
+			}
+		}
+	}
+}
+
+func abs32(v int32) int32 { return max(v, -v) }
