@@ -33,10 +33,6 @@ func randWeights(r *rand.Rand, N, K int) []float64 {
 	return w
 }
 
-// bf16Round64 is v rounded to bfloat16 (nearest even), as float64.
-func bf16Round64(v float64) float64 {
-	return float64(math.Float32frombits(uint32(ToBF16(float32(v))) << 16))
-}
 
 // quantizeAffine quantizes w [N, K] as mlx.core.quantize does in affine mode: per group, scale
 // (max-min)/(2^bits-1) and bias min, both rounded to bfloat16, codes round((w-bias)/scale)

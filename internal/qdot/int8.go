@@ -6,8 +6,8 @@ import (
 	"sync"
 )
 
-// Int8Weights is a weight MatMulInt8 takes: *Affine (any MLX bit width) or *FP8 (codes mapped
-// to int8, see FP8Int8).
+// Int8Weights is a weight MatMulInt8 takes: *Affine (any MLX bit width), *FP8 (codes mapped
+// to int8, see FP8Int8), or either packed for one kernel (*Int8Packed).
 type Int8Weights interface {
 	int8Source() (*i8src, error)
 }
@@ -24,6 +24,8 @@ type i8src struct {
 	row func(n int, q []int32, s, b []float32)
 	// words is row n's code words (nibbles and 8-bit MLX).
 	words func(n int) []uint32
+	// packed: the weight was packed for one kernel (PackInt8); row and words are nil.
+	packed *Int8Packed
 }
 
 func (w *Affine) int8Source() (*i8src, error) {
@@ -171,6 +173,10 @@ func checkInt8(y []float32, ldy int, a *Int8Act, w Int8Weights, n0, n1 int, k Ke
 	}
 	if err := checkOut(y, ldy, a.T, n0, n1, src.N); err != nil {
 		return nil, err
+	}
+	if p := src.packed; p != nil && (p.k != k || n0%panelCols != 0) {
+		return nil, fmt.Errorf("%w: a weight packed for kernel %v multiplied with %v from column %d (want %v, a multiple of %d)",
+			ErrUnsupported, p.k, k, n0, p.k, panelCols)
 	}
 	return src, nil
 }

@@ -1,6 +1,7 @@
 package qdot
 
 import (
+	"fmt"
 	"math"
 	"sync"
 )
@@ -129,6 +130,9 @@ var i8ScratchPool = sync.Pool{New: func() any { return new(i8Scratch) }}
 // panel, every row tile.
 func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel) {
 	plan := planInt8(k, src)
+	if src.packed != nil {
+		plan = src.packed.plan
+	}
 	sc := i8ScratchPool.Get().(*i8Scratch)
 	defer i8ScratchPool.Put(sc)
 	K, G, B, R := src.K, src.group, a.Block, plan.rows
@@ -169,8 +173,14 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 	sc.wsb = grow(sc.wsb, ng*2*panelCols)
 	pk := i8packer{src: src, plan: plan}
 	args := i8args{ldx: K, nchunk: G / B, cwords: cwords, ngroup: ng, flags: flags}
+	words, wsb := sc.words, sc.wsb
 	for c0 := n0; c0 < n1; c0 += panelCols {
-		pk.pack(sc.words, sc.wsb, c0)
+		if pw := src.packed; pw != nil {
+			p := c0 / panelCols
+			words, wsb = pw.words[p*wr*panelCols:(p+1)*wr*panelCols], pw.wsb[p*ng*2*panelCols:(p+1)*ng*2*panelCols]
+		} else {
+			pk.pack(words, wsb, c0)
+		}
 		cols := min(panelCols, n1-c0)
 		for i := 0; i < tiles; i++ {
 			args.x = &a.q[i*R*K]
@@ -182,7 +192,7 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 				if h == 1 && (!plan.half || cols <= 16) {
 					break
 				}
-				args.w, args.wsb, args.out = &sc.words[16*h], &sc.wsb[16*h], &sc.out[16*h]
+				args.w, args.wsb, args.out = &words[16*h], &wsb[16*h], &sc.out[16*h]
 				plan.fn(&args)
 			}
 			rows := min(R, a.T-i*R)
@@ -192,3 +202,51 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 		}
 	}
 }
+
+// Int8Packed is a weight packed once for one int8 kernel: its panels as that kernel reads them,
+// so that products with few rows (an expert's share of a prefill) do not repack the weight on
+// every call, and an FP8 weight is mapped to int8 once. It takes about the memory of the codes
+// it came from (4-bit: the code words transposed; 8-bit and FP8: one byte per element) plus
+// two float32 per group and 32 columns. The products are bitwise those of the weight it was
+// packed from.
+type Int8Packed struct {
+	src   *i8src // the weight's description; packed points back here
+	plan  i8plan
+	k     Kernel
+	words []uint32 // [panels][word-rows][32]
+	wsb   []float32
+}
+
+// PackInt8 packs w for kernel k (a kernel of Int8Kernels other than Go, which reads the
+// weight as it is). MatMulInt8 then takes the result with that kernel only, and column ranges
+// that start on a multiple of 32. Errors wrap ErrShape or ErrUnsupported.
+func PackInt8(w Int8Weights, k Kernel) (*Int8Packed, error) {
+	if err := checkKernel("int8", k, int8Kernels); err != nil {
+		return nil, err
+	}
+	if k == Go {
+		return nil, fmt.Errorf("%w: PackInt8 for the portable kernel, which reads weights as they are", ErrUnsupported)
+	}
+	src, err := w.int8Source()
+	if err != nil {
+		return nil, err
+	}
+	plan := planInt8(k, src)
+	wr := src.K / 4
+	if plan.nibbles {
+		wr = src.K / 8
+	}
+	ng := src.K / src.group
+	panels := ceilDiv(src.N, panelCols)
+	p := &Int8Packed{plan: plan, k: k, words: make([]uint32, panels*wr*panelCols), wsb: make([]float32, panels*ng*2*panelCols)}
+	pk := i8packer{src: src, plan: plan}
+	for i := 0; i < panels; i++ {
+		pk.pack(p.words[i*wr*panelCols:(i+1)*wr*panelCols], p.wsb[i*ng*2*panelCols:(i+1)*ng*2*panelCols], i*panelCols)
+	}
+	ps := *src
+	ps.row, ps.words, ps.packed = nil, nil, p
+	p.src = &ps
+	return p, nil
+}
+
+func (p *Int8Packed) int8Source() (*i8src, error) { return p.src, nil }

@@ -438,3 +438,47 @@ func TestFP8Int8(t *testing.T) {
 }
 
 func abs32(v int32) int32 { return max(v, -v) }
+
+// A weight packed once (PackInt8) gives bitwise the products of the weight itself, and is
+// refused with another kernel or a column range that does not start on a panel.
+func TestInt8Packed(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	const T, N, K = 7, 75, 256
+	var a Int8Act
+	if err := QuantizeInt8(&a, randActs(r, T, K), T, K, 32); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int8Case{{4, 64}, {8, 32}, {3, 128}, {0, 32}} {
+		w, _ := c.make(r, N, K)
+		for _, k := range Int8Kernels() {
+			p, err := PackInt8(w, k)
+			if k == Go {
+				if !errors.Is(err, ErrUnsupported) {
+					t.Fatalf("PackInt8 for Go: %v", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cols := range [][2]int{{0, N}, {32, 70}} {
+				n0, n1 := cols[0], cols[1]
+				want := make([]float32, T*(n1-n0))
+				got := make([]float32, T*(n1-n0))
+				if err := MatMulInt8(want, n1-n0, &a, w, n0, n1, Go); err != nil {
+					t.Fatal(err)
+				}
+				if err := MatMulInt8(got, n1-n0, &a, p, n0, n1, k); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, fmt.Sprintf("%v packed %v [%d, %d)", c, k, n0, n1), got, want, n1-n0, T, n1-n0)
+			}
+			if err := MatMulInt8(make([]float32, T*N), N, &a, p, 3, N, k); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("packed from column 3: %v", err)
+			}
+			if err := MatMulInt8(make([]float32, T*N), N, &a, p, 0, N, Go); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("packed for %v used with Go: %v", k, err)
+			}
+		}
+	}
+}
