@@ -33,7 +33,6 @@ func randWeights(r *rand.Rand, N, K int) []float64 {
 	return w
 }
 
-
 // quantizeAffine quantizes w [N, K] as mlx.core.quantize does in affine mode: per group, scale
 // (max-min)/(2^bits-1) and bias min, both rounded to bfloat16, codes round((w-bias)/scale)
 // clamped. It returns the weight and its dequantized values.
