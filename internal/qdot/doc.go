@@ -50,17 +50,29 @@
 //
 // Kernel names an implementation; MatMulInt8 and MatMulBF16 take one, so that the tests run
 // every kernel the CPU has side by side (Int8Kernels, BF16Kernels; BestInt8 and BestBF16 pick
-// one: BestBF16 by timing VDPBF16PS against its emulation). int8: AVX-512 VNNI (VPDPBUSD on 512-bit registers), AVX-VNNI (its VEX form on 256
-// bits), AVX2 (VPMADDUBSW and VPMADDWD; MLX's 8-bit codes recentred to [-128, 127] and paired
-// as |w| with sign(x, w) so that no pair sum saturates 16 bits), NEON with the dot-product
-// extension (SDOT), and portable Go. bf16: AVX512_BF16 (VDPBF16PS), the FMA emulation on the
-// panel kernels (AVX-512F, AVX2+FMA, NEON, portable Go).
+// one, BestBF16 by timing VDPBF16PS against its emulation). int8: AVX-512 VNNI (VPDPBUSD on
+// 512-bit registers), AVX-VNNI (its VEX form on 256 bits), AVX2 (VPMADDUBSW and VPMADDWD;
+// MLX's 8-bit codes recentred to [-128, 127] and paired as |w| with sign(x, w) so that no pair
+// sum saturates 16 bits), NEON with the dot-product extension (SDOT), and portable Go. bf16:
+// AVX512_BF16 (VDPBF16PS) and the FMA emulation on the panel kernels (AVX-512F, AVX2+FMA,
+// NEON, portable Go). Arm's BFDOT is not used: its rounding is not VDPBF16PS's (under
+// qemu-aarch64 7.2, which implements the Arm pseudocode, 47% of 80000 random lanes differed
+// from the odd-then-even chain), so it would give other bits than every other CPU; AMX is not
+// used either.
 //
 // # Drivers
 //
 // MatMulInt8 and MatMulBF16 compute the columns [n0, n1) of y on the calling goroutine: the
-// weights are packed per panel of 32 columns (MLX's codes words transposed, FP8 codes
+// weights are packed per panel of 32 columns (MLX's code words transposed, FP8 codes
 // converted) and each panel multiplies every row tile of the activations. Every element's
 // arithmetic is fixed by the definitions above, not by the tiling, so any split of the columns
 // over goroutines gives the same bits: ParallelInt8 and ParallelBF16 split them over workers.
+// PackInt8 packs a weight once for one kernel, for weights multiplied many times with few rows.
+//
+// A linear layer in int8 mode, y = x W^T for an MLX 4-bit W (op.Quant's fields) on all cores:
+//
+//	var a qdot.Int8Act
+//	err := qdot.QuantizeInt8(&a, x, T, K, 32)
+//	w := &qdot.Affine{N: N, K: K, Bits: 4, Group: 64, Codes: q.Codes, Scales: q.Scales, Biases: q.Biases}
+//	err = qdot.ParallelInt8(y, N, &a, w, qdot.BestInt8(), runtime.GOMAXPROCS(0))
 package qdot
