@@ -21,6 +21,9 @@ func i8VNNIByte(a *i8args)
 func i8AVX2Nib(a *i8args)
 
 //go:noescape
+func i8AVX2Nib16(a *i8args)
+
+//go:noescape
 func i8AVX2ByteU(a *i8args)
 
 //go:noescape
@@ -32,7 +35,10 @@ func i8AVX2ByteS(a *i8args)
 // below 64 (MLX up to 6 bits) go in as they are (pairs of at most 2 * 63 * 127); MLX's 8-bit
 // codes are recentred to [-128, 127] (corrected by +128 * sum(q_x)) and, like FP8's signed
 // codes, multiplied as |w| times sign(x, w) (pairs of at most 2 * 128 * 127 = 32512).
-func planInt8(k Kernel, src *i8src) i8plan {
+//
+// With 4-bit codes and activation blocks of 32, the AVX2 kernel adds a block's pair sums in 16
+// bits (i8AVX2Nib16: at most 8 * 2 * 15 * 127 = 30480) and widens them once per block.
+func planInt8(k Kernel, src *i8src, block int) i8plan {
 	p := i8plan{nibbles: src.nibbles, rows: 4, half: true}
 	switch k {
 	case AVX512:
@@ -48,6 +54,8 @@ func planInt8(k Kernel, src *i8src) i8plan {
 		}
 	case AVX2:
 		switch {
+		case p.nibbles && block == 32:
+			p.fn = i8AVX2Nib16
 		case p.nibbles:
 			p.fn = i8AVX2Nib
 		case src.wide:

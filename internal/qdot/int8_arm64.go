@@ -13,7 +13,7 @@ func i8NEONByte(a *i8args)
 // planInt8 is how kernel k (NEON) stores src (int8_pack.go, i8plan). SDOT multiplies signed
 // bytes: codes below 128 (MLX up to 6 bits, FP8's int8 codes) go in as they are, MLX's 8-bit
 // codes recentred to [-128, 127] and corrected by +128 * sum(q_x).
-func planInt8(k Kernel, src *i8src) i8plan {
+func planInt8(k Kernel, src *i8src, _ int) i8plan {
 	if k != NEON {
 		panic("qdot: no int8 kernel " + k.String())
 	}

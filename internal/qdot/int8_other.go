@@ -3,4 +3,4 @@
 package qdot
 
 // planInt8 is never called in this build: Go is its one int8 kernel.
-func planInt8(k Kernel, src *i8src) i8plan { panic("qdot: no int8 kernel " + k.String()) }
+func planInt8(k Kernel, src *i8src, _ int) i8plan { panic("qdot: no int8 kernel " + k.String()) }

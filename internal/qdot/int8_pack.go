@@ -129,10 +129,7 @@ var i8ScratchPool = sync.Pool{New: func() any { return new(i8Scratch) }}
 // int8Asm runs an assembly kernel over columns [n0, n1): the side tables once, then panel by
 // panel, every row tile.
 func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel) {
-	plan := planInt8(k, src)
-	if src.packed != nil {
-		plan = src.packed.plan
-	}
+	plan := planInt8(k, src, a.Block) // a packed weight's panels have this plan's storage
 	sc := i8ScratchPool.Get().(*i8Scratch)
 	defer i8ScratchPool.Put(sc)
 	K, G, B, R := src.K, src.group, a.Block, plan.rows
@@ -231,7 +228,7 @@ func PackInt8(w Int8Weights, k Kernel) (*Int8Packed, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := planInt8(k, src)
+	plan := planInt8(k, src, 0)
 	wr := src.K / 4
 	if plan.nibbles {
 		wr = src.K / 8

@@ -319,9 +319,13 @@ func TestInt8Errors(t *testing.T) {
 func TestInt8Extremes(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const T, N, K = 6, 40, 256
+	// Rows 0-2 all +1 (codes +127: the largest sums of one sign), rows 3-5 random signs.
 	x := make([]float32, T*K)
 	for i := range x {
-		x[i] = float32(1 - 2*r.IntN(2))
+		x[i] = 1
+		if i >= 3*K {
+			x[i] = float32(1 - 2*r.IntN(2))
+		}
 	}
 	var a Int8Act
 	if err := QuantizeInt8(&a, x, T, K, 32); err != nil {
@@ -333,7 +337,7 @@ func TestInt8Extremes(t *testing.T) {
 			Scales: make([]uint16, N*K/32), Biases: make([]uint16, N*K/32)}
 		for n := 0; n < N; n++ {
 			for k := 0; k < K; k++ {
-				if r.IntN(4) != 0 { // mostly the largest code: the worst pairs
+				if n%2 == 0 || r.IntN(4) != 0 { // the largest code (all of it in even rows): the worst pairs
 					bit := (n*K + k) * bits
 					v := uint64(1)<<bits - 1
 					w.Codes[bit/32] |= uint32(v << (bit % 32))
@@ -375,6 +379,17 @@ func TestInt8Extremes(t *testing.T) {
 				t.Fatal(err)
 			}
 			sameBits(t, fmt.Sprintf("%v weight %d", k, i), got, want, N, T, N)
+			if k == Go {
+				continue
+			}
+			p, err := PackInt8(w, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := MatMulInt8(got, N, &a, p, 0, N, k); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, fmt.Sprintf("%v packed weight %d", k, i), got, want, N, T, N)
 		}
 	}
 }
