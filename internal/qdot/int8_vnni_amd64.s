@@ -6,7 +6,8 @@
 // tile of 4 activation rows times 16 columns of a 32-column panel (a call per half), over all
 // of K. Register use: Y0-Y7 the int32 sums of the current activation block (row r, columns
 // 8v..8v+7 in Y(2r+v)), Y8-Y11 the weight words, Y12 the broadcast activations, Y13 the nibble
-// mask, Y14 a temporary. The float32 results accumulate in the result tile (out), which stays in L1.
+// mask, Y14 a temporary. The float32 results accumulate in the result tile (out), which stays
+// in L1.
 //
 // Per activation block every int32 sum gets its correction (flagCorr), is converted to float32
 // and added as y = fma(float32(I), s_g * x_c, y); after each group y = fma(b_g, xb_g, y)
