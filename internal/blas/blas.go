@@ -86,8 +86,8 @@ func choose() backend {
 // pick chooses the implementation for the value env of STRATA_BLAS: strata's GEMM without
 // trying the native library ("strata"), the native library when load gives it ("native"), or,
 // by default, the faster of the two as bySpeed says (speed; only when the native library runs
-// each call on its caller's thread, the way package kernels calls it: a library spreading each
-// call over its own threads is kept without timing). note says why the implementation in use was
+// each call on its caller's thread, the way package kernels calls it, and strata's GEMM has
+// vector kernels: otherwise the native library is kept without timing). note says why the implementation in use was
 // picked, bad names a value of env that was not understood (then ignored).
 func pick(env string, load func() (backend, error), speed func(native, own backend) (backend, string)) (b backend, note, bad string) {
 	own := strataBackend{panel.Best()}
@@ -108,6 +108,10 @@ func pick(env string, load func() (backend, error), speed func(native, own backe
 		return nb, "forced by STRATA_BLAS=native", bad
 	case !nb.concurrent():
 		return nb, "not timed against strata's GEMM: the library spreads each call over its own threads", bad
+	case own.set == panel.Generic:
+		// The portable set runs about 15 times slower than the vector ones (BENCHMARKS.md):
+		// timing it would only cost seconds.
+		return nb, "not timed against strata's GEMM: it has no vector kernels on this CPU and build", bad
 	}
 	b, note = speed(nb, own)
 	return b, note, bad
