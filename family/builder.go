@@ -35,8 +35,14 @@ func (b *Builder) Linear(name string, n, k int, role string) Mat {
 
 // Embedding records an embedding table [n, k] (a Linear for quantization) and returns it.
 func (b *Builder) Embedding(name string, n, k int) Mat {
-	b.spec(name, true, InitEmbed, int64(n), int64(k))
-	return Whole(name, n, k, "embedding")
+	return b.Table(name, n, k, "embedding", "")
+}
+
+// Table records an embedding table [n, k] of role role whose FP8 copy may store one scale for
+// the whole tensor under tensorScale (Spec.TensorScale; "" for none) and returns it.
+func (b *Builder) Table(name string, n, k int, role, tensorScale string) Mat {
+	b.P.Tensors = append(b.P.Tensors, Spec{Name: name, Shape: []int64{int64(n), int64(k)}, Linear: true, Embedding: true, TensorScale: tensorScale, Init: InitEmbed})
+	return Whole(name, n, k, role)
 }
 
 // Stacked records a stacked Linear weight [e, n, k] and returns its e slices.

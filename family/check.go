@@ -8,7 +8,6 @@ import (
 
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
-	"github.com/stratakernels/strata/op"
 )
 
 // CheckResult is what CheckCheckpoint found in a checkpoint's tensor table.
@@ -23,12 +22,14 @@ type CheckResult struct {
 	UsedBytes int64
 	// DTypes are the element types of the tensors the model reads, most bytes first.
 	DTypes []DTypeUse
-	// Quant holds the quantized modules of an MLX conversion by weight tensor name (empty
-	// otherwise): their codes, scales and biases and the bit width and group size.
+	// Quant holds the quantized modules (MLX affine and float modes, FP8) by weight tensor name
+	// (empty for a float checkpoint): their format, codes, scales and biases, bit width and
+	// group size.
 	Quant map[string]QuantTensor
 	// ResidentBytes is the weight memory the loaded model holds: Linear and Embedding weights
-	// as stored (16-bit, float32, or packed codes with their scales and biases), the other
-	// weights (norms, convolutions, gate vectors) widened to float32.
+	// as stored (16-bit, float32, or packed codes with their scales and biases; an FP8 table's
+	// one scale repeated per block), the other weights (norms, convolutions, gate vectors)
+	// widened to float32.
 	ResidentBytes int64
 	// ConstantsChecked is how many constant groups (Plan.Constants, e.g. one PLE layer's hash
 	// buffers) the checkpoint stores, each checked equal to what config.json implies.
@@ -52,29 +53,25 @@ type SkippedGroup struct {
 	Reason  string
 }
 
-// QuantTensor is one quantized module of an MLX checkpoint: the names of its U32 codes, scales
-// and biases, and the bit width and group size its shapes give (checked against config.json).
-type QuantTensor struct {
-	Weight, Scales, Biases string
-	Bits, Group            int
-	ScaleDType             safetensors.DType // BF16 or F16, the dtype of scales and biases
-}
-
 // weightDTypes are the element types strata reads weights in (widened to float32 or kept
 // 16-bit in memory).
 var weightDTypes = map[safetensors.DType]bool{safetensors.BF16: true, safetensors.F16: true, safetensors.F32: true}
 
 // CheckCheckpoint checks a checkpoint's tensor table against the config and returns the plan
 // for it. It is the one check that loading (strata.LoadModel) and inspecting (strata.Inspect)
-// run; it reads the headers and the constant tensors only (a few hundred bytes), so it works on
-// a checkpoint opened with safetensors.OpenDirHeaders as on a mapped one. In order:
+// run; it reads the headers, the constant tensors and the few norm gains a family's DetectMore
+// weighs (a few hundred bytes to a few megabytes), so it works on a checkpoint opened with
+// safetensors.OpenDirHeaders as on a mapped one. In order:
 //   - DetectLayout: the text prefix, the expert storage, whether it is an MLX conversion (every
-//     signal must agree);
+//     signal must agree), the family's own decisions (how the zero-centred gains are stored);
 //   - the family's Plan for that layout;
-//   - the quantized modules: codes, scales and biases with shapes giving a bit width and group
-//     size that config.json declares for the module, on Linear weights only;
+//   - the quantized modules (resolveQuant): MLX affine and float-mode codes with scales (and
+//     biases) whose shapes give the bit width, group size and mode config.json declares, FP8
+//     codes with their scale grid or tensor scale as the FP8 quantization_config and its
+//     modules_to_not_convert / modules_to_convert say, on Linear and Embedding weights only;
 //   - every tensor of the plan present with its (logical) shape, nothing else besides the
 //     plan's constants and skipped groups;
+//   - FP8 rows the plan regroups in whole 128-row blocks (checkRegroup);
 //   - the other weights' dtypes are BF16, F16 or F32 (an FP8 or packed-integer tensor is named);
 //   - with language_model_only, no vision tensors;
 //   - each constant group absent, or present whole, I64 and equal element by element to what
@@ -95,7 +92,14 @@ func CheckCheckpoint(c *hfconfig.Config, ck *safetensors.Checkpoint) (*CheckResu
 		tensors[n], shapes[n] = t, t.Shape
 		res.Bytes += t.ByteSize()
 	}
-	l, err := DetectLayout(c, names, shapes, ck.Files())
+	values := func(name string) ([]float32, error) {
+		t := tensors[name]
+		if t == nil {
+			return nil, fmt.Errorf("%w: no tensor %s", hfconfig.ErrTensors, name)
+		}
+		return t.ReadFloat32()
+	}
+	l, err := DetectLayout(c, Table{Names: names, Shapes: shapes, Files: ck.Files(), Values: values})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +108,7 @@ func CheckCheckpoint(c *hfconfig.Config, ck *safetensors.Checkpoint) (*CheckResu
 		return nil, err
 	}
 	res.Plan = plan
-	quant, logical, err := resolveQuant(c, plan.Tensors, tensors, shapes)
+	quant, logical, err := resolveQuant(c, plan, tensors, shapes)
 	if err != nil {
 		return nil, err
 	}
@@ -112,9 +116,17 @@ func CheckCheckpoint(c *hfconfig.Config, ck *safetensors.Checkpoint) (*CheckResu
 	if err := checkTensors(plan, logical); err != nil {
 		return nil, err
 	}
+	if err := checkRegroup(plan, quant, shapes); err != nil {
+		return nil, err
+	}
 
 	uses := map[safetensors.DType]*DTypeUse{}
+	used := map[string]bool{}
 	use := func(t *safetensors.Tensor) {
+		if used[t.Name] {
+			return // a scale shared by several tables (FP8Tensor)
+		}
+		used[t.Name] = true
 		u := uses[t.DType]
 		if u == nil {
 			u = &DTypeUse{DType: string(t.DType)}
@@ -129,10 +141,10 @@ func CheckCheckpoint(c *hfconfig.Config, ck *safetensors.Checkpoint) (*CheckResu
 	for _, s := range plan.Tensors {
 		t := tensors[s.Name]
 		if q, ok := quant[s.Name]; ok {
-			for _, n := range []string{q.Weight, q.Scales, q.Biases} {
+			for _, n := range q.Tensors() {
 				use(tensors[n])
-				res.ResidentBytes += tensors[n].ByteSize()
 			}
+			res.ResidentBytes += q.residentBytes(s.Shape, tensors)
 			continue
 		}
 		if !weightDTypes[t.DType] {
@@ -147,7 +159,7 @@ func CheckCheckpoint(c *hfconfig.Config, ck *safetensors.Checkpoint) (*CheckResu
 		}
 	}
 	if len(badDType) > 0 {
-		return nil, fmt.Errorf("%w: %d tensors are not BF16, F16 or F32, the weight types strata reads (quantized codes without their <module>.scales?): %s",
+		return nil, fmt.Errorf("%w: %d tensors are not BF16, F16 or F32, the float weight types strata reads (quantized codes without their <module>.scales? FP8 codes where the plan reads a vector?): %s",
 			hfconfig.ErrTensors, len(badDType), cut(badDType))
 	}
 	for _, u := range uses {
@@ -292,130 +304,6 @@ func checkInts(t *safetensors.Tensor, want Constant) error {
 		return fmt.Errorf("%w: %d of %d elements of %s differ from the config: %s", hfconfig.ErrTensors, n, len(got), t.Name, strings.Join(diffs, "; "))
 	}
 	return nil
-}
-
-// resolveQuant finds the quantized modules of the tensor table: a Linear spec is quantized
-// exactly when <module>.scales exists. For each it checks the codes (U32 [..., out, in*bits/32]),
-// the scales and biases (BF16 or F16, one dtype, [..., out, in/group]), derives bits and group
-// from those shapes and compares them with what config.json declares for the module (its own
-// entry, else the defaults); it also refuses scales on a norm, conv or vector, entries for
-// modules the model does not have, and disagreements between an entry and the tensors. It
-// returns the quantized modules by weight name and the table with each quantized module
-// described by its logical shape (codes unpacked, scales and biases removed), for checkTensors.
-// Errors wrap hfconfig.ErrTensors and name the tensors.
-func resolveQuant(c *hfconfig.Config, specs []Spec, tensors map[string]*safetensors.Tensor, shapes map[string][]int64) (map[string]QuantTensor, map[string][]int64, error) {
-	quant := map[string]QuantTensor{}
-	logical := make(map[string][]int64, len(shapes))
-	for n, s := range shapes {
-		logical[n] = s
-	}
-	var bad []string
-	modules := map[string]bool{}
-	for _, sp := range specs {
-		mod := sp.Module()
-		if sp.Linear {
-			modules[mod] = true
-		}
-		sc, bi, w := tensors[mod+".scales"], tensors[mod+".biases"], tensors[sp.Name]
-		if sc == nil {
-			if sp.Linear && c.Quant != nil {
-				if d, own := c.Quant.For(mod); own && d.Quantized && w != nil {
-					bad = append(bad, fmt.Sprintf("config.json quantizes %s (%d bits, group size %d), but %s.scales is missing", mod, d.Bits, d.Group, mod))
-				}
-			}
-			continue
-		}
-		if !sp.Linear {
-			bad = append(bad, fmt.Sprintf("%s.scales: %s is quantized, but only Linear and Embedding weights can be (norms, convolutions and gate vectors stay float)", mod, sp.Name))
-			continue
-		}
-		if w == nil {
-			continue // reported missing by checkTensors (the scales and biases as unexpected)
-		}
-		q, problem := quantModule(c, sp, w, sc, bi)
-		if problem != "" {
-			bad = append(bad, problem)
-			continue
-		}
-		quant[sp.Name] = q
-		logical[sp.Name] = sp.Shape
-		delete(logical, q.Scales)
-		delete(logical, q.Biases)
-	}
-	if c.Quant != nil {
-		for k := range c.Quant.Modules {
-			if !modules[k] {
-				bad = append(bad, fmt.Sprintf("config.json's quantization entry %q names no Linear or Embedding module of the model (no %s.weight is expected)", k, k))
-			}
-		}
-	}
-	if len(bad) > 0 {
-		return nil, nil, fmt.Errorf("%w: %d quantized-module problems: %s", hfconfig.ErrTensors, len(bad), cutList(bad, 8))
-	}
-	return quant, logical, nil
-}
-
-// Module is the module path of a Linear weight: its name without ".weight" (the key of a
-// per-module quantization entry).
-func (s Spec) Module() string { return strings.TrimSuffix(s.Name, ".weight") }
-
-// quantModule checks one quantized module (weight w with scales sc and biases bi) against its
-// logical shape sp.Shape [..., out, in] and the config, returning it or a problem naming the
-// tensors.
-func quantModule(c *hfconfig.Config, sp Spec, w, sc, bi *safetensors.Tensor) (QuantTensor, string) {
-	mod := sp.Module()
-	q := QuantTensor{Weight: w.Name, Scales: sc.Name, Biases: mod + ".biases"}
-	if c.Quant == nil {
-		return q, fmt.Sprintf("%s and %s.scales: quantized tensors, but config.json has no quantization block", w.Name, mod)
-	}
-	d, own := c.Quant.For(mod)
-	which := "the default of the quantization block"
-	if own {
-		which = "its own entry in the quantization block"
-	}
-	if !d.Quantized {
-		return q, fmt.Sprintf("%s.scales exists, but config.json's quantization entry for %s is false (not quantized)", mod, mod)
-	}
-	n := len(sp.Shape)
-	in := sp.Shape[n-1]
-	lead := sp.Shape[:n-1]
-	if w.DType != safetensors.U32 {
-		return q, fmt.Sprintf("%s is %s, want U32 codes (its module has %s.scales)", w.Name, w.DType, mod)
-	}
-	if len(w.Shape) != n || !slices.Equal(w.Shape[:n-1], lead) {
-		return q, fmt.Sprintf("%s has shape %v, want %v + [in*bits/32] for the logical weight %v", w.Name, w.Shape, lead, sp.Shape)
-	}
-	if sc.DType != safetensors.BF16 && sc.DType != safetensors.F16 {
-		return q, fmt.Sprintf("%s is %s, want BF16 or F16 scales", sc.Name, sc.DType)
-	}
-	if len(sc.Shape) != n || !slices.Equal(sc.Shape[:n-1], lead) || sc.Shape[n-1] <= 0 {
-		return q, fmt.Sprintf("%s has shape %v, want %v + [in/group] for the logical weight %v", sc.Name, sc.Shape, lead, sp.Shape)
-	}
-	if bi == nil {
-		return q, fmt.Sprintf("%s is missing (mode affine stores a bias per group beside %s)", q.Biases, sc.Name)
-	}
-	if bi.DType != sc.DType || !slices.Equal(bi.Shape, sc.Shape) {
-		return q, fmt.Sprintf("%s is %s %v, want the dtype and shape of %s (%s %v)", bi.Name, bi.DType, bi.Shape, sc.Name, sc.DType, sc.Shape)
-	}
-	q.ScaleDType = sc.DType
-	groups := sc.Shape[n-1]
-	if in%groups != 0 {
-		return q, fmt.Sprintf("%s holds %d groups per row, which do not divide in=%d of %s (the group size must divide the input width)", sc.Name, groups, in, w.Name)
-	}
-	q.Group = int(in / groups)
-	if !slices.Contains(op.QuantGroups, q.Group) {
-		return q, fmt.Sprintf("%s gives group size %d (in=%d / %d groups), want one of %v", sc.Name, q.Group, in, groups, op.QuantGroups)
-	}
-	words := w.Shape[n-1]
-	if words*32%in != 0 || !slices.Contains(op.QuantBits, int(words*32/in)) {
-		return q, fmt.Sprintf("%s has %d code words per row for in=%d: %d/%d bits per weight, not one of MLX's bit widths %v", w.Name, words, in, words*32, in, op.QuantBits)
-	}
-	q.Bits = int(words * 32 / in)
-	if q.Bits != d.Bits || q.Group != d.Group {
-		return q, fmt.Sprintf("%s holds %d-bit codes in groups of %d (its shapes %v and %v for in=%d), but config.json declares %d bits in groups of %d for %s (%s)",
-			w.Name, q.Bits, q.Group, w.Shape, sc.Shape, in, d.Bits, d.Group, mod, which)
-	}
-	return q, ""
 }
 
 // cut joins a sorted copy of names, keeping the first 20 (then " and N more").

@@ -22,5 +22,5 @@ func ExpectedTensors(c *hfconfig.Config, l Layout) []Spec {
 
 // DetectNames is DetectLayout from names alone (no shapes, no files).
 func DetectNames(c *hfconfig.Config, names []string) (Layout, error) {
-	return DetectLayout(c, names, map[string][]int64{}, nil)
+	return DetectLayout(c, Table{Names: names, Shapes: map[string][]int64{}})
 }

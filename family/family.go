@@ -33,7 +33,8 @@ type Family interface {
 	// ReadConfig reads the config (top, the top-level object) into a Config with the family's
 	// transformers class defaults, recording malformed or unknown fields in top's problems, and
 	// returns what it asks for that strata does not implement (named, for ErrUnsupported).
-	// Quantization keys are read before it (Config.Quant is set).
+	// Quantization keys are read before it (Config.Quant or Config.FP8 is set;
+	// hfconfig.ReadQuantization reads those of a nested text_config).
 	ReadConfig(top *hfconfig.Object, c *hfconfig.Config) (unsupported []string)
 	// Validate lists the family's own invariants that c breaks beyond hfconfig.Validate's.
 	Validate(c *hfconfig.Config) []string
@@ -151,11 +152,10 @@ func Parse(data []byte) (*hfconfig.Config, error) {
 	if !ok {
 		return nil, unsupportedModelType(mt)
 	}
-	q, err := hfconfig.CheckQuantization(top)
-	if err != nil {
+	c := &hfconfig.Config{Family: f.Name(), ModelType: mt}
+	if err := hfconfig.ReadQuantization(c, top); err != nil {
 		return nil, err
 	}
-	c := &hfconfig.Config{Family: f.Name(), ModelType: mt, Quant: q}
 	c.Architectures, _ = top.Strs("architectures")
 	unsupported := f.ReadConfig(top, c)
 	if err := top.Errors(); err != nil {

@@ -17,9 +17,6 @@ import (
 type Prefix struct {
 	Text, LMHead string
 	MLXOnly      bool
-	// Refuse, when set, is why strata does not read checkpoints of this prefix: DetectLayout
-	// refuses them with it (ErrUnsupported) as soon as the prefix is found.
-	Refuse string
 	// Skipped are the groups a checkpoint of this prefix may carry and the model does not run.
 	Skipped []Skip
 }
@@ -51,9 +48,16 @@ type Layout struct {
 	Experts ExpertStorage
 	// NGramParts > 1: each PLE n-gram table is stored as that many equal row blocks.
 	NGramParts int
-	// MLX: an MLX conversion (conv1d weights [C, K, 1], the zero-centred gains the family names
-	// stored as 1 + w, quantized modules where <module>.scales exists).
+	// MLX: an MLX conversion (conv1d weights [C, K, 1], quantized modules where <module>.scales
+	// exists).
 	MLX bool
+	// ShiftedGains: the zero-centred norm gains (applied as 1 + w) are stored as 1 + w, as
+	// mlx-lm's and mlx-vlm's sanitize write them for the families that fold the offset; the
+	// plan's Vec.Shifted follows it. DetectLayout sets it with MLX; a family whose conversions
+	// exist in both conventions decides it in DetectMore from the checkpoint's signals, with
+	// GainsWhy saying which signals and what they read.
+	ShiftedGains bool
+	GainsWhy     string
 }
 
 // Layer returns the name of a tensor of decoder layer i, e.g. "model.layers.3.self_attn.q_proj.weight".
@@ -82,9 +86,23 @@ func (l Layout) Describe() string {
 		s += ", experts " + l.Experts.String()
 	}
 	if l.MLX {
-		s += ", MLX conversion (conv1d [C, K, 1], zero-centred norms stored as 1 + w)"
+		s += ", MLX conversion (conv1d [C, K, 1])"
+	}
+	if l.ShiftedGains {
+		s += ", zero-centred norms stored as 1 + w"
 	}
 	return s
+}
+
+// Table is a checkpoint's tensor table as DetectLayout reads it: the names, shapes and files, and
+// the values of small float tensors (Values: read from the files even when only their headers
+// are open, for the norm gains whose stored values tell conventions apart). A Table without
+// Values (nil) offers no values.
+type Table struct {
+	Names  []string
+	Shapes map[string][]int64
+	Files  []*safetensors.File
+	Values func(name string) ([]float32, error)
 }
 
 var (
@@ -121,7 +139,8 @@ func allSkips(f Family) []Skip {
 // which MLX conversions drop, a prefix only MLX uses). Signals pointing both ways are an error:
 // the two store the zero-centred norms differently (1 + w against w), and reading one as the other
 // doubles those norms silently. Errors wrap hfconfig.ErrTensors.
-func DetectLayout(c *hfconfig.Config, names []string, shapes map[string][]int64, files []*safetensors.File) (Layout, error) {
+func DetectLayout(c *hfconfig.Config, t Table) (Layout, error) {
+	names, shapes, files := t.Names, t.Shapes, t.Files
 	f := Of(c)
 	skips := allSkips(f)
 	var found []Prefix
@@ -137,9 +156,6 @@ func DetectLayout(c *hfconfig.Config, names []string, shapes map[string][]int64,
 	switch len(found) {
 	case 1:
 		l.Prefix = found[0]
-		if l.Refuse != "" {
-			return l, fmt.Errorf("%w: %s", hfconfig.ErrUnsupported, l.Refuse)
-		}
 	case 0:
 		var want []string
 		for _, p := range f.Prefixes() {
@@ -173,8 +189,9 @@ func DetectLayout(c *hfconfig.Config, names []string, shapes map[string][]int64,
 		return l, err
 	}
 	l.MLX = mlx
+	l.ShiftedGains = mlx
 	if d, ok := f.(LayoutDetector); ok {
-		if err := d.DetectMore(c, &l, names); err != nil {
+		if err := d.DetectMore(c, &l, t); err != nil {
 			return l, err
 		}
 	}
@@ -182,27 +199,40 @@ func DetectLayout(c *hfconfig.Config, names []string, shapes map[string][]int64,
 }
 
 // LayoutDetector is implemented by families whose layouts carry more than DetectLayout decides
-// (e.g. how many row blocks a table is split into); DetectMore completes l from the names.
+// (how many row blocks a table is split into, how an MLX conversion stores the zero-centred
+// gains); DetectMore completes l from the table. Errors wrap hfconfig.ErrTensors.
 type LayoutDetector interface {
-	DetectMore(c *hfconfig.Config, l *Layout, names []string) error
+	DetectMore(c *hfconfig.Config, l *Layout, t Table) error
 }
 
 // detectMLX weighs the MLX and Hugging Face signals of a checkpoint.
 func detectMLX(c *hfconfig.Config, l Layout, names []string, shapes map[string][]int64, files []*safetensors.File) (bool, error) {
 	var mlx, hf []string
+	formats := map[string][]string{}
 	for _, f := range files {
-		switch format := f.Metadata["format"]; format {
-		case "mlx":
-			mlx = append(mlx, fmt.Sprintf("%s metadata format \"mlx\"", baseName(f.Path)))
-		case "pt":
-			hf = append(hf, fmt.Sprintf("%s metadata format \"pt\"", baseName(f.Path)))
+		formats[f.Metadata["format"]] = append(formats[f.Metadata["format"]], baseName(f.Path))
+	}
+	fileSignal := func(format string) string {
+		fs := formats[format]
+		if len(fs) == 1 {
+			return fmt.Sprintf("%s metadata format %q", fs[0], format)
 		}
+		return fmt.Sprintf("metadata format %q in %d of %d files (%s, ...)", format, len(fs), len(files), fs[0])
+	}
+	if len(formats["mlx"]) > 0 {
+		mlx = append(mlx, fileSignal("mlx"))
+	}
+	if len(formats["pt"]) > 0 {
+		hf = append(hf, fileSignal("pt"))
 	}
 	if l.MLXOnly {
 		mlx = append(mlx, "tensor names under "+l.Text+" (an MLX conversion's prefix)")
 	}
 	if c.Quant != nil {
 		mlx = append(mlx, "config.json quantization block without quant_method")
+	}
+	if c.FP8 != nil {
+		hf = append(hf, "config.json quantization_config with quant_method fp8 (a Hugging Face FP8 release)")
 	}
 	moe := false
 	for i := range c.LayerTypes {

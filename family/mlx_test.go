@@ -30,18 +30,43 @@ func TestMLXQuantBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &hfconfig.MLXQuant{Bits: 3, Group: 32, Modules: map[string]hfconfig.ModuleQuant{
-		"model.layers.0.mlp.gate":               {Quantized: true, Bits: 8, Group: 64},
-		"lm_head":                               {Quantized: true, Bits: 6, Group: 64},
+	const aff = hfconfig.ModeAffine
+	want := &hfconfig.MLXQuant{Mode: aff, Bits: 3, Group: 32, Modules: map[string]hfconfig.ModuleQuant{
+		"model.layers.0.mlp.gate":               {Quantized: true, Mode: aff, Bits: 8, Group: 64},
+		"lm_head":                               {Quantized: true, Mode: aff, Bits: 6, Group: 64},
 		"model.layers.1.self_attn.v_proj":       {},
-		"model.layers.2.linear_attn.out_proj":   {Quantized: true, Bits: 3, Group: 32},
-		"model.layers.3.mlp.shared_expert_gate": {Quantized: true, Bits: 4, Group: 64},
+		"model.layers.2.linear_attn.out_proj":   {Quantized: true, Mode: aff, Bits: 3, Group: 32},
+		"model.layers.3.mlp.shared_expert_gate": {Quantized: true, Mode: aff, Bits: 4, Group: 64},
 	}}
 	if !reflect.DeepEqual(c.Quant, want) {
 		t.Fatalf("got %+v\nwant %+v", c.Quant, want)
 	}
-	if m, own := c.Quant.For("model.layers.5.mlp.gate"); own || m != (hfconfig.ModuleQuant{Quantized: true, Bits: 3, Group: 32}) {
+	if m, own := c.Quant.For("model.layers.5.mlp.gate"); own || m != (hfconfig.ModuleQuant{Quantized: true, Mode: aff, Bits: 3, Group: 32}) {
 		t.Fatalf("default: %+v %v", m, own)
+	}
+	// The float modes: their fixed sizes as defaults; an entry without mode is affine (MLX's
+	// to_quantized default) whatever the block's mode, as mlx-lm's router entries are.
+	c, err = parse(func(top map[string]any) {
+		top["quantization"] = map[string]any{"mode": "mxfp4", "model.layers.0.mlp.gate": map[string]any{"group_size": 64, "bits": 8},
+			"model.layers.1.mlp.gate": map[string]any{"mode": "nvfp4", "group_size": nil}, "model.layers.2.mlp.gate": true}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &hfconfig.MLXQuant{Mode: "mxfp4", Bits: 4, Group: 32, Modules: map[string]hfconfig.ModuleQuant{
+		"model.layers.0.mlp.gate": {Quantized: true, Mode: aff, Bits: 8, Group: 64},
+		"model.layers.1.mlp.gate": {Quantized: true, Mode: "nvfp4", Bits: 4, Group: 16},
+		"model.layers.2.mlp.gate": {Quantized: true, Mode: "mxfp4", Bits: 4, Group: 32},
+	}}
+	if !reflect.DeepEqual(c.Quant, want) {
+		t.Fatalf("float modes: got %+v\nwant %+v", c.Quant, want)
+	}
+	if c.Quant.Describe() != "mxfp4, 4 bits, group size 32, 3 per-module entries" {
+		t.Errorf("Describe %q", c.Quant.Describe())
+	}
+	c, err = parse(func(top map[string]any) { top["quantization"] = map[string]any{"mode": "mxfp8", "bits": 8, "group_size": 32} })
+	if err != nil || c.Quant.Mode != "mxfp8" || c.Quant.Bits != 8 || c.Quant.Group != 32 {
+		t.Fatalf("mxfp8: %+v %v", c.Quant, err)
 	}
 	c, err = parse(func(top map[string]any) { top["quantization_config"] = map[string]any{"bits": 8, "group_size": 128} })
 	if err != nil || c.Quant == nil || c.Quant.Bits != 8 || c.Quant.Group != 128 {

@@ -1,6 +1,8 @@
 package family
 
 import (
+	"strings"
+
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/op"
 )
@@ -202,13 +204,24 @@ type Vec struct {
 
 // Spec is one checkpoint tensor: its name, its shape as stored (a Linear weight [out, in], the
 // logical shape of a quantized one), whether it is the weight of a Linear or Embedding module
-// (which an MLX conversion may store quantized) and how a generated checkpoint draws it.
+// (which a conversion may store quantized), whether it is an Embedding table, and how a generated
+// checkpoint draws it.
 type Spec struct {
-	Name   string
-	Shape  []int64
-	Linear bool
-	Init   Init
+	Name      string
+	Shape     []int64
+	Linear    bool
+	Embedding bool
+	// TensorScale names the one scale an FP8 copy of this table stores for the whole tensor,
+	// shared by the tables of one module split into row blocks (Qwen3.8-Flash-Next-FP8's n-gram
+	// table: ngram_embedding.weight_scale, w = e4m3(code) * scale), instead of a
+	// <module>.weight_scale_inv grid; "" for the others.
+	TensorScale string
+	Init        Init
 }
+
+// Module is the module path of a Linear weight: its name without ".weight" (the key of a
+// per-module quantization entry, and of modules_to_not_convert).
+func (s Spec) Module() string { return strings.TrimSuffix(s.Name, ".weight") }
 
 // Init is how a random checkpoint (internal/modelgen) draws a tensor's values.
 type Init int

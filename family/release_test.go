@@ -142,8 +142,14 @@ func TestRefusedByName(t *testing.T) {
 		edit    func(top, text map[string]any)
 		wants   []string
 	}{
-		{"fp8", qwen3Next, quant(map[string]any{"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": []int{128, 128}}),
-			[]string{`quantization method "fp8" is not supported`, "FP8 block-scaled", "weight_block_size [128,128]"}},
+		{"fp8 static activations", qwen3Next, quant(map[string]any{"activation_scheme": "static", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": []int{128, 128}}),
+			[]string{`quantization_config.activation_scheme "static"`, "weight-only FP8"}},
+		{"fp8 blocks of 64", qwen3Next, quant(map[string]any{"quant_method": "fp8", "weight_block_size": []int{64, 64}}),
+			[]string{"quantization_config.weight_block_size [64 64]", "blocks of 128 x 128"}},
+		{"fp8 e5m2", flashNext, quant(map[string]any{"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": []int{128, 128}}),
+			[]string{`quantization_config.fmt "e5m2"`}},
+		{"fp8 per-tensor weights", flashNext, quant(map[string]any{"quant_method": "fp8", "weight_per_tensor": true, "weight_block_size": []int{128, 128}}),
+			[]string{"quantization_config.weight_per_tensor true"}},
 		{"modelopt", flashNext, quant(map[string]any{"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": []string{"lm_head", "mtp.*"}}),
 			[]string{`quantization method "modelopt" is not supported`, `quant_algo "NVFP4"`}},
 		{"compressed-tensors", qwen3Next, quant(map[string]any{"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
@@ -156,24 +162,22 @@ func TestRefusedByName(t *testing.T) {
 		{"gptq", flashNext, quant(map[string]any{"bits": 4, "group_size": 128, "desc_act": false, "quant_method": "gptq", "sym": true}),
 			[]string{`quantization method "gptq" is not supported`}},
 		{"unknown method", qwen3Next, quant(map[string]any{"quant_method": "hqq", "nbits": 4}), []string{`quantization method "hqq" is not supported`}},
-		{"in text_config", flashNext, func(_, text map[string]any) { text["quantization_config"] = map[string]any{"quant_method": "fp8"} },
-			[]string{`text_config.quantization_config: quantization method "fp8"`}},
-		{"mlx qwen4_exp", flashNext, func(top, _ map[string]any) { top["quantization"] = mlx; top["quantization_config"] = mlx },
-			[]string{"an MLX conversion of qwen4_exp (mlx-vlm; config.json has an MLX quantization block (affine, 4 bits, group size 64, 1 per-module entries)) is not supported"}},
-		{"mlx qwen4_exp quantization_config only", flashNext, func(top, _ map[string]any) { top["quantization_config"] = map[string]any{"group_size": 32, "bits": 8} },
-			[]string{"an MLX conversion of qwen4_exp", "affine, 8 bits, group size 32"}},
-		{"mlx mxfp4", qwen3Next, func(top, _ map[string]any) {
-			top["quantization"] = map[string]any{"group_size": 32, "bits": 4, "mode": "mxfp4"}
+		{"in text_config", flashNext, func(_, text map[string]any) { text["quantization_config"] = map[string]any{"quant_method": "awq"} },
+			[]string{`text_config.quantization_config: quantization method "awq"`}},
+		{"ple_storage", flashNext, func(_, text map[string]any) { text["ple_storage"] = map[string]any{"path": "ple"} },
+			[]string{"text_config.ple_storage (mlx-vlm serves the n-gram table from byte ranges of other files"}},
+		{"mlx mxfp4 in groups of 64", qwen3Next, func(top, _ map[string]any) {
+			top["quantization"] = map[string]any{"group_size": 64, "bits": 4, "mode": "mxfp4"}
 		},
-			[]string{`quantization: MLX quantization mode "mxfp4" (FP4 E2M1 codes in groups of 32 with E8M0 scales, 4 bits, group size 32) is not supported`}},
-		{"mlx nvfp4 entry", qwen3Next, func(top, _ map[string]any) {
-			top["quantization"] = map[string]any{"group_size": 64, "bits": 4, "model.layers.0.mlp.gate": map[string]any{"group_size": 16, "bits": 4, "mode": "nvfp4"}}
+			[]string{`quantization: MLX quantization mode "mxfp4" (FP4 E2M1 codes in groups of 32 with E8M0 scales) with 4 bits in groups of 64: mlx fixes the mode at 4 bits in groups of 32`}},
+		{"mlx nvfp4 entry of 8 bits", qwen3Next, func(top, _ map[string]any) {
+			top["quantization"] = map[string]any{"group_size": 64, "bits": 4, "model.layers.0.mlp.gate": map[string]any{"group_size": 16, "bits": 8, "mode": "nvfp4"}}
 		},
-			[]string{`quantization.model.layers.0.mlp.gate: MLX quantization mode "nvfp4"`}},
-		{"mlx mxfp8", qwen3Next, func(top, _ map[string]any) {
-			top["quantization"] = map[string]any{"group_size": 32, "bits": 8, "mode": "mxfp8"}
+			[]string{`quantization.model.layers.0.mlp.gate: MLX quantization mode "nvfp4"`, "8 bits in groups of 16"}},
+		{"mlx unknown mode", qwen3Next, func(top, _ map[string]any) {
+			top["quantization"] = map[string]any{"group_size": 32, "bits": 6, "mode": "mxfp6"}
 		},
-			[]string{`MLX quantization mode "mxfp8"`}},
+			[]string{`MLX quantization mode "mxfp6" is not supported`}},
 		{"mlx 7 bits", qwen3Next, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 64, "bits": 7} },
 			[]string{"MLX affine quantization with 7 bits in groups of 64"}},
 		{"mlx group 16", qwen3Next, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 16, "bits": 4} },
@@ -440,9 +444,11 @@ func TestReleaseTensorChecks(t *testing.T) {
 		{"one n-gram table", modelgen.HeaderOnly{Tensors: oneTable}, nil},
 		{"split_ngram_parts disagrees", modelgen.HeaderOnly{Config: func(top map[string]any) {
 			top["text_config"].(map[string]any)["split_ngram_parts"] = 64
-		}}, []string{"model.language_model.layers.1.ple.ple_embedding.ngram_embedding is stored as 128 shard_{k} tensors, split_ngram_parts is 64"}},
+		}}, []string{"model.language_model.layers.1.ple.ple_embedding.ngram_embedding is stored as 128 row blocks (shard_{k} or shards.{k}), split_ngram_parts is 64"}},
 		{"FP8 weight", editTensor(gateUp, func(w *safetensors.WriteTensor) bool { w.DType = safetensors.F8E4M3; return true }),
-			[]string{"1 tensors are not BF16, F16 or F32", gateUp + " F8_E4M3"}},
+			[]string{gateUp + " is F8_E4M3 (FP8), but config.json has no quantization_config with quant_method fp8"}},
+		{"FP8 norm", editTensor(plePrefix[:len(plePrefix)-len("ple_embedding.")]+"norm_key.weight", func(w *safetensors.WriteTensor) bool { w.DType = safetensors.F8E4M3; return true }),
+			[]string{"norm_key.weight is F8_E4M3, but only Linear and Embedding weights are stored FP8"}},
 		{"missing weight", editTensor(gateUp, func(*safetensors.WriteTensor) bool { return false }), []string{"1 missing: " + gateUp}},
 		{"unexpected weight", modelgen.HeaderOnly{Tensors: func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
 			return append(ts, safetensors.WriteTensor{Name: gateUp + "_scale_inv", DType: safetensors.F32, Shape: []int64{512, 10, 20}})

@@ -291,7 +291,7 @@ func layoutOf(t *testing.T, c *hfconfig.Config, text string, ex family.ExpertSto
 	t.Helper()
 	for _, p := range family.Of(c).Prefixes() {
 		if p.Text == text {
-			return family.Layout{Prefix: p, Experts: ex, MLX: mlx}
+			return family.Layout{Prefix: p, Experts: ex, MLX: mlx, ShiftedGains: mlx}
 		}
 	}
 	t.Fatalf("%s has no prefix %s", c.Family, text)

@@ -53,13 +53,19 @@ type ModelInfo struct {
 	UsedTensors  int   // tensors the model loads
 	UsedBytes    int64 // their bytes
 	WeightDTypes []DTypeBytes
-	// MLX reports an MLX conversion (mlx_lm.convert): experts stacked under mlp.switch_mlp,
-	// conv1d weights [C, K, 1], the pre-norms, the final norm and the q/k norms stored as 1 + w
-	// (read as stored - 1).
+	// MLX reports an MLX conversion (mlx_lm.convert, mlx_vlm.convert): experts stacked under
+	// mlp.switch_mlp, conv1d weights [C, K, 1].
 	MLX bool
-	// Quantized groups the quantized modules of an MLX affine conversion by bit width and group
-	// size (most bytes first); empty for unquantized checkpoints. Quantization is the config's
-	// block in words ("affine, 4 bits, group size 64, 8 per-module entries"), "" without one.
+	// ShiftedGains reports zero-centred norm gains stored as 1 + w (read as stored - 1): the
+	// pre-norms, final norm and q/k norms of mlx-lm's conversions; in a Qwen3.8-Flash-Next file
+	// decided from its signals. Gains says which convention was found and why (config hint,
+	// provenance, the stored values), "" where the family decides by layout alone.
+	ShiftedGains bool
+	Gains        string
+	// Quantized groups the quantized modules by format (MLX affine bit width and group size, MLX
+	// float mode, FP8 blocks or per-tensor scale; most bytes first); empty for unquantized
+	// checkpoints. Quantization is the config's block in words ("MLX affine, 4 bits, group size
+	// 64, 8 per-module entries", "FP8 E4M3, blocks of 128 x 128, ..."), "" without one.
 	Quantized    []QuantBytes
 	Quantization string
 	// ResidentBytes is the weight memory of the loaded model: quantized modules packed (codes,
@@ -87,9 +93,12 @@ type DTypeBytes struct {
 	Bytes   int64
 }
 
-// QuantBytes is one (bit width, group size) of a quantized checkpoint: how many modules
-// (stacked experts count once per layer) and the bytes of their codes, scales and biases.
+// QuantBytes is one format of a quantized checkpoint's modules (Format: "4-bit affine in groups
+// of 64", "mxfp4 (4 bits in groups of 32)", "FP8 E4M3 in 128 x 128 blocks, BF16 scales", ...;
+// Bits and Group for the MLX formats): how many modules (stacked experts count once per layer)
+// and the bytes of their codes, scales and biases.
 type QuantBytes struct {
+	Format      string
 	Bits, Group int
 	Modules     int
 	Bytes       int64
@@ -112,8 +121,9 @@ type TruncatedShard struct {
 }
 
 // Inspect validates the checkpoint in dir without loading it and describes it: config.json
-// (fields, invariants, the MLX quantization block; other quantizations and model types refused
-// by name), whether it is an MLX conversion, the quantized modules, the shard index and every
+// (fields, invariants, the MLX quantization block or FP8 quantization_config; other
+// quantizations and model types refused by name), whether it is an MLX conversion and how it
+// stores the zero-centred norm gains (and why), the quantized modules, the shard index and every
 // tensor header (names, dtypes, shapes, offsets), and the tensor table against the config
 // (every tensor the model needs with its shape and a weight dtype, the PLE hash buffers'
 // values), exactly as LoadModel checks them. It reads no tensor data but the PLE buffers (a
@@ -121,7 +131,7 @@ type TruncatedShard struct {
 // the 131 shards of Qwen3.8-Flash-Next, 360 GB of weights). A shard whose data section is
 // truncated is reported in ModelInfo.Truncated, not refused: its header is complete (LoadModel
 // refuses it). Errors wrap ErrCheckpoint (the message names the file and tensor) or
-// ErrUnsupported (the format or value by name, e.g. `quantization method "fp8" is not
+// ErrUnsupported (the format or value by name, e.g. `quantization method "awq" is not
 // supported`).
 func Inspect(dir string) (*ModelInfo, error) {
 	if err := checkpointDir(dir); err != nil {
@@ -186,22 +196,30 @@ func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, re
 		Prefix: l.Text, FusedExperts: l.Experts == family.Fused, Layout: l.Describe(), NGramShards: l.NGramParts,
 		Shards: len(ck.Files()), Tensors: res.Tensors, TensorBytes: res.Bytes,
 		UsedTensors: res.Used, UsedBytes: res.UsedBytes, PLEBuffersChecked: res.ConstantsChecked,
-		MLX: l.MLX, ResidentBytes: res.ResidentBytes,
+		MLX: l.MLX, ShiftedGains: l.ShiftedGains, Gains: l.GainsWhy, ResidentBytes: res.ResidentBytes,
 	}
-	if c.Quant != nil {
-		in.Quantization = c.Quant.Describe()
+	switch {
+	case c.Quant != nil:
+		in.Quantization = "MLX " + c.Quant.Describe()
+	case c.FP8 != nil:
+		in.Quantization = c.FP8.Describe()
 	}
-	byQ := map[[2]int]*QuantBytes{}
+	byQ := map[string]*QuantBytes{}
+	counted := map[string]bool{} // a scale shared by the row blocks of one table counts once
 	for _, q := range res.Quant {
-		k := [2]int{q.Bits, q.Group}
+		k := q.Describe()
 		b := byQ[k]
 		if b == nil {
-			b = &QuantBytes{Bits: q.Bits, Group: q.Group}
+			b = &QuantBytes{Format: k}
+			if q.Format == family.MLXAffine || q.Format == family.MLXFloat {
+				b.Bits, b.Group = q.Bits, q.Group
+			}
 			byQ[k] = b
 		}
 		b.Modules++
-		for _, n := range []string{q.Weight, q.Scales, q.Biases} {
-			if t, err := ck.Tensor(n); err == nil {
+		for _, n := range q.Tensors() {
+			if t, err := ck.Tensor(n); err == nil && !counted[n] {
+				counted[n] = true
 				b.Bytes += t.ByteSize()
 			}
 		}
@@ -214,7 +232,7 @@ func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, re
 		if a.Bytes != b.Bytes {
 			return a.Bytes > b.Bytes
 		}
-		return a.Bits < b.Bits || a.Bits == b.Bits && a.Group < b.Group
+		return a.Format < b.Format
 	})
 	for i, t := range c.LayerTypes {
 		switch t {

@@ -66,6 +66,8 @@ func TestInspectReleases(t *testing.T) {
 			Hk: 16, Hv: 48, Dk: 128, Dv: 128, Experts: 512, TopK: 10, MoEI: 640, SharedI: 640, Vocab: 248320, Streams: 4,
 			QSABudget: 2048, PLELayers: []int{1}, MaxPositions: 262144, MTPLayers: 1,
 			Prefix: "model.language_model.", FusedExperts: true, Layout: "prefix model.language_model., experts fused", NGramShards: 128, Shards: 131,
+			Gains: "stored as w: provenance: a Hugging Face checkpoint (transformers stores the gains as w) (reads w); " +
+				"stored values: the zero-centred gains' mean is 0.000 over 148 tensors (hc_norm 0.000 over 97); w gives about 0.2, 1 + w about 1.2, split at 0.5 (reads w)",
 			Tensors: n[""], TensorBytes: all, UsedTensors: n[""] - n["mtp."] - n["model.visual."] - 3, UsedBytes: used,
 			WeightDTypes:      []DTypeBytes{{"BF16", n[""] - n["mtp."] - n["model.visual."] - 3, used}},
 			PLEBuffersChecked: 1, ResidentBytes: used + by["vectors"],
@@ -159,16 +161,19 @@ func TestLoadAndInspectRefuse(t *testing.T) {
 		want     string
 	}{
 		{"PLE vocab size", badPLE, hfconfig.ErrTensors, vocab + "[9] = 20000094, config.json implies 20000093"},
-		{"fp8", quant(map[string]any{"quant_method": "fp8", "weight_block_size": []int{128, 128}}), hfconfig.ErrUnsupported, `quantization method "fp8" is not supported`},
+		{"fp8 config on bf16 tensors", quant(map[string]any{"quant_method": "fp8", "weight_block_size": []int{128, 128}}), hfconfig.ErrTensors,
+			"model.language_model.layers.0.linear_attn.in_proj_qkv.weight is BF16, but config.json's modules_to_not_convert does not name model.language_model.layers.0.linear_attn.in_proj_qkv"},
+		{"fp8 static activations", quant(map[string]any{"quant_method": "fp8", "weight_block_size": []int{128, 128}, "activation_scheme": "static"}), hfconfig.ErrUnsupported,
+			`activation_scheme "static"`},
 		{"modelopt", quant(map[string]any{"quant_method": "modelopt", "quant_algo": "NVFP4"}), hfconfig.ErrUnsupported, `quantization method "modelopt" is not supported`},
 		{"compressed-tensors", quant(map[string]any{"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}), hfconfig.ErrUnsupported, `quantization method "compressed-tensors"`},
 		{"auto-round", quant(map[string]any{"quant_method": "auto-round", "bits": 4}), hfconfig.ErrUnsupported, `quantization method "auto-round"`},
 		{"awq", quant(map[string]any{"quant_method": "awq", "bits": 4}), hfconfig.ErrUnsupported, `quantization method "awq"`},
 		{"gptq", quant(map[string]any{"quant_method": "gptq", "bits": 4}), hfconfig.ErrUnsupported, `quantization method "gptq"`},
 		{"unknown method", quant(map[string]any{"quant_method": "quanto"}), hfconfig.ErrUnsupported, `quantization method "quanto" is not supported`},
-		{"mlx", modelgen.HeaderOnly{Config: func(top map[string]any) { top["quantization"] = map[string]any{"group_size": 64, "bits": 4} }},
-			hfconfig.ErrUnsupported, "an MLX conversion of qwen4_exp (mlx-vlm; config.json has an MLX quantization block (affine, 4 bits, group size 64)) is not supported"},
-		{"qwen3_5_moe", modelgen.HeaderOnly{Config: func(top map[string]any) { top["model_type"] = "qwen3_5_moe" }}, hfconfig.ErrUnsupported, `model_type "qwen3_5_moe"`},
+		{"mlx block on a Hugging Face checkpoint", modelgen.HeaderOnly{Config: func(top map[string]any) { top["quantization"] = map[string]any{"group_size": 64, "bits": 4} }},
+			hfconfig.ErrTensors, "the checkpoint is neither clearly an MLX conversion nor a Hugging Face checkpoint"},
+		{"qwen3_moe", modelgen.HeaderOnly{Config: func(top map[string]any) { top["model_type"] = "qwen3_moe" }}, hfconfig.ErrUnsupported, `model_type "qwen3_moe", Qwen3 MoE, is not supported`},
 		{"mamba_ssm_dtype", modelgen.HeaderOnly{Config: func(top map[string]any) { top["text_config"].(map[string]any)["mamba_ssm_dtype"] = "bfloat16" }},
 			hfconfig.ErrUnsupported, `mamba_ssm_dtype "bfloat16"`},
 	}

@@ -156,8 +156,8 @@ func TestMLXResident(t *testing.T) {
 	if r := float64(info.ResidentBytes) / float64(bf.ResidentBytes); r > 0.4 {
 		t.Errorf("4-bit resident %d bytes, bf16 %d: ratio %.3f", info.ResidentBytes, bf.ResidentBytes, r)
 	}
-	if !info.MLX || info.Quantization != "affine, 4 bits, group size 64, 8 per-module entries" || len(info.Quantized) != 2 ||
-		info.Quantized[0].Bits != 4 || info.Quantized[1] != (QuantBytes{Bits: 8, Group: 64, Modules: 8, Bytes: info.Quantized[1].Bytes}) {
+	if !info.MLX || info.Quantization != "MLX affine, 4 bits, group size 64, 8 per-module entries" || len(info.Quantized) != 2 ||
+		info.Quantized[0].Bits != 4 || info.Quantized[1] != (QuantBytes{Format: "8-bit affine in groups of 64", Bits: 8, Group: 64, Modules: 8, Bytes: info.Quantized[1].Bytes}) {
 		t.Fatalf("info %v %q %+v", info.MLX, info.Quantization, info.Quantized)
 	}
 	inside := func(name string, p unsafe.Pointer, n uintptr) {
@@ -290,11 +290,11 @@ func TestMLXBadInput(t *testing.T) {
 		want     []string
 	}{
 		{"codes of other bits", q4, set(gate+".weight", func(w *safetensors.WriteTensor) { w.Shape[1] = 256 * 4 / 32; w.Data = w.Data[:len(w.Data)/2] }), nil,
-			ErrCheckpoint, []string{gate + ".weight holds 4-bit codes in groups of 64", "config.json declares 8 bits in groups of 64 for " + gate + " (its own entry"}},
+			ErrCheckpoint, []string{gate + ".weight holds 4-bit affine in groups of 64", "config.json declares 8-bit affine in groups of 64 for " + gate + " (its own entry"}},
 		{"default bits differ", q4, nil, func(c map[string]any) {
 			c["quantization"].(map[string]any)["bits"] = 3
 			c["quantization_config"].(map[string]any)["bits"] = 3
-		}, ErrCheckpoint, []string{"lm_head.weight holds 4-bit codes", "config.json declares 3 bits in groups of 64 for lm_head (the default"}},
+		}, ErrCheckpoint, []string{"lm_head.weight holds 4-bit affine in groups of 64", "config.json declares 3-bit affine in groups of 64 for lm_head (the default"}},
 		{"scales shape", q4, set(out+".scales", func(w *safetensors.WriteTensor) { w.Shape[0] = 255; w.Data = w.Data[:255*12*2] }), nil,
 			ErrCheckpoint, []string{out + ".scales has shape [255 12], want [256] + [in/group]"}},
 		{"scales dtype", q4, set(out+".scales", func(w *safetensors.WriteTensor) {
@@ -314,24 +314,24 @@ func TestMLXBadInput(t *testing.T) {
 		{"entry false for a quantized module", q4, nil, entry(out, false),
 			ErrCheckpoint, []string{out + ".scales exists, but config.json's quantization entry for " + out + " is false"}},
 		{"entry for a module stored dense", q4, nil, entry("model.layers.0.mlp.shared_expert.down_proj", map[string]any{"group_size": 32, "bits": 4}),
-			ErrCheckpoint, []string{"config.json quantizes model.layers.0.mlp.shared_expert.down_proj (4 bits, group size 32), but model.layers.0.mlp.shared_expert.down_proj.scales is missing"}},
+			ErrCheckpoint, []string{"config.json quantizes model.layers.0.mlp.shared_expert.down_proj (4-bit affine in groups of 32), but model.layers.0.mlp.shared_expert.down_proj.scales is missing"}},
 		{"quantized conv", q4, add(bf16s("model.layers.0.linear_attn.conv1d.scales", 1280, 4), bf16s("model.layers.0.linear_attn.conv1d.biases", 1280, 4)), nil,
 			ErrCheckpoint, []string{"model.layers.0.linear_attn.conv1d.scales: model.layers.0.linear_attn.conv1d.weight is quantized, but only Linear and Embedding weights can be"}},
 		{"quantized norm", q4, add(bf16s("model.layers.2.input_layernorm.scales", 4), bf16s("model.layers.2.input_layernorm.biases", 4)), nil,
 			ErrCheckpoint, []string{"model.layers.2.input_layernorm.scales: model.layers.2.input_layernorm.weight is quantized"}},
 		{"quantized without a block", q4, nil, func(c map[string]any) { delete(c, "quantization"); delete(c, "quantization_config") },
-			ErrCheckpoint, []string{"quantized tensors, but config.json has no quantization block"}},
+			ErrCheckpoint, []string{"quantized tensors, but config.json has no MLX quantization block"}},
 		{"Hugging Face metadata", bf, func(ts []safetensors.WriteTensor, md map[string]string) []safetensors.WriteTensor {
 			md["format"] = "pt"
 			return ts
 		}, nil,
 			ErrCheckpoint, []string{"MLX signals: experts stacked under mlp.switch_mlp, model.layers.0.linear_attn.conv1d.weight [1280 4 1] (channels, kernel, 1)",
 				`Hugging Face signals: model.safetensors metadata format "pt"`}},
-		{"mode mxfp4", q4, nil, func(c map[string]any) {
+		{"mode mxfp4 over affine tensors", q4, nil, func(c map[string]any) {
 			for _, key := range []string{"quantization", "quantization_config"} {
 				c[key] = map[string]any{"group_size": 32, "bits": 4, "mode": "mxfp4"}
 			}
-		}, ErrUnsupported, []string{`MLX quantization mode "mxfp4" (FP4 E2M1 codes in groups of 32 with E8M0 scales, 4 bits, group size 32) is not supported`}},
+		}, ErrCheckpoint, []string{"lm_head.weight holds 4-bit affine in groups of 64 (its shapes [512 32] and [512 4], BF16 scales, for in=256), but config.json declares mxfp4 (4 bits in groups of 32) for lm_head"}},
 		{"quantization blocks differ", q4, nil, func(c map[string]any) { c["quantization_config"] = map[string]any{"group_size": 64, "bits": 8} },
 			ErrCheckpoint, []string{"quantization and quantization_config differ"}},
 	}
@@ -365,7 +365,8 @@ func TestMLXBadInput(t *testing.T) {
 }
 
 // TestMLXProvenanceRefused: a Hugging Face checkpoint with an MLX quantization block added, and
-// mlx-vlm's qwen4_exp layout (tensors under language_model.model.), are refused naming why.
+// Hugging Face qwen4_exp tensors renamed to mlx-vlm's language_model.model. (fused experts,
+// conv1d [C, 1, K]), are refused naming the signals of both.
 func TestMLXProvenanceRefused(t *testing.T) {
 	hf := t.TempDir()
 	for _, f := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"} {
@@ -389,7 +390,7 @@ func TestMLXProvenanceRefused(t *testing.T) {
 	if !errors.Is(err, ErrCheckpoint) || !errors.Is(err, hfconfig.ErrTensors) ||
 		!strings.Contains(err.Error(), "MLX signals: config.json quantization block without quant_method") ||
 		!strings.Contains(err.Error(), "experts stored one by one (mlp.experts.{e}.*)") ||
-		!strings.Contains(err.Error(), `model-00001-of-00002.safetensors metadata format "pt"`) {
+		!strings.Contains(err.Error(), `metadata format "pt" in 2 of 2 files (model-00001-of-00002.safetensors, ...)`) {
 		t.Fatalf("HF checkpoint with an MLX block: %v", err)
 	}
 
@@ -411,8 +412,9 @@ func TestMLXProvenanceRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(vlm, "config.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Inspect(vlm); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "an MLX conversion of qwen4_exp (mlx-vlm; tensor names start with language_model.model.") {
-		t.Fatalf("mlx-vlm qwen4_exp: %v", err)
+	if _, err := Inspect(vlm); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "MLX signals: model.safetensors metadata format \"mlx\", tensor names under language_model.model.") ||
+		!strings.Contains(err.Error(), "Hugging Face signals: experts under mlp.experts.gate_up_proj") {
+		t.Fatalf("mlx-vlm names over Hugging Face tensors: %v", err)
 	}
 }
 

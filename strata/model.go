@@ -567,12 +567,12 @@ func (m *Model) PrefillFLOPs(pos0, T, lastRows int) (gemm, total float64) {
 	return gemm, gemm + mix
 }
 
-// quantNote describes a checkpoint's quantization for the load log: "; MLX, affine, 4 bits, ..."
-// or "" for an unquantized Hugging Face checkpoint.
+// quantNote describes a checkpoint's quantization for the load log: "; MLX affine, 4 bits, ...",
+// "; FP8 E4M3, ..." or "" for an unquantized Hugging Face checkpoint.
 func quantNote(in ModelInfo) string {
 	switch {
 	case in.Quantization != "":
-		return "; MLX " + in.Quantization
+		return "; " + in.Quantization
 	case in.MLX:
 		return "; MLX conversion, not quantized"
 	}

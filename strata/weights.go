@@ -2,6 +2,7 @@ package strata
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/safetensors"
@@ -10,8 +11,8 @@ import (
 
 // loader reads the weights a plan refers to (family.Mat, family.Vec) from a checkpoint, whose
 // tensors family.CheckCheckpoint checked against the plan. Quantized modules (quant) become
-// op.QAffine matrices viewing the mapped codes, scales and biases; a stacked tensor is read once
-// and its slices shared.
+// op.QAffine, op.QFloat or op.FP8Block matrices viewing the mapped codes, scales and biases; a
+// stacked tensor is read once and its slices shared.
 type loader struct {
 	ck     *safetensors.Checkpoint
 	quant  map[string]family.QuantTensor
@@ -125,7 +126,9 @@ func (l *loader) vec(v family.Vec) ([]float32, error) {
 
 // matrices reads the e [n, k] slices of a stacked 3-D weight [e, n, k] (e > 0; 0 reads a 2-D
 // weight [n, k] as one matrix), each a view of the mapping: bf16/f16 kept in their own format,
-// f32 as f32, quantized modules packed (QAffine views of the codes, scales and biases).
+// f32 as f32, quantized modules packed (QAffine views of the codes, scales and biases; QFloat
+// views of the codes and scales; FP8Block views of the codes with their scale grid, or with the
+// one scale of the tensor repeated over the grid).
 func (l *loader) matrices(name string, e, n, k int) ([]*op.Matrix, error) {
 	stack, lead := max(e, 1), []int64{}
 	if e > 0 {
@@ -145,7 +148,14 @@ func (l *loader) matrices(name string, e, n, k int) ([]*op.Matrix, error) {
 		}
 		return ms, nil
 	}
-	// hfconfig.CheckCheckpoint checked the codes', scales' and biases' dtypes and shapes.
+	// family.CheckCheckpoint checked the codes', scales' and biases' dtypes and shapes.
+	switch q.Format {
+	case family.FP8Blocks, family.FP8Tensor:
+		m, err := l.fp8(q, n, k)
+		return []*op.Matrix{m}, err
+	case family.MLXFloat:
+		return l.qfloat(q, stack, lead, n, k)
+	}
 	w, err := l.tensor(q.Weight, append(lead, int64(n), int64(k*q.Bits/32))...)
 	if err != nil {
 		return nil, err
@@ -187,6 +197,82 @@ func (l *loader) matrices(name string, e, n, k int) ([]*op.Matrix, error) {
 	return ms, nil
 }
 
+// qfloat reads the stack slices of an MLX float-mode weight (mxfp4, nvfp4, mxfp8): views of the
+// U32 codes and the U8 scales.
+func (l *loader) qfloat(q family.QuantTensor, stack int, lead []int64, n, k int) ([]*op.Matrix, error) {
+	w, err := l.tensor(q.Weight, append(lead, int64(n), int64(k*q.Bits/32))...)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := l.tensor(q.Scales, append(lead, int64(n), int64(k/q.Group))...)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := w.Uint32s()
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Weight)
+	}
+	scales, err := sc.Bytes()
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Scales)
+	}
+	words, groups := n*k*q.Bits/32, n*(k/q.Group)
+	ms := make([]*op.Matrix, stack)
+	for i := range ms {
+		ms[i], err = op.NewMatrixQFloat(n, k, &op.QuantFloat{Mode: q.Mode, Codes: codes[i*words : (i+1)*words], Scales: scales[i*groups : (i+1)*groups]})
+		if err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Weight)
+		}
+	}
+	return ms, nil
+}
+
+// fp8 reads an FP8 weight [n, k]: a view of its E4M3 codes with its BF16 or F32 scale grid (a
+// view of a BF16 <module>.weight_scale_inv, a copy of an F32 one), or with the tensor's one scale repeated over the grid
+// (FP8Tensor: a copy of ceil(n/128) * ceil(k/128) scales).
+func (l *loader) fp8(q family.QuantTensor, n, k int) (*op.Matrix, error) {
+	w, err := l.tensor(q.Weight, int64(n), int64(k))
+	if err != nil {
+		return nil, err
+	}
+	codes, err := w.Bytes()
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Weight)
+	}
+	grid := op.FP8Grid(n, k)
+	f := &op.BlockFP8{Codes: codes, Grid: grid, ScaleDType: op.BF16}
+	sc, err := l.ck.Tensor(q.Scales)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Scales)
+	}
+	if q.Format == family.FP8Blocks {
+		if sc, err = l.tensor(q.Scales, int64(grid[0]), int64(grid[1])); err != nil {
+			return nil, err
+		}
+	}
+	if q.ScaleDType == safetensors.F32 {
+		f.ScaleDType = op.F32
+		if f.ScalesF32, err = sc.Float32(); err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Scales)
+		}
+	} else if f.Scales, err = sc.Uint16s(); err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Scales)
+	}
+	if q.Format == family.FP8Tensor {
+		cells := grid[0] * grid[1]
+		if f.ScaleDType == op.F32 {
+			f.ScalesF32 = slices.Repeat(f.ScalesF32[:1], cells)
+		} else {
+			f.Scales = slices.Repeat(f.Scales[:1], cells)
+		}
+	}
+	m, err := op.NewMatrixFP8Block(n, k, f)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Weight)
+	}
+	return m, nil
+}
+
 func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, error) {
 	switch t.DType {
 	case safetensors.BF16, safetensors.F16:
@@ -221,8 +307,9 @@ func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, err
 
 // concatRows builds a weight from selected row ranges of one or more matrices (used to regroup
 // Qwen3-Next's in_proj_qkvz / in_proj_ba and to fuse per-expert gate/up). Each part is (src,
-// firstRow, nRows); all parts share K and dtype (and, quantized, bits, group size and scale
-// dtype: rows of codes, scales and biases are concatenated, still packed). The result owns a
+// firstRow, nRows); all parts share K and dtype (and, quantized, the format: bits, group size and
+// scale dtype, mode, or FP8 scale dtype: rows of codes, scales and biases are concatenated, still
+// packed; FP8 rows in whole 128-row blocks, as family.CheckCheckpoint checked). The result owns a
 // copy. Errors wrap op.ErrUnsupported (parts that cannot share one matrix) or op.ErrShape.
 type rowPart struct {
 	src      *op.Matrix
@@ -233,22 +320,26 @@ func concatRows(parts []rowPart) (*op.Matrix, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("concatRows: no parts")
 	}
-	k, dt := parts[0].src.K, parts[0].src.DType
+	p0 := parts[0].src
+	k, dt := p0.K, p0.DType
 	n := 0
 	for _, p := range parts {
 		if p.src.K != k || p.src.DType != dt {
 			return nil, fmt.Errorf("%w: concatRows: parts of K %d and %d or dtypes %v and %v", op.ErrUnsupported, k, p.src.K, dt, p.src.DType)
 		}
-		if q0, q := parts[0].src.Q, p.src.Q; dt == op.QAffine && (q.Bits != q0.Bits || q.Group != q0.Group || q.ScaleDType != q0.ScaleDType) {
+		if q0, q := p0.Q, p.src.Q; dt == op.QAffine && (q.Bits != q0.Bits || q.Group != q0.Group || q.ScaleDType != q0.ScaleDType) {
 			return nil, fmt.Errorf("%w: concatRows: parts quantized at %d bits in groups of %d (%v scales) and at %d bits in groups of %d (%v scales)",
 				op.ErrUnsupported, q0.Bits, q0.Group, q0.ScaleDType, q.Bits, q.Group, q.ScaleDType)
 		}
+		if dt == op.QFloat && p.src.QF.Mode != p0.QF.Mode || dt == op.FP8Block && p.src.FP8.ScaleDType != p0.FP8.ScaleDType {
+			return nil, fmt.Errorf("%w: concatRows: parts of %v weights in different formats", op.ErrUnsupported, dt)
+		}
 		n += p.cnt
 	}
-	if dt == op.QAffine {
-		q0 := parts[0].src.Q
-		words, groups := k*q0.Bits/32, k/q0.Group
-		q := &op.Quant{Bits: q0.Bits, Group: q0.Group, ScaleDType: q0.ScaleDType}
+	switch dt {
+	case op.QAffine:
+		words, groups := k*p0.Q.Bits/32, k/p0.Q.Group
+		q := &op.Quant{Bits: p0.Q.Bits, Group: p0.Q.Group, ScaleDType: p0.Q.ScaleDType}
 		for _, p := range parts {
 			r0, r1 := p.row, p.row+p.cnt
 			q.Codes = append(q.Codes, p.src.Q.Codes[r0*words:r1*words]...)
@@ -257,8 +348,33 @@ func concatRows(parts []rowPart) (*op.Matrix, error) {
 		}
 		m := &op.Matrix{N: n, K: k, DType: op.QAffine, Q: q}
 		return m, m.Validate("concatRows")
-	}
-	if dt == op.F32 {
+	case op.QFloat:
+		words, groups := k*p0.QF.Mode.Bits()/32, k/p0.QF.Mode.Group()
+		q := &op.QuantFloat{Mode: p0.QF.Mode}
+		for _, p := range parts {
+			r0, r1 := p.row, p.row+p.cnt
+			q.Codes = append(q.Codes, p.src.QF.Codes[r0*words:r1*words]...)
+			q.Scales = append(q.Scales, p.src.QF.Scales[r0*groups:r1*groups]...)
+		}
+		return op.NewMatrixQFloat(n, k, q)
+	case op.FP8Block:
+		const B = op.FP8BlockSize
+		f := &op.BlockFP8{ScaleDType: p0.FP8.ScaleDType, Grid: op.FP8Grid(n, k)}
+		cols := f.Grid[1]
+		for _, p := range parts {
+			if p.row%B != 0 {
+				return nil, fmt.Errorf("%w: concatRows: FP8 rows from %d, not a %d-row block boundary", op.ErrUnsupported, p.row, B)
+			}
+			f.Codes = append(f.Codes, p.src.FP8.Codes[p.row*k:(p.row+p.cnt)*k]...)
+			b0, b1 := p.row/B*cols, (p.row+p.cnt+B-1)/B*cols
+			if f.ScaleDType == op.F32 {
+				f.ScalesF32 = append(f.ScalesF32, p.src.FP8.ScalesF32[b0:b1]...)
+			} else {
+				f.Scales = append(f.Scales, p.src.FP8.Scales[b0:b1]...)
+			}
+		}
+		return op.NewMatrixFP8Block(n, k, f)
+	case op.F32:
 		out := make([]float32, 0, n*k)
 		for _, p := range parts {
 			out = append(out, p.src.F32[p.row*k:(p.row+p.cnt)*k]...)

@@ -93,19 +93,25 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 	if len(in.Quantized) > 0 {
 		var qs []string
 		for _, q := range in.Quantized {
-			qs = append(qs, fmt.Sprintf("%d-bit groups of %d: %s, %s", q.Bits, q.Group, plural(q.Modules, "module"), size(q.Bytes)))
+			qs = append(qs, fmt.Sprintf("%s: %s, %s", q.Format, plural(q.Modules, "module"), size(q.Bytes)))
 		}
-		line("quantized", "MLX %s: %s", in.Quantization, strings.Join(qs, "; "))
+		line("quantized", "%s: %s", in.Quantization, strings.Join(qs, "; "))
 	}
 	line("resident", "%s of weights in memory once loaded", size(in.ResidentBytes))
 	experts := "experts stored one by one"
 	switch {
 	case in.MLX:
-		experts = "MLX conversion (experts stacked under switch_mlp, conv1d [C, K, 1], norms stored as 1 + w)"
+		experts = "MLX conversion (experts stacked under switch_mlp, conv1d [C, K, 1])"
 	case in.FusedExperts:
 		experts = "experts fused"
 	}
 	line("tensors", "%d in %s, %s; prefix %s, %s", in.Tensors, plural(in.Shards, "shard"), size(in.TensorBytes), in.Prefix, experts)
+	switch {
+	case in.Gains != "":
+		line("norms", "zero-centred gains %s", in.Gains)
+	case in.ShiftedGains:
+		line("norms", "zero-centred gains stored as 1 + w (this layout's convention), read as stored - 1")
+	}
 	for i, s := range in.Skipped {
 		key := ""
 		if i == 0 {

@@ -73,12 +73,8 @@ func (Family) ReadConfig(top *hfconfig.Object, c *hfconfig.Config) []string {
 		if tmt := text.Str("model_type", want); tmt != want {
 			return []string{fmt.Sprintf("text_config.model_type %q, want %s", tmt, want)}
 		}
-		q, err := hfconfig.CheckQuantization(text)
-		if err != nil {
+		if err := hfconfig.ReadQuantization(c, text); err != nil {
 			return []string{err.Error()}
-		}
-		if c.Quant == nil {
-			c.Quant = q
 		}
 	}
 	isMoE := moe[c.ModelType]
@@ -178,17 +174,17 @@ func (Family) Plan(c *hfconfig.Config, l family.Layout) (*family.Plan, error) {
 	p := b.P
 	p.Embed = b.Embedding(l.Model("embed_tokens.weight"), c.Vocab, c.D)
 	b.Head()
-	norm := b.Gain(l.Model("norm.weight"), c.D, true, l.MLX)
+	norm := b.Gain(l.Model("norm.weight"), c.D, true, l.ShiftedGains)
 	p.Head.Norm = &norm
 	for i := 0; i < c.Layers; i++ {
 		ly := family.Layer{Index: i, Type: c.LayerTypes[i]}
-		in := b.Gain(l.Layer(i, "input_layernorm.weight"), c.D, true, l.MLX)
-		post := b.Gain(l.Layer(i, "post_attention_layernorm.weight"), c.D, true, l.MLX)
+		in := b.Gain(l.Layer(i, "input_layernorm.weight"), c.D, true, l.ShiftedGains)
+		post := b.Gain(l.Layer(i, "post_attention_layernorm.weight"), c.D, true, l.ShiftedGains)
 		ly.In.Norm, ly.Post.Norm = &in, &post
 		if ly.Type == hfconfig.LinearAttention {
 			ly.GDN = b.GDN(i)
 		} else {
-			ly.Attn = b.Attention(i, l.MLX)
+			ly.Attn = b.Attention(i, l.ShiftedGains)
 		}
 		b.MLP(&ly)
 		p.Layers = append(p.Layers, ly)

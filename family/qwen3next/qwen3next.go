@@ -58,17 +58,17 @@ func (Family) Plan(c *hfconfig.Config, l family.Layout) (*family.Plan, error) {
 	p := b.P
 	p.Embed = b.Embedding(l.Model("embed_tokens.weight"), c.Vocab, c.D)
 	b.Head()
-	norm := b.Gain(l.Model("norm.weight"), c.D, true, l.MLX)
+	norm := b.Gain(l.Model("norm.weight"), c.D, true, l.ShiftedGains)
 	p.Head.Norm = &norm
 	for i := 0; i < c.Layers; i++ {
 		ly := family.Layer{Index: i, Type: c.LayerTypes[i]}
-		in := b.Gain(l.Layer(i, "input_layernorm.weight"), c.D, true, l.MLX)
-		post := b.Gain(l.Layer(i, "post_attention_layernorm.weight"), c.D, true, l.MLX)
+		in := b.Gain(l.Layer(i, "input_layernorm.weight"), c.D, true, l.ShiftedGains)
+		post := b.Gain(l.Layer(i, "post_attention_layernorm.weight"), c.D, true, l.ShiftedGains)
 		ly.In.Norm, ly.Post.Norm = &in, &post
 		if ly.Type == hfconfig.LinearAttention {
 			ly.GDN = b.GDNGrouped(i)
 		} else {
-			ly.Attn = b.Attention(i, l.MLX)
+			ly.Attn = b.Attention(i, l.ShiftedGains)
 		}
 		b.MLP(&ly)
 		p.Layers = append(p.Layers, ly)

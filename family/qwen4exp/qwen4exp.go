@@ -9,7 +9,14 @@
 // Checkpoint layouts: prefix model. (Qwen4ExpForCausalLM) or model.language_model. (the published
 // Qwen4ExpForConditionalGeneration, whose mtp.* and model.visual.* are skipped), experts fused or
 // per expert, the n-gram tables whole or split into split_ngram_parts row blocks (shard_{k}), the
-// PLE hash buffers checked against the config. MLX conversions (mlx-vlm) are refused by name.
+// PLE hash buffers checked against the config; the FP8 release (routed experts one by one and the
+// n-gram table as F8_E4M3, the table with one scale, ngram_embedding.weight_scale); and mlx-vlm's
+// conversions (language_model.model., language_model.lm_head, vision_tower.* skipped, experts
+// stacked under switch_mlp, conv1d [C, K, 1] for the GDN and PLE convs, the table shards as
+// ngram_embedding.shards.{k}, each quantized on its own, affine or in a float mode). mlx-vlm has
+// stored the zero-centred gains both ways (1 + w before its PR #2032, w after; FORMATS.md section
+// 4): DetectMore decides per file from the config's preshifted_norm_weights, the provenance and
+// the stored values, and refuses a file whose signals disagree.
 package qwen4exp
 
 import (
@@ -59,17 +66,17 @@ func (Family) ReadConfig(top *hfconfig.Object, c *hfconfig.Config) []string {
 		if tmt := text.Str("model_type", "qwen4_exp_text"); tmt != "qwen4_exp_text" {
 			return []string{fmt.Sprintf("text_config.model_type %q, want qwen4_exp_text", tmt)}
 		}
-		q, err := hfconfig.CheckQuantization(text)
-		if err != nil {
+		if err := hfconfig.ReadQuantization(c, text); err != nil {
 			return []string{err.Error()}
-		}
-		if c.Quant == nil {
-			c.Quant = q
 		}
 	}
 	var unsupported []string
-	if c.Quant != nil {
-		unsupported = append(unsupported, errMLX(fmt.Sprintf("config.json has an MLX quantization block (%s)", c.Quant.Describe())))
+	if text.Has("ple_storage") {
+		unsupported = append(unsupported, text.Name("ple_storage")+" (mlx-vlm serves the n-gram table from byte ranges of other files; the checkpoint does not hold it)")
+	}
+	if text.Has("preshifted_norm_weights") {
+		v := text.Bool("preshifted_norm_weights", false)
+		c.NormsPreshifted = &v
 	}
 	unsupported = append(unsupported, hfconfig.ReadText(c, text, hfconfig.TextDefaults{Vocab: 248320, D: 2048, Layers: 40, Hq: 16, Hkv: 2, HeadDim: 256,
 		MaxPositions: 32768, Hk: 16, Hv: 32, Dk: 128, Dv: 128, ConvK: 4, PartialRotary: 1.0})...)
@@ -100,13 +107,6 @@ func (Family) ReadConfig(top *hfconfig.Object, c *hfconfig.Config) []string {
 	return unsupported
 }
 
-// errMLX refuses an MLX conversion of qwen4_exp, naming the signal that revealed it.
-func errMLX(signal string) string {
-	return fmt.Sprintf("an MLX conversion of qwen4_exp (mlx-vlm; %s) is not supported: which of its norms "+
-		"(hc_norm, the PLE norms, q/k and indexer norms) it stores as 1 + w, and how it names and quantizes the "+
-		"hyper-connection and PLE tensors, is pinned by no test; strata reads qwen4_exp from Hugging Face checkpoints", signal)
-}
-
 // Validate: every layer is MoE, and the residual has hyper-connection streams.
 func (Family) Validate(c *hfconfig.Config) []string {
 	var bad []string
@@ -125,32 +125,31 @@ var skips = []family.Skip{
 }
 
 // Prefixes: model. (the text model's checkpoints), model.language_model. (the published
-// multimodal one), and mlx-vlm's language_model.model. (refused).
+// multimodal one), and mlx-vlm's language_model.model.
 func (Family) Prefixes() []family.Prefix {
 	return []family.Prefix{
 		{Text: "model.", LMHead: "lm_head.weight", Skipped: skips},
 		{Text: "model.language_model.", LMHead: "lm_head.weight", Skipped: skips},
 		{Text: "language_model.model.", LMHead: "language_model.lm_head.weight", MLXOnly: true,
-			Refuse:  errMLX("tensor names start with language_model.model. (mlx-vlm's layout)"),
 			Skipped: []family.Skip{{Prefix: "vision_tower.", Reason: "vision tower: strata prefills text", Vision: true}}},
 	}
 }
 
-var shardRe = regexp.MustCompile(`^(.*)\.ple\.ple_embedding\.ngram_embedding\.shard_\d+\.weight$`)
+var shardRe = regexp.MustCompile(`^(.*)\.ple\.ple_embedding\.ngram_embedding\.(?:shard_|shards\.)\d+\.weight$`)
 
-// DetectMore finds split n-gram tables: every PLE layer's table stored as split_ngram_parts
-// row blocks shard_{k}. Errors wrap hfconfig.ErrTensors.
-func (Family) DetectMore(c *hfconfig.Config, l *family.Layout, names []string) error {
+// DetectMore completes the layout: split n-gram tables (every PLE layer's table stored as
+// split_ngram_parts row blocks, shard_{k} in Hugging Face files and shards.{k} in mlx-vlm's), then
+// how the zero-centred gains are stored (detectGains). Errors wrap hfconfig.ErrTensors.
+func (f Family) DetectMore(c *hfconfig.Config, l *family.Layout, t family.Table) error {
 	parts := map[string]int{}
-	for _, n := range names {
+	for _, n := range t.Names {
 		if m := shardRe.FindStringSubmatch(n); m != nil {
 			parts[m[1]]++
 		}
 	}
-	if len(parts) == 0 {
-		return nil
+	if len(parts) > 0 {
+		l.NGramParts = c.NGramParts
 	}
-	l.NGramParts = c.NGramParts
 	layers := make([]string, 0, len(parts))
 	for p := range parts {
 		layers = append(layers, p)
@@ -158,31 +157,31 @@ func (Family) DetectMore(c *hfconfig.Config, l *family.Layout, names []string) e
 	sort.Strings(layers)
 	for _, p := range layers {
 		if parts[p] != c.NGramParts {
-			return fmt.Errorf("%w: %s.ple.ple_embedding.ngram_embedding is stored as %d shard_{k} tensors, split_ngram_parts is %d", hfconfig.ErrTensors, p, parts[p], c.NGramParts)
+			return fmt.Errorf("%w: %s.ple.ple_embedding.ngram_embedding is stored as %d row blocks (shard_{k} or shards.{k}), split_ngram_parts is %d", hfconfig.ErrTensors, p, parts[p], c.NGramParts)
 		}
 	}
-	return nil
+	return detectGains(f, c, l, t)
 }
 
 // Plan builds the Qwen3.8-Flash-Next layer plan.
+// The zero-centred gains (every hc_norm, the q/k and indexer norms, the PLE norms) are read as
+// stored - 1 where the layout says they are stored as 1 + w (Layout.ShiftedGains).
 func (Family) Plan(c *hfconfig.Config, l family.Layout) (*family.Plan, error) {
-	if l.MLX {
-		return nil, fmt.Errorf("%w: %s", hfconfig.ErrUnsupported, errMLX(l.Describe()))
-	}
+	sh := l.ShiftedGains
 	b := family.NewBuilder(c, l)
 	p := b.P
 	p.Embed = b.Embedding(l.Model("embed_tokens.weight"), c.Vocab, c.D)
 	b.Head()
-	p.Head.Mixer = b.GR(l.Model("hyper_connection_mixer."), false, false)
+	p.Head.Mixer = b.GR(l.Model("hyper_connection_mixer."), false, sh)
 	for i := 0; i < c.Layers; i++ {
 		ly := family.Layer{Index: i, Type: c.LayerTypes[i]}
-		ly.In.GR = b.GR(l.Layer(i, "attn_hyper_connection."), true, false)
-		ly.Post.GR = b.GR(l.Layer(i, "mlp_hyper_connection."), true, false)
+		ly.In.GR = b.GR(l.Layer(i, "attn_hyper_connection."), true, sh)
+		ly.Post.GR = b.GR(l.Layer(i, "mlp_hyper_connection."), true, sh)
 		if ly.Type == hfconfig.LinearAttention {
 			ly.GDN = b.GDN(i)
 		} else {
-			ly.Attn = b.Attention(i, false)
-			ly.Attn.Indexer = b.Indexer(i, false)
+			ly.Attn = b.Attention(i, sh)
+			ly.Attn.Indexer = b.Indexer(i, sh)
 		}
 		b.MLP(&ly)
 		if pi := c.PLEIndex(i); pi >= 0 {
@@ -208,22 +207,30 @@ func pleLayer(b *family.Builder, c *hfconfig.Config, l family.Layout, i, pi int)
 	L := func(s string) string { return l.Layer(i, "ple."+s) }
 	pl.Key = b.Linear(L("key_proj.weight"), S*D, c.PLEEmbedDim, "ple")
 	pl.Value = b.Linear(L("value_proj.weight"), D, c.PLEEmbedDim, "ple")
-	pl.NormKey = b.Gain(L("norm_key.weight"), S*D, true, false)
-	pl.NormQuery = b.Gain(L("norm_query.weight"), S*D, true, false)
-	pl.NormConv = b.Gain(L("norm_conv.weight"), S*D, true, false)
+	sh := l.ShiftedGains
+	pl.NormKey = b.Gain(L("norm_key.weight"), S*D, true, sh)
+	pl.NormQuery = b.Gain(L("norm_query.weight"), S*D, true, sh)
+	pl.NormConv = b.Gain(L("norm_conv.weight"), S*D, true, sh)
 	pl.Conv = b.Conv(L("conv1d.weight"), S*D, c.PLEConvK)
 	rows := c.PLEVocabRows(pi)
+	// The FP8 release stores the table's codes with one scale for all its row blocks.
+	scale := L("ple_embedding.ngram_embedding.weight_scale")
 	if parts := l.NGramParts; parts > 1 {
 		// Published checkpoints split the n-gram table into equal row blocks shard_{k} (128
-		// blocks, 102 GB in Qwen3.8-Flash-Next): kept as views of the file, never concatenated.
+		// blocks, 102 GB in Qwen3.8-Flash-Next; mlx-vlm names them shards.{k}): kept as views of
+		// the file, never concatenated.
 		if rows%parts != 0 {
 			return nil, fmt.Errorf("%w: %s: %d rows do not split into %d equal shards", hfconfig.ErrTensors, L("ple_embedding.ngram_embedding"), rows, parts)
 		}
+		name := "ple_embedding.ngram_embedding.shard_%d.weight"
+		if l.MLX {
+			name = "ple_embedding.ngram_embedding.shards.%d.weight"
+		}
 		for k := 0; k < parts; k++ {
-			pl.Table = append(pl.Table, b.Embedding(L(fmt.Sprintf("ple_embedding.ngram_embedding.shard_%d.weight", k)), rows/parts, pl.HeadDim))
+			pl.Table = append(pl.Table, b.Table(L(fmt.Sprintf(name, k)), rows/parts, pl.HeadDim, "ngram_table", scale))
 		}
 	} else {
-		pl.Table = []family.Mat{b.Embedding(L("ple_embedding.ngram_embedding.weight"), rows, pl.HeadDim)}
+		pl.Table = []family.Mat{b.Table(L("ple_embedding.ngram_embedding.weight"), rows, pl.HeadDim, "ngram_table", scale)}
 	}
 	g, err := constants(c, l, i, pi)
 	if err != nil {

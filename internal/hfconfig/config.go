@@ -1,7 +1,7 @@
 // Package hfconfig reads Hugging Face config.json files into one Config: the sizes every model
 // family strata runs is described by (hidden size, heads, Gated DeltaNet and MoE sizes, residual
 // streams, PLE and indexer settings), checks their invariants (Validate) and reads MLX
-// quantization blocks (MLXQuant). It knows no model family: each family (package family and its
+// quantization blocks (MLXQuant, FP8Quant). It knows no model family: each family (package family and its
 // folders) reads its own config.json with the readers here (Object and the field groups of
 // text.go), passing its transformers class defaults, and states which field groups it has.
 //
@@ -102,9 +102,17 @@ type Config struct {
 	EOS        []int // eos_token_id, int or list
 
 	// Quant is the MLX quantization block (quantization / quantization_config without
-	// quant_method; nil for unquantized checkpoints). Which modules are quantized, and how, is
-	// read from the tensor table against it.
+	// quant_method), FP8 the quantization_config of an FP8 release (quant_method "fp8"); both nil
+	// for unquantized checkpoints. Which modules are quantized, and how, is read from the tensor
+	// table against them.
 	Quant *MLXQuant
+	FP8   *FP8Quant
+
+	// NormsPreshifted is preshifted_norm_weights where the config states it (nil otherwise): true
+	// when the zero-centred norm gains are stored as 1 + w, false when stored as w. mlx-vlm's
+	// qwen4_exp loader (PR #2114) reads the field as its override; the family weighs it with the
+	// checkpoint's other signals.
+	NormsPreshifted *bool
 }
 
 // IsMoELayer reports whether decoder layer i (0-based) uses the sparse MoE block rather than a

@@ -49,7 +49,7 @@ var mlxRecipes = map[string][2]int{"mixed_2_6": {2, 6}, "mixed_3_4": {3, 4}, "mi
 // switch_mlp; conv1d [C, K, 1] and the gains the family stores shifted as 1 + w.
 func mlxLayout(f family.Family) family.Layout {
 	ps := f.Prefixes()
-	l := family.Layout{Prefix: ps[0], Experts: family.Stacked, MLX: true}
+	l := family.Layout{Prefix: ps[0], Experts: family.Stacked, MLX: true, ShiftedGains: true}
 	for _, p := range ps {
 		if p.MLXOnly {
 			l.Prefix = p

@@ -90,25 +90,15 @@ type Tensor struct {
 func (t *Tensor) ByteSize() int64 { return t.NumElements() * int64(t.DType.Size()) }
 
 // Int64s returns the elements of an I64 tensor. For a tensor of a file opened by OpenHeader the
-// bytes are read from the file (the only tensor data such a file gives out; meant for small
-// tensors such as the PLE hash constants). Errors wrap ErrDType (not I64) or ErrFormat (the
-// bytes lie past the end of a truncated file, or reading them failed).
+// bytes are read from the file (with ReadFloat32, the only tensor data such a file gives out;
+// meant for small tensors such as the PLE hash constants). Errors wrap ErrDType (not I64) or
+// ErrFormat (the bytes lie past the end of a truncated file, or reading them failed).
 func (t *Tensor) Int64s() ([]int64, error) {
 	if t.DType != I64 {
 		return nil, fmt.Errorf("%w: tensor %q in %s is %s, not I64", ErrDType, t.Name, t.File, t.DType)
 	}
-	b := t.Data
-	if f := t.file; f != nil && f.headerOnly {
-		size := t.ByteSize()
-		if t.off+size > f.present {
-			return nil, fmt.Errorf("%w: tensor %q in %s: its bytes [%d, %d) of the data section are past the end of the file, which holds %d of the %d bytes its header describes (truncated)",
-				ErrFormat, t.Name, t.File, t.off, t.off+size, f.present, f.dataSize)
-		}
-		b = make([]byte, size)
-		if err := readAt(t.File, b, f.dataStart+t.off); err != nil {
-			return nil, fmt.Errorf("%w: tensor %q in %s: %v", ErrFormat, t.Name, t.File, err)
-		}
-	} else if err := t.checkData(); err != nil {
+	b, err := t.raw()
+	if err != nil {
 		return nil, err
 	}
 	out := make([]int64, len(b)/8)
@@ -116,6 +106,56 @@ func (t *Tensor) Int64s() ([]int64, error) {
 		out[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
 	}
 	return out, nil
+}
+
+// ReadFloat32 is Float32, also for a tensor of a file opened by OpenHeader, whose bytes are then
+// read from the file (meant for small tensors, such as the norm gains a layout check weighs).
+// Errors wrap ErrDType or ErrFormat (as Int64s).
+func (t *Tensor) ReadFloat32() ([]float32, error) {
+	if f := t.file; f == nil || !f.headerOnly {
+		return t.Float32()
+	}
+	b, err := t.raw()
+	if err != nil {
+		return nil, err
+	}
+	c := *t
+	c.Data, c.file = b, nil
+	return c.Float32()
+}
+
+// raw is the tensor's bytes: Data, or for a file opened by OpenHeader the bytes read from it.
+func (t *Tensor) raw() ([]byte, error) {
+	f := t.file
+	if f == nil || !f.headerOnly {
+		if err := t.checkData(); err != nil {
+			return nil, err
+		}
+		return t.Data, nil
+	}
+	size := t.ByteSize()
+	if t.off+size > f.present {
+		return nil, fmt.Errorf("%w: tensor %q in %s: its bytes [%d, %d) of the data section are past the end of the file, which holds %d of the %d bytes its header describes (truncated)",
+			ErrFormat, t.Name, t.File, t.off, t.off+size, f.present, f.dataSize)
+	}
+	b := make([]byte, size)
+	if err := readAt(t.File, b, f.dataStart+t.off); err != nil {
+		return nil, fmt.Errorf("%w: tensor %q in %s: %v", ErrFormat, t.Name, t.File, err)
+	}
+	return b, nil
+}
+
+// Bytes returns the raw bytes of a tensor of one-byte elements (U8, F8_E4M3, F8_E5M2, F8_E8M0,
+// I8): a view of the file mapping, which must not be written. Errors wrap ErrDType (another dtype)
+// or ErrFormat (a header-only file, or Data inconsistent with the shape).
+func (t *Tensor) Bytes() ([]byte, error) {
+	if t.DType.Size() != 1 || t.DType == BOOL {
+		return nil, fmt.Errorf("%w: tensor %q in %s is %s, not a one-byte element type", ErrDType, t.Name, t.File, t.DType)
+	}
+	if err := t.checkData(); err != nil {
+		return nil, err
+	}
+	return t.Data, nil
 }
 
 func readAt(path string, b []byte, off int64) error {
