@@ -17,6 +17,8 @@ type GenSpec struct {
 	IdxBudget        int   // QSA budget in tokens
 	PLELayers        []int // 1-based, as ple_layer_ids
 	PLEEmbedDim      int
+	NGramBase        int // ngram_vocab_size_base (0: the family's default for generated models)
+	NGramParts       int // > 1: split_ngram_parts, the n-gram tables stored in that many row blocks
 	RopeTheta        float64
 	Seed             uint64
 	// Experts is how the checkpoint stores the routed experts (PerExpert or Fused).

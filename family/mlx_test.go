@@ -64,7 +64,9 @@ func TestMLXQuantBlock(t *testing.T) {
 	if c.Quant.Describe() != "mxfp4, 4 bits, group size 32, 3 per-module entries" {
 		t.Errorf("Describe %q", c.Quant.Describe())
 	}
-	c, err = parse(func(top map[string]any) { top["quantization"] = map[string]any{"mode": "mxfp8", "bits": 8, "group_size": 32} })
+	c, err = parse(func(top map[string]any) {
+		top["quantization"] = map[string]any{"mode": "mxfp8", "bits": 8, "group_size": 32}
+	})
 	if err != nil || c.Quant.Mode != "mxfp8" || c.Quant.Bits != 8 || c.Quant.Group != 32 {
 		t.Fatalf("mxfp8: %+v %v", c.Quant, err)
 	}

@@ -36,7 +36,7 @@ func mlxFrom(t testing.TB, src string, o modelgen.MLXOptions, hf bool) (mlxDir, 
 	}
 	if hf {
 		hfDir = filepath.Join(root, "hf")
-		if err := modelgen.DequantizeMLX(mlxDir, hfDir, family.PerExpert); err != nil {
+		if err := modelgen.Dequantize(mlxDir, hfDir, family.PerExpert); err != nil {
 			t.Fatal(err)
 		}
 	}

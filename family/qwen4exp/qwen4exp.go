@@ -272,15 +272,22 @@ func constants(c *hfconfig.Config, l family.Layout, i, pi int) (family.ConstantG
 	}, nil
 }
 
-// GenConfig is the config.json of a generated Qwen3.8-Flash-Next text checkpoint
-// (Qwen4ExpForCausalLM): the spec's sizes with the release's n-gram settings scaled down
-// (ngram_vocab_size_base 1000) and eos the last token.
+// GenConfig is the config.json of a generated Qwen3.8-Flash-Next checkpoint: for model_type
+// qwen4_exp_text the text model's (Qwen4ExpForCausalLM), for qwen4_exp the published multimodal
+// form (Qwen4ExpForConditionalGeneration: the text model under text_config, a small
+// vision_config, the image and video token ids). The spec's sizes with the release's n-gram
+// settings scaled down (ngram_vocab_size_base 1000 unless the spec gives one), eos the last token,
+// split_ngram_parts the spec's (512 when it gives none, the table then stored whole).
 func (Family) GenConfig(s family.GenSpec) map[string]any {
 	c := family.BaseConfig(s, "qwen_sparse_attention")
 	c["architectures"] = []string{"Qwen4ExpForCausalLM"}
 	c["eos_token_id"] = s.Vocab - 1
 	c["hc_count"], c["hc_lowrank"] = s.Streams, s.HCRank
-	c["heads_per_ngram"], c["ngram_size"], c["ngram_vocab_size_base"] = 8, 3, 1000
+	base := 1000
+	if s.NGramBase > 0 {
+		base = s.NGramBase
+	}
+	c["heads_per_ngram"], c["ngram_size"], c["ngram_vocab_size_base"] = 8, 3, base
 	c["make_ngram_vocab_size_divisible_by"] = 128
 	c["indexer_budget"], c["indexer_compress_ratio"], c["indexer_head_dim"] = s.IdxBudget, 4, 128
 	c["indexer_kv_heads"], c["indexer_n_heads"] = 1, s.IdxHeads
@@ -289,8 +296,23 @@ func (Family) GenConfig(s family.GenSpec) map[string]any {
 	c["ple_conv_kernel_size"], c["ple_embed_dim"], c["ple_layer_ids"] = 4, s.PLEEmbedDim, s.PLELayers
 	c["seed"] = 1234
 	c["split_ngram_parts"] = 512
+	if s.NGramParts > 1 {
+		c["split_ngram_parts"] = s.NGramParts
+	}
 	rp := c["rope_parameters"].(map[string]any)
 	rp["mrope_interleaved"] = true
 	rp["mrope_section"] = family.MRoPESection(s.HeadDim)
-	return c
+	if s.ModelType != "qwen4_exp" {
+		return c
+	}
+	delete(c, "architectures")
+	c["model_type"] = "qwen4_exp_text"
+	return map[string]any{
+		"architectures": []string{"Qwen4ExpForConditionalGeneration"}, "model_type": "qwen4_exp", "text_config": c,
+		"vision_config": map[string]any{"model_type": "qwen4_exp", "depth": 1, "hidden_size": 64, "hidden_act": "gelu_pytorch_tanh",
+			"intermediate_size": 128, "num_heads": 2, "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
+			"temporal_patch_size": 2, "out_hidden_size": s.D, "num_position_embeddings": 64, "initializer_range": 0.02},
+		"image_token_id": s.Vocab - 5, "video_token_id": s.Vocab - 4, "vision_start_token_id": s.Vocab - 3, "vision_end_token_id": s.Vocab - 2,
+		"tie_word_embeddings": false, "language_model_only": false, "transformers_version": "5.17.0",
+	}
 }

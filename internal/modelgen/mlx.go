@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/stratakernels/strata/family"
+	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
 	"github.com/x448/float16"
@@ -25,31 +26,48 @@ import (
 // MLX layout (family.Plan.Walk lists the same weights at the same positions in both): the names,
 // the expert stacking, the conv1d shape and which gains are stored as 1 + w are the family's.
 
-// MLXOptions are the arguments of one conversion, as mlx_lm.convert's.
+// MLXOptions are the arguments of one conversion, as mlx_lm.convert's and mlx_vlm.convert's.
 type MLXOptions struct {
-	// Quantize (-q) quantizes in mode affine with Bits (--q-bits, 0: 4) and Group
-	// (--q-group-size, 0: 64).
+	// Quantize (-q) quantizes in Mode with Bits (--q-bits, 0: the mode's default) and Group
+	// (--q-group-size, 0: the mode's default).
 	Quantize    bool
 	Bits, Group int
+	// Mode (--q-mode) is "" or "affine" (4 bits in groups of 64 by default), or one of MLX's
+	// float modes "mxfp4", "nvfp4", "mxfp8", whose bits and group sizes are fixed (mlx's
+	// fp_quantize: 4 in 32, 4 in 16, 8 in 32).
+	Mode string
 	// Recipe (--quant-predicate) is "" (the model's own predicate: the router mlp.gate and
-	// mlp.shared_expert_gate at 8 bits in groups of 64, everything else at Bits), or one of
+	// mlp.shared_expert_gate at 8 bits in groups of 64, affine, everything else at Bits), or one of
 	// "mixed_2_6", "mixed_3_4", "mixed_3_6", "mixed_4_6": v_proj and down_proj of the first and
 	// last eighth of the layers and of every third layer between at the high width, lm_head at
 	// the high width, every other module at the low one; each quantized module gets its own
 	// entry in the quantization block, with the group size Group as given (0 writes null, as
 	// mlx_lm.convert does without --q-group-size).
 	Recipe string
+	// VLM quantizes as mlx-vlm's quantize_model does with its qwen4_exp predicate (the newest
+	// seen, FORMATS.md section 4): the router and shared-expert gate entries carry "mode":
+	// "affine"; each n-gram table row block (plan role ngram_table) takes fallback_group_size 32,
+	// so it is quantized at the global bits and mode in groups of the global size where that
+	// divides its width and else of 32, with its own entry either way; any other module whose
+	// width the global group does not divide stays float. Without it the rules are mlx-lm's (a
+	// table whose width the group does not divide stays float, router entries without mode).
+	VLM bool
+	// GainsAsW stores the zero-centred gains as w, as mlx-vlm has for qwen4_exp since its PR
+	// #2032, instead of the family's MLX convention 1 + w. The conversion is read back and
+	// refused when the family would not read its gains in the convention written.
+	GainsAsW bool
 }
 
 // mlxRecipes are the (low, high) bit widths of mlx_lm's mixed recipes.
 var mlxRecipes = map[string][2]int{"mixed_2_6": {2, 6}, "mixed_3_4": {3, 4}, "mixed_3_6": {3, 6}, "mixed_4_6": {4, 6}}
 
-// mlxLayout is the layout an MLX conversion of family f writes: the family's MLX-only prefix
-// (mlx-vlm's language_model.model.) where it has one, else its first; experts stacked under
-// switch_mlp; conv1d [C, K, 1] and the gains the family stores shifted as 1 + w.
-func mlxLayout(f family.Family) family.Layout {
+// mlxLayout is the layout an MLX conversion of family f writes from a checkpoint of layout src:
+// the family's MLX-only prefix (mlx-vlm's language_model.model.) where it has one, else its first;
+// experts stacked under switch_mlp; conv1d [C, K, 1]; the gains the family stores shifted as
+// 1 + w unless gainsAsW; tables split as in src.
+func mlxLayout(f family.Family, src family.Layout, gainsAsW bool) family.Layout {
 	ps := f.Prefixes()
-	l := family.Layout{Prefix: ps[0], Experts: family.Stacked, MLX: true, ShiftedGains: true}
+	l := family.Layout{Prefix: ps[0], Experts: family.Stacked, MLX: true, ShiftedGains: !gainsAsW, NGramParts: src.NGramParts}
 	for _, p := range ps {
 		if p.MLXOnly {
 			l.Prefix = p
@@ -82,11 +100,14 @@ func openPlan(dir string) (*family.CheckResult, *safetensors.Checkpoint, error) 
 // the vision tower dropped (lm_head too when embeddings are tied), the family's MLX names (e.g.
 // mlx-vlm's language_model.model. prefix), experts stacked into mlp.switch_mlp.{gate,up,down}_proj
 // (from per-expert or fused tensors), conv1d weights moved to [C, K, 1], the gains the family
-// stores shifted as 1 + w (rounded to the tensor's dtype), and with o.Quantize every Linear and
-// Embedding module whose input width the group size divides quantized (codes, scales and biases
-// in the weights' dtype). config.json gains the quantization block twice (quantization and
-// quantization_config), keys sorted, indent 4; the weights go to model.safetensors with metadata
-// {"format": "mlx"} beside model.safetensors.index.json.
+// stores shifted as 1 + w (rounded to the tensor's dtype; o.GainsAsW: as w), the constant tensors
+// (the PLE hash buffers) kept as I64, and with o.Quantize every Linear and Embedding module whose
+// input width the group size divides quantized (affine: codes, scales and biases in the weights'
+// dtype; float modes: codes and U8 scales). config.json gains the quantization block twice
+// (quantization and quantization_config), keys sorted, indent 4; the weights go to
+// model.safetensors with metadata {"format": "mlx"} beside model.safetensors.index.json. The
+// conversion is read back (family.CheckCheckpoint) and must be read with the gains' convention it
+// was written in.
 func ConvertMLX(src, dst string, o MLXOptions) error {
 	raw, err := readConfig(src)
 	if err != nil {
@@ -102,7 +123,8 @@ func ConvertMLX(src, dst string, o MLXOptions) error {
 	}
 	cfg := res.Plan.Config
 	f := family.Of(cfg)
-	dp, err := f.Plan(cfg, mlxLayout(f))
+	dl := mlxLayout(f, res.Plan.Layout, o.GainsAsW)
+	dp, err := f.Plan(cfg, dl)
 	if err != nil {
 		return err
 	}
@@ -124,19 +146,64 @@ func ConvertMLX(src, dst string, o MLXOptions) error {
 			out[n] = t
 		}
 	}
-	return writeMLX(dst, raw, out)
+	if err := copyConstants(ck, res.Plan, dp, out); err != nil {
+		return err
+	}
+	if err := writeTensors(dst, raw, out, "mlx"); err != nil {
+		return err
+	}
+	return readBack(dst, dl)
+}
+
+// readBack checks the checkpoint written into dst against its family (family.CheckCheckpoint) and
+// that it is read under layout want's gains convention.
+func readBack(dst string, want family.Layout) error {
+	res, ck, err := openPlan(dst)
+	if err != nil {
+		return fmt.Errorf("modelgen: the checkpoint written does not load: %w", err)
+	}
+	defer ck.Close()
+	if got := res.Plan.Layout; got.ShiftedGains != want.ShiftedGains {
+		return fmt.Errorf("modelgen: the checkpoint written stores its zero-centred gains shifted %v, but %s reads them shifted %v (%s)",
+			want.ShiftedGains, res.Plan.Config.Family, got.ShiftedGains, got.GainsWhy)
+	}
+	return nil
+}
+
+// copyConstants copies the constant tensors (the PLE hash buffers, I64) of the checkpoint of plan
+// sp into out under plan dp's names, where the checkpoint stores them.
+func copyConstants(ck *safetensors.Checkpoint, sp, dp *family.Plan, out map[string]*mlxTensor) error {
+	for i, g := range sp.Constants {
+		for j, k := range g.Tensors {
+			t, err := ck.Tensor(k.Name)
+			if err != nil {
+				continue // absent: the group is all or none (family.CheckCheckpoint)
+			}
+			v, err := t.Int64s()
+			if err != nil {
+				return err
+			}
+			out[dp.Constants[i].Tensors[j].Name] = &mlxTensor{dtype: safetensors.I64, shape: slices.Clone(t.Shape), ints: v, params: int64(len(v))}
+		}
+	}
+	return nil
 }
 
 // mapPlan builds the tensors of plan dp from the checkpoint of sp (res.Plan) as float32 values:
 // every matrix's rows and every vector of sp, in Walk order, into the matrix or vector at the same
 // position of dp. A gain dp stores shifted and sp does not gets + 1, rounded to the tensor's dtype
-// (the other way: - 1, exact in float32). Quantized source modules are dequantized; with f32 every
-// tensor is float32, else each keeps its source dtype.
+// (the other way: - 1, exact in float32). Quantized source modules are dequantized (dequantize;
+// they take the dtype of their scales, BF16 for U8 ones); with f32 every tensor is float32, else
+// each keeps its source dtype.
 func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Plan, f32 bool) (map[string]*mlxTensor, error) {
 	sp := res.Plan
 	shapes := map[string][]int64{}
 	for _, t := range dp.Tensors {
 		shapes[t.Name] = t.Shape
+	}
+	srcShapes := map[string][]int64{}
+	for _, t := range sp.Tensors {
+		srcShapes[t.Name] = t.Shape
 	}
 	srcVals := map[string][]float32{}
 	src := func(name string) ([]float32, safetensors.DType, error) {
@@ -144,13 +211,15 @@ func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Pla
 		if err != nil {
 			return nil, "", err
 		}
+		q, quant := res.Quant[name]
+		dt := t.DType
+		if quant {
+			dt = dequantDType(q)
+		}
 		v, ok := srcVals[name]
 		if !ok {
-			if q, quant := res.Quant[name]; quant {
-				sc, _ := ck.Tensor(q.Scales)
-				bi, _ := ck.Tensor(q.Biases)
-				v, err = dequantMLX(t, sc, bi, q.Bits, q.Group)
-				t = sc
+			if quant {
+				v, err = dequantize(ck, q, srcShapes[name])
 			} else {
 				v, err = t.Float32()
 			}
@@ -159,10 +228,7 @@ func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Pla
 			}
 			srcVals[name] = v
 		}
-		if _, quant := res.Quant[name]; quant {
-			t, _ = ck.Tensor(res.Quant[name].Scales)
-		}
-		return v, t.DType, nil
+		return v, dt, nil
 	}
 	out := map[string]*mlxTensor{}
 	dstT := func(name string, dt safetensors.DType) (*mlxTensor, error) {
@@ -199,10 +265,6 @@ func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Pla
 			}
 		}
 		return rs
-	}
-	srcShapes := map[string][]int64{}
-	for _, t := range sp.Tensors {
-		srcShapes[t.Name] = t.Shape
 	}
 	sm, sv := sp.Walk()
 	dm, dv := dp.Walk()
@@ -256,12 +318,14 @@ func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Pla
 }
 
 // mlxTensor is a tensor on its way through a conversion: float values (exact widenings of the
-// stored dtype) or packed codes.
+// stored dtype), packed codes, bytes or integers.
 type mlxTensor struct {
 	dtype  safetensors.DType
 	shape  []int64
 	vals   []float32
 	codes  []uint32 // U32 tensors
+	raw    []uint8  // U8 and F8_E4M3 tensors
+	ints   []int64  // I64 tensors
 	params int64    // logical parameters (codes count their unpacked elements)
 }
 
@@ -277,19 +341,39 @@ func roundTo(v float32, dt safetensors.DType) float32 {
 }
 
 // quantizeMLX quantizes the Linear and Embedding modules of plan dp in w into out as mlx_lm's
-// quantize_model does and returns the quantization block.
+// quantize_model does (mlx-vlm's with o.VLM) and returns the quantization block.
 func quantizeMLX(w, out map[string]*mlxTensor, dp *family.Plan, o MLXOptions) (map[string]any, error) {
+	mode := o.Mode
+	if mode == "" {
+		mode = hfconfig.ModeAffine
+	}
+	var fm op.QuantMode
+	for _, m := range op.QuantModes {
+		if m.String() == mode {
+			fm = m
+		}
+	}
 	bits, group := o.Bits, o.Group
-	if bits == 0 {
-		bits = 4
+	switch {
+	case fm != 0:
+		if bits != 0 && bits != fm.Bits() || group != 0 && group != fm.Group() || o.Recipe != "" {
+			return nil, fmt.Errorf("modelgen: mode %s takes %d bits in groups of %d and no recipe", mode, fm.Bits(), fm.Group())
+		}
+		bits, group = fm.Bits(), fm.Group()
+	case mode != hfconfig.ModeAffine:
+		return nil, fmt.Errorf("modelgen: unknown MLX quantization mode %q", mode)
+	default:
+		if bits == 0 {
+			bits = 4
+		}
+		if group == 0 {
+			group = 64
+		}
+		if !slices.Contains(op.QuantBits, bits) || !slices.Contains(op.QuantGroups, group) {
+			return nil, fmt.Errorf("modelgen: %d bits in groups of %d: not an MLX affine quantization", bits, group)
+		}
 	}
-	if group == 0 {
-		group = 64
-	}
-	if !slices.Contains(op.QuantBits, bits) || !slices.Contains(op.QuantGroups, group) {
-		return nil, fmt.Errorf("modelgen: %d bits in groups of %d: not an MLX affine quantization", bits, group)
-	}
-	block := map[string]any{"group_size": group, "bits": bits, "mode": "affine"}
+	block := map[string]any{"group_size": group, "bits": bits, "mode": mode}
 	var recipe [2]int
 	if o.Recipe != "" {
 		r, ok := mlxRecipes[o.Recipe]
@@ -320,11 +404,20 @@ func quantizeMLX(w, out map[string]*mlxTensor, dp *family.Plan, o MLXOptions) (m
 		}
 		t := w[name]
 		in := int(t.shape[len(t.shape)-1])
-		if in%group != 0 {
-			continue // mlx_lm leaves a module the default group size does not divide as it is
-		}
-		b, g := bits, group
-		switch {
+		b, g, m := bits, group, fm
+		switch role := roles[name]; {
+		case o.VLM && role == "ngram_table":
+			// mlx-vlm's fallback_group_size 32: the global group where it divides the row
+			// width, else 32; recorded either way.
+			if in%g != 0 {
+				if m != 0 || in%32 != 0 {
+					continue
+				}
+				g = 32
+			}
+			block[mod] = map[string]any{"group_size": g, "bits": b, "mode": mode}
+		case in%g != 0:
+			continue // mlx_lm and mlx-vlm leave a module the global group size does not divide as it is
 		case o.Recipe != "":
 			b = recipe[0]
 			if mixedHigh(mod, layers) {
@@ -335,17 +428,27 @@ func quantizeMLX(w, out map[string]*mlxTensor, dp *family.Plan, o MLXOptions) (m
 				entry["group_size"] = o.Group
 			}
 			block[mod] = entry
-		case roles[name] == "router" || roles[name] == "shared_expert_gate":
-			b, g = 8, 64
-			block[mod] = map[string]any{"group_size": 64, "bits": 8}
+		case role == "router" || role == "shared_expert_gate":
+			b, g, m = 8, 64, 0
+			entry := map[string]any{"group_size": 64, "bits": 8}
+			if o.VLM {
+				entry["mode"] = hfconfig.ModeAffine
+			}
+			block[mod] = entry
 		}
 		if in%g != 0 {
 			return nil, fmt.Errorf("modelgen: %s: group size %d does not divide %d", mod, g, in)
 		}
-		codes, scales, biases := affineQuantize(t.vals, in, b, g, t.dtype)
 		rowsShape := t.shape[:len(t.shape)-1]
-		out[mod+".weight"] = &mlxTensor{dtype: safetensors.U32, shape: append(slices.Clone(rowsShape), int64(in*b/32)), codes: codes, params: t.params}
 		gs := append(slices.Clone(rowsShape), int64(in/g))
+		if m != 0 {
+			codes, scales := mlxFloatQuantize(t.vals, in, m, t.dtype)
+			out[mod+".weight"] = &mlxTensor{dtype: safetensors.U32, shape: append(slices.Clone(rowsShape), int64(in*b/32)), codes: codes, params: t.params}
+			out[mod+".scales"] = &mlxTensor{dtype: safetensors.U8, shape: gs, raw: scales, params: int64(len(scales))}
+			continue
+		}
+		codes, scales, biases := affineQuantize(t.vals, in, b, g, t.dtype)
+		out[mod+".weight"] = &mlxTensor{dtype: safetensors.U32, shape: append(slices.Clone(rowsShape), int64(in*b/32)), codes: codes, params: t.params}
 		out[mod+".scales"] = &mlxTensor{dtype: t.dtype, shape: gs, vals: scales, params: int64(len(scales))}
 		out[mod+".biases"] = &mlxTensor{dtype: t.dtype, shape: slices.Clone(gs), vals: biases, params: int64(len(biases))}
 	}
@@ -415,9 +518,10 @@ func affineQuantize(vals []float32, in, b, g int, dt safetensors.DType) (codes [
 	return codes, scales, biases
 }
 
-// writeMLX writes config.json (sorted keys, indent 4), model.safetensors (metadata format mlx)
-// and model.safetensors.index.json (metadata total_size and total_parameters, weight_map sorted).
-func writeMLX(dst string, cfg map[string]any, ts map[string]*mlxTensor) error {
+// writeTensors writes config.json (sorted keys, indent 4), model.safetensors (metadata format
+// "mlx" or "pt") and model.safetensors.index.json (metadata total_size and total_parameters,
+// weight_map sorted).
+func writeTensors(dst string, cfg map[string]any, ts map[string]*mlxTensor, format string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
@@ -431,7 +535,7 @@ func writeMLX(dst string, cfg map[string]any, ts map[string]*mlxTensor) error {
 		size += int64(len(wt.Data))
 		params += t.params
 	}
-	if err := safetensors.WriteFile(filepath.Join(dst, safetensors.SingleFile), wts, map[string]string{"format": "mlx"}); err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dst, safetensors.SingleFile), wts, map[string]string{"format": format}); err != nil {
 		return err
 	}
 	idx, err := json.MarshalIndent(map[string]any{
@@ -458,6 +562,14 @@ func (t *mlxTensor) bytes() []byte {
 		b := make([]byte, 4*len(t.codes))
 		for i, c := range t.codes {
 			binary.LittleEndian.PutUint32(b[4*i:], c)
+		}
+		return b
+	case safetensors.U8, safetensors.F8E4M3:
+		return slices.Clone(t.raw)
+	case safetensors.I64:
+		b := make([]byte, 8*len(t.ints))
+		for i, v := range t.ints {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
 		}
 		return b
 	case safetensors.F32:
@@ -488,95 +600,6 @@ func readConfig(dir string) (map[string]any, error) {
 		return nil, fmt.Errorf("modelgen: %s/config.json: %v", dir, err)
 	}
 	return cfg, nil
-}
-
-// DequantizeMLX writes the Hugging Face checkpoint whose weights are exactly the values an MLX
-// conversion in src holds, all in float32 (bf16 cannot hold dequantized values), in the family's
-// first layout with the experts stored as experts says: every quantized module dequantized
-// (scale * q + bias per group, evaluated in float64 from codes read bit by bit and rounded once to
-// float32), conv1d weights back to [C, 1, K], the gains stored as 1 + w read as stored - 1 (exact
-// in float32), everything else widened exactly. config.json loses the quantization block and gets
-// dtype float32. Transformers run on it computes from the weights strata reads from src, which is
-// what the goldens of MLX conversions need.
-func DequantizeMLX(src, dst string, experts family.ExpertStorage) error {
-	raw, err := readConfig(src)
-	if err != nil {
-		return err
-	}
-	res, ck, err := openPlan(src)
-	if err != nil {
-		return err
-	}
-	defer ck.Close()
-	cfg := res.Plan.Config
-	f := family.Of(cfg)
-	dp, err := f.Plan(cfg, family.Layout{Prefix: f.Prefixes()[0], Experts: experts})
-	if err != nil {
-		return err
-	}
-	w, err := mapPlan(ck, res, dp, true)
-	if err != nil {
-		return err
-	}
-	var out []safetensors.WriteTensor
-	for _, t := range dp.Tensors {
-		out = append(out, safetensors.WriteTensor{Name: t.Name, DType: safetensors.F32, Shape: t.Shape, Data: w[t.Name].bytes()})
-	}
-	delete(raw, "quantization")
-	delete(raw, "quantization_config")
-	raw["dtype"] = "float32"
-	if tc, ok := raw["text_config"].(map[string]any); ok {
-		tc["dtype"] = "float32"
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	if err := safetensors.WriteFile(filepath.Join(dst, safetensors.SingleFile), out, map[string]string{"format": "pt"}); err != nil {
-		return err
-	}
-	cj, err := json.MarshalIndent(raw, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dst, "config.json"), cj, 0o644)
-}
-
-// dequantMLX dequantizes the U32 codes w [..., out, words] of bits-bit values with scales and
-// biases s, b [..., out, in/group] (BF16 or F16).
-func dequantMLX(w, s, b *safetensors.Tensor, bits, group int) ([]float32, error) {
-	if s == nil || b == nil {
-		return nil, fmt.Errorf("modelgen: %s: codes without scales and biases", w.Name)
-	}
-	sv, err := s.Float32()
-	if err != nil {
-		return nil, err
-	}
-	bv, err := b.Float32()
-	if err != nil {
-		return nil, err
-	}
-	words := int(w.Shape[len(w.Shape)-1])
-	groups := int(s.Shape[len(s.Shape)-1])
-	rows := int(w.NumElements()) / words
-	if words*32%bits != 0 || words*32/bits != groups*group {
-		return nil, fmt.Errorf("modelgen: %s: %d words and %d groups per row do not fit %d bits in groups of %d", w.Name, words, groups, bits, group)
-	}
-	in := groups * group
-	raw := w.Data
-	out := make([]float32, rows*in)
-	for r := 0; r < rows; r++ {
-		for i := 0; i < in; i++ {
-			var q uint32
-			for k := 0; k < bits; k++ {
-				bit := i*bits + k
-				word := binary.LittleEndian.Uint32(raw[4*(r*words+bit/32):])
-				q |= (word >> (bit % 32) & 1) << k
-			}
-			gi := r*groups + i/group
-			out[r*in+i] = float32(float64(sv[gi])*float64(q) + float64(bv[gi]))
-		}
-	}
-	return out, nil
 }
 
 // MLXVariant is one MLX conversion of the tiny Qwen3-Next checkpoint whose transformers logits

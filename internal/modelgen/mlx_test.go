@@ -22,7 +22,7 @@ const tinyQwen3Next = "../../testdata/qwen3next-tiny"
 // beyond mlx_lm's, the quantization block twice with the 8-bit router and shared-expert gate
 // entries); its codes dequantize to the source weights within one quantization step (MLX's
 // scale puts the group's edge on a code, so the far end may clip by up to a step); converting
-// twice gives identical files; hfconfig reads it as an MLX conversion, and DequantizeMLX gives a
+// twice gives identical files; hfconfig reads it as an MLX conversion, and Dequantize gives a
 // Hugging Face checkpoint of the same structure as the source.
 func TestConvertMLX(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
@@ -124,7 +124,7 @@ func TestConvertMLX(t *testing.T) {
 	}
 
 	hf := t.TempDir()
-	if err := DequantizeMLX(a, hf, family.PerExpert); err != nil {
+	if err := Dequantize(a, hf, family.PerExpert); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := safetensors.OpenDir(hf)

@@ -36,11 +36,16 @@ type Spec struct {
 	IdxHeads, IdxBudget int   // qwen4_exp (index head dim 128, ratio 4)
 	PLELayers           []int // 1-based, as ple_layer_ids
 	PLEEmbedDim         int
+	NGramBase           int // ngram_vocab_size_base (0: the family's default)
+	NGramParts          int // > 1: the n-gram tables stored as that many row blocks (split_ngram_parts)
 	RopeTheta           float64
 	Seed                uint64
 	PerExpertLayout     bool   // write mlp.experts.{e}.* instead of fused tensors
 	DenseI              int    // dense-MLP width of a family without experts
 	Prefix              string // tensor prefix of the text model ("": the family's first)
+	// Constants writes the plan's constant tensors (the PLE hash buffers, I64) as the published
+	// checkpoints store them; without it they are left out (strata derives them).
+	Constants bool
 }
 
 // Presets by name.
@@ -80,6 +85,21 @@ var Presets = map[string]Spec{
 	"qwen3next-slice": {Arch: "qwen3_next", D: 2048, Layers: 4, Vocab: 8192, AttnEvery: 4,
 		Hq: 16, Hkv: 2, HeadDim: 256, Hk: 16, Hv: 32, Dk: 128, Dv: 128, Experts: 64, TopK: 10, MoEI: 512, SharedI: 512,
 		RopeTheta: 1e7, Seed: 5, PerExpertLayout: true},
+	// The sources of the format fixtures (cmd/format-fixtures, FormatFixtures): small models in the
+	// published layouts whose conversions (mlx-vlm at 3, 4 and 8 bits in both norm conventions, the
+	// FP8 releases' layouts, MLX's float modes) must all load, within a few megabytes each.
+	// Qwen3.8-Flash-Next in the multimodal layout (model.language_model.*, fused experts) with its
+	// n-gram table split in 128 row blocks of width 32, which MLX's group of 32 divides (512 / 16
+	// heads); 3 GDN + 1 QSA layers, 8 experts top-4 of width 32 (ragged 128 x 128 FP8 blocks).
+	"qwen4exp-fmt": {Arch: "qwen4_exp", D: 128, Layers: 4, Vocab: 512, AttnEvery: 4,
+		Hq: 2, Hkv: 1, HeadDim: 256, Hk: 1, Hv: 2, Dk: 128, Dv: 128, Experts: 8, TopK: 4, MoEI: 32, SharedI: 32,
+		Streams: 4, HCRank: 32, IdxHeads: 4, IdxBudget: 32, PLELayers: []int{2}, PLEEmbedDim: 512, NGramBase: 300, NGramParts: 128,
+		RopeTheta: 1e7, Seed: 21, Prefix: "model.language_model.", Constants: true},
+	// Qwen3-Next in the published per-expert layout, its shared expert 128 wide (the FP8 release
+	// regroups the shared expert's gate and up rows in whole 128-row blocks).
+	"qwen3next-fmt": {Arch: "qwen3_next", D: 128, Layers: 4, Vocab: 512, AttnEvery: 4,
+		Hq: 2, Hkv: 1, HeadDim: 256, Hk: 1, Hv: 2, Dk: 128, Dv: 128, Experts: 8, TopK: 4, MoEI: 32, SharedI: 128,
+		RopeTheta: 1e7, Seed: 22, PerExpertLayout: true},
 }
 
 // Generate writes the model of spec into dir (created if needed): config.json (the family's,
@@ -107,6 +127,9 @@ func Generate(dir string, spec Spec) error {
 		return fmt.Errorf("modelgen: the generated config: %w", err)
 	}
 	l := family.Layout{Experts: gs.ExpertStorage}
+	if gs.NGramParts > 1 {
+		l.NGramParts = gs.NGramParts
+	}
 	for _, p := range f.Prefixes() {
 		if gs.Prefix == "" && l.Text == "" || p.Text == gs.Prefix {
 			l.Prefix = p
@@ -125,6 +148,13 @@ func Generate(dir string, spec Spec) error {
 	r := &gen{rng: rand.New(rand.NewPCG(spec.Seed, 0x5eed))}
 	for _, t := range plan.Tensors {
 		r.draw(t)
+	}
+	if spec.Constants {
+		for _, g := range plan.Constants {
+			for _, k := range g.Tensors {
+				r.out = append(r.out, int64Tensor(k.Name, k.Values))
+			}
+		}
 	}
 	tmp := filepath.Join(dir, "model.safetensors.tmp")
 	if err := safetensors.WriteFile(tmp, r.out, map[string]string{"format": "pt", "generator": "strata modelgen " + spec.Arch}); err != nil {
@@ -157,7 +187,7 @@ func (s Spec) genSpec() family.GenSpec {
 		Hq: s.Hq, Hkv: s.Hkv, HeadDim: s.HeadDim, Hk: s.Hk, Hv: s.Hv, Dk: s.Dk, Dv: s.Dv,
 		Experts: s.Experts, TopK: s.TopK, MoEI: s.MoEI, SharedI: s.SharedI, DenseI: s.DenseI,
 		Streams: s.Streams, HCRank: s.HCRank, IdxHeads: s.IdxHeads, IdxBudget: s.IdxBudget,
-		PLELayers: s.PLELayers, PLEEmbedDim: s.PLEEmbedDim, RopeTheta: s.RopeTheta, Seed: s.Seed,
+		PLELayers: s.PLELayers, PLEEmbedDim: s.PLEEmbedDim, NGramBase: s.NGramBase, NGramParts: s.NGramParts, RopeTheta: s.RopeTheta, Seed: s.Seed,
 		ExpertStorage: ex, Prefix: s.Prefix}
 }
 
@@ -190,6 +220,15 @@ func (g *gen) fn(name string, f func(i int) float64, shape ...int64) {
 		binary.LittleEndian.PutUint16(b[2*i:], bf16(float32(f(int(i)))))
 	}
 	g.out = append(g.out, safetensors.WriteTensor{Name: name, DType: safetensors.BF16, Shape: shape, Data: b})
+}
+
+// int64Tensor is an I64 tensor [len(v)] of v.
+func int64Tensor(name string, v []int64) safetensors.WriteTensor {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return safetensors.WriteTensor{Name: name, DType: safetensors.I64, Shape: []int64{int64(len(v))}, Data: b}
 }
 
 // bf16 rounds to nearest even.

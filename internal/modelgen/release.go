@@ -1,7 +1,6 @@
 package modelgen
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -166,13 +165,7 @@ func (t *table) f32(name string, shape ...int64) {
 	t.out = append(t.out, safetensors.WriteTensor{Name: name, DType: safetensors.F32, Shape: shape})
 }
 
-func (t *table) i64(name string, values []int64) {
-	b := make([]byte, 8*len(values))
-	for i, v := range values {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
-	}
-	t.out = append(t.out, safetensors.WriteTensor{Name: name, DType: safetensors.I64, Shape: []int64{int64(len(values))}, Data: b})
-}
+func (t *table) i64(name string, values []int64) { t.out = append(t.out, int64Tensor(name, values)) }
 
 // flashNextConfig is the config.json of Qwen3.8-Flash-Next (Qwen4ExpForConditionalGeneration):
 // the text model's fields and values as published (text_config), the vision tower's

@@ -1,6 +1,6 @@
 // Command mlx-convert writes MLX conversions of a Hugging Face checkpoint of any family as
 // mlx_lm.convert / mlx_vlm.convert write them (modelgen.ConvertMLX), and the float32 Hugging Face checkpoint of
-// an MLX conversion's exact weights (modelgen.DequantizeMLX), from which transformers computes
+// an MLX conversion's exact weights (modelgen.Dequantize), from which transformers computes
 // the goldens of the MLX conversions (goldens.py beside this file; strata's TestMLXGoldens reads
 // its output as testdata/goldens/mlx_goldens.safetensors):
 //
@@ -56,14 +56,14 @@ func main() {
 		for _, v := range modelgen.MLXGoldenVariants {
 			mlx := filepath.Join(dst, v.Name, "mlx")
 			if err = modelgen.ConvertMLX(src, mlx, v.MLXOptions); err == nil {
-				err = modelgen.DequantizeMLX(mlx, filepath.Join(dst, v.Name, "hf"), storage)
+				err = modelgen.Dequantize(mlx, filepath.Join(dst, v.Name, "hf"), storage)
 			}
 			if err != nil {
 				break
 			}
 		}
 	case *deq:
-		err = modelgen.DequantizeMLX(src, dst, storage)
+		err = modelgen.Dequantize(src, dst, storage)
 	default:
 		err = modelgen.ConvertMLX(src, dst, o)
 	}
