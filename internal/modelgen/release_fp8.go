@@ -22,10 +22,10 @@ import (
 
 func init() {
 	Releases["qwen3-next-80b-a3b-instruct-fp8"] = Release{Name: "qwen3-next-80b-a3b-instruct-fp8", Shards: 21,
-		config: func() map[string]any { return withFP8(qwen3NextConfig(), qwen3NextFP8Tensors(), true) },
+		config:  func() map[string]any { return withFP8(qwen3NextConfig(), qwen3NextFP8Tensors(), true) },
 		tensors: qwen3NextFP8Tensors}
 	Releases["qwen3.8-flash-next-fp8"] = Release{Name: "qwen3.8-flash-next-fp8", Shards: 131,
-		config: func() map[string]any { return withFP8(flashNextConfig(), flashNextFP8Tensors(), false) },
+		config:  func() map[string]any { return withFP8(flashNextConfig(), flashNextFP8Tensors(), false) },
 		tensors: flashNextFP8Tensors}
 }
 
