@@ -116,7 +116,7 @@ func CheckCheckpoint(c *hfconfig.Config, ck *safetensors.Checkpoint) (*CheckResu
 	if err := checkTensors(plan, logical); err != nil {
 		return nil, err
 	}
-	if err := checkRegroup(plan, quant, shapes); err != nil {
+	if err := checkRegroup(plan, quant); err != nil {
 		return nil, err
 	}
 

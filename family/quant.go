@@ -339,22 +339,20 @@ func (q QuantTensor) residentBytes(shape []int64, tensors map[string]*safetensor
 }
 
 // checkRegroup refuses FP8 block-scaled matrices whose rows the plan regroups across 128-row
-// blocks (Qwen3-Next's grouped in_proj_qkvz, a shared expert's gate and up rows): a part must
-// start on a block boundary of its tensor and of the matrix it forms, and end on one or at the end
-// of both, so that the copy keeps one scale row per 128 rows. The releases' sizes are multiples
-// of 128 (transformers' FP8 quantizer refuses others). Errors wrap hfconfig.ErrUnsupported.
-func checkRegroup(plan *Plan, quant map[string]QuantTensor, shapes map[string][]int64) error {
+// blocks (Qwen3-Next's grouped in_proj_qkvz, a shared expert's gate and up rows): every part must
+// start on a block boundary of its tensor and of the matrix it forms (a part then ends on one too,
+// or is the last), so that the copy keeps one scale row per 128 rows. The releases' sizes are
+// multiples of 128 (transformers' FP8 quantizer refuses others). Errors wrap
+// hfconfig.ErrUnsupported.
+func checkRegroup(plan *Plan, quant map[string]QuantTensor) error {
 	const B = op.FP8BlockSize
 	mats, _ := plan.Walk()
 	for _, m := range mats {
 		at := 0
-		for i, p := range m.Parts {
-			if q, ok := quant[p.Tensor]; ok && q.Format == FP8Blocks && (len(m.Parts) > 1 || p.Row != 0 || int64(p.Rows) != shapes[p.Tensor][0]) {
-				end := int64(p.Row+p.Rows) == shapes[p.Tensor][0] && i == len(m.Parts)-1
-				if p.Row%B != 0 || at%B != 0 || p.Rows%B != 0 && !end {
-					return fmt.Errorf("%w: the plan reads rows [%d, %d) of the FP8 weight %s into rows [%d, %d) of one matrix (%s): its 128 x 128 scale blocks would not line up (FP8 rows are regrouped in whole blocks)",
-						hfconfig.ErrUnsupported, p.Row, p.Row+p.Rows, p.Tensor, at, at+p.Rows, m.Role)
-				}
+		for _, p := range m.Parts {
+			if q, ok := quant[p.Tensor]; ok && q.Format == FP8Blocks && (p.Row%B != 0 || at%B != 0) {
+				return fmt.Errorf("%w: the plan reads rows [%d, %d) of the FP8 weight %s into rows [%d, %d) of one matrix (%s): its 128 x 128 scale blocks would not line up (FP8 rows are regrouped in whole blocks)",
+					hfconfig.ErrUnsupported, p.Row, p.Row+p.Rows, p.Tensor, at, at+p.Rows, m.Role)
 			}
 			at += p.Rows
 		}

@@ -309,7 +309,7 @@ func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, err
 // Qwen3-Next's in_proj_qkvz / in_proj_ba and to fuse per-expert gate/up). Each part is (src,
 // firstRow, nRows); all parts share K and dtype (and, quantized, the format: bits, group size and
 // scale dtype, mode, or FP8 scale dtype: rows of codes, scales and biases are concatenated, still
-// packed; FP8 rows in whole 128-row blocks, as family.CheckCheckpoint checked). The result owns a
+// packed; FP8 parts starting on 128-row block boundaries, as family.CheckCheckpoint checked). The result owns a
 // copy. Errors wrap op.ErrUnsupported (parts that cannot share one matrix) or op.ErrShape.
 type rowPart struct {
 	src      *op.Matrix

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/stratakernels/strata/op"
 )
@@ -98,23 +99,57 @@ type FP8Quant struct {
 	Block      [2]int   // weight_block_size: [128, 128] (op.FP8BlockSize), the only size read
 	NotConvert []string // modules_to_not_convert, as written
 	Convert    []string // modules_to_convert, as written
+
+	once         sync.Once
+	excl, inclus map[string]bool // the entries of NotConvert and Convert
 }
 
-// Excluded returns the modules_to_not_convert entry naming module path m, if any (fp8Names).
-func (q *FP8Quant) Excluded(m string) (string, bool) { return fp8Names(q.NotConvert, m) }
+// Excluded returns the modules_to_not_convert entry naming module path m, if any (names).
+func (q *FP8Quant) Excluded(m string) (string, bool) {
+	q.once.Do(q.index)
+	return names(q.excl, m)
+}
 
-// Included returns the modules_to_convert entry naming module path m, if any (fp8Names).
-func (q *FP8Quant) Included(m string) (string, bool) { return fp8Names(q.Convert, m) }
+// Included returns the modules_to_convert entry naming module path m, if any (names).
+func (q *FP8Quant) Included(m string) (string, bool) {
+	q.once.Do(q.index)
+	return names(q.inclus, m)
+}
 
-// fp8Names returns the first entry that names module path m: m itself, or a run of its dotted
-// parts ("lm_head" names lm_head, "ple.ple_embedding.ngram_embedding" names
+func (q *FP8Quant) index() {
+	set := func(l []string) map[string]bool {
+		s := make(map[string]bool, len(l))
+		for _, e := range l {
+			s[e] = true
+		}
+		return s
+	}
+	q.excl, q.inclus = set(q.NotConvert), set(q.Convert)
+}
+
+// names returns the entry of set that names module path m: m itself, or a run of its dotted parts
+// ("lm_head" names lm_head, "ple.ple_embedding.ngram_embedding" names
 // model.layers.1.ple.ple_embedding.ngram_embedding.shard_3; "mlp.gate" does not name
-// mlp.gate_proj).
-func fp8Names(entries []string, m string) (string, bool) {
-	d := "." + m + "."
-	for _, e := range entries {
-		if e != "" && strings.Contains(d, "."+e+".") {
-			return e, true
+// mlp.gate_proj). The longest run wins.
+func names(set map[string]bool, m string) (string, bool) {
+	if len(set) == 0 {
+		return "", false
+	}
+	var starts []int // byte offsets of the parts
+	for i := 0; i < len(m); i++ {
+		if i == 0 || m[i-1] == '.' {
+			starts = append(starts, i)
+		}
+	}
+	for n := len(starts); n > 0; n-- { // runs of n parts, longest first
+		for i := 0; i+n <= len(starts); i++ {
+			end := len(m)
+			if i+n < len(starts) {
+				end = starts[i+n] - 1
+			}
+			if e := m[starts[i]:end]; set[e] {
+				return e, true
+			}
 		}
 	}
 	return "", false

@@ -6,8 +6,8 @@
 //	python3 internal/modelgen/cmd/format-fixtures/goldens.py DIR testdata/goldens/model_goldens.safetensors OUT
 //
 // It writes DIR/NAME for every fixture (or the NAMEs given) and DIR/fixtures.json: per fixture
-// its source, its kind and format, how it stores the zero-centred gains, and the sha256 of its
-// model.safetensors. With -dequantized it also writes DIR/_float32/NAME, the float32 Hugging Face
+// its source, its kind and format, how it stores the zero-centred gains (as written, and as
+// strata reads them), and the sha256 of its model.safetensors. With -dequantized it also writes DIR/_float32/NAME, the float32 Hugging Face
 // checkpoint of each converted fixture's exact weights (modelgen.Dequantize), against which
 // `goldens.py --check` tests its own decoders.
 package main
@@ -33,8 +33,18 @@ type entry struct {
 	// Quantization is the config's block in words; Formats the quantized modules' formats.
 	Quantization string   `json:"quantization,omitempty"`
 	Formats      []string `json:"formats,omitempty"`
-	ShiftedGains bool     `json:"shifted_gains"` // zero-centred gains stored as 1 + w
-	SHA256       string   `json:"sha256"`        // of model.safetensors
+	// GainsWritten is how the writer stored the zero-centred gains ("w" or "1+w"), GainsRead how
+	// strata reads them (Inspect's finding); goldens.py checks both against the stored values.
+	GainsWritten string `json:"gains_written"`
+	GainsRead    string `json:"gains_read"`
+	SHA256       string `json:"sha256"` // of model.safetensors
+}
+
+func gains(shifted bool) string {
+	if shifted {
+		return "1+w"
+	}
+	return "w"
 }
 
 func main() {
@@ -77,7 +87,7 @@ func run(root string, names []string, deq bool) error {
 			return fmt.Errorf("%s: %w", f.Name, err)
 		}
 		e := entry{Name: f.Name, Source: f.Source, ModelType: info.ModelType, Kind: "hf", Quantization: info.Quantization,
-			ShiftedGains: info.ShiftedGains, SHA256: sum}
+			GainsWritten: gains(f.MLX != nil && !f.MLX.GainsAsW), GainsRead: gains(info.ShiftedGains), SHA256: sum}
 		switch {
 		case f.MLX != nil:
 			e.Kind = "mlx"
