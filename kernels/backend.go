@@ -276,10 +276,10 @@ func execQSAPrep(a op.QSAPrep) error {
 			}
 		}
 	})
-	if err := RMSNorm1pRoPE(q, T, Hq, D, a.QNorm, a.Eps, a.Rot, pos0, a.Theta); err != nil {
+	if err := rmsNorm1pRoPE(q, T, Hq, D, a.QNorm, a.Eps, a.Rot, pos0, a.Theta); err != nil {
 		return err
 	}
-	return RMSNorm1pRoPE(kNew, T, Hkv, D, a.KNorm, a.Eps, a.Rot, pos0, a.Theta)
+	return rmsNorm1pRoPE(kNew, T, Hkv, D, a.KNorm, a.Eps, a.Rot, pos0, a.Theta)
 }
 
 // execQSAIndex splits iqk into the index queries and the raw keys (appended to the key cache),
@@ -295,10 +295,10 @@ func execQSAIndex(a op.QSAIndex) error {
 		copy(iq[t*nh*dh:(t+1)*nh*dh], iqk[t*(nh+1)*dh:])
 		copy(keys[(p.Pos0+t)*dh:(p.Pos0+t+1)*dh], iqk[(t*(nh+1)+nh)*dh:])
 	}
-	if err := RMSNorm1pRoPE(iq, p.T, nh, dh, a.QNorm, p.Eps, p.Rot, p.Pos0, p.Theta); err != nil {
+	if err := rmsNorm1pRoPE(iq, p.T, nh, dh, a.QNorm, p.Eps, p.Rot, p.Pos0, p.Theta); err != nil {
 		return err
 	}
 	tok := a.Tok.I32()
 	sel := &op.Selection{Tokens: tok[:0:len(tok)]}
-	return QSASelect(sel, iq, keys, a.KNorm, p)
+	return qsaSelect(sel, iq, keys, a.KNorm, p)
 }

@@ -7,7 +7,7 @@ import (
 	"runtime"
 )
 
-// GDNScan is gdn_scan, the gated delta rule over T tokens for every value head h, with qk head
+// gdnScan is gdn_scan, the gated delta rule over T tokens for every value head h, with qk head
 // j = h / (Hv/Hk) (op.Grouped) or h % Hk (op.Tiled):
 //
 //	S = exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S = S + k_t delta^T;  o_t = S^T q_t
@@ -40,7 +40,7 @@ import (
 //
 // Errors wrap op.ErrShape (sizes, lengths, a tensor over op.MaxElems) or op.ErrInvalidArgument (Hv not a multiple of
 // Hk, unknown Map or mode).
-func GDNScan(o, state []float32, q, k, v, g, beta []float32, p op.GDNParams, mode op.ScanMode) error {
+func gdnScan(o, state []float32, q, k, v, g, beta []float32, p op.GDNParams, mode op.ScanMode) error {
 	h := op.HostF32
 	return execGDNScan(op.GDNScan{O: h(o), State: h(state), Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), P: p, Mode: mode})
 }

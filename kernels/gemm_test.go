@@ -95,16 +95,16 @@ func TestMatMulPanels(t *testing.T) {
 		w, wide := denseMatrix(t, 7, N, K, dt, 0.05)
 		x := optest.Floats(8, T*K, 1)
 		y := make([]float32, T*N)
-		if err := MatMul(y, x, T, w); err != nil {
+		if err := matMulChecked(y, x, T, w); err != nil {
 			t.Fatal(err)
 		}
 		denseCheck(t, "panels "+dt.String(), y, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
-		wf, err := WidenF32(w)
+		wf, err := widenF32(w)
 		if err != nil {
 			t.Fatal(err)
 		}
 		y2 := make([]float32, T*N)
-		if err := MatMul(y2, x, T, wf); err != nil {
+		if err := matMulChecked(y2, x, T, wf); err != nil {
 			t.Fatal(err)
 		}
 		denseCheck(t, "widened "+dt.String(), y2, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
@@ -116,7 +116,7 @@ func TestMatMulDeterministic(t *testing.T) {
 	x := optest.Floats(10, 65*520, 1)
 	denseSameAcrossProcs(t, "MatMul", func() []float32 {
 		y := make([]float32, 65*300)
-		if err := MatMul(y, x, 65, w); err != nil {
+		if err := matMulChecked(y, x, 65, w); err != nil {
 			t.Fatal(err)
 		}
 		return y
@@ -126,7 +126,7 @@ func TestMatMulDeterministic(t *testing.T) {
 func TestWidenExact(t *testing.T) {
 	for b := 0; b < 1<<16; b++ {
 		h := float16.Frombits(uint16(b)).Float32()
-		got := F16ToF32(uint16(b))
+		got := f16ToF32(uint16(b))
 		if math.Float32bits(got) != math.Float32bits(h) && !(h != h && got != got) {
 			t.Fatalf("F16ToF32(%#04x) = %g, want %g", b, got, h)
 		}
@@ -136,7 +136,7 @@ func TestWidenExact(t *testing.T) {
 			t.Fatalf("table widening of %#04x differs", b)
 		}
 	}
-	if BF16ToF32(0x3f80) != 1 || BF16ToF32(0xc040) != -3 {
+	if bf16ToF32(0x3f80) != 1 || bf16ToF32(0xc040) != -3 {
 		t.Fatal("BF16ToF32 wrong")
 	}
 	// BF16 slices (the assembly kernel where the CPU has it, then the portable tail): every bit
@@ -178,13 +178,13 @@ func TestMatMulErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"nil weight", op.ErrInvalidArgument, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, nil) }},
-		{"short x", op.ErrShape, func() error { return MatMul(make([]float32, 8), make([]float32, 5), 2, w) }},
-		{"short y", op.ErrShape, func() error { return MatMul(make([]float32, 7), make([]float32, 6), 2, w) }},
-		{"negative T", op.ErrShape, func() error { return MatMul(nil, nil, -1, w) }},
-		{"short bf16", op.ErrShape, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, bad16) }},
+		{"nil weight", op.ErrInvalidArgument, func() error { return matMulChecked(make([]float32, 4), make([]float32, 3), 1, nil) }},
+		{"short x", op.ErrShape, func() error { return matMulChecked(make([]float32, 8), make([]float32, 5), 2, w) }},
+		{"short y", op.ErrShape, func() error { return matMulChecked(make([]float32, 7), make([]float32, 6), 2, w) }},
+		{"negative T", op.ErrShape, func() error { return matMulChecked(nil, nil, -1, w) }},
+		{"short bf16", op.ErrShape, func() error { return matMulChecked(make([]float32, 4), make([]float32, 3), 1, bad16) }},
 		{"bad dtype", op.ErrDType, func() error {
-			return MatMul(make([]float32, 4), make([]float32, 3), 1, &op.Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
+			return matMulChecked(make([]float32, 4), make([]float32, 3), 1, &op.Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
 		}},
 		{"NewMatrixU16 F32", op.ErrShape, func() error { _, err := op.NewMatrixU16(2, 2, op.F32, make([]uint16, 4)); return err }},
 		{"NewMatrixF32 size", op.ErrShape, func() error { _, err := op.NewMatrixF32(2, 2, make([]float32, 3)); return err }},
@@ -216,7 +216,7 @@ func BenchmarkMatMul(b *testing.B) {
 			y := make([]float32, s.T*s.N)
 			b.Run(s.name+"_"+dt.String(), func(b *testing.B) {
 				for b.Loop() {
-					if err := MatMul(y, x, s.T, w); err != nil {
+					if err := matMulChecked(y, x, s.T, w); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// PLEApply adds one PLE layer's output to the raw streams H [T, S*D] in place, for the hashed
+// pleApply adds one PLE layer's output to the raw streams H [T, S*D] in place, for the hashed
 // ids [T, Heads] of the same tokens (op.PLEHash.IDs; Heads = EmbedDim/HeadDim):
 //
 //	emb    = concat over heads of Table[ids[t, h]]                      [T, EmbedDim]
@@ -24,7 +24,7 @@ import (
 // consecutive chunks equal one call over the whole stream. Dots and the conv sum run in
 // float64. Source: Qwen4ExpTextPLELayer. Parallel over tokens and channels.
 // Errors wrap op.ErrShape, op.ErrInvalidArgument (an id outside the table) or op.ErrDType.
-func PLEApply(H []float32, T int, ids []int32, w *op.PLEWeights, convState []float32, eps float32) error {
+func pleApply(H []float32, T int, ids []int32, w *op.PLEWeights, convState []float32, eps float32) error {
 	return execPLEApply(op.PLEApply{H: op.HostF32(H), T: T, IDs: op.HostI32(ids), W: w, ConvState: op.HostF32(convState), Eps: eps})
 }
 
@@ -59,10 +59,10 @@ func execPLEApply(a op.PLEApply) error {
 	}
 	key := make([]float32, T*C)
 	value := make([]float32, T*D)
-	if err := MatMul(key, emb, T, w.Key); err != nil {
+	if err := matMulChecked(key, emb, T, w.Key); err != nil {
 		return err
 	}
-	if err := MatMul(value, emb, T, w.Value); err != nil {
+	if err := matMulChecked(value, emb, T, w.Value); err != nil {
 		return err
 	}
 	gv := make([]float32, T*C)

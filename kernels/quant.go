@@ -152,7 +152,7 @@ func f16Tab() []float32 {
 	f16TableOnce.Do(func() {
 		f16Table = make([]float32, 1<<16)
 		for i := range f16Table {
-			f16Table[i] = F16ToF32(uint16(i))
+			f16Table[i] = f16ToF32(uint16(i))
 		}
 	})
 	return f16Table[:1<<16]
@@ -161,11 +161,11 @@ func f16Tab() []float32 {
 // quantScratch is the length of the scale-bias buffer dequantRows needs for rows of K.
 func quantScratch(q *op.Quant, K, rows int) int { return 2 * rows * (K / q.Group) }
 
-// DequantF32 returns the float32 values [N, K] of a QAffine weight (scale * q + bias per group,
+// dequantF32 returns the float32 values [N, K] of a QAffine weight (scale * q + bias per group,
 // FORMATS.md section 2), computed by the kernels MatMul uses. It is for tests and tools: the
 // ops never dequantize a whole model. Errors wrap op.ErrShape, op.ErrDType, op.ErrUnsupported or
 // op.ErrInvalidArgument (m.Validate), or op.ErrDType when m is not QAffine.
-func DequantF32(m *op.Matrix) ([]float32, error) {
+func dequantF32(m *op.Matrix) ([]float32, error) {
 	if err := m.Validate("DequantF32"); err != nil {
 		return nil, err
 	}

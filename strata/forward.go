@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
@@ -464,8 +463,9 @@ func (f *fwd) ple(layer int, ly *layer, H op.Tensor, tokens []int32) {
 	f.do(StagePLE, layer, "ple", func() error { return f.p.PLEApply(a) })
 }
 
-// gather writes the rows ids of the split table into emb [len(ids), HeadDim] as float32, on
-// all cores (the rows of a 2048-token step are about 20 MB of a table of up to 100 GB).
+// gather writes the rows ids of the split table into emb [len(ids), HeadDim] as float32: per
+// block, the block's rows gathered by the CPU backend's Embed (the rows of a 2048-token step are
+// about 20 MB of a table of up to 100 GB).
 func (pw *pleWeights) gather(emb []float32, ids []int32) error {
 	hd, rows := pw.w.HeadDim, pw.partRows*len(pw.parts)
 	for i, id := range ids {
@@ -473,18 +473,25 @@ func (pw *pleWeights) gather(emb []float32, ids []int32) error {
 			return fmt.Errorf("%w: PLE id %d at %d outside the table's %d rows", ErrInvalidArgument, id, i, rows)
 		}
 	}
-	var err error
-	var mu sync.Mutex
-	kernels.ParallelFor(len(ids), 256, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			r := int(ids[i])
-			if e := kernels.RowF32(emb[i*hd:(i+1)*hd], pw.parts[r/pw.partRows], r%pw.partRows); e != nil {
-				mu.Lock()
-				err = e
-				mu.Unlock()
-				return
+	for k, part := range pw.parts {
+		var local []int32
+		var at []int
+		for i, id := range ids {
+			if int(id)/pw.partRows == k {
+				local, at = append(local, id%int32(pw.partRows)), append(at, i)
 			}
 		}
-	})
-	return err
+		if len(local) == 0 {
+			continue
+		}
+		out := make([]float32, len(local)*hd)
+		a := op.Embed{H: op.HostF32(out), Tokens: op.HostI32(local), T: len(local), S: 1, Table: part}
+		if _, err := op.Exec(kernels.Backend{}, func(p op.Pass) error { return p.Embed(a) }); err != nil {
+			return err
+		}
+		for j, i := range at {
+			copy(emb[i*hd:(i+1)*hd], out[j*hd:(j+1)*hd])
+		}
+	}
+	return nil
 }

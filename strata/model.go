@@ -2,13 +2,14 @@ package strata
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/op"
+	"github.com/x448/float16"
 )
 
 // LoadOptions configure LoadModel.
@@ -403,15 +404,24 @@ func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
 		if budget >= 0 && bytes+size > budget {
 			continue
 		}
-		wide, err := kernels.WidenF32(w)
-		if err != nil {
-			return n, bytes, err
-		}
-		*p = wide
+		*p = widenF32(w)
 		n++
 		bytes += size
 	}
 	return n, bytes, nil
+}
+
+// widenF32 is a float32 copy of a BF16 or F16 matrix (the values exactly).
+func widenF32(w *op.Matrix) *op.Matrix {
+	f := make([]float32, len(w.U16))
+	for i, b := range w.U16 {
+		if w.DType == op.BF16 {
+			f[i] = math.Float32frombits(uint32(b) << 16)
+		} else {
+			f[i] = float16.Frombits(b).Float32()
+		}
+	}
+	return &op.Matrix{N: w.N, K: w.K, DType: op.F32, F32: f}
 }
 
 func loadGR(l *loader, pre string, c *hfconfig.Config, inject bool) (*op.GRWeights, error) {

@@ -1,7 +1,8 @@
 package strata
 
 import (
-	"github.com/stratakernels/strata/kernels"
+	"math"
+
 	"github.com/stratakernels/strata/op"
 )
 
@@ -39,9 +40,8 @@ func (d *Device) GDNScan(a op.GDNScan, normalizeQK bool) error {
 	if normalizeQK {
 		q := append([]float32(nil), a.Q.F32()...)
 		k := append([]float32(nil), a.K.F32()...)
-		if err := kernels.GDNNormQK(q, k, a.P.T, a.P.Hk, a.P.Dk); err != nil {
-			return err
-		}
+		normQK(q, a.P.Dk, 1/math.Sqrt(float64(a.P.Dk)))
+		normQK(k, a.P.Dk, 1)
 		a.Q, a.K = op.HostF32(q), op.HostF32(k)
 	}
 	return d.exec(func(p op.Pass) error { return p.GDNScan(a) }, &a)
@@ -90,4 +90,19 @@ func (d *Device) exec(run func(op.Pass) error, args ...any) error {
 		return wrapf(ErrBackend, err, "%s backend", d.be.Name())
 	}
 	return nil
+}
+
+// normQK l2-normalises each head of Dk values of x in place, x / sqrt(sum x^2 + 1e-6) (the sum
+// in float64), times scale: what GDNPre does to q (scale Dk^-0.5) and k (scale 1).
+func normQK(x []float32, Dk int, scale float64) {
+	for h := 0; h+Dk <= len(x); h += Dk {
+		var s float64
+		for _, e := range x[h : h+Dk] {
+			s += float64(e) * float64(e)
+		}
+		f := scale / math.Sqrt(s+1e-6)
+		for i := h; i < h+Dk; i++ {
+			x[i] = float32(float64(x[i]) * f)
+		}
+	}
 }

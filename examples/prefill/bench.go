@@ -16,6 +16,7 @@ import (
 	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/op"
+	"github.com/stratakernels/strata/op/optest"
 	"github.com/stratakernels/strata/strata"
 )
 
@@ -165,7 +166,7 @@ func benchOps(P float64) error {
 		m, _ := op.NewMatrixU16(n, k, op.BF16, u)
 		return m
 	}
-	f32 := func(m *op.Matrix) *op.Matrix { w, _ := kernels.WidenF32(m); return w }
+	f32 := func(m *op.Matrix) *op.Matrix { return &op.Matrix{N: m.N, K: m.K, DType: op.F32, F32: optest.Widen(m)} }
 	report := func(name string, flops float64, fn func() error) error {
 		best := time.Duration(1 << 62)
 		for i := 0; i < 3; i++ {
@@ -191,7 +192,9 @@ func benchOps(P float64) error {
 		name string
 		w    *op.Matrix
 	}{{"MatMul T512 N2560 K2560 bf16 (widen per call)", proj}, {"MatMul T512 N2560 K2560 f32", f32(proj)}} {
-		if err := report(c.name, 2*T*D*D, func() error { return kernels.MatMul(y, x, T, c.w) }); err != nil {
+		if err := report(c.name, 2*T*D*D, func() error {
+			return cpu(func(p op.Pass) error { return p.MatMul(op.MatMul{Y: host(y), X: host(x), T: T, W: c.w}) })
+		}); err != nil {
 			return err
 		}
 	}
@@ -204,12 +207,16 @@ func benchOps(P float64) error {
 	}
 	logits := rnd(T*E, 1)
 	w, idx := make([]float32, T*K), make([]int32, T*K)
-	if err := kernels.TopKRoute(w, idx, logits, T, E, K, true); err != nil {
+	if err := cpu(func(p op.Pass) error {
+		return p.TopKRoute(op.TopKRoute{W: host(w), Idx: op.HostI32(idx), Logits: host(logits), T: T, E: E, K: K, Norm: true})
+	}); err != nil {
 		return err
 	}
 	ye, rk := make([]float32, T*K*D), make([]int32, T*K)
 	if err := report("MoEExperts T512 E64 top-10 I640 f32", 2*T*K*3*D*I, func() error {
-		return kernels.MoEExperts(ye, rk, x, T, idx, K, ex)
+		return cpu(func(p op.Pass) error {
+			return p.MoEExperts(op.MoEExperts{YE: host(ye), RK: op.HostI32(rk), X: host(x), Idx: op.HostI32(idx), T: T, K: K, Ex: ex})
+		})
 	}); err != nil {
 		return err
 	}
@@ -219,13 +226,18 @@ func benchOps(P float64) error {
 	H := rnd(T*S*D, 1)
 	beta := make([]float32, T*S)
 	if err := report("GRRead T512 S4 D2560 R320 f32", 2*T*(2*R*S*D+S*S*D), func() error {
-		return kernels.GRRead(y[:T*D], beta, H, T, g, 1e-6)
+		return cpu(func(p op.Pass) error {
+			return p.GRRead(op.GRRead{X: host(y[:T*D]), Beta: host(beta), H: host(H), T: T, G: g, Eps: 1e-6})
+		})
 	}); err != nil {
 		return err
 	}
 	Hn := make([]float32, T*S*D)
-	if err := report("GRNormHMoEC T512 S4 D2560 top-10", 2*T*K*D, func() error {
-		return kernels.GRNormHMoEC(H, Hn, beta, ye, T*K, rk, w, y[:T*D], T, S, K, D, g.Norm, 1e-6)
+	if err := report("GRApplyMoEC T512 S4 D2560 top-10, Hn", 2*T*K*D, func() error {
+		return cpu(func(p op.Pass) error {
+			return p.GRApplyMoEC(op.GRApplyMoEC{H: host(H), Hn: host(Hn), Beta: host(beta), YE: host(ye), RK: op.HostI32(rk), W: host(w),
+				Shared: host(y[:T*D]), T: T, S: S, K: K, D: D, Norm: g.Norm, Eps: 1e-6})
+		})
 	}); err != nil {
 		return err
 	}
@@ -234,19 +246,24 @@ func benchOps(P float64) error {
 	hh := make([]float32, T*K*I)
 	gu := rnd(T*K*2*I, 2)
 	if err := report("SwiGLU T512 x top-10, I640", 0, func() error {
-		return kernels.SwiGLU(hh, gu, T*K, I)
+		return cpu(func(p op.Pass) error { return p.SwiGLU(op.SwiGLU{H: host(hh), GU: host(gu), Rows: T * K, I: I}) })
 	}); err != nil {
 		return err
 	}
 	ao, ag := rnd(T*24*256, 1), rnd(T*24*256, 2)
 	if err := report("SigmoidMul T512 24 heads x 256", 0, func() error {
-		return kernels.SigmoidMul(ao, ag)
+		return cpu(func(p op.Pass) error { return p.SigmoidMul(op.SigmoidMul{O: host(ao), G: host(ag)}) })
 	}); err != nil {
 		return err
 	}
-	q := rnd(T*24*256, 1)
-	if err := report("RMSNorm1pRoPE T512 24 heads x 256", 0, func() error {
-		return kernels.RMSNorm1pRoPE(q, T, 24, 256, rnd(256, 0.1)[:256], 1e-6, 64, 0, 1e7)
+	q, gate, qg := make([]float32, T*24*256), make([]float32, T*24*256), rnd(T*24*2*256, 1)
+	kc, vc, kr := make([]float32, T*2*256), make([]float32, T*2*256), rnd(T*2*256, 1)
+	qn := rnd(256, 0.1)
+	if err := report("QSAPrep T512 24 heads x 256 (norm, RoPE)", 0, func() error {
+		return cpu(func(p op.Pass) error {
+			return p.QSAPrep(op.QSAPrep{Q: host(q), Gate: host(gate), KC: host(kc), VC: host(vc), QG: host(qg), K: host(kr), V: host(kr),
+				QNorm: qn, KNorm: qn, T: T, Hq: 24, Hkv: 2, D: 256, Rot: 64, Theta: 1e7, Eps: 1e-6})
+		})
 	}); err != nil {
 		return err
 	}
@@ -255,27 +272,42 @@ func benchOps(P float64) error {
 	// attention over the 2048 + 3 selected tokens of each row (24 heads, 2 KV heads of 256).
 	const Tq, pos0 = 2048, 30000
 	ip := op.IndexerParams{T: Tq, Pos0: pos0, NHeads: 4, Dim: 128, Ratio: 4, Budget: 2048, Rot: 64, Theta: 1e7, Eps: 1e-6}
-	iq, ik := rnd(Tq*4*128, 1), rnd((pos0+Tq)*128, 1)
-	var sel op.Selection
+	iqk, ik := rnd(Tq*5*128, 1), rnd((pos0+Tq)*128, 1)
+	plan := op.QSAPlan(ip)
+	tok, iq := make([]int32, plan.Offsets[Tq]), make([]float32, Tq*4*128)
 	var dots float64
 	for t := 0; t < Tq; t++ {
 		dots += float64((pos0 + t + 1) / 4)
 	}
 	if err := report("QSA indexer T2048 pos0 30000 (scores, top-k)", 2*dots*4*128, func() error {
-		return kernels.QSASelect(&sel, iq, ik, rnd(128, 0.1), ip)
+		return cpu(func(p op.Pass) error {
+			return p.QSAIndex(op.QSAIndex{Plan: plan, Tok: op.HostI32(tok), IQ: host(iq), Keys: host(ik), IQK: host(iqk),
+				QNorm: qn[:128], KNorm: qn[:128], P: ip})
+		})
 	}); err != nil {
 		return err
 	}
 	aq, ak, av := rnd(Tq*24*256, 1), rnd((pos0+Tq)*2*256, 1), rnd((pos0+Tq)*2*256, 1)
 	o, lse := make([]float32, Tq*24*256), make([]float32, Tq*24)
 	ap := op.AttnParams{T: Tq, Hq: 24, Hkv: 2, D: 256, Pos0: pos0, Scale: 1.0 / 16}
-	if err := report("sparse attention T2048 pos0 30000 (2051 keys/row)", 4*24*256*float64(len(sel.Tokens)), func() error {
-		return kernels.Attention(o, lse, aq, ak, av, ap, &sel)
+	if err := report("sparse attention T2048 pos0 30000 (2051 keys/row)", 4*24*256*float64(len(tok)), func() error {
+		return cpu(func(p op.Pass) error {
+			return p.Attention(op.Attention{O: host(o), LSE: host(lse), Q: host(aq), K: host(ak), V: host(av), P: ap, Sel: plan, Tok: op.HostI32(tok)})
+		})
 	}); err != nil {
 		return err
 	}
 	return nil
 }
+
+// cpu runs ops over host memory on the CPU backend in one Pass.
+func cpu(run func(op.Pass) error) error {
+	_, err := op.Exec(kernels.Backend{}, run)
+	return err
+}
+
+// host wraps x as an F32 tensor.
+func host(x []float32) op.Tensor { return op.HostF32(x) }
 
 // cpuModel is lscpu's "Model name" (from /proc/cpuinfo), or GOARCH.
 func cpuModel() string {

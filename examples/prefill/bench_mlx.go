@@ -113,7 +113,9 @@ func benchQuantOps(report func(string, float64, func() error) error, r *rand.Ran
 			return err
 		}
 		name := fmt.Sprintf("MatMul T%d N%d K%d mlx %d-bit g64", T, D, D, bits)
-		if err := report(name, 2*float64(T)*float64(D)*float64(D), func() error { return kernels.MatMul(y, x, T, w) }); err != nil {
+		if err := report(name, 2*float64(T)*float64(D)*float64(D), func() error {
+			return cpu(func(p op.Pass) error { return p.MatMul(op.MatMul{Y: host(y), X: host(x), T: T, W: w}) })
+		}); err != nil {
 			return err
 		}
 	}
@@ -132,12 +134,16 @@ func benchQuantOps(report func(string, float64, func() error) error, r *rand.Ran
 		logits[i] = float32(r.NormFloat64())
 	}
 	wt, idx := make([]float32, T*K), make([]int32, T*K)
-	if err := kernels.TopKRoute(wt, idx, logits, T, E, K, true); err != nil {
+	if err := cpu(func(p op.Pass) error {
+		return p.TopKRoute(op.TopKRoute{W: host(wt), Idx: op.HostI32(idx), Logits: host(logits), T: T, E: E, K: K, Norm: true})
+	}); err != nil {
 		return err
 	}
 	ye, rk := make([]float32, T*K*D), make([]int32, T*K)
 	name := fmt.Sprintf("MoEExperts T%d E%d top-%d I%d mlx 4-bit g64", T, E, K, I)
 	return report(name, 2*float64(T)*float64(K)*3*float64(D)*float64(I), func() error {
-		return kernels.MoEExperts(ye, rk, x, T, idx, K, ex)
+		return cpu(func(p op.Pass) error {
+			return p.MoEExperts(op.MoEExperts{YE: host(ye), RK: op.HostI32(rk), X: host(x), Idx: op.HostI32(idx), T: T, K: K, Ex: ex})
+		})
 	})
 }
