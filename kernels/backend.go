@@ -44,8 +44,9 @@ func (Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
 // Free implements op.Backend (Go memory is collected).
 func (Backend) Free(op.Tensor) {}
 
-// NewWeights implements op.Backend: weights are read in place.
-func (Backend) NewWeights() op.Weights { return hostWeights{} }
+// NewWeights implements op.Backend: weights are read in place, or as the float32 copies
+// Weights.Prepare makes within o.WidenBudget.
+func (Backend) NewWeights(o op.WeightOptions) op.Weights { return &hostWeights{budget: o.WidenBudget} }
 
 // NewScratch implements op.Backend.
 func (Backend) NewScratch() op.Scratch { return &scratch{m: map[string]*op.Host{}} }
@@ -58,10 +59,42 @@ func (Backend) Begin(w op.Weights, s op.Scratch) (op.Pass, error) {
 // Variants implements op.Backend: the CPU has one kernel set per op (Kernels names it).
 func (Backend) Variants() []string { return nil }
 
-type hostWeights struct{}
+// hostWeights is the CPU weight store: nothing is uploaded; Prepare widens 16-bit matrices to
+// float32 copies while they fit the budget (bf16 widened per call costs MatMul about a
+// twentieth of the product at 80 rows per block, BENCHMARKS.md).
+type hostWeights struct {
+	mu     sync.Mutex
+	budget int64 // bytes of float32 copies allowed; negative: no limit
+	bytes  int64 // bytes of float32 copies made
+}
 
-func (hostWeights) Bytes() int64 { return 0 }
-func (hostWeights) Release()     {}
+// Prepare implements op.Weights: a float32 copy of a BF16 or F16 matrix while the copies made so
+// far plus this one stay within the budget, else m.
+func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
+	if err := m.Validate("Weights.Prepare"); err != nil {
+		return nil, err
+	}
+	if m.DType != op.BF16 && m.DType != op.F16 {
+		return m, nil // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
+	}
+	size := 4 * int64(m.N) * int64(m.K)
+	w.mu.Lock()
+	if w.budget >= 0 && w.bytes+size > w.budget {
+		w.mu.Unlock()
+		return m, nil
+	}
+	w.bytes += size
+	w.mu.Unlock()
+	return widenF32(m)
+}
+
+func (w *hostWeights) Bytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bytes
+}
+
+func (w *hostWeights) Release() {}
 
 // scratch keeps named host tensors; a tensor is reallocated only when a call needs more.
 type scratch struct {

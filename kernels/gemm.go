@@ -36,8 +36,8 @@ func widenF32(m *op.Matrix) (*op.Matrix, error) {
 	return &op.Matrix{N: m.N, K: m.K, DType: op.F32, F32: out}, nil
 }
 
-// rowF32 widens (or, for QAffine, dequantizes) row n of m into dst (length K); sb is scale-bias scratch for QAffine rows (allocated when
-// shorter than quantScratch of one row).
+// rowF32 widens (or, for QAffine, dequantizes) row n of m into dst (length K); sb is
+// scale-bias scratch for QAffine rows (allocated when shorter than quantScratch of one row).
 func rowF32(dst []float32, m *op.Matrix, n int, sb []float32) {
 	switch m.DType {
 	case op.F32:

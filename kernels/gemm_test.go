@@ -225,3 +225,55 @@ func BenchmarkMatMul(b *testing.B) {
 		}
 	}
 }
+
+// TestWeightsPrepareBudget: the CPU store widens BF16 and F16 matrices in the order given while
+// the copies fit the budget (a matrix that does not fit is skipped, a later smaller one still
+// widened), exactly; F32 and QAffine matrices come back as they are; Bytes counts the copies; a
+// negative budget widens all, 0 none; an invalid matrix is an error.
+func TestWeightsPrepareBudget(t *testing.T) {
+	big, wideBig := denseMatrix(t, 1, 64, 32, op.BF16, 1)   // 8 KiB as float32
+	small, wideSmall := denseMatrix(t, 2, 8, 32, op.F16, 1) // 1 KiB
+	f, _ := denseMatrix(t, 3, 8, 32, op.F32, 1)
+	q, _, err := optest.RandQuant(4, 8, 64, 4, 32, op.BF16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		budget               int64
+		widenBig, widenSmall bool
+	}{{0, false, false}, {4096, false, true}, {8192, true, false}, {9216, true, true}, {-1, true, true}} {
+		w := Backend{}.NewWeights(op.WeightOptions{WidenBudget: c.budget})
+		var bytes int64
+		for _, m := range []struct {
+			m     *op.Matrix
+			wide  []float32
+			widen bool
+		}{{big, wideBig, c.widenBig}, {small, wideSmall, c.widenSmall}, {f, nil, false}, {q, nil, false}} {
+			got, err := w.Prepare(m.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m.widen {
+				if got != m.m {
+					t.Fatalf("budget %d: %v [%d, %d] replaced", c.budget, m.m.DType, m.m.N, m.m.K)
+				}
+				continue
+			}
+			if got.DType != op.F32 || got.N != m.m.N || got.K != m.m.K {
+				t.Fatalf("budget %d: %v [%d, %d] prepared as %v [%d, %d]", c.budget, m.m.DType, m.m.N, m.m.K, got.DType, got.N, got.K)
+			}
+			for i, v := range m.wide {
+				if math.Float32bits(got.F32[i]) != math.Float32bits(v) {
+					t.Fatalf("budget %d: element %d widened to %g, want %g", c.budget, i, got.F32[i], v)
+				}
+			}
+			bytes += got.Bytes()
+		}
+		if w.Bytes() != bytes {
+			t.Errorf("budget %d: Bytes %d, copies %d", c.budget, w.Bytes(), bytes)
+		}
+	}
+	if _, err := (Backend{}).NewWeights(op.WeightOptions{WidenBudget: -1}).Prepare(&op.Matrix{N: 2, K: 3, DType: op.BF16}); !errors.Is(err, op.ErrShape) {
+		t.Errorf("short matrix: %v", err)
+	}
+}

@@ -19,7 +19,7 @@ import (
 
 // TestWidenBudgetSameLogits loads each tiny checkpoint with every weight widened at load and
 // with none, and requires bitwise equal logits (widening is exact; the GEMM blocks are the
-// same).
+// same) and more resident weight bytes widened.
 func TestWidenBudgetSameLogits(t *testing.T) {
 	for _, tm := range tinyModels {
 		t.Run(tm.name, func(t *testing.T) {
@@ -32,10 +32,16 @@ func TestWidenBudgetSameLogits(t *testing.T) {
 				tokens[i] = int32((i*37 + 11) % 200)
 			}
 			var ref []float32
+			var resident int64
 			for _, budget := range []int64{0, -1} {
 				m, err := LoadModel(dev, testdata(tm.dir), LoadOptions{WidenBudget: budget})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if r := m.Info().ResidentBytes; budget < 0 && r <= resident {
+					t.Fatalf("resident weights %d B widened, %d B not: nothing was widened", r, resident)
+				} else {
+					resident = r
 				}
 				s, err := m.NewSession(SessionOptions{MaxContext: 128})
 				if err != nil {

@@ -2,14 +2,12 @@ package strata
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
-	"github.com/x448/float16"
 )
 
 // LoadOptions configure LoadModel.
@@ -17,14 +15,15 @@ type LoadOptions struct {
 	// Progress, when set, is called after each tensor is read with the bytes done so far, the
 	// checkpoint's total tensor bytes and the tensor's name.
 	Progress func(done, total int64, name string)
-	// WidenBudget is how many bytes of float32 copies of bf16/f16 weight matrices LoadModel may
-	// make, so that GEMMs skip widening them on every call (measured on a 2-core Zen 3 against
-	// bf16 widened per call by the AVX2 kernel: about 1.07x at T = 512 and none at 2048 on a
-	// Qwen3-Next slice, for 2.7x the peak memory; BENCHMARKS.md). Routed experts are widened first, then the
-	// other matrices in load order, each one only while the running total stays within the
-	// budget. 0 keeps every weight in its file format (memory-mapped); a negative value widens
-	// all of them. A widened matrix holds the same values, so results do not change. The metal
-	// backend ignores it (its GEMMs widen in registers).
+	// WidenBudget is how many bytes of float32 copies of bf16/f16 weight matrices the backend's
+	// weight store may make at load (op.WeightOptions.WidenBudget), so that GEMMs skip widening
+	// them on every call (measured on a 2-core Zen 3 against bf16 widened per call by the AVX2
+	// kernel: about 1.07x at T = 512 and none at 2048 on a Qwen3-Next slice, for 2.7x the peak
+	// memory; BENCHMARKS.md). Routed experts are widened first, then the other matrices in load
+	// order, each one only while the running total stays within the budget. 0 keeps every
+	// weight in its file format (memory-mapped); a negative value widens all of them. A widened
+	// matrix holds the same values, so results do not change. The metal backend ignores it (its
+	// GEMMs widen in registers) and logs that it does.
 	WidenBudget int64
 	// Layers, when set ([lo, hi), 0 <= lo < hi <= layers), loads only the decoder layers lo..hi-1
 	// (and the embedding when lo == 0, the final norm or mixer and lm_head when hi == layers):
@@ -200,17 +199,10 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
-	if opts.WidenBudget != 0 && dev.be.Name() != "cpu" {
-		// The Metal GEMMs widen 16-bit weights in registers; float32 copies would only double
-		// the upload (and a partial budget would mix expert dtypes, which the grouped GEMM
-		// rejects).
-		dev.logf(LogInfo, "WidenBudget ignored on the %s backend", dev.be.Name())
-	} else if opts.WidenBudget != 0 {
-		n, bytes, err := m.widen(opts.WidenBudget)
-		if err != nil {
-			ck.Close()
-			return nil, wrapf(ErrCheckpoint, err, "widening weights")
-		}
+	if n, bytes, err := m.prepareWeights(); err != nil {
+		ck.Close()
+		return nil, wrapf(ErrCheckpoint, err, "preparing weights")
+	} else if n > 0 {
 		dev.logf(LogInfo, "widened %d weight matrices to float32 (%d MiB)", n, bytes>>20)
 	}
 	m.info.ResidentBytes = m.residentBytes()
@@ -227,7 +219,7 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 	}
 	layout := res.Layout
 	l := &loader{ck: ck, layout: layout, quant: res.Quant, total: res.Bytes, progress: opts.Progress}
-	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights()}
+	m := &Model{dev: dev, cfg: cfg, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights(op.WeightOptions{WidenBudget: opts.WidenBudget})}
 	c := cfg
 	D := c.D
 	m.lo, m.hi = opts.Layers[0], opts.Layers[1]
@@ -300,8 +292,9 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 }
 
 // matrixRefs lists where the model keeps each weight matrix: the routed experts, the other
-// products widen may widen in load order (lm_head last; it is the embedding itself when tied),
-// and the rest (the embedding and the PLE matrices, which widen leaves alone).
+// products prepareWeights hands the backend after them in load order (lm_head last; it is the
+// embedding itself when tied), and the rest (the embedding and the PLE matrices, which it
+// leaves alone).
 func (m *Model) matrixRefs() (experts, rest, other []**op.Matrix) {
 	addGR := func(g *op.GRWeights) {
 		if g != nil {
@@ -349,8 +342,8 @@ func (m *Model) matrixRefs() (experts, rest, other []**op.Matrix) {
 }
 
 // residentBytes is the memory of the weights the model holds (each matrix once, in its dtype:
-// packed codes with scales and biases, 16-bit, or float32 copies made by widen; the float32
-// vectors).
+// packed codes with scales and biases, 16-bit, or float32 copies the backend made at load; the
+// float32 vectors).
 func (m *Model) residentBytes() int64 {
 	experts, rest, other := m.matrixRefs()
 	seen := map[*op.Matrix]bool{}
@@ -391,37 +384,28 @@ func (m *Model) residentBytes() int64 {
 	return n
 }
 
-// widen replaces 16-bit weight matrices by float32 copies within budget bytes (negative: no
-// limit), routed experts first. It reports how many matrices and bytes it widened.
-func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
+// prepareWeights hands the weight matrices to the backend's store (op.Weights.Prepare) in
+// priority order, routed experts first, then the other products in load order, and keeps the
+// matrix it returns for each: on the CPU a float32 copy of a 16-bit matrix while
+// LoadOptions.WidenBudget lasts. It reports how many matrices were replaced and their bytes.
+func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 	experts, rest, _ := m.matrixRefs()
 	for _, p := range append(experts, rest...) {
 		w := *p
-		if w == nil || (w.DType != op.BF16 && w.DType != op.F16) { // nil: a stage without the head
-			continue // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
-		}
-		size := int64(w.N) * int64(w.K) * 4
-		if budget >= 0 && bytes+size > budget {
+		if w == nil { // a stage without the head
 			continue
 		}
-		*p = widenF32(w)
-		n++
-		bytes += size
-	}
-	return n, bytes, nil
-}
-
-// widenF32 is a float32 copy of a BF16 or F16 matrix (the values exactly).
-func widenF32(w *op.Matrix) *op.Matrix {
-	f := make([]float32, len(w.U16))
-	for i, b := range w.U16 {
-		if w.DType == op.BF16 {
-			f[i] = math.Float32frombits(uint32(b) << 16)
-		} else {
-			f[i] = float16.Frombits(b).Float32()
+		got, err := m.weights.Prepare(w)
+		if err != nil {
+			return n, bytes, err
+		}
+		if got != w {
+			*p = got
+			n++
+			bytes += got.Bytes()
 		}
 	}
-	return &op.Matrix{N: w.N, K: w.K, DType: op.F32, F32: f}
+	return n, bytes, nil
 }
 
 func loadGR(l *loader, pre string, c *hfconfig.Config, inject bool) (*op.GRWeights, error) {

@@ -321,7 +321,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T, be op.Backend) *env {
-	e := &env{t: t, be: be, w: be.NewWeights(), s: be.NewScratch()}
+	e := &env{t: t, be: be, w: be.NewWeights(op.WeightOptions{}), s: be.NewScratch()}
 	t.Cleanup(func() {
 		for _, x := range e.owned {
 			be.Free(x)
