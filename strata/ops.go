@@ -1,10 +1,6 @@
 package strata
 
-import (
-	"math"
-
-	"github.com/stratakernels/strata/op"
-)
+import "github.com/stratakernels/strata/op"
 
 // Op entry points for hosts that run their own model and want strata's kernels on a device: the
 // Go side of the C ABI's strata_attention, strata_gdn_scan and strata_moe_combine (and Python's
@@ -30,19 +26,12 @@ func (d *Device) Attention(a op.Attention) error {
 	return d.exec(func(p op.Pass) error { return p.Attention(a) }, &a)
 }
 
-// GDNScan runs op.GDNScan (the gated delta rule with its state) on d. With normalizeQK, q and k
-// are l2-normalised per head first (q also scaled by Dk^-0.5, as GDNPre does) on host copies:
+// GDNScan runs op.GDNScan (the gated delta rule with its state) on d. With a.NormQK the backend
+// l2-normalises q and k per head first (q also scaled by Dk^-0.5, as GDNPre does) on the device:
 // the caller's q and k are not modified.
-func (d *Device) GDNScan(a op.GDNScan, normalizeQK bool) error {
+func (d *Device) GDNScan(a op.GDNScan) error {
 	if err := a.Check(); err != nil {
 		return err
-	}
-	if normalizeQK {
-		q := append([]float32(nil), a.Q.F32()...)
-		k := append([]float32(nil), a.K.F32()...)
-		normQK(q, a.P.Dk, 1/math.Sqrt(float64(a.P.Dk)))
-		normQK(k, a.P.Dk, 1)
-		a.Q, a.K = op.HostF32(q), op.HostF32(k)
 	}
 	return d.exec(func(p op.Pass) error { return p.GDNScan(a) }, &a)
 }
@@ -90,19 +79,4 @@ func (d *Device) exec(run func(op.Pass) error, args ...any) error {
 		return wrapf(ErrBackend, err, "%s backend", d.be.Name())
 	}
 	return nil
-}
-
-// normQK l2-normalises each head of Dk values of x in place, x / sqrt(sum x^2 + 1e-6) (the sum
-// in float64), times scale: what GDNPre does to q (scale Dk^-0.5) and k (scale 1).
-func normQK(x []float32, Dk int, scale float64) {
-	for h := 0; h+Dk <= len(x); h += Dk {
-		var s float64
-		for _, e := range x[h : h+Dk] {
-			s += float64(e) * float64(e)
-		}
-		f := scale / math.Sqrt(s+1e-6)
-		for i := h; i < h+Dk; i++ {
-			x[i] = float32(float64(x[i]) * f)
-		}
-	}
 }

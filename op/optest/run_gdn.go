@@ -94,36 +94,55 @@ var scanModes = []struct {
 // RunGDNScan runs GDNCases through Pass.GDNScan in each ScanMode against RefGDNScan (q and k
 // l2-normalised by RefL2Norm), comparing o and the final state; for T > 64 also in ScanAuto as
 // two ops of one Pass split at 64 and at 37 (the second continuing from the state the first
-// wrote).
+// wrote). The "normqk" variants (ScanAuto and Recurrent; split at 37 for T > 64) give the raw q
+// and k with NormQK set, against the scan of RefL2Norm's float64 values, and require Q and K
+// unchanged.
 func RunGDNScan(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "GDNScan")
 	for _, c := range GDNCases() {
 		in, p := c.Inputs(), c.Params()
 		q, k := gdnScanInputs(c, in)
-		var oRef, stRef []float64
-		ref := func() {
+		var oRef, stRef, oRefN, stRefN []float64
+		ref := func(norm bool) ([]float64, []float64) {
+			if norm {
+				if oRefN == nil {
+					qn, kn := RefL2Norm(To64(in.Q), c.Dk, 1/math.Sqrt(float64(c.Dk))), RefL2Norm(To64(in.K), c.Dk, 1)
+					oRefN, stRefN = RefGDNScan(p, qn, kn, To64(in.V), To64(in.G), To64(in.Beta), To64(in.State))
+				}
+				return oRefN, stRefN
+			}
 			if oRef == nil {
 				oRef, stRef = RefGDNScan(p, To64(q), To64(k), To64(in.V), To64(in.G), To64(in.Beta), To64(in.State))
 			}
+			return oRef, stRef
 		}
 		type variant struct {
 			name  string
 			mode  op.ScanMode
 			split int
+			norm  bool
 		}
 		var vs []variant
 		for _, m := range scanModes {
-			vs = append(vs, variant{m.name, m.mode, 0})
+			vs = append(vs, variant{m.name, m.mode, 0, false})
 		}
 		if c.T > 64 {
-			vs = append(vs, variant{"auto_split64", op.ScanAuto, 64}, variant{"auto_split37", op.ScanAuto, 37})
+			vs = append(vs, variant{"auto_split64", op.ScanAuto, 64, false}, variant{"auto_split37", op.ScanAuto, 37, false})
+		}
+		vs = append(vs, variant{"normqk", op.ScanAuto, 0, true}, variant{"normqk_recurrent", op.Recurrent, 0, true})
+		if c.T > 64 {
+			vs = append(vs, variant{"normqk_split37", op.ScanAuto, 37, true})
 		}
 		for _, v := range vs {
 			s.run(t, c.FullName()+"/"+v.name, c.Short, func(t *testing.T) {
 				T, qk, vd := c.T, c.Hk*c.Dk, c.Hv*c.Dv
 				e := newEnv(t, be)
 				O, St := e.out("o", T*vd), e.f32(in.State)
-				Q, K, V, G, Beta := e.f32(q), e.f32(k), e.f32(in.V), e.f32(in.G), e.f32(in.Beta)
+				qIn, kIn := q, k
+				if v.norm {
+					qIn, kIn = in.Q, in.K
+				}
+				Q, K, V, G, Beta := e.f32(qIn), e.f32(kIn), e.f32(in.V), e.f32(in.G), e.f32(in.Beta)
 				e.pass(func(ps op.Pass) error {
 					for _, r := range [][2]int{{0, v.split}, {v.split, T}} {
 						if r[0] == r[1] {
@@ -133,16 +152,18 @@ func RunGDNScan(t *testing.T, be op.Backend, o Options) {
 						pp.T = r[1] - r[0]
 						sl := func(x op.Tensor, w int) op.Tensor { return x.Slice(r[0]*w, r[1]*w) }
 						err := ps.GDNScan(op.GDNScan{O: sl(O, vd), State: St, Q: sl(Q, qk), K: sl(K, qk), V: sl(V, vd),
-							G: sl(G, c.Hv), Beta: sl(Beta, c.Hv), P: pp, Mode: v.mode})
+							G: sl(G, c.Hv), Beta: sl(Beta, c.Hv), P: pp, Mode: v.mode, NormQK: v.norm})
 						if err != nil {
 							return err
 						}
 					}
 					return nil
 				})
-				ref()
-				s.close(t, "o", f32s(O), oRef)
-				s.close(t, "state", f32s(St), stRef)
+				wo, ws := ref(v.norm)
+				s.close(t, "o", f32s(O), wo)
+				s.close(t, "state", f32s(St), ws)
+				exactF32(t, "q (not modified)", f32s(Q), qIn)
+				exactF32(t, "k (not modified)", f32s(K), kIn)
 			})
 		}
 	}
