@@ -35,25 +35,22 @@ func execPLEApply(a op.PLEApply) error {
 	H, T, w, convState, eps := a.H.F32(), a.T, a.W, a.ConvState.F32(), a.Eps
 	S, D, E, Hd := w.S, w.D, w.EmbedDim, w.HeadDim
 	heads, C := E/Hd, S*D
-	var emb []float32
-	if op.Present(a.Emb) {
-		emb = a.Emb.F32() // gathered by the caller
-	} else {
-		ids := a.IDs.I32()
-		if err := a.CheckIDs(ids); err != nil {
-			return err
-		}
-		emb = make([]float32, T*E)
-		parallelFor(T, 16, func(lo, hi int) {
-			var sb []float32
-			if w.Table.DType == op.QAffine {
-				sb = make([]float32, quantScratch(w.Table.Q, Hd, 1))
-			}
-			for i := lo * heads; i < hi*heads; i++ {
-				rowF32(emb[i*Hd:(i+1)*Hd], w.Table, int(ids[i]), sb)
-			}
-		})
+	ids := a.IDs.I32()
+	if err := a.CheckIDs(ids); err != nil {
+		return err
 	}
+	// The rows of a split table are read from its parts in place (views of the checkpoint).
+	emb := make([]float32, T*E)
+	parallelFor(T, 16, func(lo, hi int) {
+		var sb []float32
+		if m, _ := a.Row(0); m.DType == op.QAffine {
+			sb = make([]float32, quantScratch(m.Q, Hd, 1))
+		}
+		for i := lo * heads; i < hi*heads; i++ {
+			m, r := a.Row(ids[i])
+			rowF32(emb[i*Hd:(i+1)*Hd], m, r, sb)
+		}
+	})
 	if T == 0 {
 		return nil
 	}

@@ -71,7 +71,7 @@ func (j *Pass) Embed(a op.Embed) error {
 		return j.fail(err)
 	}
 	if t.DType == op.QAffine {
-		return j.qgather(h, tok, a.T, a.S, t)
+		return j.qgather(h, tok, a.T, a.S, t, j.qweight(t))
 	}
 	pipe, err := j.b.pipeline("prompt.metal", "embed", nil)
 	if err != nil {

@@ -105,6 +105,14 @@ func (q *Quant) validate(op string, N, K int) error {
 	return nil
 }
 
+// format names the matrix's dtype, with the bits, group size and scale dtype of a QAffine one.
+func (m *Matrix) format() string {
+	if m.DType == QAffine {
+		return fmt.Sprintf("%v %d-bit groups of %d, %v scales", m.DType, m.Q.Bits, m.Q.Group, m.Q.ScaleDType)
+	}
+	return m.DType.String()
+}
+
 // Bytes is the size of the weight's data in memory (codes, scales and biases for QAffine).
 func (m *Matrix) Bytes() int64 {
 	switch m.DType {
@@ -213,7 +221,7 @@ func (g *GRWeights) Validate(op string) error {
 
 // PLEWeights is one qwen4_exp PLE layer (Qwen4ExpTextPLELayer) for S streams of D:
 // Table [rows, HeadDim] (ple_embedding.ngram_embedding.weight; EmbedDim = Heads*HeadDim; nil
-// when the caller gathers the rows itself, PLEApply.Emb),
+// when the table comes split, PLEApply.Parts),
 // Key [S*D, EmbedDim] (key_proj), Value [D, EmbedDim] (value_proj), NormKey, NormQuery,
 // NormConv [S*D] (grouped RMSNorm1p weights), ConvW [S*D, ConvK] (conv1d.weight [S*D, 1, ConvK],
 // depthwise, no bias; ConvK = len(ConvW)/(S*D), 4 in the models) and Dilation (= ngram_size, 3).

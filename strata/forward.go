@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stratakernels/strata/internal/hfconfig"
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/op"
 )
 
@@ -443,55 +442,14 @@ func (f *fwd) ple(layer int, ly *layer, H op.Tensor, tokens []int32) {
 	if f.err != nil {
 		return
 	}
-	a := op.PLEApply{H: H, T: f.T, IDs: ids, W: ly.ple.w, ConvState: f.s.state.get(layer, statePLEConv), Eps: float32(f.c.Eps)}
-	if ly.ple.parts != nil {
-		a.Emb = f.f32(fmt.Sprintf("ple emb %d", layer), f.T*ly.ple.w.EmbedDim)
-		if f.err != nil {
-			return
-		}
-	}
+	a := op.PLEApply{H: H, T: f.T, IDs: ids, W: ly.ple.w, Parts: ly.ple.parts, PartRows: ly.ple.partRows,
+		ConvState: f.s.state.get(layer, statePLEConv), Eps: float32(f.c.Eps)}
 	t0 := time.Now()
 	err := ly.ple.hash.IDs(ids.I32(), tokens, f.s.state.pleCtx[layer])
-	if err == nil && a.Emb != nil {
-		err = ly.ple.gather(a.Emb.F32(), ids.I32())
-	}
 	f.host[StagePLE] += time.Since(t0)
 	if err != nil {
 		f.err = opError(fmt.Sprintf("layer %d: ple ids", layer), err)
 		return
 	}
 	f.do(StagePLE, layer, "ple", func() error { return f.p.PLEApply(a) })
-}
-
-// gather writes the rows ids of the split table into emb [len(ids), HeadDim] as float32: per
-// block, the block's rows gathered by the CPU backend's Embed (the rows of a 2048-token step are
-// about 20 MB of a table of up to 100 GB).
-func (pw *pleWeights) gather(emb []float32, ids []int32) error {
-	hd, rows := pw.w.HeadDim, pw.partRows*len(pw.parts)
-	for i, id := range ids {
-		if id < 0 || int(id) >= rows {
-			return fmt.Errorf("%w: PLE id %d at %d outside the table's %d rows", ErrInvalidArgument, id, i, rows)
-		}
-	}
-	for k, part := range pw.parts {
-		var local []int32
-		var at []int
-		for i, id := range ids {
-			if int(id)/pw.partRows == k {
-				local, at = append(local, id%int32(pw.partRows)), append(at, i)
-			}
-		}
-		if len(local) == 0 {
-			continue
-		}
-		out := make([]float32, len(local)*hd)
-		a := op.Embed{H: op.HostF32(out), Tokens: op.HostI32(local), T: len(local), S: 1, Table: part}
-		if _, err := op.Exec(kernels.Backend{}, func(p op.Pass) error { return p.Embed(a) }); err != nil {
-			return err
-		}
-		for j, i := range at {
-			copy(emb[i*hd:(i+1)*hd], out[j*hd:(j+1)*hd])
-		}
-	}
-	return nil
 }

@@ -102,8 +102,8 @@ type pleWeights struct {
 	hash *op.PLEHash
 	w    *op.PLEWeights
 	// parts, for a table split into row blocks of partRows rows (shard_k tensors), are the
-	// blocks as views of the file; w.Table is nil and the runner gathers the rows a prompt uses
-	// on the host (PLEApply.Emb).
+	// blocks as views of the file; w.Table is nil and the backend gathers the rows a prompt uses
+	// from them (op.PLEApply.Parts).
 	parts    []*op.Matrix
 	partRows int
 }
@@ -646,7 +646,7 @@ func loadPLE(l *loader, pre string, c *hfconfig.Config, pleIndex, S int) (*pleWe
 	if parts := l.layout.NGramParts; parts > 1 {
 		// Published checkpoints split the n-gram table into equal row blocks shard_{k} (128
 		// blocks, 102 GB in Qwen3.8-Flash-Next): kept as views of the file, never concatenated;
-		// the rows a prompt uses are gathered on the host.
+		// the backend gathers the rows a prompt uses from them.
 		if rows%parts != 0 {
 			return nil, wrapf(ErrCheckpoint, nil, "%sple_embedding.ngram_embedding: %d rows do not split into %d equal shards", pre, rows, parts)
 		}

@@ -209,10 +209,10 @@ func pleWeights(t *testing.T, c PLECase, seed uint64) *op.PLEWeights {
 // RunPLEApply runs PLECases through Pass.PLEApply against RefPLEApply (weights seeded
 // 2000+10i, H 2100+i, ids 2200+i, the first and last table rows among them): over the whole
 // stream from a zero conv state, in two ops of one Pass split at Split (the second reading the
-// state the first wrote), and from a non-zero state (Floats 2300+i), each also with the table
-// rows gathered by the caller (PLEApply.Emb, no W.Table); H and the final conv state are
-// compared. Then QPLECases (weights 24000+10i, inputs from 24500+i) with a quantized
-// table, Key and Value.
+// state the first wrote), and from a non-zero state (Floats 2300+i); H and the final conv state
+// are compared. The "parts" variants give the table as PLEApply.Parts (4 row blocks, views of
+// the same data; also split in two ops) and must give the bits of the same run over W.Table.
+// Then QPLECases (weights 24000+10i, inputs from 24500+i) with a quantized table, Key and Value.
 func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "PLEApply")
 	for i, c := range PLECases() {
@@ -240,6 +240,8 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	wideTable.Table = mustMatrix(t, 9, 10, 4, op.F32, 1)
 	noTable := *w
 	noTable.Table = nil
+	parts := TableParts(w.Table, 5)
+	bf16Part := mustMatrix(t, 10, 5, 3, op.BF16, 1)
 	runBad(t, s, be, func(e *env) op.PLEApply {
 		return op.PLEApply{H: e.f32(Floats(1, 2*16, 1)), T: 2, IDs: e.i32([]int32{0, 9, 2, 3}), W: w,
 			ConvState: e.f32(make([]float32, w.ConvStateLen())), Eps: eps}
@@ -253,30 +255,62 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 		{"ids_F32", errDType, func(e *env, a *op.PLEApply) { a.IDs = e.retyped(a.IDs) }},
 		{"missing_state", errArg, func(e *env, a *op.PLEApply) { a.ConvState = noTensor }},
 		{"table_width", errShape, func(e *env, a *op.PLEApply) { a.W = &wideTable }},
-		{"no_table_no_emb", errArg, func(e *env, a *op.PLEApply) { a.W = &noTable }},
-		{"short_emb", errShape, func(e *env, a *op.PLEApply) { a.W, a.Emb = &noTable, e.f32(make([]float32, 2*6-1)) }},
-		{"emb_I32", errDType, func(e *env, a *op.PLEApply) { a.W, a.Emb = &noTable, e.i32(make([]int32, 2*6)) }},
+		{"no_table", errArg, func(e *env, a *op.PLEApply) { a.W = &noTable }},
+		{"table_and_parts", errArg, func(e *env, a *op.PLEApply) { a.Parts, a.PartRows = parts, 5 }},
+		{"part_rows_zero", errShape, func(e *env, a *op.PLEApply) { a.W, a.Parts = &noTable, parts }},
+		{"part_rows", errShape, func(e *env, a *op.PLEApply) { a.W, a.Parts, a.PartRows = &noTable, parts, 4 }},
+		{"part_width", errShape, func(e *env, a *op.PLEApply) {
+			a.W, a.Parts, a.PartRows = &noTable, []*op.Matrix{parts[0], mustMatrix(t, 11, 5, 4, op.F32, 1)}, 5
+		}},
+		{"part_dtypes", errDType, func(e *env, a *op.PLEApply) {
+			a.W, a.Parts, a.PartRows = &noTable, []*op.Matrix{parts[0], bf16Part}, 5
+		}},
+		{"nil_part", errArg, func(e *env, a *op.PLEApply) { a.W, a.Parts, a.PartRows = &noTable, []*op.Matrix{parts[0], nil}, 5 }},
 		{"value_id_past_table", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, 1, 2, 10}) }},
 		{"value_negative_id", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, -1, 2, 3}) }},
+		{"value_id_past_parts", errArg, func(e *env, a *op.PLEApply) {
+			a.W, a.Parts, a.PartRows, a.IDs = &noTable, parts, 5, e.i32([]int32{0, 1, 2, 10})
+		}},
 	})
 }
 
 // pleVariant is one way of running a PLE case: whole or split in two ops, from a zero or a
-// random conv state.
+// random conv state, over W.Table or its parts.
 type pleVariant struct {
-	name     string
-	split    int
-	state    bool
-	gathered bool // the table rows gathered by the caller (PLEApply.Emb, W.Table nil)
+	name  string
+	split int
+	state bool
+	parts bool // the table as PLEApply.Parts (4 row blocks), compared bitwise with W.Table
 }
 
 func pleVariants(c PLECase) []pleVariant {
-	vs := []pleVariant{{"whole", 0, false, false}, {"state", 0, true, false}, {"gathered", 0, true, true}}
+	vs := []pleVariant{{"whole", 0, false, false}, {"state", 0, true, false}, {"parts", 0, true, true}}
 	if c.Split > 0 {
 		vs = append(vs, pleVariant{fmt.Sprintf("split%d", c.Split), c.Split, false, false},
-			pleVariant{fmt.Sprintf("split%d_gathered", c.Split), c.Split, false, true})
+			pleVariant{fmt.Sprintf("split%d_parts", c.Split), c.Split, false, true})
 	}
 	return vs
+}
+
+// TableParts splits a table m [N, K] (F32, BF16, F16 or QAffine) into row blocks of rows rows
+// each (rows must divide N), each a view of m's storage: PLEApply.Parts of the same table.
+func TableParts(m *op.Matrix, rows int) []*op.Matrix {
+	var parts []*op.Matrix
+	for lo := 0; lo < m.N; lo += rows {
+		p := &op.Matrix{N: rows, K: m.K, DType: m.DType}
+		switch m.DType {
+		case op.F32:
+			p.F32 = m.F32[lo*m.K : (lo+rows)*m.K]
+		case op.QAffine:
+			q, cw, ng := m.Q, m.K*m.Q.Bits/32, m.K/m.Q.Group
+			p.Q = &op.Quant{Bits: q.Bits, Group: q.Group, ScaleDType: q.ScaleDType, Codes: q.Codes[lo*cw : (lo+rows)*cw],
+				Scales: q.Scales[lo*ng : (lo+rows)*ng], Biases: q.Biases[lo*ng : (lo+rows)*ng]}
+		default:
+			p.U16 = m.U16[lo*m.K : (lo+rows)*m.K]
+		}
+		parts = append(parts, p)
+	}
+	return parts
 }
 
 // pleCase runs one PLE case with weights w, inputs seeded from seed (H seed, ids seed+100, the
@@ -290,37 +324,42 @@ func (s *suite) pleCase(t *testing.T, be op.Backend, c PLECase, w *op.PLEWeights
 	if v.state {
 		st0 = Floats(seed+200, len(st0), 1)
 	}
-	e := newEnv(t, be)
-	H, IDs, St := e.f32(H0), e.i32(ids), e.f32(st0)
-	wp, E := w, c.Heads*c.HeadDim
-	var Emb op.Tensor
-	if v.gathered {
-		table, rows := Widen(w.Table), make([]float32, len(ids)*c.HeadDim)
-		for i, id := range ids {
-			copy(rows[i*c.HeadDim:(i+1)*c.HeadDim], table[int(id)*c.HeadDim:])
+	run := func(parts bool) (H, St []float32) {
+		e := newEnv(t, be)
+		Ht, IDs, Stt := e.f32(H0), e.i32(ids), e.f32(st0)
+		wp := w
+		var tab []*op.Matrix
+		if parts {
+			tab = TableParts(w.Table, c.Rows/4)
+			wg := *w
+			wg.Table = nil
+			wp = &wg
 		}
-		Emb = e.f32(rows)
-		wg := *w
-		wg.Table = nil
-		wp = &wg
+		e.pass(func(p op.Pass) error {
+			for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
+				if r[1] == r[0] {
+					continue
+				}
+				a := op.PLEApply{H: Ht.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
+					W: wp, Parts: tab, ConvState: Stt, Eps: eps}
+				if parts {
+					a.PartRows = c.Rows / 4
+				}
+				if err := p.PLEApply(a); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return f32s(Ht), f32s(Stt)
 	}
-	e.pass(func(p op.Pass) error {
-		for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
-			if r[1] == r[0] {
-				continue
-			}
-			a := op.PLEApply{H: H.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
-				W: wp, ConvState: St, Eps: eps}
-			if Emb != nil {
-				a.IDs, a.Emb = nil, Emb.Slice(r[0]*E, r[1]*E)
-			}
-			if err := p.PLEApply(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	H, St := run(v.parts)
 	wantH, wantSt := RefPLEApply(H0, c.T, ids, w, st0, eps)
-	s.close(t, "H", f32s(H), wantH)
-	s.close(t, "convState", f32s(St), wantSt)
+	s.close(t, "H", H, wantH)
+	s.close(t, "convState", St, wantSt)
+	if v.parts {
+		H1, St1 := run(false)
+		exactF32(t, "H (parts against the whole table)", H, H1)
+		exactF32(t, "convState (parts against the whole table)", St, St1)
+	}
 }
