@@ -262,15 +262,6 @@ func (j *Pass) dev(name string, t op.Tensor) *Tensor {
 	return mt
 }
 
-// f32 uploads x into a new tensor of the Pass.
-func (j *Pass) f32(x []float32) *Tensor {
-	t := j.alloc(op.F32, len(x))
-	if t != nil {
-		copy(t.F32(), x)
-	}
-	return t
-}
-
 // i32 uploads x into a new tensor of the Pass.
 func (j *Pass) i32(x []int32) *Tensor {
 	t := j.alloc(op.I32, len(x))

@@ -58,7 +58,6 @@ func (j *Pass) grNormH4(hn, h *Tensor, T, S, D int, w *Tensor, eps float32) erro
 // exactly) and repeated into S streams. The token ids are checked on the host when the op is encoded (Embed.CheckTokens), so they must
 // be written into the tensor before (they come from the caller, never from an earlier op).
 func (j *Pass) Embed(a op.Embed) error {
-	const opName = "Embed"
 	if err := a.Check(); err != nil {
 		return j.fail(err)
 	}

@@ -2,7 +2,6 @@ package optest
 
 import (
 	"fmt"
-	"testing"
 
 	"github.com/stratakernels/strata/op"
 )
@@ -33,7 +32,7 @@ func (q Quant) Name() string {
 
 // matrix returns a weight [n, k] of the quantization (RandQuant), or dense BF16 (RandMatrix)
 // for the zero Quant, with values of order scale.
-func (q Quant) matrix(t *testing.T, seed uint64, n, k int, scale float32) *op.Matrix {
+func (q Quant) matrix(t tb, seed uint64, n, k int, scale float32) *op.Matrix {
 	t.Helper()
 	if q.Bits == 0 {
 		return mustMatrix(t, seed, n, k, op.BF16, scale)

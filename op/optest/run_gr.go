@@ -9,7 +9,7 @@ import (
 
 // grWeights builds a GRCase's module from seed: Norm Floats(seed, 0.3), Down (seed+1, 0.05), Up
 // (seed+2, 0.2), Inj (seed+3, 0.05) in the case's dtype.
-func grWeights(t *testing.T, c GRCase, seed uint64) *op.GRWeights {
+func grWeights(t tb, c GRCase, seed uint64) *op.GRWeights {
 	S, D, R := c.S, c.D, c.R
 	g := &op.GRWeights{S: S, D: D, R: R, Norm: Floats(seed, S*D, 0.3)}
 	g.Down = mustMatrix(t, seed+1, R, S*D, c.DType, 0.05)
@@ -26,27 +26,7 @@ func grWeights(t *testing.T, c GRCase, seed uint64) *op.GRWeights {
 // 23000+10i, H 23500+i) with quantized Down, Up and Inj.
 func RunGRRead(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "GRRead")
-	for i, c := range GRCases() {
-		for _, normed := range []bool{false, true} {
-			s.run(t, fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, func(t *testing.T) {
-				s.grReadCase(t, be, c, grWeights(t, c, uint64(900+10*i)), uint64(950+i), normed)
-			})
-		}
-	}
-	for i, c := range QGRCases() {
-		for _, normed := range []bool{false, true} {
-			s.runQ(t, fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, func(t *testing.T) {
-				S, D, R, seed := c.GR.S, c.GR.D, c.GR.R, uint64(23000+10*i)
-				g := &op.GRWeights{S: S, D: D, R: R, Norm: Floats(seed, S*D, 0.3)}
-				g.Down = c.Q.matrix(t, seed+1, R, S*D, 0.05)
-				g.Up = c.Q.matrix(t, seed+2, S*D, R, 0.2)
-				if c.GR.Inject {
-					g.Inj = c.Q.matrix(t, seed+3, S, S*D, 0.05)
-				}
-				s.grReadCase(t, be, c.GR, g, uint64(23500+i), normed)
-			})
-		}
-	}
+	s.runEntries(t, be, grReadEntries())
 	g := grWeights(t, GRCase{S: 2, D: 8, R: 3, Inject: true, DType: op.F32}, 1)
 	mixer := *g
 	mixer.Inj = nil
@@ -68,29 +48,63 @@ func RunGRRead(t *testing.T, be op.Backend, o Options) {
 	})
 }
 
-// grReadCase runs one GRRead case with weights g and H seeded hSeed (normalised first when
-// normed).
-func (s *suite) grReadCase(t *testing.T, be op.Backend, c GRCase, g *op.GRWeights, hSeed uint64, normed bool) {
-	H := Floats(hSeed, c.T*c.S*c.D, 2)
-	if normed {
-		H = round32(RefRMSNorm1p(To64(H), c.S, c.D, g.Norm, eps))
+// grReadEntries are the GRRead table: GRCases, then QGRCases, each from the raw and from the
+// normalised streams.
+func grReadEntries() []entry {
+	var es []entry
+	for i, c := range GRCases() {
+		for _, normed := range []bool{false, true} {
+			es = append(es, grReadEntry(fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, c, Quant{}, uint64(900+10*i), uint64(950+i), normed))
+		}
 	}
-	e := newEnv(t, be)
-	X := e.out("x", c.T*c.D)
-	var Beta op.Tensor
+	for i, c := range QGRCases() {
+		for _, normed := range []bool{false, true} {
+			es = append(es, grReadEntry(fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, c.GR, c.Q, uint64(23000+10*i), uint64(23500+i), normed))
+		}
+	}
+	return es
+}
+
+// grReadEntry is one GRRead case: weights grWeights(c, wSeed) (with q set: Down, Up and Inj
+// quantized by q at the same seeds), H Floats(hSeed, 2) (normalised first when normed).
+func grReadEntry(name string, short bool, c GRCase, q Quant, wSeed, hSeed uint64, normed bool) entry {
+	S, D, R, T := float64(c.S), float64(c.D), float64(c.R), float64(c.T)
+	flops := 2 * T * 2 * R * S * D
 	if c.Inject {
-		Beta = e.out("beta", c.T*c.S)
+		flops += 2 * T * S * S * D
 	}
-	Ht := e.f32(H)
-	e.pass(func(p op.Pass) error {
-		return p.GRRead(op.GRRead{X: X, Beta: Beta, H: Ht, Normed: normed, T: c.T, G: g, Eps: eps})
-	})
-	wx, wb := RefGRRead(H, normed, c.T, g, eps)
-	s.close(t, "x", f32s(X), wx)
-	if c.Inject {
-		s.close(t, "beta", f32s(Beta), wb)
-	}
-	exactF32(t, "H (not modified)", f32s(Ht), H)
+	return entry{name: name, short: short, quant: q.Bits > 0, flops: flops, build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+		var g *op.GRWeights
+		if q.Bits > 0 {
+			g = &op.GRWeights{S: c.S, D: c.D, R: c.R, Norm: Floats(wSeed, c.S*c.D, 0.3)}
+			g.Down = q.matrix(e.t, wSeed+1, c.R, c.S*c.D, 0.05)
+			g.Up = q.matrix(e.t, wSeed+2, c.S*c.D, c.R, 0.2)
+			if c.Inject {
+				g.Inj = q.matrix(e.t, wSeed+3, c.S, c.S*c.D, 0.05)
+			}
+		} else {
+			g = grWeights(e.t, c, wSeed)
+		}
+		H := Floats(hSeed, c.T*c.S*c.D, 2)
+		if normed {
+			H = round32(RefRMSNorm1p(To64(H), c.S, c.D, g.Norm, eps))
+		}
+		X := e.out("x", c.T*c.D)
+		var Beta op.Tensor
+		if c.Inject {
+			Beta = e.out("beta", c.T*c.S)
+		}
+		Ht := e.f32(H)
+		a := op.GRRead{X: X, Beta: Beta, H: Ht, Normed: normed, T: c.T, G: g, Eps: eps}
+		return func(p op.Pass) error { return p.GRRead(a) }, func(t *testing.T, s *suite) {
+			wx, wb := RefGRRead(H, normed, c.T, g, eps)
+			s.close(t, "x", f32s(X), wx)
+			if c.Inject {
+				s.close(t, "beta", f32s(Beta), wb)
+			}
+			exactF32(t, "H (not modified)", f32s(Ht), H)
+		}
+	}}
 }
 
 // RunGRWrite runs CombineCases through Pass.GRWrite, with and without Hn, against RefGRWrite
@@ -141,35 +155,7 @@ func RunGRWrite(t *testing.T, be op.Backend, o Options) {
 // and combineInputs; shared Seed+5, norm Seed+6).
 func RunGRApplyMoEC(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "GRApplyMoEC")
-	for _, c := range CombineCases() {
-		for _, v := range []struct{ shared, hn bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-			s.run(t, fmt.Sprintf("%s/shared%v_Hn%v", c.Name(), v.shared, v.hn), c.Short, func(t *testing.T) {
-				S, D, T, K := c.S, c.D, c.T, c.K
-				H0, beta := Floats(c.Seed, T*S*D, 2), Uniform(c.Seed+1, T*S, 0, 2)
-				ye, rk, w := combineInputs(c)
-				shared, norm := Floats(c.Seed+5, T*D, 0.5), Floats(c.Seed+6, S*D, 0.3)
-				e := newEnv(t, be)
-				H := e.f32(H0)
-				a := op.GRApplyMoEC{H: H, Beta: e.f32(beta), YE: e.f32(ye), RK: e.i32(rk), W: e.f32(w), T: T, S: S, K: K, D: D}
-				u := RefMoECombine(ye, rk, w, T, K, D)
-				if v.shared {
-					a.Shared = e.f32(shared)
-					for j := range u {
-						u[j] += float64(shared[j])
-					}
-				}
-				if v.hn {
-					a.Hn, a.Norm, a.Eps = e.out("Hn", T*S*D), norm, eps
-				}
-				e.pass(func(p op.Pass) error { return p.GRApplyMoEC(a) })
-				want := RefGRWrite(H0, beta, u, T, S, D)
-				s.close(t, "H", f32s(H), want)
-				if v.hn {
-					s.close(t, "Hn", f32s(a.Hn), RefRMSNorm1p(want, S, D, norm, eps))
-				}
-			})
-		}
-	}
+	s.runEntries(t, be, grApplyEntries())
 	runBad(t, s, be, func(e *env) op.GRApplyMoEC {
 		return op.GRApplyMoEC{H: e.f32(Floats(1, 2*16, 1)), Hn: e.out("Hn", 2*16), Beta: e.f32(Floats(2, 4, 1)),
 			YE: e.f32(Floats(3, 3*8, 1)), RK: e.i32([]int32{0, 2, 1, -1}), W: e.f32(Floats(4, 4, 1)),
@@ -190,10 +176,53 @@ func RunGRApplyMoEC(t *testing.T, be op.Backend, o Options) {
 	})
 }
 
+// grApplyEntries are the GRApplyMoEC table: every CombineCase without and with Shared and Hn.
+func grApplyEntries() []entry {
+	var es []entry
+	for _, c := range CombineCases() {
+		for _, v := range []struct{ shared, hn bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			es = append(es, grApplyEntry(c, v.shared, v.hn))
+		}
+	}
+	return es
+}
+
+// grApplyEntry is one GRApplyMoEC case (see RunGRApplyMoEC), with Shared and Hn as asked.
+func grApplyEntry(c CombineCase, shared, hn bool) entry {
+	S, D, T, K := c.S, c.D, c.T, c.K
+	return entry{name: fmt.Sprintf("%s/shared%v_Hn%v", c.Name(), shared, hn), short: c.Short, flops: 2 * float64(T*K) * float64(D),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			H0, beta := Floats(c.Seed, T*S*D, 2), Uniform(c.Seed+1, T*S, 0, 2)
+			ye, rk, w := combineInputs(c)
+			sh, norm := Floats(c.Seed+5, T*D, 0.5), Floats(c.Seed+6, S*D, 0.3)
+			H := e.f32(H0)
+			a := op.GRApplyMoEC{H: H, Beta: e.f32(beta), YE: e.f32(ye), RK: e.i32(rk), W: e.f32(w), T: T, S: S, K: K, D: D}
+			if shared {
+				a.Shared = e.f32(sh)
+			}
+			if hn {
+				a.Hn, a.Norm, a.Eps = e.out("Hn", T*S*D), norm, eps
+			}
+			return func(p op.Pass) error { return p.GRApplyMoEC(a) }, func(t *testing.T, s *suite) {
+				u := RefMoECombine(ye, rk, w, T, K, D)
+				if shared {
+					for j := range u {
+						u[j] += float64(sh[j])
+					}
+				}
+				want := RefGRWrite(H0, beta, u, T, S, D)
+				s.close(t, "H", f32s(H), want)
+				if hn {
+					s.close(t, "Hn", f32s(a.Hn), RefRMSNorm1p(want, S, D, norm, eps))
+				}
+			}
+		}}
+}
+
 // pleWeights builds a PLECase's layer from seed: Table (seed, scale 1), Key (seed+1, 0.2),
 // Value (seed+2, 0.2) in the case's dtype, NormKey / NormQuery / NormConv Floats(seed+3..5,
 // 0.3), ConvW Floats(seed+6, 0.5).
-func pleWeights(t *testing.T, c PLECase, seed uint64) *op.PLEWeights {
+func pleWeights(t tb, c PLECase, seed uint64) *op.PLEWeights {
 	S, D, E := c.S, c.D, c.Heads*c.HeadDim
 	w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: c.HeadDim, Dilation: c.Dilation}
 	w.Table = mustMatrix(t, seed, c.Rows, c.HeadDim, c.DType, 1)
