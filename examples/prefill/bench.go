@@ -69,7 +69,7 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 		return err
 	}
 	P := peak.GFLOPS()
-	fmt.Printf("peak P    %.1f GFLOP/s  (%s on %s, median of %d)\n", P, peak.Name, dev.Backend(), ops.reps)
+	fmt.Printf("peak P    %.4g GFLOP/s  (%s on %s, median of %d)\n", P, peak.Name, dev.Backend(), ops.reps)
 
 	fmt.Printf("\nops on %s (median of %d runs after a warm-up; optest.BenchCases)\n", dev.Backend(), ops.reps)
 	for _, c := range optest.BenchCases(o) {
@@ -78,6 +78,9 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 			return err
 		}
 		fmt.Println(opLine(r, P, dev.Backend() != "cpu"))
+	}
+	if dev.Backend() != "cpu" {
+		fmt.Printf("kernels   %s\n", dev.Kernels()) // the variants the cases dispatched
 	}
 	if !slices {
 		return nil
@@ -165,9 +168,9 @@ func opLine(r optest.Result, P float64, device bool) string {
 	}
 	switch {
 	case r.Flops > 0:
-		line += fmt.Sprintf("  %7.1f GFLOP/s  %5.1f%% of P", r.GFLOPS(), 100*r.GFLOPS()/P)
+		line += fmt.Sprintf("  %8.4g GFLOP/s  %5.1f%% of P", r.GFLOPS(), 100*r.GFLOPS()/P)
 	case r.Bytes > 0:
-		line += fmt.Sprintf("  %7.1f GB/s", r.GBPS())
+		line += fmt.Sprintf("  %8.4g GB/s", r.GBPS())
 	}
 	return line
 }
