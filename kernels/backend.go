@@ -262,8 +262,8 @@ func execCopy(a op.Copy) error {
 	return nil
 }
 
-// execEmbed gathers table rows (widened exactly, or dequantized: gather, then dequantize the
-// gathered rows) into every stream of H.
+// execEmbed gathers table rows (widened exactly, or for the packed formats decoded: gather, then
+// dequantize the gathered rows) into every stream of H.
 func execEmbed(a op.Embed) error {
 	if err := a.Check(); err != nil {
 		return err
@@ -274,10 +274,7 @@ func execEmbed(a op.Embed) error {
 	}
 	H, S, D := a.H.F32(), a.S, a.Table.K
 	parallelFor(a.T, 16, func(lo, hi int) {
-		var sb []float32
-		if a.Table.DType == op.QAffine {
-			sb = make([]float32, quantScratch(a.Table.Q, D, 1))
-		}
+		sb := make([]float32, packedScratch(a.Table, 1))
 		for t := lo; t < hi; t++ {
 			row := H[t*S*D : t*S*D+D]
 			rowF32(row, a.Table, int(tok[t]), sb)

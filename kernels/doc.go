@@ -6,7 +6,8 @@
 // The math follows transformers' models/qwen4_exp/modeling_qwen4_exp.py and
 // models/qwen3_next/modeling_qwen3_next.py (v5.17). All activations are float32, row-major and
 // token-major ([T, D], [T, H, d]); Gated DeltaNet state is float32 [Hv, dk, dv]. Weights are
-// float32, bf16/f16 (widened where used) or MLX affine-quantized (op.QAffine: 2 to 8-bit codes
-// dequantized block by block inside the GEMMs by AVX2, AVX-512F or portable kernels, quant.go). Invalid shapes
+// float32, bf16/f16 (widened where used), MLX affine-quantized (op.QAffine: 2 to 8-bit codes
+// dequantized block by block inside the GEMMs by AVX2, AVX-512F or portable kernels, quant.go),
+// or 8-bit and 4-bit floats (op.FP8Block, op.QFloat: decoded the same way, fpquant.go). Invalid shapes
 // return errors wrapping op.ErrShape (or another sentinel of package op); no op panics on bad input.
 package kernels

@@ -12,8 +12,9 @@ import (
 )
 
 // widenF32 returns an F32 copy of m (m itself when it is already F32): widening 16-bit weights
-// once at load trades twice the memory for skipping the per-call widening in MatMul. A QAffine
-// weight is dequantized (for tools and tests: a model keeps its quantized weights packed).
+// once at load trades twice the memory for skipping the per-call widening in MatMul. A QAffine,
+// FP8Block or QFloat weight is dequantized (for tools and tests: a model keeps its quantized
+// weights packed).
 // Errors wrap op.ErrShape or op.ErrDType.
 func widenF32(m *op.Matrix) (*op.Matrix, error) {
 	if err := m.Validate("WidenF32"); err != nil {
@@ -22,7 +23,7 @@ func widenF32(m *op.Matrix) (*op.Matrix, error) {
 	switch m.DType {
 	case op.F32:
 		return m, nil
-	case op.QAffine:
+	case op.QAffine, op.FP8Block, op.QFloat:
 		out, err := dequantF32(m)
 		if err != nil {
 			return nil, err
@@ -36,17 +37,17 @@ func widenF32(m *op.Matrix) (*op.Matrix, error) {
 	return &op.Matrix{N: m.N, K: m.K, DType: op.F32, F32: out}, nil
 }
 
-// rowF32 widens (or, for QAffine, dequantizes) row n of m into dst (length K); sb is
-// scale-bias scratch for QAffine rows (allocated when shorter than quantScratch of one row).
+// rowF32 widens (or, for the packed formats, dequantizes) row n of m into dst (length K); sb is
+// scale scratch for packed rows (allocated when shorter than packedScratch of one row).
 func rowF32(dst []float32, m *op.Matrix, n int, sb []float32) {
-	switch m.DType {
-	case op.F32:
+	switch {
+	case m.DType == op.F32:
 		copy(dst, m.F32[n*m.K:(n+1)*m.K])
-	case op.QAffine:
-		if len(sb) < quantScratch(m.Q, m.K, 1) {
-			sb = make([]float32, quantScratch(m.Q, m.K, 1))
+	case isPacked(m):
+		if len(sb) < packedScratch(m, 1) {
+			sb = make([]float32, packedScratch(m, 1))
 		}
-		dequantRows(dst, m.Q, m.K, n, n+1, sb)
+		unpackRows(dst, m, n, n+1, sb)
 	default:
 		widenU16(dst, m.U16[n*m.K:(n+1)*m.K], m.DType)
 	}
@@ -125,8 +126,9 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
 // OpenBLAS, Accelerate or strata's SGEMM) writing the columns it owns, and the blocks run on up to
 // GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are
-// widened exactly, and op.QAffine weights dequantized (scale * q + bias rounded once, the
-// assembly kernels of quant.go), block by block into the scratch of the goroutine that
+// widened exactly, and op.QAffine, op.FP8Block and op.QFloat weights dequantized (scale * q + bias
+// rounded once, the assembly kernels of quant.go; code * scale, those of fpquant.go), block by
+// block into the scratch of the goroutine that
 // multiplies the block, so the conversion runs in parallel and stays in cache while the packed
 // weight is read once per call. Every block has the same shape and inputs whichever goroutine
 // runs it, so results are bitwise identical across runs, GOMAXPROCS and core counts (for one
@@ -163,29 +165,29 @@ func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel boo
 	nb := gemmBlockRows(N, K)
 	nblk := (N + nb - 1) / nb
 	concurrent := blas.Concurrent()
-	// Scratch of one worker: the block's float32 rows, then (QAffine) its scale-bias pairs.
+	// Scratch of one worker: the block's float32 rows, then (packed formats) their scales.
 	need := 0
-	switch w.DType {
-	case op.BF16, op.F16:
+	switch {
+	case w.DType == op.BF16 || w.DType == op.F16:
 		need = nb * K
-	case op.QAffine:
-		need = nb*K + quantScratch(w.Q, K, nb)
+	case isPacked(w):
+		need = nb*K + packedScratch(w, nb)
 	}
 	block := func(b int, scratch []float32) error {
 		n0 := b * nb
 		rows := min(nb, N-n0)
 		var wb []float32
-		switch w.DType {
-		case op.F32:
+		switch {
+		case w.DType == op.F32:
 			wb = w.F32[n0*K : (n0+rows)*K]
-		case op.QAffine:
+		case isPacked(w):
 			wb = scratch[:rows*K]
 			sb := scratch[nb*K:]
 			if concurrent {
-				dequantRows(wb, w.Q, K, n0, n0+rows, sb)
+				unpackRows(wb, w, n0, n0+rows, sb)
 			} else {
 				parallelFor(rows, 32, func(lo, hi int) {
-					dequantRows(wb[lo*K:hi*K], w.Q, K, n0+lo, n0+hi, sb[quantScratch(w.Q, K, lo):])
+					unpackRows(wb[lo*K:hi*K], w, n0+lo, n0+hi, sb[packedScratch(w, lo):])
 				})
 			}
 		default:

@@ -42,10 +42,8 @@ func execPLEApply(a op.PLEApply) error {
 	// The rows of a split table are read from its parts in place (views of the checkpoint).
 	emb := make([]float32, T*E)
 	parallelFor(T, 16, func(lo, hi int) {
-		var sb []float32
-		if m, _ := a.Row(0); m.DType == op.QAffine {
-			sb = make([]float32, quantScratch(m.Q, Hd, 1))
-		}
+		first, _ := a.Row(0)
+		sb := make([]float32, packedScratch(first, 1)) // every part has the first's format
 		for i := lo * heads; i < hi*heads; i++ {
 			m, r := a.Row(ids[i])
 			rowF32(emb[i*Hd:(i+1)*Hd], m, r, sb)

@@ -162,19 +162,20 @@ func f16Tab() []float32 {
 func quantScratch(q *op.Quant, K, rows int) int { return 2 * rows * (K / q.Group) }
 
 // dequantF32 returns the float32 values [N, K] of a QAffine weight (scale * q + bias per group,
-// FORMATS.md section 2), computed by the kernels MatMul uses. It is for tests and tools: the
-// ops never dequantize a whole model. Errors wrap op.ErrShape, op.ErrDType, op.ErrUnsupported or
-// op.ErrInvalidArgument (m.Validate), or op.ErrDType when m is not QAffine.
+// FORMATS.md section 2), an FP8Block or a QFloat one (code * scale, fpquant.go), computed by the
+// kernels MatMul uses. It is for tests and tools: the ops never dequantize a whole model. Errors
+// wrap op.ErrShape, op.ErrDType, op.ErrUnsupported or op.ErrInvalidArgument (m.Validate), or
+// op.ErrDType when m is not of a packed format.
 func dequantF32(m *op.Matrix) ([]float32, error) {
 	if err := m.Validate("DequantF32"); err != nil {
 		return nil, err
 	}
-	if m.DType != op.QAffine {
-		return nil, fmt.Errorf("DequantF32: %w: %v weight (want QAffine)", op.ErrDType, m.DType)
+	if !isPacked(m) {
+		return nil, fmt.Errorf("DequantF32: %w: %v weight (want QAffine, FP8Block or QFloat)", op.ErrDType, m.DType)
 	}
 	out := make([]float32, m.N*m.K)
 	parallelFor(m.N, 64, func(lo, hi int) {
-		dequantRows(out[lo*m.K:hi*m.K], m.Q, m.K, lo, hi, make([]float32, quantScratch(m.Q, m.K, hi-lo)))
+		unpackRows(out[lo*m.K:hi*m.K], m, lo, hi, make([]float32, packedScratch(m, hi-lo)))
 	})
 	return out, nil
 }

@@ -74,11 +74,14 @@ func (g gemmTile) file() string {
 func (j *Pass) gemmTensor() bool { return j.kernel("gemm", gemmSimdKernel) == gemmTensorKernel }
 
 // encodeMatMul encodes y [T, N] = x [T, K] W^T into j (tensors already on the device): a QAffine
-// W through the quantized kernels of quant.go, a dense one through gemm_w16 / gemm_w32 or their
-// tensor-op twins (op "gemm").
+// W through the quantized kernels of quant.go, an FP8Block or QFloat one through those of
+// fpquant.go, a dense one through gemm_w16 / gemm_w32 or their tensor-op twins (op "gemm").
 func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
 	if w.DType == op.QAffine {
 		return b.encodeQMatMul(j, y, x, T, w)
+	}
+	if isFloatFormat(w) {
+		return b.encodeFPMatMul(j, y, x, T, w)
 	}
 	g := gemmKernel(w.DType, false, j.gemmTensor())
 	pipe, err := b.pipeline(g.file(), g.fn, g.consts)
@@ -98,7 +101,9 @@ func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error
 // "gemm": the default on M5 once its self-check passed, else Prefer("gemm", "gemm_tensor"))
 // gemm_tensor_w16_BF16_bm64_bn64, bitwise equal to gemm_w16 on the emulator. A QAffine W runs
 // the quantized kernels of op "qmm" (quant.go: qmv_affine for T <= 4, else qmm_affine, which
-// gives gemm_w32's bits on the dequantized weight), reading the packed codes, scales and biases.
+// gives gemm_w32's bits on the dequantized weight), reading the packed codes, scales and biases;
+// FP8Block and QFloat weights the kernels of op "qmm_fp" (fpquant.go: qmv_fp, qmm_fp), reading
+// the packed codes and scales.
 func (j *Pass) MatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return j.fail(err)
@@ -119,9 +124,11 @@ func (j *Pass) MatMul(a op.MatMul) error {
 // outside [0, E) as empty slots). The gate_up matrices of all experts (or their gate and up
 // matrices, stored apart: op.Experts.Up, stacked per expert at upload) must share one storage
 // format, and so must the down matrices (each grouped GEMM reads one stack: one dtype, and for
-// QAffine one bit width, group size and scale dtype); mixed ones are ErrUnsupported. QAffine
-// stacks run the grouped kernels of op "qmm" (qmv_affine_grouped for T <= 4, else
-// qmm_affine_grouped) over the same tile table.
+// QAffine one bit width, group size and scale dtype, for FP8Block one scale dtype, for QFloat one
+// mode); mixed ones are ErrUnsupported. QAffine stacks run the grouped kernels of op "qmm"
+// (qmv_affine_grouped for T <= 4, else qmm_affine_grouped) over the same tile table, FP8Block
+// and QFloat stacks those of op "qmm_fp" (qmv_fp_grouped, qmm_fp_grouped); FP8Block gate and up
+// projections stored apart run as two grouped GEMMs (splitFormats).
 func (j *Pass) MoEExperts(a op.MoEExperts) error {
 	const opName = "MoEExperts"
 	if err := a.Check(); err != nil {
@@ -214,6 +221,10 @@ func (j *Pass) groupedGEMM(y, x *Tensor, m *op.Matrix, s stack, tiles *Tensor, T
 	}
 	if s.q != nil {
 		j.encodeQGrouped(y, x, m, s.q, tiles, T, rows, ntiles)
+		return
+	}
+	if s.fp != nil {
+		j.encodeFPGrouped(y, x, m, s.fp, tiles, T, rows, ntiles)
 		return
 	}
 	g := gemmKernel(m.DType, true, j.gemmTensor())

@@ -201,7 +201,8 @@ func (b *Backend) SetSource(file, src string) error {
 // A/B harness, the self-test and the tests use it to compare them; on the emulator it is how the
 // tensor-op kernels run (the emulator reports no Apple GPU family). An empty kernel restores the
 // default. Op "qmm" (the GEMMs of QAffine weights, grouped or not) has qmm_affine, qmv_affine
-// (the defaults above and up to 4 rows per weight) and qmm_affine_tensor (Metal 4 tensor ops).
+// (the defaults above and up to 4 rows per weight) and qmm_affine_tensor (Metal 4 tensor ops);
+// op "qmm_fp" (FP8Block and QFloat weights) likewise qmm_fp, qmv_fp and qmm_fp_tensor.
 // Errors wrap op.ErrInvalidArgument for an op or kernel without alternatives, and
 // op.ErrUnsupported for a tensor-op kernel on a device without Metal 4.
 func (b *Backend) Prefer(opName, kernel string) error {
@@ -296,8 +297,13 @@ func (b *Backend) ResetVariants() {
 
 // kernelDeps lists the kernel files compiled ahead of a file in its library, for their helpers:
 // quant_tensor.metal (Metal 4 tensor ops) builds on quant.metal, which stays a file of its own so
-// that it compiles on systems without Metal 4.
-var kernelDeps = map[string][]string{"quant_tensor.metal": {"quant.metal"}}
+// that it compiles on systems without Metal 4; fpquant.metal on quant.metal's tile and row
+// loops, fpquant_tensor.metal on all three.
+var kernelDeps = map[string][]string{
+	"quant_tensor.metal":   {"quant.metal"},
+	"fpquant.metal":        {"quant.metal"},
+	"fpquant_tensor.metal": {"quant.metal", "quant_tensor.metal", "fpquant.metal"},
+}
 
 // source is a kernel file's source for this Backend (its SetSource replacement, if any).
 func (b *Backend) source(file string) (string, error) {

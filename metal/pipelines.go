@@ -15,7 +15,8 @@ import (
 // define); the self-test builds every entry.
 
 // tensorFiles are the kernel files that use Metal 4 tensor ops (compiled with MSL 4.0).
-var tensorFiles = map[string]bool{"qsa_tensor.metal": true, "gemm_tensor.metal": true, "quant_tensor.metal": true}
+var tensorFiles = map[string]bool{"qsa_tensor.metal": true, "gemm_tensor.metal": true, "quant_tensor.metal": true,
+	"fpquant_tensor.metal": true}
 
 // CompileOptions returns the options kernel file is compiled with: MSL 3.1 (macOS 14; 4.0 for
 // the tensor-op files: macOS 26), safe math and precise float32 functions. Safe math keeps what
@@ -40,16 +41,20 @@ var constNames = map[string][]string{
 	"gdn_prompt.metal":   {"gdn_act_silu"},
 	"quant.metal":        {"q_bf16", "q_bits", "q_group"},
 	"quant_tensor.metal": {"q_bf16", "q_bits", "q_group"},
+	// The float formats' files are compiled after quant.metal: their constant follows its three.
+	"fpquant.metal":        {"q_bf16", "q_bits", "q_group", "fp_format"},
+	"fpquant_tensor.metal": {"q_bf16", "q_bits", "q_group", "fp_format"},
 }
 
 // pipelineEntry is one kernel of a file; bool0 lists the values of the file's bool function
 // constant 0 the host builds it with (nil: built without constants); quant marks the kernels of
 // MLX affine weights, built with constants 0 (bool: BF16 scales, else F16), 1 (int: bits, one
-// of quantBits) and 2 (int: group size, one of quantGroups).
+// of quantBits) and 2 (int: group size, one of quantGroups); fp the kernels of the float
+// formats, built with constant 3 (int: fp_format, an index of fpFormats).
 type pipelineEntry struct {
 	file, kernel string
 	bool0        []bool
-	quant        bool
+	quant, fp    bool
 }
 
 // The bit widths and group sizes of the quantized kernels' specialisations (op.Quant.Validate).
@@ -90,6 +95,12 @@ var pipelineTable = func() []pipelineEntry {
 	}
 	for _, k := range []string{"qmm_affine_tensor", "qmm_affine_tensor_grouped"} {
 		t = append(t, pipelineEntry{file: "quant_tensor.metal", kernel: k, quant: true})
+	}
+	for _, k := range []string{"qmm_fp", "qmm_fp_grouped", "qmv_fp", "qmv_fp_grouped", "qgather_fp"} {
+		t = append(t, pipelineEntry{file: "fpquant.metal", kernel: k, fp: true})
+	}
+	for _, k := range []string{"qmm_fp_tensor", "qmm_fp_tensor_grouped"} {
+		t = append(t, pipelineEntry{file: "fpquant_tensor.metal", kernel: k, fp: true})
 	}
 	return t
 }()
@@ -134,6 +145,13 @@ func Pipelines() []PipelineSpec {
 			}
 			continue
 		}
+		if e.fp {
+			for f := range fpFormats {
+				out = append(out, PipelineSpec{File: e.file, Kernel: e.kernel, Tensor: tensorFiles[e.file],
+					Constants: []mtl.Constant{intConst(3, f)}})
+			}
+			continue
+		}
 		if e.bool0 == nil {
 			out = append(out, PipelineSpec{File: e.file, Kernel: e.kernel, Tensor: tensorFiles[e.file]})
 			continue
@@ -156,6 +174,12 @@ func checkPipeline(file, fn string, constants []mtl.Constant) error {
 			if len(constants) == 3 && constants[0].Index == 0 && constants[0].Type == mtl.Bool &&
 				constants[1].Index == 1 && constants[1].Type == mtl.Int && slices.Contains(quantBits, int(constants[1].Value)) &&
 				constants[2].Index == 2 && constants[2].Type == mtl.Int && slices.Contains(quantGroups, int(constants[2].Value)) {
+				return nil
+			}
+			continue
+		}
+		if e.fp {
+			if len(constants) == 1 && constants[0].Index == 3 && constants[0].Type == mtl.Int && int(constants[0].Value) < len(fpFormats) {
 				return nil
 			}
 			continue

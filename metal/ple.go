@@ -10,18 +10,20 @@ import (
 // Host side of the PLE kernels of prompt.metal (ple_gather, ple_gate, ple_conv, ple_state).
 
 // PLEApply implements op.Pass: the table rows of ids [T, Heads] gathered into emb [T, EmbedDim]
-// (ple_gather; qgather_affine for a QAffine table), key = emb Key^T and value = emb Value^T
-// (gemm_w16/gemm_w32), the gate and the grouped norms per token (ple_gate), H += gv + silu(dilated
-// causal conv of gvn) with the carried conv state (ple_conv), and the state advanced
-// (ple_state). The hashed ids come from op.PLEHash on the host (integer bookkeeping over the
-// token history, not worth a kernel) and are checked on the host when the op is encoded
-// (PLEApply.CheckIDs), so they must be written into their tensor before. A whole table is
-// uploaded once (Weights) and gathered on the device; a split one (PLEApply.Parts, up to ~100
-// GB of file views) is not uploaded: the stored rows the ids name are copied on the host, when
-// the op is encoded, into a table of the Pass (T*Heads rows, in id order, in the parts' own
-// format), which the same kernels gather from with the ids 0, 1, ..., so the bits are those of
-// the whole table. float32 sums (the CPU op sums dots and the conv in float64): agreement about
-// 1e-6 relative. Limits: S <= 8, (ConvK-1)*Dilation <= 32.
+// (ple_gather; qgather_affine for a QAffine table, qgather_fp for an FP8Block or QFloat one),
+// key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the grouped norms
+// per token (ple_gate), H += gv + silu(dilated causal conv of gvn) with the carried conv state
+// (ple_conv), and the state advanced (ple_state). The hashed ids come from op.PLEHash on the
+// host (integer bookkeeping over the token history, not worth a kernel) and are checked on the
+// host when the op is encoded (PLEApply.CheckIDs), so they must be written into their tensor
+// before. A whole table is uploaded once (Weights) and gathered on the device; a split one
+// (PLEApply.Parts, up to ~100 GB of file views) is not uploaded: the stored rows the ids name
+// are copied on the host, when the op is encoded, into a table of the Pass (T*Heads rows, in id
+// order, in the parts' own format), which the same kernels gather from with the ids 0, 1, ...,
+// so the bits are those of the whole table. Split FP8Block tables are refused (ErrUnsupported):
+// their rows share scales in 128-row blocks, which a table of scattered rows cannot keep.
+// float32 sums (the CPU op sums dots and the conv in float64): agreement about 1e-6 relative.
+// Limits: S <= 8, (ConvK-1)*Dilation <= 32.
 func (j *Pass) PLEApply(a op.PLEApply) error {
 	const opName = "PLEApply"
 	if err := a.Check(); err != nil {
@@ -47,11 +49,16 @@ func (j *Pass) PLEApply(a op.PLEApply) error {
 		return j.fail(err)
 	}
 	tab := pleTable{m: w.Table}
-	if a.Parts != nil {
+	switch {
+	case a.Parts != nil && a.Parts[0].DType == op.FP8Block:
+		return j.unsupported(opName, "an FP8Block table split into parts (its rows share scales in 128-row blocks)")
+	case a.Parts != nil:
 		tab, ids = j.pleRows(a, ids.I32())
-	} else if w.Table.DType == op.QAffine {
+	case w.Table.DType == op.QAffine:
 		tab.q = j.qweight(w.Table)
-	} else {
+	case isFloatFormat(w.Table):
+		tab.fp = j.fpweight(w.Table)
+	default:
 		tab.dense = j.weight(w.Table)
 	}
 	if j.err != nil {
@@ -61,11 +68,12 @@ func (j *Pass) PLEApply(a op.PLEApply) error {
 }
 
 // pleTable is the n-gram table a PLEApply gathers from on the device: m gives its format and
-// width, dense (F32, BF16, F16) or q (QAffine) its data.
+// width, dense (F32, BF16, F16), q (QAffine) or fp (FP8Block, QFloat) its data.
 type pleTable struct {
 	m     *op.Matrix
 	dense mtl.Buffer
 	q     *qweight
+	fp    *fpweight
 }
 
 // pleRows copies the stored rows of a split table that ids name, in order, into buffers the
@@ -92,6 +100,22 @@ func (j *Pass) pleRows(a op.PLEApply, ids []int32) (pleTable, *Tensor) {
 			j.fail(err)
 		}
 		tab.m.Q = &op.Quant{Bits: q.Bits, Group: q.Group, ScaleDType: q.ScaleDType}
+		return tab, j.i32(local)
+	}
+	if first.DType == op.QFloat {
+		mode := first.QF.Mode
+		cw, ng := Hd*mode.Bits()/32, Hd/mode.Group()
+		rows := make([]*op.Matrix, n)
+		for i, id := range ids {
+			m, r := a.Row(id)
+			rows[i] = &op.Matrix{N: 1, K: Hd, DType: op.QFloat, QF: &op.QuantFloat{Mode: mode,
+				Codes: m.QF.Codes[r*cw : (r+1)*cw], Scales: m.QF.Scales[r*ng : (r+1)*ng]}}
+		}
+		var err error
+		if tab.fp, err = uploadFP(rows, j.buffer); err != nil {
+			j.fail(err)
+		}
+		tab.m.QF = &op.QuantFloat{Mode: mode}
 		return tab, j.i32(local)
 	}
 	size := 2
@@ -130,10 +154,13 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, tab pleTable, w *op.PLE
 		pipes[i] = p
 	}
 	bemb, bkey, bval := j.tmp("ple emb", T*E), j.tmp("ple key", T*C), j.tmp("ple value", T*D)
-	if tab.m.DType == op.QAffine {
+	switch {
+	case tab.m.DType == op.QAffine:
 		// emb [T, heads, Hd] is the table rows of ids [T*heads] in order.
 		j.qgather(bemb, bids, T*heads, 1, tab.m, tab.q)
-	} else {
+	case isFloatFormat(tab.m):
+		j.fpgather(bemb, bids, T*heads, 1, tab.m, tab.fp)
+	default:
 		dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[tab.m.DType]
 		var t16, t32 arg = j.tmp("ple dummy16", 1), j.tmp("ple dummy32", 1)
 		if tab.m.DType == op.F32 {

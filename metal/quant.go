@@ -116,21 +116,32 @@ func quantConsts(q *op.Quant) []mtlConst {
 // quantTag names q's format in variant names: b4_g64_BF16.
 func quantTag(q *op.Quant) string { return fmt.Sprintf("b%d_g%d_%s", q.Bits, q.Group, q.ScaleDType) }
 
-// weightFormat names a weight's storage for error messages: BF16, or QAffine b4 g64 BF16.
+// weightFormat names a weight's storage for error messages: BF16, QAffine b4 g64 BF16,
+// FP8Block fp8_BF16 or QFloat mxfp4.
 func weightFormat(m *op.Matrix) string {
-	if m.DType != op.QAffine {
-		return m.DType.String()
+	switch m.DType {
+	case op.QAffine:
+		return fmt.Sprintf("QAffine b%d g%d %s", m.Q.Bits, m.Q.Group, m.Q.ScaleDType)
+	case op.FP8Block, op.QFloat:
+		return m.DType.String() + " " + fpTag(m)
 	}
-	return fmt.Sprintf("QAffine b%d g%d %s", m.Q.Bits, m.Q.Group, m.Q.ScaleDType)
+	return m.DType.String()
 }
 
 // sameFormat reports whether two weights have one storage format (dtype, and for QAffine the
-// bits, group size and scale dtype): what one stacked grouped GEMM reads.
+// bits, group size and scale dtype, for FP8Block the scale dtype, for QFloat the mode): what one
+// stacked grouped GEMM reads.
 func sameFormat(a, b *op.Matrix) bool {
 	if a.DType != b.DType {
 		return false
 	}
-	return a.DType != op.QAffine || (a.Q.Bits == b.Q.Bits && a.Q.Group == b.Q.Group && a.Q.ScaleDType == b.Q.ScaleDType)
+	switch a.DType {
+	case op.QAffine:
+		return a.Q.Bits == b.Q.Bits && a.Q.Group == b.Q.Group && a.Q.ScaleDType == b.Q.ScaleDType
+	case op.FP8Block, op.QFloat:
+		return fpFormat(a) == fpFormat(b)
+	}
+	return true
 }
 
 // Kernels of op "qmm".
@@ -144,38 +155,52 @@ const (
 // quant.metal: one pass of rows per threadgroup).
 const qmvMaxRows = 4
 
+// qmmFamily is the GEMM kernels of one family of packed weights: the op Prefer names them by,
+// the tiled, few-row and tensor-op kernels (each with a _grouped form), and their files.
+type qmmFamily struct {
+	op, mm, mv, tensor string
+	file, tensorFile   string
+}
+
+// affineKernels are op "qmm"'s, for QAffine weights (this file); floatKernels op "qmm_fp"'s, for
+// FP8Block and QFloat weights (fpquant.go).
+var (
+	affineKernels = qmmFamily{"qmm", qmmKernel, qmvKernel, qmmTensorKernel, "quant.metal", "quant_tensor.metal"}
+	floatKernels  = qmmFamily{"qmm_fp", qmmFPKernel, qmvFPKernel, qmmFPTensorKernel, "fpquant.metal", "fpquant_tensor.metal"}
+)
+
 // qmmPlan is one quantized GEMM dispatch: kernel file and function, variant name and geometry.
 type qmmPlan struct {
 	file, fn, variant string
 	groups, threads   [3]int
 }
 
-// planQMM picks the kernel of op "qmm" (Prefer, else qmv_affine for at most qmvMaxRows rows
-// per weight, else qmm_affine) for an [N, K] weight of format q and lays out its grid: rows rows
-// for one weight, or ntiles entries of the experts' tile table when grouped.
-func (b *Backend) planQMM(q *op.Quant, N, rowsPerWeight, rows, ntiles int, grouped bool) qmmPlan {
-	def := qmmKernel
+// planQMM picks the kernel of family f (Prefer of f.op, else f.mv for at most qmvMaxRows rows
+// per weight, else f.mm) for an [N, K] weight of the format named tag and lays out its grid:
+// rows rows for one weight, or ntiles entries of the experts' tile table when grouped.
+func (b *Backend) planQMM(f qmmFamily, tag string, N, rowsPerWeight, rows, ntiles int, grouped bool) qmmPlan {
+	def := f.mm
 	if rowsPerWeight <= qmvMaxRows {
-		def = qmvKernel
+		def = f.mv
 	}
-	k := b.preferred("qmm", def)
-	p := qmmPlan{file: "quant.metal", fn: k}
-	if k == qmmTensorKernel {
-		p.file = "quant_tensor.metal"
+	k := b.preferred(f.op, def)
+	p := qmmPlan{file: f.file, fn: k}
+	if k == f.tensor {
+		p.file = f.tensorFile
 	}
 	if grouped {
 		p.fn += "_grouped"
 	}
 	gy := ntiles
-	if k == qmvKernel {
-		p.variant = fmt.Sprintf("%s_%s_bm%d_bn8_bk256", p.fn, quantTag(q), qmvMaxRows)
+	if k == f.mv {
+		p.variant = fmt.Sprintf("%s_%s_bm%d_bn8_bk256", p.fn, tag, qmvMaxRows)
 		if !grouped {
 			gy = (rows + qmvMaxRows - 1) / qmvMaxRows
 		}
 		p.groups, p.threads = [3]int{(N + 7) / 8, gy, 1}, [3]int{64, 1, 1}
 		return p
 	}
-	p.variant = fmt.Sprintf("%s_%s_bm32_bn32_bk32", p.fn, quantTag(q))
+	p.variant = fmt.Sprintf("%s_%s_bm32_bn32_bk32", p.fn, tag)
 	if !grouped {
 		gy = (rows + 31) / 32
 	}
@@ -185,7 +210,7 @@ func (b *Backend) planQMM(q *op.Quant, N, rowsPerWeight, rows, ntiles int, group
 
 // encodeQMatMul encodes y [T, N] = x [T, K] W^T for a QAffine W (tensors on the device).
 func (b *Backend) encodeQMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
-	p := b.planQMM(w.Q, w.N, T, T, 0, false)
+	p := b.planQMM(affineKernels, quantTag(w.Q), w.N, T, T, 0, false)
 	pipe, err := b.pipeline(p.file, p.fn, quantConsts(w.Q))
 	if err != nil {
 		return j.fail(err)
@@ -205,7 +230,7 @@ func (j *Pass) encodeQGrouped(y, x *Tensor, m *op.Matrix, q *qweight, tiles *Ten
 	if j.err != nil {
 		return
 	}
-	p := j.b.planQMM(m.Q, m.N, T, rows, ntiles, true)
+	p := j.b.planQMM(affineKernels, quantTag(m.Q), m.N, T, rows, ntiles, true)
 	pipe, err := j.b.pipeline(p.file, p.fn, quantConsts(m.Q))
 	if err != nil {
 		j.fail(err)

@@ -98,9 +98,10 @@ func (t *Tensor) Release() {
 
 // Weights keeps one model's weights on the device (op.Weights): each weight matrix is uploaded on
 // its first use in its file format (bf16 and f16 stay 16-bit; the GEMMs widen in registers;
-// QAffine weights stay packed: codes, scales and biases, dequantized inside the kernels) into
-// shared-storage buffers and reused by every later Pass; the routed experts of a layer are
-// stacked per projection (one buffer, or one packed triple, over the experts); small float32
+// QAffine weights stay packed: codes, scales and biases, dequantized inside the kernels; FP8Block
+// and QFloat ones likewise as codes and scales) into shared-storage buffers and reused by every
+// later Pass; the routed experts of a layer are stacked per projection (one buffer, or one
+// packed set, over the experts); small float32
 // vectors (norm weights, gates) likewise. Bytes is the sum of what was uploaded: the packed size
 // for quantized weights. A Weights is safe for concurrent use. Release frees the buffers.
 type Weights struct {
@@ -108,16 +109,19 @@ type Weights struct {
 	mu    sync.Mutex
 	mats  map[*op.Matrix]mtl.Buffer
 	qmats map[*op.Matrix]*qweight
+	fmats map[*op.Matrix]*fpweight
 	exps  map[*op.Experts]expertStacks
 	vecs  map[vecKey]*Tensor
 	bytes int64
 }
 
 // stack is one projection of a layer's routed experts on the device: E dense matrices in one
-// buffer (dense), or E QAffine matrices stacked in one packed triple (q).
+// buffer (dense), E QAffine matrices stacked in one packed triple (q), or E FP8Block or QFloat
+// matrices in one packed pair (fp).
 type stack struct {
 	dense mtl.Buffer
 	q     *qweight
+	fp    *fpweight
 }
 
 func (s stack) release() {
@@ -125,6 +129,7 @@ func (s stack) release() {
 		s.dense.Release()
 	}
 	s.q.release()
+	s.fp.release()
 }
 
 type vecKey struct {
@@ -153,7 +158,7 @@ func (w *Weights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 
 func (b *Backend) newWeights() *Weights {
 	return &Weights{b: b, mats: map[*op.Matrix]mtl.Buffer{}, qmats: map[*op.Matrix]*qweight{},
-		exps: map[*op.Experts]expertStacks{}, vecs: map[vecKey]*Tensor{}}
+		fmats: map[*op.Matrix]*fpweight{}, exps: map[*op.Experts]expertStacks{}, vecs: map[vecKey]*Tensor{}}
 }
 
 // Bytes is the number of weight bytes uploaded so far.
@@ -173,6 +178,9 @@ func (w *Weights) Release() {
 	for _, q := range w.qmats {
 		q.release()
 	}
+	for _, f := range w.fmats {
+		f.release()
+	}
 	for _, e := range w.exps {
 		e.release()
 	}
@@ -181,6 +189,7 @@ func (w *Weights) Release() {
 	}
 	clear(w.mats)
 	clear(w.qmats)
+	clear(w.fmats)
 	clear(w.exps)
 	clear(w.vecs)
 	w.bytes = 0
@@ -209,10 +218,10 @@ func copyF32(buf mtl.Buffer, off int, x []float32) {
 }
 
 // matrix returns a dense m's device buffer (16-bit elements or float32, as stored); QAffine
-// weights are read through qmatrix.
+// weights are read through qmatrix, FP8Block and QFloat ones through fpmatrix.
 func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
-	if m.DType == op.QAffine {
-		return nil, fmt.Errorf("metal: %w: a QAffine weight [%d, %d] given to a dense kernel", op.ErrDType, m.N, m.K)
+	if m.DType == op.QAffine || isFloatFormat(m) {
+		return nil, fmt.Errorf("metal: %w: a %v weight [%d, %d] given to a dense kernel", op.ErrDType, m.DType, m.N, m.K)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -250,14 +259,17 @@ func (e expertStacks) release() {
 	e.dn.release()
 }
 
-// splitFormats reports whether ex stores gate and up apart in different formats (two grouped
-// GEMMs); gate and up apart in one format are stacked into one gate_up matrix per expert.
+// splitFormats reports whether ex stores gate and up apart in different formats, or in FP8Block
+// (two grouped GEMMs: a gate [I, D] over an up [I, D] is no FP8Block [2I, D] when 128 does not
+// divide I, its blocks would straddle the two); gate and up apart in one other format are
+// stacked into one gate_up matrix per expert.
 func splitFormats(ex *op.Experts) bool {
-	return ex.Split() && !sameFormat(ex.Up[0], ex.GateUp[0])
+	return ex.Split() && (!sameFormat(ex.Up[0], ex.GateUp[0]) || ex.GateUp[0].DType == op.FP8Block)
 }
 
 // experts returns the routed experts' weights, each projection in its own dtype: dense
-// matrices concatenated into one buffer, QAffine ones into one packed triple (uploadQuant).
+// matrices concatenated into one buffer, QAffine ones into one packed triple (uploadQuant),
+// FP8Block and QFloat ones into one packed pair (uploadFP).
 // Each projection must have one dtype (and one bit width, group size and scale dtype) over the
 // experts: MoEExperts checks it.
 func (w *Weights) experts(ex *op.Experts) (expertStacks, error) {
@@ -300,6 +312,10 @@ func (w *Weights) uploadStack(ms []*op.Matrix) (stack, error) {
 	if ms[0].DType == op.QAffine {
 		q, err := uploadQuant(ms, w.newBuf)
 		return stack{q: q}, err
+	}
+	if isFloatFormat(ms[0]) {
+		f, err := uploadFP(ms, w.newBuf)
+		return stack{fp: f}, err
 	}
 	buf, err := uploadStacked(ms, w.newBuf)
 	return stack{dense: buf}, err

@@ -68,11 +68,19 @@ var alternatives = []Alternative{
 	{Op: "qmm", Kernel: qmmKernel, Default: true, Cases: quantCases, Ran: "qmm_affine_"},
 	{Op: "qmm", Kernel: qmvKernel, Cases: quantCases, Ran: "qmv_affine_"},
 	{Op: "qmm", Kernel: qmmTensorKernel, Tensor: true, Bitwise: qmmKernel, BitwiseEmulated: true, Cases: quantCases, Ran: "qmm_affine_tensor_"},
+	// The GEMMs of FP8Block and QFloat weights (fpquant.go), the same three kernels.
+	{Op: "qmm_fp", Kernel: qmmFPKernel, Default: true, Cases: fpCases, Ran: "qmm_fp_"},
+	{Op: "qmm_fp", Kernel: qmvFPKernel, Cases: fpCases, Ran: "qmv_fp_"},
+	{Op: "qmm_fp", Kernel: qmmFPTensorKernel, Tensor: true, Bitwise: qmmFPKernel, BitwiseEmulated: true, Cases: fpCases, Ran: "qmm_fp_tensor_"},
 }
 
 // quantCases are the quantized-weight cases of the GEMM ops (op/optest cases_quant.go: names
 // "Op/q<bits>_...").
 var quantCases = []string{"MatMul/q", "MoEExperts/q"}
+
+// fpCases are the float-format cases of the GEMM ops (op/optest cases_fp.go: names
+// "Op/fp8_<scales>/...", "Op/<mode>/...").
+var fpCases = []string{"MatMul/fp8_", "MatMul/mxfp", "MatMul/nvfp", "MoEExperts/fp8_", "MoEExperts/mxfp", "MoEExperts/nvfp"}
 
 // alternativesOf returns the Alternatives of op (nil for an op without any).
 func alternativesOf(opName string) []Alternative {

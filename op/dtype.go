@@ -17,6 +17,12 @@ const (
 	// QAffine is a weight quantized as MLX's affine mode (Matrix.Q): packed unsigned codes of
 	// Quant.Bits bits with a scale and a bias per group of Quant.Group inputs.
 	QAffine
+	// FP8Block is a weight of 8-bit floats (E4M3) with one scale per 128 x 128 block (Matrix.FP8:
+	// the quant_method "fp8" releases).
+	FP8Block
+	// QFloat is a weight quantized in one of MLX's floating-point modes (Matrix.QF: mxfp4, nvfp4,
+	// mxfp8): packed float codes with one 8-bit float scale per group, no biases.
+	QFloat
 )
 
 // String names the dtype as safetensors does.
@@ -32,6 +38,10 @@ func (d DType) String() string {
 		return "I32"
 	case QAffine:
 		return "QAffine"
+	case FP8Block:
+		return "FP8Block"
+	case QFloat:
+		return "QFloat"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }

@@ -4,9 +4,11 @@ import "fmt"
 
 // MatMul is y [T, N] = x [T, K] W^T for a weight W [N, K] (transformers' nn.Linear without
 // bias): float32 activations and accumulation, BF16/F16 weights widened exactly, QAffine weights
-// dequantized (scale * q + bias per group, rounded once to float32: optest.Dequant) inside the
-// kernel. Kernels: CPU column-blocked SGEMM through internal/blas (QAffine blocks dequantized
-// into per-worker scratch first); Metal gemm_w16 / gemm_w32.
+// dequantized (scale * q + bias per group, rounded once to float32: optest.Dequant) and FP8Block
+// and QFloat weights decoded (code * scale rounded once: optest.DequantFP8, DequantQFloat) inside
+// the kernel. Kernels: CPU column-blocked SGEMM through internal/blas (packed blocks dequantized
+// into per-worker scratch first); Metal gemm_w16 / gemm_w32, qmm_affine / qmv_affine, qmm_fp /
+// qmv_fp.
 type MatMul struct {
 	Y, X Tensor // F32 [T, N], F32 [T, K]
 	T    int    // rows; 0 is allowed (nothing to do)
@@ -139,7 +141,8 @@ func (a Copy) Check() error {
 }
 
 // Embed gathers token embeddings into the S streams: H[t, s, :] = Table[Tokens[t], :] (widened
-// to float32 exactly; a QAffine table's gathered rows dequantized) for every stream s (transformers' embed_tokens, repeated into the
+// to float32 exactly; a QAffine, FP8Block or QFloat table's gathered rows dequantized, exactly as
+// MatMul decodes them) for every stream s (transformers' embed_tokens, repeated into the
 // hyper-connection streams of qwen4_exp; S = 1 for qwen3_next).
 type Embed struct {
 	H      Tensor // F32 [T, S*D]

@@ -77,8 +77,7 @@ func (a PLEApply) checkParts(op string) error {
 		if m.N != a.PartRows || m.K != a.W.HeadDim {
 			return fmt.Errorf("%s: %w: table part %d is [%d, %d], want [%d, %d]", op, ErrShape, k, m.N, m.K, a.PartRows, a.W.HeadDim)
 		}
-		if m.DType != first.DType || (m.DType == QAffine &&
-			(m.Q.Bits != first.Q.Bits || m.Q.Group != first.Q.Group || m.Q.ScaleDType != first.Q.ScaleDType)) {
+		if m.format() != first.format() {
 			return fmt.Errorf("%s: %w: table part %d is %s, part 0 %s", op, ErrDType, k, m.format(), first.format())
 		}
 	}

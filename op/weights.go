@@ -9,15 +9,18 @@ import (
 // Matrix is a weight W [N, K], row-major, as transformers' nn.Linear stores it (out_features
 // N, in_features K). F32 weights live in F32; BF16 and F16 weights keep their 16-bit patterns in
 // U16 (zero-copy on a checkpoint's memory mapping) and are widened to float32 exactly where they
-// are used; QAffine weights keep their packed form in Q and are dequantized inside the kernels
-// that read them (never at load). A Matrix is described once per model and uploaded by each
-// backend once (Backend.NewWeights), keyed by its address: do not modify it after use.
+// are used; QAffine, FP8Block and QFloat weights keep their packed form in Q, FP8 and QF and are
+// dequantized inside the kernels that read them (never at load). A Matrix is described once per
+// model and uploaded by each backend once (Backend.NewWeights), keyed by its address: do not
+// modify it after use.
 type Matrix struct {
 	N, K  int
 	DType DType
 	F32   []float32
 	U16   []uint16
-	Q     *Quant // DType QAffine
+	Q     *Quant      // DType QAffine
+	FP8   *BlockFP8   // DType FP8Block (weights_fp.go)
+	QF    *QuantFloat // DType QFloat (weights_fp.go)
 }
 
 // Quant is an MLX affine-quantized weight [N, K] (mlx.core.quantize, mode "affine"): row n holds
@@ -77,8 +80,12 @@ func (m *Matrix) Validate(op string) error {
 		}
 	case QAffine:
 		return m.Q.validate(op, m.N, m.K)
+	case FP8Block:
+		return m.FP8.validate(op, m.N, m.K)
+	case QFloat:
+		return m.QF.validate(op, m.N, m.K)
 	default:
-		return fmt.Errorf("%s: %w: %v weight (want F32, BF16, F16 or QAffine)", op, ErrDType, m.DType)
+		return fmt.Errorf("%s: %w: %v weight (want F32, BF16, F16, QAffine, FP8Block or QFloat)", op, ErrDType, m.DType)
 	}
 	return nil
 }
@@ -105,21 +112,33 @@ func (q *Quant) validate(op string, N, K int) error {
 	return nil
 }
 
-// format names the matrix's dtype, with the bits, group size and scale dtype of a QAffine one.
+// format names the matrix's dtype with what else its kind of packing fixes: the bits, group
+// size and scale dtype of a QAffine weight, the scale dtype of an FP8Block one, the mode of a
+// QFloat one.
 func (m *Matrix) format() string {
-	if m.DType == QAffine {
+	switch m.DType {
+	case QAffine:
 		return fmt.Sprintf("%v %d-bit groups of %d, %v scales", m.DType, m.Q.Bits, m.Q.Group, m.Q.ScaleDType)
+	case FP8Block:
+		return fmt.Sprintf("%v, %v scales", m.DType, m.FP8.ScaleDType)
+	case QFloat:
+		return fmt.Sprintf("%v %v", m.DType, m.QF.Mode)
 	}
 	return m.DType.String()
 }
 
-// Bytes is the size of the weight's data in memory (codes, scales and biases for QAffine).
+// Bytes is the size of the weight's data in memory (codes, scales and biases for QAffine; codes
+// and scales for FP8Block and QFloat): what it keeps resident, as its slices view the file.
 func (m *Matrix) Bytes() int64 {
 	switch m.DType {
 	case F32:
 		return 4 * int64(len(m.F32))
 	case QAffine:
 		return 4*int64(len(m.Q.Codes)) + 2*int64(len(m.Q.Scales)+len(m.Q.Biases))
+	case FP8Block:
+		return m.FP8.bytes()
+	case QFloat:
+		return m.QF.bytes()
 	}
 	return 2 * int64(len(m.U16))
 }
@@ -130,7 +149,7 @@ func (m *Matrix) Bytes() int64 {
 // Down[e] is [D, I] (experts.down_proj[e]). With Up set, the gate and up projections are kept
 // apart instead: GateUp[e] is the gate alone, [I, D], and Up[e] is [I, D] (MLX's
 // switch_mlp.gate_proj / up_proj, whose quantized codes stay views of the file this way).
-// Weights may be F32, BF16, F16 or QAffine, each matrix in its own dtype.
+// Weights may be F32, BF16, F16, QAffine, FP8Block or QFloat, each matrix in its own dtype.
 type Experts struct {
 	E, D, I int
 	GateUp  []*Matrix

@@ -102,7 +102,7 @@ func sliceModelDir(b *testing.B) string {
 		if err != nil {
 			base = os.TempDir()
 		}
-		dir = filepath.Join(base, "strata", "models", "qwen4exp-slice-v1")
+		dir = filepath.Join(base, "strata", "models", "qwen4exp-slice-v2")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 		return dir

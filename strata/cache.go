@@ -3,128 +3,100 @@ package strata
 import (
 	"fmt"
 
+	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/op"
 )
 
-// stateKind names one part of the session state.
-type stateKind int
-
-const (
-	stateK       stateKind = iota // attention K after k_norm and RoPE [maxCtx, Hkv, HeadDim]
-	stateV                        // attention V [maxCtx, Hkv, HeadDim]
-	stateIdxK                     // QSA indexer raw keys [maxCtx, IdxDim]
-	stateConv                     // GDN short-conv state [ConvK-1, C]
-	stateRec                      // GDN recurrent state [Hv, dk, dv] fp32
-	statePLEConv                  // PLE short-conv state [9, S*D]
-)
-
-func (k stateKind) String() string {
-	return [...]string{"k cache", "v cache", "index keys", "conv state", "recurrent state", "ple conv state"}[k]
-}
-
-// state is one tensor of the session state on the device. Per-token states (K, V, index keys)
-// hold row elements per token, written only at rows >= the session position by a prefill, so a
-// failed prefill leaves the valid rows untouched; fixed-size states (row == 0) are rewritten by
-// every prefill and are backed up before it.
+// state is one tensor of the session state on the device, as the plan's layer lists it
+// (family.Layer.States). Per-token states (K, V, index keys) hold spec.Row elements per token,
+// written only at rows >= the session position by a prefill, so a failed prefill leaves the
+// valid rows untouched; fixed-size states are rewritten by every prefill and are backed up
+// before it.
 type state struct {
-	kind  stateKind
-	layer int
+	spec  family.State
 	t     op.Tensor
 	row   int       // elements per token (per-token states), 0 for fixed-size ones
 	saved []float32 // host backup of a fixed-size state while a prefill runs
 }
 
-// cache is the whole session state: one list of states (walked by every operation below the
-// same way on every backend) and the PLE layers' carried token ids, which are host integers.
+// cache is the whole session state: one list of device states (walked by every operation below
+// the same way on every backend) and the host states (the PLE layers' carried token ids).
 type cache struct {
 	states []*state
-	at     map[[2]int]*state // (layer, kind) -> state
+	at     map[stateKey]*state
 	pleCtx map[int]*[2]int32
 }
 
-// cacheBytes is the memory of a session cache of maxCtx tokens: K and V (and the indexer's raw
-// keys) per attention layer, the conv and recurrent states per GDN layer, the conv state per PLE
-// layer, each once more for the prefill's host backup of the fixed-size states.
-func cacheBytes(m *Model, maxCtx int) int64 {
-	c := m.cfg
-	C := int64(2*c.Hk*c.Dk + c.Hv*c.Dv)
-	var n int64
+type stateKey struct {
+	layer int
+	role  string
+}
+
+// sessionStates lists the states of the model's loaded layers, in layer order.
+func sessionStates(m *Model) []family.State {
+	var out []family.State
 	for _, ly := range m.layers {
-		if ly.gdn != nil {
-			n += 2 * (int64(c.ConvK-1)*C + int64(c.Hv*c.Dk*c.Dv))
-		} else {
-			n += 2 * int64(maxCtx) * int64(c.Hkv*c.HeadDim)
-			if ly.attn.idx != nil {
-				n += int64(maxCtx) * int64(c.IdxDim)
-			}
-		}
-		if ly.ple != nil {
-			n += 2 * int64(ly.ple.w.ConvStateLen())
+		out = append(out, ly.p.States()...)
+	}
+	return out
+}
+
+// cacheBytes is the memory of a session cache of maxCtx tokens: every device state of the plan
+// (per-token ones for maxCtx tokens), the fixed-size ones twice (the prefill's host backup).
+func cacheBytes(m *Model, maxCtx int) int64 {
+	var n int64
+	for _, s := range sessionStates(m) {
+		switch {
+		case s.Host:
+		case s.Row > 0:
+			n += 4 * int64(s.Len(maxCtx)) // F32 or I32 elements
+		default:
+			n += 2 * 4 * int64(s.Len(0))
 		}
 	}
-	return 4 * n
+	return n
 }
 
 // newCache allocates an empty (zeroed) cache for m on its backend. Errors wrap ErrOutOfMemory,
 // before any allocation when the cache would not fit in the memory available.
 func newCache(m *Model, maxCtx int) (*cache, error) {
-	c := m.cfg
 	be := m.dev.be
 	need := cacheBytes(m, maxCtx)
 	if ok, avail := memoryFor(need, 0); !ok {
 		return nil, wrapf(ErrOutOfMemory, nil, "a session cache of %d tokens needs %.0f MiB, %.0f MiB are available (a smaller SessionOptions.MaxContext needs less)",
 			maxCtx, mib(need), mib(avail))
 	}
-	ch := &cache{at: map[[2]int]*state{}, pleCtx: map[int]*[2]int32{}}
-	add := func(layer int, kind stateKind, n, row int) error {
-		t, err := be.NewTensor(op.F32, n)
-		if err != nil {
-			return wrapf(ErrOutOfMemory, err, "session %s of layer %d (%d floats)", kind, layer, n)
+	ch := &cache{at: map[stateKey]*state{}, pleCtx: map[int]*[2]int32{}}
+	for _, s := range sessionStates(m) {
+		if s.Host {
+			// The PLE token context: the last 2 token ids, eos at the start.
+			ctx := m.layerAt(s.Layer).ple.hash.InitialContext()
+			ch.pleCtx[s.Layer] = &ctx
+			continue
 		}
-		st := &state{kind: kind, layer: layer, t: t, row: row}
-		ch.states = append(ch.states, st)
-		ch.at[[2]int{layer, int(kind)}] = st
-		return nil
-	}
-	C := 2*c.Hk*c.Dk + c.Hv*c.Dv
-	kv := c.Hkv * c.HeadDim
-	for _, ly := range m.layers {
-		i := ly.index
-		var err error
-		if ly.gdn != nil {
-			err = firstErr(add(i, stateConv, (c.ConvK-1)*C, 0), add(i, stateRec, c.Hv*c.Dk*c.Dv, 0))
-		} else {
-			err = firstErr(add(i, stateK, maxCtx*kv, kv), add(i, stateV, maxCtx*kv, kv))
-			if err == nil && ly.attn.idx != nil {
-				err = add(i, stateIdxK, maxCtx*c.IdxDim, c.IdxDim)
-			}
-		}
-		if err == nil && ly.ple != nil {
-			err = add(i, statePLEConv, ly.ple.w.ConvStateLen(), 0)
-			ctx := ly.ple.hash.InitialContext()
-			ch.pleCtx[i] = &ctx
-		}
+		t, err := be.NewTensor(s.DType, s.Len(maxCtx))
 		if err != nil {
 			ch.free(be)
-			return nil, err
+			return nil, wrapf(ErrOutOfMemory, err, "session %s state of layer %d (%d elements)", s.Role, s.Layer, s.Len(maxCtx))
 		}
+		st := &state{spec: s, t: t, row: s.Row}
+		ch.states = append(ch.states, st)
+		ch.at[stateKey{s.Layer, s.Role}] = st
 	}
 	return ch, nil
 }
 
-// firstErr returns the first non-nil error.
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
+// layerAt returns the loaded layer with checkpoint index i (nil when the stage does not hold it).
+func (m *Model) layerAt(i int) *layer {
+	if i < m.lo || i >= m.hi {
+		return nil
 	}
-	return nil
+	return m.layers[i-m.lo]
 }
 
-// get returns the state of a layer (nil when the layer has none of that kind).
-func (c *cache) get(layer int, kind stateKind) op.Tensor {
-	if st, ok := c.at[[2]int{layer, int(kind)}]; ok {
+// get returns the state of a layer with the role (family.Role*; nil when the layer has none).
+func (c *cache) get(layer int, role string) op.Tensor {
+	if st, ok := c.at[stateKey{layer, role}]; ok {
 		return st.t
 	}
 	return nil

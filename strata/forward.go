@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/op"
 )
 
@@ -20,7 +20,8 @@ import (
 type fwd struct {
 	p     op.Pass
 	s     *Session
-	c     *hfconfig.Config
+	plan  *family.Plan
+	eps   float32
 	T     int
 	pos0  int
 	err   error
@@ -113,15 +114,14 @@ type stepSpec struct {
 // backs up the state and restores it on error.
 func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logits, error) {
 	m := s.m
-	c := m.cfg
-	T, D := len(tokens), c.D
-	S := max(c.Streams, 1)
+	plan := m.plan
+	T, D, S := len(tokens), plan.D, plan.Streams
 	start := time.Now()
 	p, err := m.dev.be.Begin(m.weights, s.scratch)
 	if err != nil {
 		return nil, opError("begin pass", err)
 	}
-	f := &fwd{p: p, s: s, c: c, T: T, pos0: s.pos, stage: -1}
+	f := &fwd{p: p, s: s, plan: plan, eps: float32(plan.Eps), T: T, pos0: s.pos, stage: -1}
 	committed := false
 	defer func() {
 		if !committed {
@@ -139,7 +139,7 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 	x := f.f32("x", T*D)
 	u := f.f32("u", T*D)
 	beta := f.f32("beta", T*S)
-	if c.Streams > 0 {
+	if S > 1 {
 		f.hn = f.f32("Hn", T*S*D)
 	}
 	if f.err != nil {
@@ -163,18 +163,18 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 			f.ple(li, ly, H, tokens)
 		}
 		// mixer block
-		f.readBlock(li, ly.attnGR, ly.inNorm, x, beta, H)
+		f.readBlock(li, ly.in, x, beta, H)
 		if ly.gdn != nil {
 			f.gdn(li, ly.gdn, x, u)
 		} else {
 			f.attention(li, ly.attn, x, u)
 		}
-		f.writeBlock(li, ly.attnGR != nil, H, beta, u, ly.mlpGR)
+		f.writeBlock(li, ly.in.gr != nil, H, beta, u, ly.post.gr)
 		// MLP block
-		f.readBlock(li, ly.mlpGR, ly.postNorm, x, beta, H)
+		f.readBlock(li, ly.post, x, beta, H)
 		var nextGR *op.GRWeights // the next read, when the MLP write may normalise for it
 		if i+1 < len(m.layers) && m.layers[i+1].ple == nil {
-			nextGR = m.layers[i+1].attnGR
+			nextGR = m.layers[i+1].in.gr
 		}
 		f.mlp(li, ly, x, u, H, beta, nextGR)
 		if f.traceH != nil {
@@ -197,18 +197,18 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 	var lt op.Tensor
 	if rows > 0 {
 		xf := f.f32("final x", rows*D)
-		lt = f.f32("logits", rows*c.Vocab)
+		lt = f.f32("logits", rows*plan.Vocab)
 		if f.err != nil {
 			return nil, f.err
 		}
 		Hsel := H.Slice(first*S*D, T*S*D)
-		if m.mixer != nil {
+		if m.final.gr != nil {
 			f.do(StageGatedResidual, -1, "final mixer", func() error {
-				return p.GRRead(op.GRRead{X: xf, H: Hsel, T: rows, G: m.mixer, Eps: float32(c.Eps)})
+				return p.GRRead(op.GRRead{X: xf, H: Hsel, T: rows, G: m.final.gr, Eps: f.eps})
 			})
 		} else {
 			f.do(StageGatedResidual, -1, "final norm", func() error {
-				return p.RMSNorm(op.RMSNorm{Y: xf, X: Hsel, Rows: rows, D: D, W: m.norm, Eps: float32(c.Eps)})
+				return p.RMSNorm(op.RMSNorm{Y: xf, X: Hsel, Rows: rows, D: D, W: m.final.norm, Eps: f.eps})
 			})
 		}
 		f.matmul(-1, "lm_head", lt, xf, rows, m.lmHead)
@@ -221,7 +221,7 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 	if err != nil {
 		return nil, opError("prefill pass", err)
 	}
-	out := &Logits{Rows: rows, Vocab: c.Vocab, Pos0: s.pos + first}
+	out := &Logits{Rows: rows, Vocab: plan.Vocab, Pos0: s.pos + first}
 	if rows > 0 {
 		out.Data = append([]float32(nil), lt.F32()...)
 	}
@@ -255,10 +255,10 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 	return out, nil
 }
 
-// readBlock computes a block's input x [T, D]: GatedResidual read (qwen4_exp, with beta
-// [T, S]) or RMSNorm1p (qwen3_next).
-func (f *fwd) readBlock(layer int, gr *op.GRWeights, norm []float32, x, beta, H op.Tensor) {
-	eps := float32(f.c.Eps)
+// readBlock computes a block's input x [T, D]: a GatedResidual read (with beta [T, S]) or
+// RMSNorm1p of the single stream.
+func (f *fwd) readBlock(layer int, r read, x, beta, H op.Tensor) {
+	eps, gr := f.eps, r.gr
 	if gr != nil {
 		f.do(StageGatedResidual, layer, "gated residual read", func() error {
 			if f.hnFor == gr {
@@ -270,7 +270,7 @@ func (f *fwd) readBlock(layer int, gr *op.GRWeights, norm []float32, x, beta, H 
 		return
 	}
 	f.do(StageGatedResidual, layer, "rmsnorm", func() error {
-		return f.p.RMSNorm(op.RMSNorm{Y: x, X: H, Rows: f.T, D: f.c.D, W: norm, Eps: eps})
+		return f.p.RMSNorm(op.RMSNorm{Y: x, X: H, Rows: f.T, D: f.plan.D, W: r.norm, Eps: eps})
 	})
 }
 
@@ -278,23 +278,23 @@ func (f *fwd) readBlock(layer int, gr *op.GRWeights, norm []float32, x, beta, H 
 // With next set (the GatedResidual read that follows) the write also normalises H for it in
 // the same pass (gr_norm_h4 fused into the write).
 func (f *fwd) writeBlock(layer int, gated bool, H, beta, u op.Tensor, next *op.GRWeights) {
-	c := f.c
+	S, D := f.plan.Streams, f.plan.D
 	f.do(StageGatedResidual, layer, "residual write", func() error {
 		switch {
 		case gated && next != nil:
 			f.hnFor = next
-			return f.p.GRWrite(op.GRWrite{H: H, Hn: f.hn, Beta: beta, U: u, T: f.T, S: c.Streams, D: c.D, Norm: next.Norm, Eps: float32(c.Eps)})
+			return f.p.GRWrite(op.GRWrite{H: H, Hn: f.hn, Beta: beta, U: u, T: f.T, S: S, D: D, Norm: next.Norm, Eps: f.eps})
 		case gated:
-			return f.p.GRWrite(op.GRWrite{H: H, Beta: beta, U: u, T: f.T, S: c.Streams, D: c.D})
+			return f.p.GRWrite(op.GRWrite{H: H, Beta: beta, U: u, T: f.T, S: S, D: D})
 		}
 		return f.p.Add(op.Add{H: H, U: u})
 	})
 }
 
 func (f *fwd) gdn(layer int, w *gdnWeights, x, u op.Tensor) {
-	c, T, p := f.c, f.T, f.p
+	T, p, g0 := f.T, f.p, w.p
 	st := f.s.state
-	Hk, Hv, dk, dv := c.Hk, c.Hv, c.Dk, c.Dv
+	Hk, Hv, dk, dv := g0.Hk, g0.Hv, g0.Dk, g0.Dv
 	C := 2*Hk*dk + Hv*dv
 	qkv, z := f.f32("gdn qkv", T*C), f.f32("gdn z", T*Hv*dv)
 	a, b := f.f32("gdn a", T*Hv), f.f32("gdn b", T*Hv)
@@ -307,30 +307,26 @@ func (f *fwd) gdn(layer int, w *gdnWeights, x, u op.Tensor) {
 	f.matmul(layer, "in_proj_z", z, x, T, w.z)
 	f.matmul(layer, "in_proj_b", b, x, T, w.b)
 	f.matmul(layer, "in_proj_a", a, x, T, w.a)
-	prm := op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: c.ConvK, Map: op.Grouped}
+	prm := op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: g0.ConvK, Map: op.Grouped}
 	f.do(StageGDN, layer, "gdn_pre", func() error {
 		return p.GDNPre(op.GDNPre{Q: q, K: k, V: v, G: g, Beta: beta, QKV: qkv, A: a, B: b,
-			ConvState: st.get(layer, stateConv), ConvW: w.convW, ALog: w.aLog, DtBias: w.dt, P: prm})
+			ConvState: st.get(layer, family.RoleConv), ConvW: w.convW, ALog: w.aLog, DtBias: w.dt, P: prm})
 	})
 	f.do(StageGDN, layer, "gdn_scan", func() error {
-		return p.GDNScan(op.GDNScan{O: o, State: st.get(layer, stateRec), Q: q, K: k, V: v, G: g, Beta: beta, P: prm})
+		return p.GDNScan(op.GDNScan{O: o, State: st.get(layer, family.RoleRecurrent), Q: q, K: k, V: v, G: g, Beta: beta, P: prm})
 	})
-	act := op.ActSilu
-	if c.GateAct == "sigmoid" {
-		act = op.ActSigmoid
-	}
 	y := qkv.Slice(0, T*Hv*dv) // reuse
 	f.do(StageGDN, layer, "gdn_post", func() error {
-		return p.GDNPost(op.GDNPost{Y: y, O: o, Z: z, T: T, Hv: Hv, Dv: dv, W: w.norm, Eps: float32(c.Eps), Act: act})
+		return p.GDNPost(op.GDNPost{Y: y, O: o, Z: z, T: T, Hv: Hv, Dv: dv, W: w.norm, Eps: f.eps, Act: g0.Act})
 	})
 	f.matmul(layer, "out_proj", u, y, T, w.out)
 }
 
 func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
-	c, T, pos0, p := f.c, f.T, f.pos0, f.p
+	T, pos0, p, a := f.T, f.pos0, f.p, w.p
 	st := f.s.state
-	Hq, Hkv, hd := c.Hq, c.Hkv, c.HeadDim
-	eps := float32(c.Eps)
+	Hq, Hkv, hd := a.Hq, a.Hkv, a.HeadDim
+	eps := f.eps
 	qg, kRaw, vRaw := f.f32("attn qg", T*Hq*2*hd), f.f32("attn k", T*Hkv*hd), f.f32("attn v", T*Hkv*hd)
 	q, gate, o := f.f32("attn q", T*Hq*hd), f.f32("attn gate", T*Hq*hd), f.f32("attn o", T*Hq*hd)
 	if f.err != nil {
@@ -339,17 +335,17 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
 	f.matmul(layer, "q_proj", qg, x, T, w.q)
 	f.matmul(layer, "k_proj", kRaw, x, T, w.k)
 	f.matmul(layer, "v_proj", vRaw, x, T, w.v)
-	kc, vc := st.get(layer, stateK), st.get(layer, stateV)
+	kc, vc := st.get(layer, family.RoleK), st.get(layer, family.RoleV)
 	f.do(StageAttention, layer, "qsa_prep", func() error {
 		return p.QSAPrep(op.QSAPrep{Q: q, Gate: gate, KC: kc, VC: vc, QG: qg, K: kRaw, V: vRaw, QNorm: w.qNorm, KNorm: w.kNorm,
-			T: T, Hq: Hq, Hkv: Hkv, D: hd, Rot: c.RotaryDim, Pos0: pos0, Theta: c.RopeTheta, Eps: eps})
+			T: T, Hq: Hq, Hkv: Hkv, D: hd, Rot: a.Rot, Pos0: pos0, Theta: a.Theta, Eps: eps})
 	})
 	var plan *op.Selection
 	var tok op.Tensor
-	if w.idx != nil {
-		nh, dh := c.IdxHeads, c.IdxDim
-		ip := op.IndexerParams{T: T, Pos0: pos0, NHeads: nh, Dim: dh, Ratio: c.IdxRatio, Budget: c.IdxBudget,
-			Rot: c.RotaryDim, Theta: c.RopeTheta, Eps: eps}
+	if ix := a.Indexer; ix != nil {
+		nh, dh := ix.Heads, ix.Dim
+		ip := op.IndexerParams{T: T, Pos0: pos0, NHeads: nh, Dim: dh, Ratio: ix.Ratio, Budget: ix.Budget,
+			Rot: a.Rot, Theta: a.Theta, Eps: eps}
 		plan = op.QSAPlan(ip)
 		iqk, iq := f.f32("indexer qk", T*(nh+1)*dh), f.f32("indexer q", T*nh*dh)
 		// One token tensor per layer: the traces read each layer's after the Pass.
@@ -359,7 +355,7 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
 		}
 		f.matmul(layer, "indexer index_qk_proj", iqk, x, T, w.idx)
 		f.do(StageIndexer, layer, "qsa_index", func() error {
-			return p.QSAIndex(op.QSAIndex{Plan: plan, Tok: tok, IQ: iq, Keys: st.get(layer, stateIdxK), IQK: iqk,
+			return p.QSAIndex(op.QSAIndex{Plan: plan, Tok: tok, IQ: iq, Keys: st.get(layer, family.RoleIndexKeys), IQK: iqk,
 				QNorm: w.idxQN, KNorm: w.idxKN, P: ip})
 		})
 		if f.traceSel != nil {
@@ -387,14 +383,15 @@ func (f *fwd) swiglu(layer int, name string, y, x op.Tensor, w *mlpWeights) {
 }
 
 func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta op.Tensor, next *op.GRWeights) {
-	c, T, D, p := f.c, f.T, f.c.D, f.p
+	T, D, S, p := f.T, f.plan.D, f.plan.Streams, f.p
+	gated := ly.post.gr != nil
 	if ly.mlp != nil {
 		f.swiglu(layer, "mlp", u, x, ly.mlp)
-		f.writeBlock(layer, ly.mlpGR != nil, H, beta, u, next)
+		f.writeBlock(layer, gated, H, beta, u, next)
 		return
 	}
 	mw := ly.moe
-	E, K := c.Experts, c.TopK
+	E, K := mw.p.E, mw.p.TopK
 	rl, wts, idx := f.f32("router logits", T*E), f.f32("moe w", T*K), f.i32("moe idx", T*K)
 	ye, rk := f.f32("experts out", T*K*D), f.i32("moe rk", T*K)
 	sh, sg := f.f32("shared out", T*D), f.f32("shared gate", T)
@@ -403,7 +400,7 @@ func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta op.Tensor, next *op.GRWeig
 	}
 	f.matmul(layer, "router", rl, x, T, mw.router)
 	f.do(StageMoE, layer, "route", func() error {
-		return p.TopKRoute(op.TopKRoute{W: wts, Idx: idx, Logits: rl, T: T, E: E, K: K, Norm: c.NormTopK})
+		return p.TopKRoute(op.TopKRoute{W: wts, Idx: idx, Logits: rl, T: T, E: E, K: K, Norm: mw.p.NormTopK})
 	})
 	f.do(StageMoE, layer, "experts", func() error {
 		return p.MoEExperts(op.MoEExperts{YE: ye, RK: rk, X: x, Idx: idx, T: T, K: K, Ex: mw.experts})
@@ -414,15 +411,15 @@ func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta op.Tensor, next *op.GRWeig
 		return p.RowSigmoidScale(op.RowSigmoidScale{X: sh, S: sg, Rows: T, D: D})
 	})
 	switch {
-	case ly.mlpGR != nil && next != nil:
+	case gated && next != nil:
 		f.hnFor = next
 		f.do(StageMoE, layer, "gr_norm_h_moec", func() error {
 			return p.GRApplyMoEC(op.GRApplyMoEC{H: H, Hn: f.hn, Beta: beta, YE: ye, RK: rk, W: wts, Shared: sh,
-				T: T, S: c.Streams, K: K, D: D, Norm: next.Norm, Eps: float32(c.Eps)})
+				T: T, S: S, K: K, D: D, Norm: next.Norm, Eps: f.eps})
 		})
-	case ly.mlpGR != nil:
+	case gated:
 		f.do(StageMoE, layer, "gr_apply_moec", func() error {
-			return p.GRApplyMoEC(op.GRApplyMoEC{H: H, Beta: beta, YE: ye, RK: rk, W: wts, Shared: sh, T: T, S: c.Streams, K: K, D: D})
+			return p.GRApplyMoEC(op.GRApplyMoEC{H: H, Beta: beta, YE: ye, RK: rk, W: wts, Shared: sh, T: T, S: S, K: K, D: D})
 		})
 	default:
 		f.do(StageMoE, layer, "moe_comb", func() error {
@@ -443,7 +440,7 @@ func (f *fwd) ple(layer int, ly *layer, H op.Tensor, tokens []int32) {
 		return
 	}
 	a := op.PLEApply{H: H, T: f.T, IDs: ids, W: ly.ple.w, Parts: ly.ple.parts, PartRows: ly.ple.partRows,
-		ConvState: f.s.state.get(layer, statePLEConv), Eps: float32(f.c.Eps)}
+		ConvState: f.s.state.get(layer, family.RolePLEConv), Eps: f.eps}
 	t0 := time.Now()
 	err := ly.ple.hash.IDs(ids.I32(), tokens, f.s.state.pleCtx[layer])
 	f.host[StagePLE] += time.Since(t0)

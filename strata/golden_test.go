@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/safetensors"
 )
 
@@ -182,7 +183,7 @@ func checkCaches(t *testing.T, m *Model, s *Session, g *goldens, prompt string, 
 	C := 2*c.Hk*c.Dk + c.Hv*c.Dv
 	for i := 0; i < 3; i++ {
 		want := g.f32(fmt.Sprintf("%s.conv_state.%d", prompt, i)) // [1, C, 4] channel-major
-		got := s.state.get(i, stateConv).F32()                    // [3, C] token-major
+		got := s.state.get(i, family.RoleConv).F32()              // [3, C] token-major
 		var d, scale float64
 		for j := 0; j < c.ConvK-1; j++ {
 			for ch := 0; ch < C; ch++ {
@@ -198,9 +199,9 @@ func checkCaches(t *testing.T, m *Model, s *Session, g *goldens, prompt string, 
 	kv := c.Hkv * c.HeadDim
 	for _, n := range []string{"k", "v"} {
 		want := g.f32(fmt.Sprintf("%s.%s_cache.3", prompt, n))
-		got := s.state.get(3, stateK).F32()
+		got := s.state.get(3, family.RoleK).F32()
 		if n == "v" {
-			got = s.state.get(3, stateV).F32()
+			got = s.state.get(3, family.RoleV).F32()
 		}
 		d, scale := maxAbsDiff(got[:T*kv], want)
 		if d > 2e-3*scale {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
 )
@@ -42,6 +43,9 @@ type ModelInfo struct {
 	// in how many shard_{k} tensors each PLE n-gram table is split (0: one tensor).
 	Prefix       string
 	FusedExperts bool
+	// Layout describes the checkpoint's tensor layout in words: the prefix, the expert storage
+	// and, for an MLX conversion, its storage rules (family.Layout.Describe).
+	Layout       string
 	NGramShards  int
 	Shards       int // safetensors files
 	Tensors      int // tensors in the checkpoint
@@ -123,7 +127,7 @@ func Inspect(dir string) (*ModelInfo, error) {
 	if err := checkpointDir(dir); err != nil {
 		return nil, err
 	}
-	cfg, err := hfconfig.Load(dir)
+	cfg, err := family.Load(dir)
 	if err != nil {
 		return nil, wrapf(ErrCheckpoint, err, "config")
 	}
@@ -163,25 +167,26 @@ func checkpointDir(dir string) error {
 	return nil
 }
 
-// checkCheckpoint is the tensor-table check of LoadModel and Inspect (hfconfig.CheckCheckpoint).
-func checkCheckpoint(cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir string) (*hfconfig.CheckResult, error) {
-	res, err := cfg.CheckCheckpoint(ck)
+// checkCheckpoint is the tensor-table check of LoadModel and Inspect (family.CheckCheckpoint).
+func checkCheckpoint(cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir string) (*family.CheckResult, error) {
+	res, err := family.CheckCheckpoint(cfg, ck)
 	if err != nil {
 		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
 	}
 	return res, nil
 }
 
-func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, res *hfconfig.CheckResult) ModelInfo {
+func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, res *family.CheckResult) ModelInfo {
+	l := res.Plan.Layout
 	in := ModelInfo{
-		Dir: dir, Arch: c.Arch.String(), ModelType: c.ModelType, Architectures: append([]string(nil), c.Architectures...),
+		Dir: dir, Arch: c.Family, ModelType: c.ModelType, Architectures: append([]string(nil), c.Architectures...),
 		D: c.D, Layers: c.Layers, Hq: c.Hq, Hkv: c.Hkv, HeadDim: c.HeadDim, RotaryDim: c.RotaryDim,
 		Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, Experts: c.Experts, TopK: c.TopK, MoEI: c.MoEI, SharedI: c.SharedI,
-		Vocab: c.Vocab, Streams: max(c.Streams, 1), MaxPositions: c.MaxPositions, MTPLayers: c.MTPLayers,
-		Prefix: res.Layout.Prefix, FusedExperts: res.Layout.FusedExperts, NGramShards: res.Layout.NGramParts,
+		Vocab: c.Vocab, Streams: res.Plan.Streams, MaxPositions: c.MaxPositions, MTPLayers: c.MTPLayers,
+		Prefix: l.Text, FusedExperts: l.Experts == family.Fused, Layout: l.Describe(), NGramShards: l.NGramParts,
 		Shards: len(ck.Files()), Tensors: res.Tensors, TensorBytes: res.Bytes,
-		UsedTensors: res.Used, UsedBytes: res.UsedBytes, PLEBuffersChecked: res.PLEBuffersChecked,
-		MLX: res.Layout.MLX, ResidentBytes: res.ResidentBytes,
+		UsedTensors: res.Used, UsedBytes: res.UsedBytes, PLEBuffersChecked: res.ConstantsChecked,
+		MLX: l.MLX, ResidentBytes: res.ResidentBytes,
 	}
 	if c.Quant != nil {
 		in.Quantization = c.Quant.Describe()

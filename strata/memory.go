@@ -2,6 +2,8 @@ package strata
 
 import (
 	"runtime/debug"
+
+	"github.com/stratakernels/strata/family"
 )
 
 // memoryFor reports whether need more bytes fit in memory, and how many are available: the
@@ -31,7 +33,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func (s *Session) checkMemory(step, T int, allLogits bool) error {
 	need := s.m.stepBytes(step)
 	if allLogits {
-		need += 2 * 4 * int64(T) * int64(s.m.cfg.Vocab)
+		need += 2 * 4 * int64(T) * int64(s.m.plan.Vocab)
 	}
 	held := s.scratch.Bytes()
 	if ok, avail := memoryFor(need, held); !ok {
@@ -42,43 +44,46 @@ func (s *Session) checkMemory(step, T int, allLogits bool) error {
 }
 
 // stepBytes estimates the scratch bytes of one prefill step of T tokens: every named tensor the
-// runner takes from the session's scratch (forward.go; the largest of each name over the layer
-// kinds) and the largest temporaries the ops allocate themselves (the GatedResidual read's
+// runner takes from the session's scratch (forward.go; the largest of each name over the layers'
+// blocks) and the largest temporaries the ops allocate themselves (the GatedResidual read's
 // normalised streams and mixing products, the grouped expert GEMMs' gathered rows and
 // activations). TestStepBytes holds it to the CPU backend's measured scratch.
 func (m *Model) stepBytes(T int) int64 {
-	c := m.cfg
-	t, D := int64(T), int64(c.D)
-	S := int64(max(c.Streams, 1))
+	t, D, S := int64(T), int64(m.plan.D), int64(m.plan.Streams)
 	f := t * (1 + 2*S*D + 2*D + S) // tokens, H, Hn, x, u, beta
-	var gdn, attn, moe, ple, mlp int64
+	var gdn, attn, moe, ple, mlp, R int64
 	for _, ly := range m.layers {
-		if ly.gdn != nil {
-			Hk, Hv, dk, dv := int64(c.Hk), int64(c.Hv), int64(c.Dk), int64(c.Dv)
-			C := 2*Hk*dk + Hv*dv
-			gdn = max(gdn, t*(C+2*Hv*dv+4*Hv+2*Hk*dk+Hv*dv))
+		p := ly.p
+		if g := p.GDN; g != nil {
+			Hk, Hv, dk, dv := int64(g.Hk), int64(g.Hv), int64(g.Dk), int64(g.Dv)
+			gdn = max(gdn, t*(int64(g.Channels())+2*Hv*dv+4*Hv+2*Hk*dk+Hv*dv))
 		}
-		if a := ly.attn; a != nil {
-			Hq, Hkv, hd := int64(c.Hq), int64(c.Hkv), int64(c.HeadDim)
+		if a := p.Attn; a != nil {
+			Hq, Hkv, hd := int64(a.Hq), int64(a.Hkv), int64(a.HeadDim)
 			n := t * (2*Hq*hd + 2*Hkv*hd + 3*Hq*hd)
-			if a.idx != nil {
-				nh, dh := int64(c.IdxHeads), int64(c.IdxDim)
+			if x := a.Indexer; x != nil {
+				nh, dh := int64(x.Heads), int64(x.Dim)
 				// one selection token tensor per attention layer: at most budget + ratio per row
-				n += t*((nh+1)*dh+nh*dh) + t*int64(c.IdxBudget+c.IdxRatio)*int64(len(m.layers))
+				n += t*((nh+1)*dh+nh*dh) + t*int64(x.Budget+x.Ratio)*int64(len(m.layers))
 			}
 			attn = max(attn, n)
 		}
-		if mw := ly.moe; mw != nil {
-			E, K, I, Is := int64(c.Experts), int64(c.TopK), int64(c.MoEI), int64(mw.shared.I)
+		if mw := p.MoE; mw != nil {
+			E, K, I, Is := int64(mw.E), int64(mw.TopK), int64(mw.I), int64(mw.Shared.I)
 			moe = max(moe, t*(E+3*K+K*D+D+1+3*Is)+t*K*(D+3*I)) // + the grouped GEMMs' rows
 		}
-		if ly.mlp != nil {
-			mlp = max(mlp, 3*t*int64(ly.mlp.I))
+		if d := p.MLP; d != nil {
+			mlp = max(mlp, 3*t*int64(d.I))
 		}
-		if ly.ple != nil {
-			ple += t * int64(ly.ple.hash.Heads())
+		if x := p.PLE; x != nil {
+			ple += t * int64(x.Heads())
+		}
+		for _, r := range []family.Read{p.In, p.Post} {
+			if r.GR != nil {
+				R = max(R, int64(r.GR.R))
+			}
 		}
 	}
-	gr := t * (2*S*D + int64(c.HCRank)) // GRRead's temporaries
+	gr := t * (2*S*D + R) // GRRead's temporaries
 	return 4 * (f + gdn + attn + moe + mlp + ple + gr + D)
 }

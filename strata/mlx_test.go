@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/modelgen"
 	"github.com/stratakernels/strata/internal/safetensors"
@@ -35,7 +36,7 @@ func mlxFrom(t testing.TB, src string, o modelgen.MLXOptions, hf bool) (mlxDir, 
 	}
 	if hf {
 		hfDir = filepath.Join(root, "hf")
-		if err := modelgen.DequantizeMLX(mlxDir, hfDir); err != nil {
+		if err := modelgen.DequantizeMLX(mlxDir, hfDir, family.PerExpert); err != nil {
 			t.Fatal(err)
 		}
 	}

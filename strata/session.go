@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -121,8 +120,7 @@ type Session struct {
 	state   *cache
 	scratch op.Scratch // activations of the prefill, reused by every layer and later prefills
 	busy    atomic.Bool
-	closed  bool
-	mu      sync.Mutex // guards closed against Close racing a call
+	closed  bool // set by Close while it holds busy, so no call races it
 	// trace, when set (tests), receives intermediate tensors.
 	trace func(layer int, name string, data []float32)
 	// traceSel, when set (tests), receives the QSA selection mask rows.

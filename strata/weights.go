@@ -3,21 +3,78 @@ package strata
 import (
 	"fmt"
 
-	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
 )
 
-// loader reads tensors of a checkpoint by logical name, checking shapes against the config.
-// Quantized modules (quant, from hfconfig.CheckCheckpoint) become op.QAffine matrices viewing
-// the mapped codes, scales and biases.
+// loader reads the weights a plan refers to (family.Mat, family.Vec) from a checkpoint, whose
+// tensors family.CheckCheckpoint checked against the plan. Quantized modules (quant) become
+// op.QAffine matrices viewing the mapped codes, scales and biases; a stacked tensor is read once
+// and its slices shared.
 type loader struct {
 	ck     *safetensors.Checkpoint
-	layout hfconfig.Layout
-	quant  map[string]hfconfig.QuantTensor
+	quant  map[string]family.QuantTensor
+	shapes map[string][]int64 // the plan's tensors' logical shapes
+	slices map[string][]*op.Matrix
 	// progress accounting
 	done, total int64
 	progress    func(done, total int64, name string)
+}
+
+func newLoader(ck *safetensors.Checkpoint, res *family.CheckResult, progress func(done, total int64, name string)) *loader {
+	l := &loader{ck: ck, quant: res.Quant, shapes: map[string][]int64{}, slices: map[string][]*op.Matrix{}, total: res.UsedBytes, progress: progress}
+	for _, s := range res.Plan.Tensors {
+		l.shapes[s.Name] = s.Shape
+	}
+	return l
+}
+
+// mat reads a plan matrix: a view of one tensor (or of one slice of a stacked one) when it is a
+// single whole part, else the rows of its parts concatenated into a copy.
+func (l *loader) mat(m family.Mat) (*op.Matrix, error) {
+	var parts []rowPart
+	for _, p := range m.Parts {
+		src, err := l.source(p)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, rowPart{src, p.Row, p.Rows})
+	}
+	if len(parts) == 1 && parts[0].row == 0 && parts[0].cnt == parts[0].src.N {
+		return parts[0].src, nil
+	}
+	out, err := concatRows(parts)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "regrouping rows of %s", m.Parts[0].Tensor)
+	}
+	return out, nil
+}
+
+// source returns the whole matrix a part reads rows of: its 2-D tensor, or its slice of a 3-D one.
+func (l *loader) source(p family.Part) (*op.Matrix, error) {
+	ms, ok := l.slices[p.Tensor]
+	if !ok {
+		s := l.shapes[p.Tensor]
+		var err error
+		switch len(s) {
+		case 2:
+			ms, err = l.matrices(p.Tensor, 0, int(s[0]), int(s[1]))
+		case 3:
+			ms, err = l.matrices(p.Tensor, int(s[0]), int(s[1]), int(s[2]))
+		default:
+			err = wrapf(ErrCheckpoint, nil, "tensor %s of shape %v is not a matrix or a stack of them", p.Tensor, s)
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.slices[p.Tensor] = ms
+	}
+	i := max(p.Index, 0)
+	if i >= len(ms) {
+		return nil, wrapf(ErrCheckpoint, nil, "tensor %s holds %d matrices, the plan reads number %d", p.Tensor, len(ms), i)
+	}
+	return ms[i], nil
 }
 
 func (l *loader) tensor(name string, shape ...int64) (*safetensors.Tensor, error) {
@@ -41,41 +98,34 @@ func (l *loader) tensor(name string, shape ...int64) (*safetensors.Tensor, error
 	return t, nil
 }
 
-// vec reads a 1-D (or any) float tensor widened to float32. A norm an MLX conversion stores as
-// 1 + w (hfconfig.Layout.ShiftedNorm) is read as stored - 1.
-func (l *loader) vec(name string, shape ...int64) ([]float32, error) {
-	if _, ok := l.quant[name]; ok {
-		return nil, wrapf(ErrCheckpoint, nil, "tensor %s is quantized, but strata reads it as a float vector", name)
+// vec reads a float vector widened to float32. A gain stored as 1 + w (family.Vec.Shifted) is
+// read as stored - 1.
+func (l *loader) vec(v family.Vec) ([]float32, error) {
+	if _, ok := l.quant[v.Tensor]; ok {
+		return nil, wrapf(ErrCheckpoint, nil, "tensor %s is quantized, but strata reads it as a float vector", v.Tensor)
 	}
-	t, err := l.tensor(name, shape...)
+	t, err := l.tensor(v.Tensor, l.shapes[v.Tensor]...)
 	if err != nil {
 		return nil, err
 	}
-	v, err := t.Float32()
+	x, err := t.Float32()
 	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "tensor %s", name)
+		return nil, wrapf(ErrCheckpoint, err, "tensor %s", v.Tensor)
 	}
-	if l.layout.ShiftedNorm(name) {
-		for i := range v {
-			v[i]-- // exact in float32 for the 16-bit values stored (|w| < 2^13)
+	if len(x) != v.Len {
+		return nil, wrapf(ErrCheckpoint, nil, "tensor %s holds %d values, the plan reads %d", v.Tensor, len(x), v.Len)
+	}
+	if v.Shifted {
+		for i := range x {
+			x[i]-- // exact in float32 for the 16-bit values stored (|w| < 2^13)
 		}
 	}
-	return v, nil
-}
-
-// matrix reads a 2-D weight [n, k] keeping bf16/f16 weights in their own format (zero-copy on
-// the mapping), f32 as f32 and quantized modules packed (QAffine views of the codes, scales and
-// biases).
-func (l *loader) matrix(name string, n, k int) (*op.Matrix, error) {
-	ms, err := l.matrices(name, 0, n, k)
-	if err != nil {
-		return nil, err
-	}
-	return ms[0], nil
+	return x, nil
 }
 
 // matrices reads the e [n, k] slices of a stacked 3-D weight [e, n, k] (e > 0; 0 reads a 2-D
-// weight [n, k] as one matrix), each a view of the mapping as matrix describes.
+// weight [n, k] as one matrix), each a view of the mapping: bf16/f16 kept in their own format,
+// f32 as f32, quantized modules packed (QAffine views of the codes, scales and biases).
 func (l *loader) matrices(name string, e, n, k int) ([]*op.Matrix, error) {
 	stack, lead := max(e, 1), []int64{}
 	if e > 0 {

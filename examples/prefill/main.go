@@ -377,7 +377,7 @@ func defaultModel(preset string) (string, error) {
 	if err != nil {
 		base = os.TempDir()
 	}
-	dir := filepath.Join(base, "strata", "models", preset+"-v1")
+	dir := filepath.Join(base, "strata", "models", preset+"-v2")
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 		return dir, nil
 	}

@@ -78,21 +78,21 @@ func (q *MLXQuant) Describe() string {
 //     both keys, equal): an MLX quantized checkpoint, parsed by parseMLXQuant.
 //
 // Both keys are marked read. It returns nil, nil when neither key is present (or both are null).
-func checkQuantization(o *object) (*MLXQuant, error) {
-	qc, hasQC := o.get("quantization_config")
-	mlx, hasMLX := o.get("quantization")
+func CheckQuantization(o *Object) (*MLXQuant, error) {
+	qc, hasQC := o.Get("quantization_config")
+	mlx, hasMLX := o.Get("quantization")
 	if !hasQC && !hasMLX {
 		return nil, nil
 	}
 	if hasQC {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(qc, &m); err != nil || m == nil {
-			return nil, fmt.Errorf("%w: %s: want an object, got %s", ErrConfig, o.name("quantization_config"), clip(qc))
+			return nil, fmt.Errorf("%w: %s: want an object, got %s", ErrConfig, o.Name("quantization_config"), clip(qc))
 		}
 		if raw, ok := m["quant_method"]; ok {
 			var method string
 			if err := json.Unmarshal(raw, &method); err != nil {
-				return nil, fmt.Errorf("%w: %s.quant_method: want a string, got %s", ErrConfig, o.name("quantization_config"), clip(raw))
+				return nil, fmt.Errorf("%w: %s.quant_method: want a string, got %s", ErrConfig, o.Name("quantization_config"), clip(raw))
 			}
 			var what []string
 			for _, w := range []string{quantMethods[method], quantDetails(m)} {
@@ -104,15 +104,15 @@ func checkQuantization(o *object) (*MLXQuant, error) {
 			if len(what) > 0 {
 				detail = ": " + strings.Join(what, "; ")
 			}
-			return nil, fmt.Errorf("%w: %s: quantization method %q is not supported (strata runs bf16, f16 or f32 checkpoints and MLX affine conversions)%s", ErrUnsupported, o.name("quantization_config"), method, detail)
+			return nil, fmt.Errorf("%w: %s: quantization method %q is not supported (strata runs bf16, f16 or f32 checkpoints and MLX affine conversions)%s", ErrUnsupported, o.Name("quantization_config"), method, detail)
 		}
 		if !hasMLX {
 			mlx, hasMLX = qc, true
 		} else if !sameJSON(qc, mlx) {
-			return nil, fmt.Errorf("%w: %s and %s differ (mlx_lm.convert writes the same block twice)", ErrConfig, o.name("quantization"), o.name("quantization_config"))
+			return nil, fmt.Errorf("%w: %s and %s differ (mlx_lm.convert writes the same block twice)", ErrConfig, o.Name("quantization"), o.Name("quantization_config"))
 		}
 	}
-	return parseMLXQuant(o.name("quantization"), mlx)
+	return parseMLXQuant(o.Name("quantization"), mlx)
 }
 
 // sameJSON reports whether two JSON values are equal as values (key order and spacing aside).

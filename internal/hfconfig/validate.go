@@ -20,7 +20,7 @@ const (
 // Validate checks the invariants strata relies on and returns one error listing every broken
 // one. Errors wrap ErrConfig, or ErrUnsupported for a valid configuration strata does not run
 // (indexer_kv_heads != 1, gate activations other than silu/sigmoid). The invariants are
-// transformers' own (configuration_qwen4_exp.py validate_architecture) plus the shape
+// transformers' own (its configuration classes' validate_architecture) plus the shape
 // relations the kernels assume: Hq % Hkv == 0, Hv % Hk == 0, an even rotary dim <= head dim.
 func (c *Config) Validate() error {
 	var bad, unsup []string
@@ -67,51 +67,55 @@ func (c *Config) Validate() error {
 	}
 	for i, t := range c.LayerTypes {
 		switch t {
-		case LinearAttention:
-		case FullAttention:
-			check(c.Arch == Qwen3Next, "layer %d: %s is a qwen3_next layer type; %s attention layers are %s", i, t, c.Arch, SparseAttention)
-		case SparseAttention:
-			check(c.Arch == Qwen4Exp, "layer %d: %s exists only in qwen4_exp", i, t)
+		case LinearAttention, FullAttention, SparseAttention:
 		default:
 			check(false, "layer %d: unknown layer type %q", i, t)
 		}
 	}
+	if len(c.MRoPESection) > 0 {
+		sum, neg := 0, false
+		for _, s := range c.MRoPESection {
+			sum += s
+			neg = neg || s < 0
+		}
+		// For text the temporal, height and width positions are all the token's position, so the
+		// sections only split the rotary pairs; they must cover them exactly.
+		check(!neg && 2*sum == c.RotaryDim, "rope_parameters.mrope_section %v: its sections hold %d rotary pairs, the rotary dim int(head_dim * partial_rotary_factor) = %d has %d",
+			c.MRoPESection, sum, c.RotaryDim, c.RotaryDim/2)
+	}
 
-	moe := false
-	if in("num_experts", c.Experts, 0, maxExperts) && c.Experts > 0 {
+	moe, dense := false, false
+	if layersOK {
+		for i := 0; i < c.Layers; i++ {
+			if c.IsMoELayer(i) {
+				moe = true
+			} else {
+				dense = true
+			}
+		}
+	}
+	if in("num_experts", c.Experts, 0, maxExperts) && moe {
 		in("num_experts_per_tok", c.TopK, 1, c.Experts)
 		in("moe_intermediate_size", c.MoEI, 1, maxDim)
 		in("shared_expert_intermediate_size", c.SharedI, 1, maxDim)
-		moe = true
 	}
-	switch c.Arch {
-	case Qwen3Next:
-		check(c.Streams == 1, "qwen3_next has one residual stream, Streams = %d", c.Streams)
-		if in("decoder_sparse_step", c.DecoderSparseStep, 1, maxLayers) && layersOK {
-			seen := map[int]bool{}
-			for _, l := range c.MLPOnlyLayers {
-				check(l >= 0 && l < c.Layers, "mlp_only_layers entry %d outside [0, %d)", l, c.Layers)
-				check(!seen[l], "mlp_only_layers lists layer %d twice", l)
-				seen[l] = true
-			}
-			dense := false
-			for i := 0; i < c.Layers; i++ {
-				dense = dense || !c.IsMoELayer(i)
-			}
-			if dense {
-				in("intermediate_size (dense MLP layers)", c.DenseI, 1, maxDim)
-			}
+	if c.Experts > 0 && in("decoder_sparse_step", c.DecoderSparseStep, 1, maxLayers) && layersOK {
+		seen := map[int]bool{}
+		for _, l := range c.MLPOnlyLayers {
+			check(l >= 0 && l < c.Layers, "mlp_only_layers entry %d outside [0, %d)", l, c.Layers)
+			check(!seen[l], "mlp_only_layers lists layer %d twice", l)
+			seen[l] = true
 		}
-		check(len(c.PLELayerIDs) == 0 && c.IdxHeads == 0, "qwen3_next has no PLE or indexer")
-	case Qwen4Exp:
-		check(moe, "qwen4_exp needs num_experts > 0")
+	}
+	if dense {
+		in("intermediate_size (dense MLP layers)", c.DenseI, 1, maxDim)
+	}
+	if c.Streams != 1 {
 		in("hc_count", c.Streams, 2, 64)
 		in("hc_lowrank", c.HCRank, 1, maxDim)
-		c.validateIndexer(in, check, &unsup)
-		c.validatePLE(in, check, layersOK)
-	default:
-		check(false, "unknown architecture %v", c.Arch)
 	}
+	c.validateIndexer(in, check, &unsup)
+	c.validatePLE(in, check, layersOK)
 	for _, e := range c.EOS {
 		check(e >= 0 && e < c.Vocab, "eos_token_id %d outside [0, vocab_size %d)", e, c.Vocab)
 	}
@@ -125,18 +129,14 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validateIndexer(in func(string, int, int, int) bool, check func(bool, string, ...any), unsup *[]string) {
-	sparse := false
-	for _, t := range c.LayerTypes {
-		sparse = sparse || t == SparseAttention
-	}
-	if !sparse {
+	if !c.HasLayer(SparseAttention) {
 		return
 	}
-	// Every qwen4_exp attention layer builds the indexer, so its fields are required.
+	// Every sparse attention layer builds the indexer, so its fields are required.
 	in("indexer_n_heads", c.IdxHeads, 1, maxCount)
 	in("indexer_head_dim", c.IdxDim, 1, maxHeadDim)
 	if in("indexer_kv_heads", c.IdxKVHeads, 1, maxCount) && c.IdxKVHeads != 1 {
-		*unsup = append(*unsup, fmt.Sprintf("indexer_kv_heads = %d (strata, like transformers' Qwen4-Exp, supports only 1 indexer key head)", c.IdxKVHeads))
+		*unsup = append(*unsup, fmt.Sprintf("indexer_kv_heads = %d (strata, like transformers, supports only 1 indexer key head)", c.IdxKVHeads))
 	}
 	budgetOK := in("indexer_budget", c.IdxBudget, 1, 1<<40)
 	if in("indexer_compress_ratio", c.IdxRatio, 1, 1<<20) && budgetOK {

@@ -12,14 +12,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
 	"github.com/x448/float16"
 )
 
-// MLX conversions of a Hugging Face qwen3_next checkpoint, written as mlx_lm.convert writes them
-// (mlx-lm's convert.py, utils.py quantize_model / save_model and models/qwen3_next.py sanitize;
-// mlx's affine quantization in mlx/ops.cpp), so that tests need no download: FORMATS.md section 2.
+// MLX conversions of a Hugging Face checkpoint of any family, written as mlx_lm.convert and
+// mlx_vlm.convert write them (mlx-lm's convert.py, utils.py quantize_model / save_model and the
+// models' sanitize; mlx's affine quantization in mlx/ops.cpp), so that tests need no download. The
+// tensors are mapped from the family's plan under the checkpoint's layout onto its plan under the
+// MLX layout (family.Plan.Walk lists the same weights at the same positions in both): the names,
+// the expert stacking, the conv1d shape and which gains are stored as 1 + w are the family's.
 
 // MLXOptions are the arguments of one conversion, as mlx_lm.convert's.
 type MLXOptions struct {
@@ -40,96 +44,215 @@ type MLXOptions struct {
 // mlxRecipes are the (low, high) bit widths of mlx_lm's mixed recipes.
 var mlxRecipes = map[string][2]int{"mixed_2_6": {2, 6}, "mixed_3_4": {3, 4}, "mixed_3_6": {3, 6}, "mixed_4_6": {4, 6}}
 
-// mlxShiftedNorms are the norms mlx_lm's qwen3_next sanitize stores as 1 + w.
-var mlxShiftedNorms = []string{".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", ".q_norm.weight", ".k_norm.weight"}
+// mlxLayout is the layout an MLX conversion of family f writes: the family's MLX-only prefix
+// (mlx-vlm's language_model.model.) where it has one, else its first; experts stacked under
+// switch_mlp; conv1d [C, K, 1] and the gains the family stores shifted as 1 + w.
+func mlxLayout(f family.Family) family.Layout {
+	ps := f.Prefixes()
+	l := family.Layout{Prefix: ps[0], Experts: family.Stacked, MLX: true}
+	for _, p := range ps {
+		if p.MLXOnly {
+			l.Prefix = p
+			break
+		}
+	}
+	return l
+}
 
-// ConvertMLX writes the MLX conversion of the qwen3_next checkpoint in src (per-expert expert
-// tensors, as published) into dst: mtp.* dropped (lm_head too when embeddings are tied), experts
-// stacked into mlp.switch_mlp.{gate,up,down}_proj.weight, conv1d weights moved to [C, K, 1],
-// the norms of mlxShiftedNorms stored as 1 + w (rounded to the tensor's dtype), and with
-// o.Quantize every Linear and Embedding module whose input width the group size divides
-// quantized (codes, scales and biases in the weights' dtype). config.json gains the
-// quantization block twice (quantization and quantization_config), keys sorted, indent 4; the
-// weights go to model.safetensors with metadata {"format": "mlx"} beside
-// model.safetensors.index.json.
+// openPlan loads the config of the checkpoint in dir and checks the checkpoint against it,
+// returning its plan and the open checkpoint (the caller closes it).
+func openPlan(dir string) (*family.CheckResult, *safetensors.Checkpoint, error) {
+	cfg, err := family.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	ck, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := family.CheckCheckpoint(cfg, ck)
+	if err != nil {
+		ck.Close()
+		return nil, nil, err
+	}
+	return res, ck, nil
+}
+
+// ConvertMLX writes the MLX conversion of the Hugging Face checkpoint in src into dst: mtp.* and
+// the vision tower dropped (lm_head too when embeddings are tied), the family's MLX names (e.g.
+// mlx-vlm's language_model.model. prefix), experts stacked into mlp.switch_mlp.{gate,up,down}_proj
+// (from per-expert or fused tensors), conv1d weights moved to [C, K, 1], the gains the family
+// stores shifted as 1 + w (rounded to the tensor's dtype), and with o.Quantize every Linear and
+// Embedding module whose input width the group size divides quantized (codes, scales and biases
+// in the weights' dtype). config.json gains the quantization block twice (quantization and
+// quantization_config), keys sorted, indent 4; the weights go to model.safetensors with metadata
+// {"format": "mlx"} beside model.safetensors.index.json.
 func ConvertMLX(src, dst string, o MLXOptions) error {
-	cfg, err := readConfig(src)
+	raw, err := readConfig(src)
 	if err != nil {
 		return err
 	}
-	if cfg["model_type"] != "qwen3_next" {
-		return fmt.Errorf("modelgen: ConvertMLX: model_type %v (mlx_lm's qwen3_next conversion only)", cfg["model_type"])
-	}
-	ck, err := safetensors.OpenDir(src)
+	res, ck, err := openPlan(src)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	w := map[string]*mlxTensor{}
-	for _, n := range ck.Names() {
-		if strings.HasPrefix(n, "mtp.") {
-			continue
-		}
-		t, _ := ck.Tensor(n)
-		mt, err := readMLXTensor(t)
+	if res.Plan.Layout.MLX {
+		return fmt.Errorf("modelgen: ConvertMLX: %s is an MLX conversion already", src)
+	}
+	cfg := res.Plan.Config
+	f := family.Of(cfg)
+	dp, err := f.Plan(cfg, mlxLayout(f))
+	if err != nil {
+		return err
+	}
+	w, err := mapPlan(ck, res, dp, false)
+	if err != nil {
+		return err
+	}
+	out := map[string]*mlxTensor{}
+	if o.Quantize {
+		quant, err := quantizeMLX(w, out, dp, o)
 		if err != nil {
 			return err
 		}
-		w[n] = mt
-	}
-	if tied, _ := cfg["tie_word_embeddings"].(bool); tied {
-		delete(w, "lm_head.weight")
-	}
-	layers := int(num(cfg["num_hidden_layers"]))
-	experts := int(num(cfg["num_experts"]))
-	for l := 0; l < layers; l++ {
-		pre := fmt.Sprintf("model.layers.%d.mlp.", l)
-		for _, p := range []string{"up_proj", "down_proj", "gate_proj"} {
-			if w[pre+"experts.0."+p+".weight"] == nil {
-				continue // a dense MLP layer
-			}
-			var parts []*mlxTensor
-			for e := 0; e < experts; e++ {
-				n := fmt.Sprintf("%sexperts.%d.%s.weight", pre, e, p)
-				if w[n] == nil {
-					return fmt.Errorf("modelgen: ConvertMLX: %s is missing", n)
-				}
-				parts = append(parts, w[n])
-				delete(w, n)
-			}
-			w[pre+"switch_mlp."+p+".weight"] = stackMLX(parts)
-		}
-	}
-	for n, t := range w {
-		if strings.Contains(n, "experts.gate_up_proj") {
-			return fmt.Errorf("modelgen: ConvertMLX: %s: fused experts (mlx_lm's sanitize reads the published per-expert layout)", n)
-		}
-		if strings.Contains(n, "conv1d.weight") && len(t.shape) == 3 && t.shape[2] != 1 {
-			t.shape = []int64{t.shape[0], t.shape[2], t.shape[1]} // moveaxis(2, 1) of [C, 1, K]
-		}
-		for _, sfx := range mlxShiftedNorms {
-			if strings.HasSuffix(n, sfx) && len(t.shape) == 1 {
-				for i, v := range t.vals {
-					t.vals[i] = roundTo(v+1, t.dtype)
-				}
-			}
-		}
-	}
-	out := map[string]*mlxTensor{}
-	var quant map[string]any
-	if o.Quantize {
-		if quant, err = quantizeMLX(w, out, cfg, o); err != nil {
-			return err
-		}
-		cfg["quantization"] = quant
-		cfg["quantization_config"] = quant
+		raw["quantization"] = quant
+		raw["quantization_config"] = quant
 	}
 	for n, t := range w {
 		if out[n] == nil {
 			out[n] = t
 		}
 	}
-	return writeMLX(dst, cfg, out)
+	return writeMLX(dst, raw, out)
+}
+
+// mapPlan builds the tensors of plan dp from the checkpoint of sp (res.Plan) as float32 values:
+// every matrix's rows and every vector of sp, in Walk order, into the matrix or vector at the same
+// position of dp. A gain dp stores shifted and sp does not gets + 1, rounded to the tensor's dtype
+// (the other way: - 1, exact in float32). Quantized source modules are dequantized; with f32 every
+// tensor is float32, else each keeps its source dtype.
+func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Plan, f32 bool) (map[string]*mlxTensor, error) {
+	sp := res.Plan
+	shapes := map[string][]int64{}
+	for _, t := range dp.Tensors {
+		shapes[t.Name] = t.Shape
+	}
+	srcVals := map[string][]float32{}
+	src := func(name string) ([]float32, safetensors.DType, error) {
+		t, err := ck.Tensor(name)
+		if err != nil {
+			return nil, "", err
+		}
+		v, ok := srcVals[name]
+		if !ok {
+			if q, quant := res.Quant[name]; quant {
+				sc, _ := ck.Tensor(q.Scales)
+				bi, _ := ck.Tensor(q.Biases)
+				v, err = dequantMLX(t, sc, bi, q.Bits, q.Group)
+				t = sc
+			} else {
+				v, err = t.Float32()
+			}
+			if err != nil {
+				return nil, "", err
+			}
+			srcVals[name] = v
+		}
+		if _, quant := res.Quant[name]; quant {
+			t, _ = ck.Tensor(res.Quant[name].Scales)
+		}
+		return v, t.DType, nil
+	}
+	out := map[string]*mlxTensor{}
+	dstT := func(name string, dt safetensors.DType) (*mlxTensor, error) {
+		if t := out[name]; t != nil {
+			return t, nil
+		}
+		shape, ok := shapes[name]
+		if !ok {
+			return nil, fmt.Errorf("modelgen: %s is not a tensor of the target plan", name)
+		}
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		if f32 {
+			dt = safetensors.F32
+		}
+		t := &mlxTensor{dtype: dt, shape: slices.Clone(shape), vals: make([]float32, n), params: n}
+		out[name] = t
+		return t, nil
+	}
+	// rows lists the (tensor, first element) of every row of m, in order.
+	type row struct {
+		name string
+		off  int
+	}
+	rows := func(m family.Mat, shape func(string) []int64) []row {
+		var rs []row
+		for _, p := range m.Parts {
+			s := shape(p.Tensor)
+			n := int(s[len(s)-2])
+			for r := 0; r < p.Rows; r++ {
+				rs = append(rs, row{p.Tensor, ((max(p.Index, 0))*n + p.Row + r) * m.K})
+			}
+		}
+		return rs
+	}
+	srcShapes := map[string][]int64{}
+	for _, t := range sp.Tensors {
+		srcShapes[t.Name] = t.Shape
+	}
+	sm, sv := sp.Walk()
+	dm, dv := dp.Walk()
+	if len(sm) != len(dm) || len(sv) != len(dv) {
+		return nil, fmt.Errorf("modelgen: the plans of %s and %s do not match (%d/%d matrices, %d/%d vectors)", sp.Layout.Describe(), dp.Layout.Describe(), len(sm), len(dm), len(sv), len(dv))
+	}
+	for i := range sm {
+		a, b := rows(sm[i], func(n string) []int64 { return srcShapes[n] }), rows(dm[i], func(n string) []int64 { return shapes[n] })
+		if len(a) != len(b) || sm[i].K != dm[i].K {
+			return nil, fmt.Errorf("modelgen: matrix %d: %d rows of %d into %d rows of %d", i, len(a), sm[i].K, len(b), dm[i].K)
+		}
+		for r := range a {
+			v, dt, err := src(a[r].name)
+			if err != nil {
+				return nil, err
+			}
+			t, err := dstT(b[r].name, dt)
+			if err != nil {
+				return nil, err
+			}
+			copy(t.vals[b[r].off:b[r].off+dm[i].K], v[a[r].off:a[r].off+sm[i].K])
+		}
+	}
+	for i := range sv {
+		v, dt, err := src(sv[i].Tensor)
+		if err != nil {
+			return nil, err
+		}
+		t, err := dstT(dv[i].Tensor, dt)
+		if err != nil {
+			return nil, err
+		}
+		copy(t.vals, v)
+		switch {
+		case dv[i].Shifted && !sv[i].Shifted:
+			for k, x := range t.vals {
+				t.vals[k] = roundTo(x+1, t.dtype)
+			}
+		case sv[i].Shifted && !dv[i].Shifted:
+			for k := range t.vals {
+				t.vals[k]--
+			}
+		}
+	}
+	for n := range shapes {
+		if out[n] == nil {
+			return nil, fmt.Errorf("modelgen: no weight of %s maps to %s", sp.Layout.Describe(), n)
+		}
+	}
+	return out, nil
 }
 
 // mlxTensor is a tensor on its way through a conversion: float values (exact widenings of the
@@ -140,28 +263,6 @@ type mlxTensor struct {
 	vals   []float32
 	codes  []uint32 // U32 tensors
 	params int64    // logical parameters (codes count their unpacked elements)
-}
-
-func readMLXTensor(t *safetensors.Tensor) (*mlxTensor, error) {
-	switch t.DType {
-	case safetensors.BF16, safetensors.F16, safetensors.F32:
-	default:
-		return nil, fmt.Errorf("modelgen: %s is %s (want BF16, F16 or F32)", t.Name, t.DType)
-	}
-	v, err := t.Float32()
-	if err != nil {
-		return nil, err
-	}
-	return &mlxTensor{dtype: t.DType, shape: slices.Clone(t.Shape), vals: v, params: int64(len(v))}, nil
-}
-
-func stackMLX(parts []*mlxTensor) *mlxTensor {
-	t := &mlxTensor{dtype: parts[0].dtype, shape: append([]int64{int64(len(parts))}, parts[0].shape...)}
-	for _, p := range parts {
-		t.vals = append(t.vals, p.vals...)
-	}
-	t.params = int64(len(t.vals))
-	return t
 }
 
 // roundTo rounds v to dtype (BF16 or F16 round to nearest even; F32 unchanged).
@@ -175,23 +276,9 @@ func roundTo(v float32, dt safetensors.DType) float32 {
 	return v
 }
 
-// mlxModules lists the quantizable modules of the converted model (MLX's Linear, Embedding and
-// SwitchLinear layers) by path, with their weight names.
-func mlxModules(w map[string]*mlxTensor) []string {
-	var mods []string
-	for n, t := range w {
-		if !strings.HasSuffix(n, ".weight") || len(t.shape) < 2 || strings.Contains(n, "conv1d") {
-			continue
-		}
-		mods = append(mods, strings.TrimSuffix(n, ".weight"))
-	}
-	sort.Strings(mods)
-	return mods
-}
-
-// quantizeMLX quantizes the modules of w into out as mlx_lm's quantize_model does and returns
-// the quantization block.
-func quantizeMLX(w, out map[string]*mlxTensor, cfg map[string]any, o MLXOptions) (map[string]any, error) {
+// quantizeMLX quantizes the Linear and Embedding modules of plan dp in w into out as mlx_lm's
+// quantize_model does and returns the quantization block.
+func quantizeMLX(w, out map[string]*mlxTensor, dp *family.Plan, o MLXOptions) (map[string]any, error) {
 	bits, group := o.Bits, o.Group
 	if bits == 0 {
 		bits = 4
@@ -211,9 +298,27 @@ func quantizeMLX(w, out map[string]*mlxTensor, cfg map[string]any, o MLXOptions)
 		}
 		recipe = r
 	}
-	layers := int(num(cfg["num_hidden_layers"]))
-	for _, mod := range mlxModules(w) {
-		t := w[mod+".weight"]
+	layers := dp.Config.Layers
+	roles := map[string]string{}
+	mats, _ := dp.Walk()
+	for _, m := range mats {
+		for _, p := range m.Parts {
+			roles[p.Tensor] = m.Role
+		}
+	}
+	var mods []string
+	for _, t := range dp.Tensors {
+		if t.Linear {
+			mods = append(mods, t.Module())
+		}
+	}
+	sort.Strings(mods)
+	for _, mod := range mods {
+		name := mod + ".weight"
+		if _, ok := w[name]; !ok {
+			name = mod // stacked experts of a fused layout carry no .weight suffix
+		}
+		t := w[name]
 		in := int(t.shape[len(t.shape)-1])
 		if in%group != 0 {
 			continue // mlx_lm leaves a module the default group size does not divide as it is
@@ -230,7 +335,7 @@ func quantizeMLX(w, out map[string]*mlxTensor, cfg map[string]any, o MLXOptions)
 				entry["group_size"] = o.Group
 			}
 			block[mod] = entry
-		case strings.HasSuffix(mod, "mlp.gate") || strings.HasSuffix(mod, "shared_expert_gate"):
+		case roles[name] == "router" || roles[name] == "shared_expert_gate":
 			b, g = 8, 64
 			block[mod] = map[string]any{"group_size": 64, "bits": 8}
 		}
@@ -254,8 +359,9 @@ func mixedHigh(mod string, layers int) bool {
 		return true
 	}
 	index := 0
-	if parts := strings.Split(mod, "."); len(parts) > 2 {
-		index, _ = strconv.Atoi(parts[2]) // model.layers.N...
+	if _, after, ok := strings.Cut(mod, "layers."); ok {
+		n, _, _ := strings.Cut(after, ".")
+		index, _ = strconv.Atoi(n)
 	}
 	more := index < layers/8 || index >= 7*layers/8 || (index-layers/8)%3 == 2
 	return more && (strings.Contains(mod, "v_proj") || strings.Contains(mod, "down_proj"))
@@ -384,103 +490,55 @@ func readConfig(dir string) (map[string]any, error) {
 	return cfg, nil
 }
 
-func num(v any) float64 { f, _ := v.(float64); return f }
-
-// DequantizeMLX writes the Hugging Face qwen3_next checkpoint whose weights are exactly the
-// values an MLX conversion in src holds, all in float32 (bf16 cannot hold dequantized values):
-// every quantized module dequantized (scale * q + bias per group, evaluated in float64 from codes
-// read bit by bit and rounded once to float32), switch_mlp experts unstacked into
-// mlp.experts.{e}.{gate,up,down}_proj.weight, conv1d weights back to [C, 1, K], the norms of
-// mlxShiftedNorms as stored - 1 (exact in float32), everything else widened exactly. config.json
-// loses the quantization block and gets dtype float32. Transformers run on it computes from the
-// weights strata reads from src, which is what the MLX goldens need.
-func DequantizeMLX(src, dst string) error {
-	cfg, err := readConfig(src)
+// DequantizeMLX writes the Hugging Face checkpoint whose weights are exactly the values an MLX
+// conversion in src holds, all in float32 (bf16 cannot hold dequantized values), in the family's
+// first layout with the experts stored as experts says: every quantized module dequantized
+// (scale * q + bias per group, evaluated in float64 from codes read bit by bit and rounded once to
+// float32), conv1d weights back to [C, 1, K], the gains stored as 1 + w read as stored - 1 (exact
+// in float32), everything else widened exactly. config.json loses the quantization block and gets
+// dtype float32. Transformers run on it computes from the weights strata reads from src, which is
+// what the goldens of MLX conversions need.
+func DequantizeMLX(src, dst string, experts family.ExpertStorage) error {
+	raw, err := readConfig(src)
 	if err != nil {
 		return err
 	}
-	ck, err := safetensors.OpenDir(src)
+	res, ck, err := openPlan(src)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	get := func(n string) *safetensors.Tensor { t, _ := ck.Tensor(n); return t }
+	cfg := res.Plan.Config
+	f := family.Of(cfg)
+	dp, err := f.Plan(cfg, family.Layout{Prefix: f.Prefixes()[0], Experts: experts})
+	if err != nil {
+		return err
+	}
+	w, err := mapPlan(ck, res, dp, true)
+	if err != nil {
+		return err
+	}
 	var out []safetensors.WriteTensor
-	put := func(name string, shape []int64, v []float32) {
-		b := make([]byte, 4*len(v))
-		for i, x := range v {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-		}
-		out = append(out, safetensors.WriteTensor{Name: name, DType: safetensors.F32, Shape: shape, Data: b})
+	for _, t := range dp.Tensors {
+		out = append(out, safetensors.WriteTensor{Name: t.Name, DType: safetensors.F32, Shape: t.Shape, Data: w[t.Name].bytes()})
 	}
-	for _, n := range ck.Names() {
-		if strings.HasSuffix(n, ".scales") || strings.HasSuffix(n, ".biases") {
-			continue
-		}
-		t := get(n)
-		shape := slices.Clone(t.Shape)
-		var v []float32
-		if mod := strings.TrimSuffix(n, ".weight"); t.DType == safetensors.U32 {
-			bits, group := declaredQuant(cfg, mod)
-			if v, err = dequantMLX(t, get(mod+".scales"), get(mod+".biases"), bits, group); err != nil {
-				return err
-			}
-			shape[len(shape)-1] = t.Shape[len(t.Shape)-1] * 32 / int64(bits)
-		} else if v, err = t.Float32(); err != nil {
-			return err
-		}
-		if strings.Contains(n, "conv1d.weight") && len(shape) == 3 && shape[2] == 1 {
-			shape = []int64{shape[0], 1, shape[1]}
-		}
-		for _, sfx := range mlxShiftedNorms {
-			if strings.HasSuffix(n, sfx) && len(shape) == 1 {
-				for i := range v {
-					v[i]--
-				}
-			}
-		}
-		if i := strings.Index(n, ".mlp.switch_mlp."); i >= 0 {
-			E, per := shape[0], int64(len(v))/shape[0]
-			proj := strings.TrimSuffix(n[i+len(".mlp.switch_mlp."):], ".weight")
-			for e := int64(0); e < E; e++ {
-				put(fmt.Sprintf("%s.mlp.experts.%d.%s.weight", n[:i], e, proj), shape[1:], v[e*per:(e+1)*per])
-			}
-			continue
-		}
-		put(n, shape, v)
+	delete(raw, "quantization")
+	delete(raw, "quantization_config")
+	raw["dtype"] = "float32"
+	if tc, ok := raw["text_config"].(map[string]any); ok {
+		tc["dtype"] = "float32"
 	}
-	delete(cfg, "quantization")
-	delete(cfg, "quantization_config")
-	cfg["dtype"] = "float32"
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
 	if err := safetensors.WriteFile(filepath.Join(dst, safetensors.SingleFile), out, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	cj, err := json.MarshalIndent(cfg, "", "  ")
+	cj, err := json.MarshalIndent(raw, "", "  ")
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dst, "config.json"), cj, 0o644)
-}
-
-// declaredQuant is the bit width and group size config.json's quantization block declares for
-// module mod: its entry, else the block's (null or absent: 4 bits, groups of 64).
-func declaredQuant(cfg map[string]any, mod string) (bits, group int) {
-	block, _ := cfg["quantization"].(map[string]any)
-	e, ok := block[mod].(map[string]any)
-	if !ok {
-		e = block
-	}
-	bits, group = 4, 64
-	if v, ok := e["bits"].(float64); ok {
-		bits = int(v)
-	}
-	if v, ok := e["group_size"].(float64); ok {
-		group = int(v)
-	}
-	return bits, group
 }
 
 // dequantMLX dequantizes the U32 codes w [..., out, words] of bits-bit values with scales and

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/family"
+	_ "github.com/stratakernels/strata/family/all"
 	"github.com/stratakernels/strata/internal/safetensors"
 )
 
@@ -107,23 +108,23 @@ func TestConvertMLX(t *testing.T) {
 		t.Fatalf("quantization %v", q)
 	}
 
-	c, err := hfconfig.Load(a)
+	c, err := family.Load(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.CheckCheckpoint(out)
+	res, err := family.CheckCheckpoint(c, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 39 modules quantized: embed, lm_head, 3 x 3 GDN + 4 attention projections, per layer the
 	// router, gate/up of the experts, shared gate/up and the shared-expert gate (down_proj's
 	// input width 32 is not a multiple of 64).
-	if !res.Layout.MLX || !res.Layout.SwitchMLP || len(res.Quant) != 39 || res.Quant["model.layers.0.mlp.shared_expert_gate.weight"].Bits != 8 {
-		t.Fatalf("layout %+v, %d quantized modules", res.Layout, len(res.Quant))
+	if l := res.Plan.Layout; !l.MLX || l.Experts != family.Stacked || len(res.Quant) != 39 || res.Quant["model.layers.0.mlp.shared_expert_gate.weight"].Bits != 8 {
+		t.Fatalf("layout %+v, %d quantized modules", l, len(res.Quant))
 	}
 
 	hf := t.TempDir()
-	if err := DequantizeMLX(a, hf); err != nil {
+	if err := DequantizeMLX(a, hf, family.PerExpert); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := safetensors.OpenDir(hf)
@@ -131,16 +132,16 @@ func TestConvertMLX(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	hc, err := hfconfig.Load(hf)
+	hc, err := family.Load(hf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hres, err := hc.CheckCheckpoint(ck)
+	hres, err := family.CheckCheckpoint(hc, ck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hres.Layout.MLX || hres.Layout.SwitchMLP || hres.Layout.FusedExperts || len(hres.Quant) != 0 || len(ck.Names()) != len(src.Names()) {
-		t.Fatalf("dequantized: %+v, %d tensors (source %d)", hres.Layout, len(ck.Names()), len(src.Names()))
+	if l := hres.Plan.Layout; l.MLX || l.Experts != family.PerExpert || len(hres.Quant) != 0 || len(ck.Names()) != len(src.Names()) {
+		t.Fatalf("dequantized: %+v, %d tensors (source %d)", l, len(ck.Names()), len(src.Names()))
 	}
 	if g := get(ck, "model.layers.2.mlp.experts.5.gate_proj.weight"); !reflect.DeepEqual(g, deq[5*32*256:6*32*256]) {
 		t.Fatal("dequantized expert 5 gate_proj differs from its codes' values")
@@ -167,7 +168,7 @@ func TestConvertMLXMixed(t *testing.T) {
 	if err := ConvertMLX(tinyQwen3Next, d, MLXOptions{Quantize: true, Recipe: "mixed_3_6"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := hfconfig.Load(d)
+	c, err := family.Load(d)
 	if err != nil {
 		t.Fatal(err)
 	}

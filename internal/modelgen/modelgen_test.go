@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/family"
+	_ "github.com/stratakernels/strata/family/all"
 	"github.com/stratakernels/strata/internal/safetensors"
 )
 
@@ -44,7 +45,7 @@ func TestGenerateValidAndDeterministic(t *testing.T) {
 					t.Errorf("%s differs between two generations (or is empty)", f)
 				}
 			}
-			cfg, err := hfconfig.Load(a)
+			cfg, err := family.Load(a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,20 +54,12 @@ func TestGenerateValidAndDeterministic(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ck.Close()
-			layout, err := cfg.DetectLayout(ck.Names())
+			res, err := family.CheckCheckpoint(cfg, ck)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if layout.FusedExperts == spec.PerExpertLayout {
-				t.Errorf("layout FusedExperts=%v for PerExpertLayout=%v", layout.FusedExperts, spec.PerExpertLayout)
-			}
-			shapes := map[string][]int64{}
-			for _, n := range ck.Names() {
-				tn, _ := ck.Tensor(n)
-				shapes[n] = tn.Shape
-			}
-			if err := cfg.CheckTensors(layout, shapes); err != nil {
-				t.Fatal(err)
+			if fused := res.Plan.Layout.Experts == family.Fused; fused == spec.PerExpertLayout {
+				t.Errorf("layout %v for PerExpertLayout=%v", res.Plan.Layout.Experts, spec.PerExpertLayout)
 			}
 			// A different seed changes the weights.
 			spec.Seed++
@@ -80,18 +73,6 @@ func TestGenerateValidAndDeterministic(t *testing.T) {
 				t.Error("seed does not change the weights")
 			}
 		})
-	}
-}
-
-func TestPLETableRowsMatchesConfig(t *testing.T) {
-	cfg, err := hfconfig.Load(filepath.Join("..", "..", "testdata", "qwen4exp-tiny"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for pi := 0; pi < 3; pi++ {
-		if got, want := pleTableRows(pi, cfg.NGramVocabBase, cfg.NGramHeads(), cfg.NGramVocabDivisor), int64(cfg.PLEVocabRows(pi)); got != want {
-			t.Errorf("PLE index %d: rows %d, config says %d", pi, got, want)
-		}
 	}
 }
 

@@ -44,6 +44,10 @@ func (r Release) Tensors() []safetensors.WriteTensor { return r.tensors() }
 var Releases = map[string]Release{
 	"qwen3.8-flash-next": {Name: "qwen3.8-flash-next", Shards: 131, config: flashNextConfig, tensors: flashNextTensors},
 	"qwen3-next-80b-a3b": {Name: "qwen3-next-80b-a3b", Shards: 41, config: qwen3NextConfig, tensors: qwen3NextTensors},
+	"qwen3.5-35b-a3b": {Name: "qwen3.5-35b-a3b", Shards: 14,
+		config: func() map[string]any { return qwen35Config(qwen35A3B) }, tensors: func() []safetensors.WriteTensor { return qwen35Tensors(qwen35A3B) }},
+	"qwen3.5-122b-a10b": {Name: "qwen3.5-122b-a10b", Shards: 50,
+		config: func() map[string]any { return qwen35Config(qwen35A10B) }, tensors: func() []safetensors.WriteTensor { return qwen35Tensors(qwen35A10B) }},
 }
 
 // HeaderOnly configures WriteHeaderOnly.
@@ -156,6 +160,10 @@ type table struct{ out []safetensors.WriteTensor }
 
 func (t *table) bf16(name string, shape ...int64) {
 	t.out = append(t.out, safetensors.WriteTensor{Name: name, DType: safetensors.BF16, Shape: shape})
+}
+
+func (t *table) f32(name string, shape ...int64) {
+	t.out = append(t.out, safetensors.WriteTensor{Name: name, DType: safetensors.F32, Shape: shape})
 }
 
 func (t *table) i64(name string, values []int64) {
@@ -425,6 +433,116 @@ func qwen3NextTensors() []safetensors.WriteTensor {
 	t.bf16("mtp.layers.0.post_attention_layernorm.weight", D)
 	moe("mtp.layers.0.")
 	t.bf16("mtp.norm.weight", D)
+	return t.out
+}
+
+// qwen35Sizes are the sizes of a Qwen3.5 MoE release (Qwen3_5MoeForConditionalGeneration).
+type qwen35Sizes struct {
+	D, Layers, Hq, Hkv, Hk, Hv, E, K, I, SI int64
+}
+
+// The published Qwen3.5 MoE models. Qwen3.5-35B-A3B's config.json is the one public reproductions
+// of the file agree on (its fields and values; no public source lists its shards); Qwen3.5-122B-A10B's
+// is written from the sizes public training scripts and model notes give for it, in the same
+// fields. The shard counts are chosen at about 5 GB per shard.
+var (
+	qwen35A3B  = qwen35Sizes{D: 2048, Layers: 40, Hq: 16, Hkv: 2, Hk: 16, Hv: 32, E: 256, K: 8, I: 512, SI: 512}
+	qwen35A10B = qwen35Sizes{D: 3072, Layers: 48, Hq: 32, Hkv: 2, Hk: 16, Hv: 64, E: 256, K: 8, I: 1024, SI: 1024}
+)
+
+// qwen35Config is the config.json of a Qwen3.5 MoE release: the text model under text_config
+// (attention every fourth layer, interleaved MRoPE sections over the 64 rotary dims), the
+// vision tower's sizes and the multimodal token ids.
+func qwen35Config(z qwen35Sizes) map[string]any {
+	layerTypes := make([]any, z.Layers)
+	for i := range layerTypes {
+		layerTypes[i] = "linear_attention"
+		if i%4 == 3 {
+			layerTypes[i] = "full_attention"
+		}
+	}
+	return map[string]any{
+		"architectures": []any{"Qwen3_5MoeForConditionalGeneration"}, "model_type": "qwen3_5_moe",
+		"image_token_id": 248056, "video_token_id": 248057, "vision_start_token_id": 248053, "vision_end_token_id": 248054,
+		"tie_word_embeddings": false, "dtype": "bfloat16", "transformers_version": "4.57.0.dev0",
+		"vision_config": map[string]any{"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
+			"in_channels": 3, "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2, "num_position_embeddings": 2304,
+			"out_hidden_size": z.D, "hidden_act": "gelu_pytorch_tanh", "deepstack_visual_indexes": []any{},
+			"initializer_range": 0.02, "model_type": "qwen3_5_moe"},
+		"text_config": map[string]any{
+			"attention_bias": false, "attention_dropout": 0.0, "attn_output_gate": true, "bos_token_id": 248044,
+			"eos_token_id": 248044, "dtype": "bfloat16", "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu",
+			"hidden_size": z.D, "initializer_range": 0.02, "layer_types": layerTypes, "linear_conv_kernel_dim": 4,
+			"linear_key_head_dim": 128, "linear_num_key_heads": z.Hk, "linear_num_value_heads": z.Hv, "linear_value_head_dim": 128,
+			"mamba_ssm_dtype": "float32", "max_position_embeddings": 262144, "model_type": "qwen3_5_moe_text",
+			"moe_intermediate_size": z.I, "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": false,
+			"num_attention_heads": z.Hq, "num_experts": z.E, "num_experts_per_tok": z.K, "num_hidden_layers": z.Layers,
+			"num_key_value_heads": z.Hkv, "output_router_logits": false, "pad_token_id": nil, "partial_rotary_factor": 0.25,
+			"rms_norm_eps": 1e-6, "router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": z.SI,
+			"tie_word_embeddings": false, "use_cache": true, "vocab_size": 248320,
+			"rope_parameters": map[string]any{"mrope_interleaved": true, "mrope_section": []any{11, 11, 10},
+				"partial_rotary_factor": 0.25, "rope_theta": 10000000, "rope_type": "default"},
+		},
+	}
+}
+
+// qwen35Tensors is the tensor table of a Qwen3.5 MoE release: the text model under
+// model.language_model. with fused experts, A_log and the gated norm in F32 (Qwen3.5's files;
+// everything else BF16), lm_head, a one-layer multi-token-prediction head and the vision tower.
+func qwen35Tensors(z qwen35Sizes) []safetensors.WriteTensor {
+	const V, dk, dv, hd = 248320, 128, 128, 256
+	D := z.D
+	t := &table{}
+	attention := func(p string) {
+		t.bf16(p+"self_attn.q_proj.weight", 2*z.Hq*hd, D)
+		t.bf16(p+"self_attn.k_proj.weight", z.Hkv*hd, D)
+		t.bf16(p+"self_attn.v_proj.weight", z.Hkv*hd, D)
+		t.bf16(p+"self_attn.o_proj.weight", D, z.Hq*hd)
+		t.bf16(p+"self_attn.q_norm.weight", hd)
+		t.bf16(p+"self_attn.k_norm.weight", hd)
+	}
+	moe := func(p string) {
+		t.bf16(p+"mlp.gate.weight", z.E, D)
+		t.bf16(p+"mlp.experts.gate_up_proj", z.E, 2*z.I, D)
+		t.bf16(p+"mlp.experts.down_proj", z.E, D, z.I)
+		t.bf16(p+"mlp.shared_expert.gate_proj.weight", z.SI, D)
+		t.bf16(p+"mlp.shared_expert.up_proj.weight", z.SI, D)
+		t.bf16(p+"mlp.shared_expert.down_proj.weight", D, z.SI)
+		t.bf16(p+"mlp.shared_expert_gate.weight", 1, D)
+	}
+	const lm = "model.language_model."
+	t.bf16(lm+"embed_tokens.weight", V, D)
+	C := 2*z.Hk*dk + z.Hv*dv
+	for i := int64(0); i < z.Layers; i++ {
+		p := lm + "layers." + strconv.FormatInt(i, 10) + "."
+		t.bf16(p+"input_layernorm.weight", D)
+		if i%4 == 3 {
+			attention(p)
+		} else {
+			t.bf16(p+"linear_attn.in_proj_qkv.weight", C, D)
+			t.bf16(p+"linear_attn.in_proj_z.weight", z.Hv*dv, D)
+			t.bf16(p+"linear_attn.in_proj_b.weight", z.Hv, D)
+			t.bf16(p+"linear_attn.in_proj_a.weight", z.Hv, D)
+			t.bf16(p+"linear_attn.conv1d.weight", C, 1, 4)
+			t.bf16(p+"linear_attn.dt_bias", z.Hv)
+			t.f32(p+"linear_attn.A_log", z.Hv)
+			t.f32(p+"linear_attn.norm.weight", dv)
+			t.bf16(p+"linear_attn.out_proj.weight", D, z.Hv*dv)
+		}
+		t.bf16(p+"post_attention_layernorm.weight", D)
+		moe(p)
+	}
+	t.bf16(lm+"norm.weight", D)
+	t.bf16("lm_head.weight", V, D)
+	t.bf16("mtp.fc.weight", D, 2*D)
+	t.bf16("mtp.pre_fc_norm_embedding.weight", D)
+	t.bf16("mtp.pre_fc_norm_hidden.weight", D)
+	t.bf16("mtp.layers.0.input_layernorm.weight", D)
+	attention("mtp.layers.0.")
+	t.bf16("mtp.layers.0.post_attention_layernorm.weight", D)
+	moe("mtp.layers.0.")
+	t.bf16("mtp.norm.weight", D)
+	visionTower(t, 27, 1152, 4304, D)
 	return t.out
 }
 

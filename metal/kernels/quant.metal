@@ -12,7 +12,9 @@
 //                       dequantizes 8 codes of a column at a time, simd_sum per output
 //   qmv_affine_grouped  qmv_affine over the tile table of moe_slot_plan
 //   qgather_affine      rows of a quantized table (embedding, PLE n-gram table) dequantized
-// quant_tensor.metal (compiled after this file) holds the Metal 4 tensor-op form of qmm_affine.
+// quant_tensor.metal (compiled after this file) holds the Metal 4 tensor-op form of qmm_affine;
+// fpquant.metal (also compiled after it) reads the float formats through the same tile and row
+// loops (qmm_tile, qmv_rows: templates over a weight source).
 //
 // Dequantized values are exact: scale * q needs at most 11 + 8 significant bits, so
 // fma(scale, q, bias) rounds once, as optest.Dequant does, whether or not the compiler contracts.
@@ -72,25 +74,42 @@ static inline void q_dequant8(const device uint* codes, const device ushort* sca
     }
 }
 
-// qmm_load: the x tile as [QMM_BM rows][QMM_BK] (rows r0 .. r1-1, zero past r1) and the W tile
-// bs [QMM_BK][QMM_BN] (columns n0 .. n0+31 dequantized, zero past N) for inputs k0 .. k0+31.
-// Thread tid dequantizes 8 inputs of column tid % 32 (a simdgroup writes 32 consecutive bs
-// entries per input: no bank conflicts).
-static inline void qmm_load(const device float* x, const device uint* codes, const device ushort* scales,
-                            const device ushort* biases, uint r0, uint r1, uint n0, uint N, uint K, uint k0,
-                            threadgroup float* as, threadgroup float* bs, uint tid) {
+// A weight source describes a weight [N, K] in device memory; w_dequant8(ws, n, k, w) gives its
+// 8 weights k .. k+7 of row n (k % 8 == 0; zero for inputs past K). The tile and row loops below
+// are written once over it (templates; each source's w_dequant8 is found by argument-dependent
+// lookup where they are instantiated). AffineW is an MLX affine weight; fpquant.metal defines
+// the float formats' source.
+struct AffineW {
+    const device uint* codes;
+    const device ushort* scales;
+    const device ushort* biases;
+    uint K;
+};
+
+static inline void w_dequant8(thread const AffineW& ws, uint n, uint k, thread float* w) {
+    uint words = ws.K * uint(q_bits) / 32;
+    uint groups = ws.K / uint(q_group);
+    q_dequant8(ws.codes + n * words, ws.scales + n * groups, ws.biases + n * groups, k, w);
+}
+
+// qmm_load: the x tile as [QMM_BM rows][QMM_BK] (rows r0 .. r1-1, zero past r1 and past K) and
+// the W tile bs [QMM_BK][QMM_BN] (columns n0 .. n0+31 dequantized by ws, zero past N) for
+// inputs k0 .. k0+31. Thread tid dequantizes 8 inputs of column tid % 32 (a simdgroup writes 32
+// consecutive bs entries per input: no bank conflicts).
+template <typename W>
+static inline void qmm_load(const device float* x, thread const W& ws, uint r0, uint r1, uint n0, uint N, uint K,
+                            uint k0, threadgroup float* as, threadgroup float* bs, uint tid) {
     for (uint e = tid; e < QMM_BM * QMM_BK; e += 128) {
         uint row = r0 + e / QMM_BK;
-        as[e] = row < r1 ? x[row * K + k0 + e % QMM_BK] : 0.0f;
+        uint k = k0 + e % QMM_BK;
+        as[e] = row < r1 && k < K ? x[row * K + k] : 0.0f;
     }
     uint wn = tid % QMM_BN;
     uint wk = 8 * (tid / QMM_BN);
     uint ng = n0 + wn;
     float w[8];
     if (ng < N) {
-        uint words = K * uint(q_bits) / 32;
-        uint groups = K / uint(q_group);
-        q_dequant8(codes + ng * words, scales + ng * groups, biases + ng * groups, k0 + wk, w);
+        w_dequant8(ws, ng, k0 + wk, w);
     } else {
         for (uint j = 0; j < 8; ++j) {
             w[j] = 0.0f;
@@ -113,10 +132,11 @@ static inline void qmm_store(device float* y, threadgroup const float* cs, uint 
     }
 }
 
-// One 32 x 32 output tile of qmm_affine: 4 simdgroups of 16 x 16 (2 x 2 matrices). as and bs
-// are 4 KiB each; as stages the output tile after the K loop.
-static inline void qmm_tile(device float* y, const device float* x, const device uint* codes,
-                            const device ushort* scales, const device ushort* biases, uint r0, uint r1, uint n0,
+// One 32 x 32 output tile of y = x W^T for the weight source ws: 4 simdgroups of 16 x 16 (2 x 2
+// matrices), K in steps of QMM_BK. as and bs are 4 KiB each; as stages the output tile after
+// the K loop.
+template <typename W>
+static inline void qmm_tile(device float* y, const device float* x, thread const W& ws, uint r0, uint r1, uint n0,
                             uint N, uint K, threadgroup float* as, threadgroup float* bs, uint tid) {
     uint sg = tid / 32;
     uint sm = sg / 2;
@@ -128,7 +148,7 @@ static inline void qmm_tile(device float* y, const device float* x, const device
         }
     }
     for (uint k0 = 0; k0 < K; k0 += QMM_BK) {
-        qmm_load(x, codes, scales, biases, r0, r1, n0, N, K, k0, as, bs, tid);
+        qmm_load(x, ws, r0, r1, n0, N, K, k0, as, bs, tid);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         for (uint kk = 0; kk < QMM_BK; kk += 8) {
             simdgroup_float8x8 a[2];
@@ -168,7 +188,8 @@ kernel void qmm_affine(device float* y [[buffer(0)]],
     threadgroup float as[QMM_BM * QMM_BK];
     threadgroup float bs[QMM_BK * QMM_BN];
     uint r0 = tg.y * QMM_BM;
-    qmm_tile(y, x, codes, scales, biases, r0, min(r0 + QMM_BM, p.rows), tg.x * QMM_BN, p.N, p.K, as, bs, tid);
+    AffineW ws = {codes, scales, biases, p.K};
+    qmm_tile(y, x, ws, r0, min(r0 + QMM_BM, p.rows), tg.x * QMM_BN, p.N, p.K, as, bs, tid);
 }
 
 // The weights of expert e in a stack of E [N, K] weights.
@@ -199,18 +220,18 @@ kernel void qmm_affine_grouped(device float* y [[buffer(0)]],
     if (r0 >= r1) {
         return; // an empty entry of a tile table sized for the worst case (uniform per threadgroup)
     }
-    qmm_tile(y, x, q_expert_codes(codes, e, p.N, p.K), q_expert_groups(scales, e, p.N, p.K),
-             q_expert_groups(biases, e, p.N, p.K), r0, r1, tg.x * QMM_BN, p.N, p.K, as, bs, tid);
+    AffineW ws = {q_expert_codes(codes, e, p.N, p.K), q_expert_groups(scales, e, p.N, p.K),
+                  q_expert_groups(biases, e, p.N, p.K), p.K};
+    qmm_tile(y, x, ws, r0, r1, tg.x * QMM_BN, p.N, p.K, as, bs, tid);
 }
 
 // qmv_rows: y[r, n] for rows r0 .. r1-1 and the QMV_COLS columns n0 .. of one simdgroup, in
-// passes of QMV_ROWS rows. Lane l sums inputs 8l .. 8l+7, 256 + 8l .. in order (dequantize, then
-// fma), then simd_sum adds the lanes; columns past N are skipped (uniform in the simdgroup).
-static inline void qmv_rows(device float* y, const device float* x, const device uint* codes,
-                            const device ushort* scales, const device ushort* biases, uint r0, uint r1, uint n0,
+// passes of QMV_ROWS rows, for the weight source ws. Lane l sums inputs 8l .. 8l+7, 256 + 8l ..
+// in order (dequantize, then fma; x and w are zero past K), then simd_sum adds the lanes;
+// columns past N are skipped (uniform in the simdgroup).
+template <typename W>
+static inline void qmv_rows(device float* y, const device float* x, thread const W& ws, uint r0, uint r1, uint n0,
                             uint N, uint K, uint lane) {
-    uint words = K * uint(q_bits) / 32;
-    uint groups = K / uint(q_group);
     for (uint rb = r0; rb < r1; rb += QMV_ROWS) {
         uint nr = min(uint(QMV_ROWS), r1 - rb);
         float acc[QMV_ROWS][QMV_COLS];
@@ -223,7 +244,7 @@ static inline void qmv_rows(device float* y, const device float* x, const device
             float xv[QMV_ROWS][8];
             for (uint r = 0; r < QMV_ROWS; ++r) {
                 for (uint j = 0; j < 8; ++j) {
-                    xv[r][j] = r < nr ? x[(rb + r) * K + k + j] : 0.0f;
+                    xv[r][j] = r < nr && k + j < K ? x[(rb + r) * K + k + j] : 0.0f;
                 }
             }
             for (uint c = 0; c < QMV_COLS; ++c) {
@@ -232,7 +253,7 @@ static inline void qmv_rows(device float* y, const device float* x, const device
                     break;
                 }
                 float w[8];
-                q_dequant8(codes + n * words, scales + n * groups, biases + n * groups, k, w);
+                w_dequant8(ws, n, k, w);
                 for (uint r = 0; r < QMV_ROWS; ++r) {
                     for (uint j = 0; j < 8; ++j) {
                         acc[r][c] = fma(xv[r][j], w[j], acc[r][c]);
@@ -263,7 +284,8 @@ kernel void qmv_affine(device float* y [[buffer(0)]],
                        uint tid [[thread_index_in_threadgroup]]) {
     uint r0 = tg.y * QMV_ROWS;
     uint n0 = (tg.x * 2 + tid / 32) * QMV_COLS;
-    qmv_rows(y, x, codes, scales, biases, r0, min(r0 + QMV_ROWS, p.rows), n0, p.N, p.K, tid % 32);
+    AffineW ws = {codes, scales, biases, p.K};
+    qmv_rows(y, x, ws, r0, min(r0 + QMV_ROWS, p.rows), n0, p.N, p.K, tid % 32);
 }
 
 // qmv_affine_grouped: grid (ceil(N / 8), tiles), 64 threads, over the tile table of
@@ -284,8 +306,9 @@ kernel void qmv_affine_grouped(device float* y [[buffer(0)]],
         return;
     }
     uint n0 = (tg.x * 2 + tid / 32) * QMV_COLS;
-    qmv_rows(y, x, q_expert_codes(codes, e, p.N, p.K), q_expert_groups(scales, e, p.N, p.K),
-             q_expert_groups(biases, e, p.N, p.K), r0, r1, n0, p.N, p.K, tid % 32);
+    AffineW ws = {q_expert_codes(codes, e, p.N, p.K), q_expert_groups(scales, e, p.N, p.K),
+                  q_expert_groups(biases, e, p.N, p.K), p.K};
+    qmv_rows(y, x, ws, r0, r1, n0, p.N, p.K, tid % 32);
 }
 
 // qgather_affine: out[(r * rep + s) * K + d] = table[ids[r], d] dequantized, for r < rows and

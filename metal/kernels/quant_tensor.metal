@@ -16,9 +16,11 @@
 #include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>
 using namespace mpp::tensor_ops;
 
-// One 32 x 32 output tile of qmm_affine_tensor. as and bs are 4 KiB each; as stages the output.
-static inline void qmm_tensor_tile(device float* y, const device float* x, const device uint* codes,
-                                   const device ushort* scales, const device ushort* biases, uint r0, uint r1,
+// One 32 x 32 output tile of qmm_affine_tensor, for the weight source ws (quant.metal; the float
+// formats' tensor-op kernels in fpquant_tensor.metal use it too). as and bs are 4 KiB each; as
+// stages the output.
+template <typename W>
+static inline void qmm_tensor_tile(device float* y, const device float* x, thread const W& ws, uint r0, uint r1,
                                    uint n0, uint N, uint K, threadgroup float* as, threadgroup float* bs, uint tid) {
     // A: the x tile, M x K (extents (K, M)); B: the W^T tile, K x N (extents (N, K)).
     auto A = tensor<threadgroup float, extents<int, QMM_BK, QMM_BM>, tensor_inline>(as, extents<int, QMM_BK, QMM_BM>());
@@ -34,7 +36,7 @@ static inline void qmm_tensor_tile(device float* y, const device float* x, const
         }
     }
     for (uint k0 = 0; k0 < K; k0 += QMM_BK) {
-        qmm_load(x, codes, scales, biases, r0, r1, n0, N, K, k0, as, bs, tid);
+        qmm_load(x, ws, r0, r1, n0, N, K, k0, as, bs, tid);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         mm.run(A, B, c);
         threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -56,8 +58,8 @@ kernel void qmm_affine_tensor(device float* y [[buffer(0)]],
     threadgroup float as[QMM_BM * QMM_BK];
     threadgroup float bs[QMM_BK * QMM_BN];
     uint r0 = tg.y * QMM_BM;
-    qmm_tensor_tile(y, x, codes, scales, biases, r0, min(r0 + QMM_BM, p.rows), tg.x * QMM_BN, p.N, p.K, as, bs,
-                    tid);
+    AffineW ws = {codes, scales, biases, p.K};
+    qmm_tensor_tile(y, x, ws, r0, min(r0 + QMM_BM, p.rows), tg.x * QMM_BN, p.N, p.K, as, bs, tid);
 }
 
 // qmm_affine_tensor_grouped: qmm_affine_grouped's grid and tile table. Threadgroup memory: 8 KiB.
@@ -78,6 +80,7 @@ kernel void qmm_affine_tensor_grouped(device float* y [[buffer(0)]],
     if (r0 >= r1) {
         return;
     }
-    qmm_tensor_tile(y, x, q_expert_codes(codes, e, p.N, p.K), q_expert_groups(scales, e, p.N, p.K),
-                    q_expert_groups(biases, e, p.N, p.K), r0, r1, tg.x * QMM_BN, p.N, p.K, as, bs, tid);
+    AffineW ws = {q_expert_codes(codes, e, p.N, p.K), q_expert_groups(scales, e, p.N, p.K),
+                  q_expert_groups(biases, e, p.N, p.K), p.K};
+    qmm_tensor_tile(y, x, ws, r0, r1, tg.x * QMM_BN, p.N, p.K, as, bs, tid);
 }

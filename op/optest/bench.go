@@ -50,7 +50,7 @@ func BenchPeak(o BenchOptions) Case {
 func BenchCases(o BenchOptions) []Case {
 	o = o.withDefaults()
 	T, D := o.T, 2560
-	q4, q8 := Quant{4, 64, op.BF16}, Quant{8, 64, op.BF16}
+	q4, q8 := Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}, Quant{Bits: 8, Group: 64, ScaleDType: op.BF16}
 	var cs []Case
 	add := func(opName string, en entry) { cs = append(cs, en.timed(opName)) }
 	for i, dt := range []op.DType{op.BF16, op.F32} {

@@ -11,33 +11,51 @@ import (
 // scales, ragged N and token counts around the 64-row tiles. The references compute with the
 // dequantized values (Dequant: scale * q + bias per group, rounded once to float32), so a
 // backend that dequantizes exactly has the dense cases' error. Their subtests are named
-// "Op/q<bits>_g<group>_<scales>/<shape>"; Options.NoQuant skips them. As in the dense tables,
-// new cases are appended (seeds derive from a case's index).
+// "Op/q<bits>_g<group>_<scales>/<shape>"; Options.NoQuant skips them, and the float-format
+// cases that each table ends with (cases_fp.go: op.FP8Block and op.QFloat). As in the dense
+// tables, new cases are appended (seeds derive from a case's index).
 
 // Quant is the quantization of a case's weights: Bits-bit codes in groups of Group inputs with
-// ScaleDType (BF16 or F16) scales and biases. The zero Quant means dense BF16 weights (mixed
-// cases keep some matrices dense).
+// ScaleDType (BF16 or F16) scales and biases (op.QAffine); with FP8 set, op.FP8Block with
+// ScaleDType (BF16 or F32) block scales; with Mode set, op.QFloat in that MLX mode (cases_fp.go).
+// The zero Quant means dense BF16 weights (mixed cases keep some matrices dense).
 type Quant struct {
 	Bits, Group int
 	ScaleDType  op.DType
+	FP8         bool
+	Mode        op.QuantMode
 }
 
-// Name is the quantization's part of a case name: "q4_g64_BF16", or "BF16" for dense weights.
+// Name is the quantization's part of a case name: "q4_g64_BF16", "fp8_BF16", "mxfp4", or "BF16"
+// for dense weights.
 func (q Quant) Name() string {
-	if q.Bits == 0 {
+	switch {
+	case q.FP8:
+		return "fp8_" + q.ScaleDType.String()
+	case q.Mode != 0:
+		return q.Mode.String()
+	case q.Bits == 0:
 		return "BF16"
 	}
 	return fmt.Sprintf("q%d_g%d_%v", q.Bits, q.Group, q.ScaleDType)
 }
 
-// matrix returns a weight [n, k] of the quantization (RandQuant), or dense BF16 (RandMatrix)
-// for the zero Quant, with values of order scale.
+// matrix returns a weight [n, k] of the quantization (RandQuant, RandFP8Block, RandQFloat), or
+// dense BF16 (RandMatrix) for the zero Quant, with values of order scale.
 func (q Quant) matrix(t tb, seed uint64, n, k int, scale float32) *op.Matrix {
 	t.Helper()
-	if q.Bits == 0 {
+	var m *op.Matrix
+	var err error
+	switch {
+	case q.FP8:
+		m, _, err = RandFP8Block(seed, n, k, q.ScaleDType, scale)
+	case q.Mode != 0:
+		m, _, err = RandQFloat(seed, n, k, q.Mode, scale)
+	case q.Bits == 0:
 		return mustMatrix(t, seed, n, k, op.BF16, scale)
+	default:
+		m, _, err = RandQuant(seed, n, k, q.Bits, q.Group, q.ScaleDType, scale)
 	}
-	m, _, err := RandQuant(seed, n, k, q.Bits, q.Group, q.ScaleDType, scale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,18 +67,18 @@ func allQuants() []Quant {
 	var qs []Quant
 	for _, b := range op.QuantBits {
 		for _, g := range op.QuantGroups {
-			qs = append(qs, Quant{b, g, op.BF16})
+			qs = append(qs, Quant{Bits: b, Group: g, ScaleDType: op.BF16})
 		}
 	}
-	return append(qs, Quant{4, 64, op.F16}, Quant{3, 32, op.F16})
+	return append(qs, Quant{Bits: 4, Group: 64, ScaleDType: op.F16}, Quant{Bits: 3, Group: 32, ScaleDType: op.F16})
 }
 
 // shortQuant marks the quantizations of the Short subset: each bit width once, each group size
 // and both scale dtypes at least once.
 func shortQuant(q Quant) bool {
 	switch q {
-	case Quant{2, 128, op.BF16}, Quant{3, 32, op.F16}, Quant{4, 64, op.BF16}, Quant{5, 64, op.BF16},
-		Quant{6, 32, op.BF16}, Quant{8, 64, op.BF16}, Quant{4, 64, op.F16}:
+	case Quant{Bits: 2, Group: 128, ScaleDType: op.BF16}, Quant{Bits: 3, Group: 32, ScaleDType: op.F16}, Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}, Quant{Bits: 5, Group: 64, ScaleDType: op.BF16},
+		Quant{Bits: 6, Group: 32, ScaleDType: op.BF16}, Quant{Bits: 8, Group: 64, ScaleDType: op.BF16}, Quant{Bits: 4, Group: 64, ScaleDType: op.F16}:
 		return true
 	}
 	return false
@@ -87,11 +105,11 @@ func QGEMMCases() []QGEMMCase {
 		}
 	}
 	cs = append(cs,
-		QGEMMCase{T: 3, N: 64, K: 160, Q: Quant{5, 32, op.BF16}, Short: true},
-		QGEMMCase{T: 63, N: 33, K: 192, Q: Quant{6, 64, op.F16}},
-		QGEMMCase{T: 5, N: 600, K: 4096, Q: Quant{4, 64, op.BF16}},
-		QGEMMCase{T: 64, N: 600, K: 4096, Q: Quant{3, 128, op.BF16}})
-	return cs
+		QGEMMCase{T: 3, N: 64, K: 160, Q: Quant{Bits: 5, Group: 32, ScaleDType: op.BF16}, Short: true},
+		QGEMMCase{T: 63, N: 33, K: 192, Q: Quant{Bits: 6, Group: 64, ScaleDType: op.F16}},
+		QGEMMCase{T: 5, N: 600, K: 4096, Q: Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}},
+		QGEMMCase{T: 64, N: 600, K: 4096, Q: Quant{Bits: 3, Group: 128, ScaleDType: op.BF16}})
+	return append(cs, fpGEMMCases()...)
 }
 
 // QMoECase is MoEExperts with quantized experts: GateUp (fused, or with Split the gate and up
@@ -123,16 +141,16 @@ func (c QMoECase) moe() MoECase {
 func QMoECases() []QMoECase {
 	var cs []QMoECase
 	for _, b := range op.QuantBits {
-		q := Quant{b, 64, op.BF16}
+		q := Quant{Bits: b, Group: 64, ScaleDType: op.BF16}
 		cs = append(cs, QMoECase{T: 17, E: 12, K: 10, D: 256, I: 64, Split: true, Q: q, UpQ: q, DownQ: q, EmptyEvery: 7, Short: b == 4 || b == 3})
 	}
-	q32, q128 := Quant{4, 32, op.F16}, Quant{8, 128, op.BF16}
+	q32, q128 := Quant{Bits: 4, Group: 32, ScaleDType: op.F16}, Quant{Bits: 8, Group: 128, ScaleDType: op.BF16}
 	cs = append(cs,
 		QMoECase{T: 3, E: 12, K: 10, D: 256, I: 64, Q: q32, DownQ: q32, Short: true},
 		QMoECase{T: 17, E: 12, K: 10, D: 256, I: 128, Q: q128, DownQ: q128},
-		QMoECase{T: 17, E: 12, K: 10, D: 256, I: 32, Split: true, Q: Quant{3, 64, op.BF16}, UpQ: Quant{6, 32, op.BF16}, EmptyEvery: 5, Short: true},
-		QMoECase{T: 65, E: 64, K: 4, D: 128, I: 64, Split: true, Q: Quant{2, 32, op.BF16}, UpQ: Quant{2, 32, op.BF16}, DownQ: Quant{5, 64, op.F16}, EmptyEvery: 5})
-	return cs
+		QMoECase{T: 17, E: 12, K: 10, D: 256, I: 32, Split: true, Q: Quant{Bits: 3, Group: 64, ScaleDType: op.BF16}, UpQ: Quant{Bits: 6, Group: 32, ScaleDType: op.BF16}, EmptyEvery: 5, Short: true},
+		QMoECase{T: 65, E: 64, K: 4, D: 128, I: 64, Split: true, Q: Quant{Bits: 2, Group: 32, ScaleDType: op.BF16}, UpQ: Quant{Bits: 2, Group: 32, ScaleDType: op.BF16}, DownQ: Quant{Bits: 5, Group: 64, ScaleDType: op.F16}, EmptyEvery: 5})
+	return append(cs, fpMoECases()...)
 }
 
 // QEmbedCase is Embed from a QAffine table [Vocab, D] into S streams.
@@ -153,7 +171,8 @@ func QEmbedCases() []QEmbedCase {
 	for _, q := range allQuants() {
 		cs = append(cs, QEmbedCase{T: 17, S: 1, D: 384, Vocab: 50, Q: q, Short: shortQuant(q)})
 	}
-	return append(cs, QEmbedCase{T: 65, S: 4, D: 256, Vocab: 300, Q: Quant{4, 64, op.BF16}, Short: true})
+	cs = append(cs, QEmbedCase{T: 65, S: 4, D: 256, Vocab: 300, Q: Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}, Short: true})
+	return append(cs, fpEmbedCases()...)
 }
 
 // QGRCase is GRRead with quantized Down [R, S*D], Up [S*D, R] and Inj [S, S*D] (R a multiple of
@@ -176,9 +195,10 @@ func QGRCases() []QGRCase {
 		if b%2 == 0 {
 			g = 64
 		}
-		cs = append(cs, QGRCase{GR: GRCase{T: 17, S: 4, D: 256, R: 64, Inject: true}, Q: Quant{b, g, op.BF16}, Short: b == 4})
+		cs = append(cs, QGRCase{GR: GRCase{T: 17, S: 4, D: 256, R: 64, Inject: true}, Q: Quant{Bits: b, Group: g, ScaleDType: op.BF16}, Short: b == 4})
 	}
-	return append(cs, QGRCase{GR: GRCase{T: 3, S: 4, D: 256, R: 64}, Q: Quant{8, 32, op.F16}, Short: true})
+	cs = append(cs, QGRCase{GR: GRCase{T: 3, S: 4, D: 256, R: 64}, Q: Quant{Bits: 8, Group: 32, ScaleDType: op.F16}, Short: true})
+	return append(cs, fpGRCases()...)
 }
 
 // QPLECase is PLEApply with a quantized table [Rows, HeadDim] and Key, Value projections
@@ -195,5 +215,5 @@ func (c QPLECase) Name() string { return c.Q.Name() + "/" + c.PLE.Name() }
 // QPLECases: 4 heads of 32 over 2 streams of 64, at 4 and 3 bits, with a chunked split.
 func QPLECases() []QPLECase {
 	ple := PLECase{T: 20, S: 2, D: 64, Heads: 4, HeadDim: 32, Rows: 300, ConvK: 4, Dilation: 3, Split: 7}
-	return []QPLECase{{PLE: ple, Q: Quant{4, 32, op.BF16}, Short: true}, {PLE: ple, Q: Quant{3, 32, op.F16}}}
+	return append([]QPLECase{{PLE: ple, Q: Quant{Bits: 4, Group: 32, ScaleDType: op.BF16}, Short: true}, {PLE: ple, Q: Quant{Bits: 3, Group: 32, ScaleDType: op.F16}}}, fpPLECases(ple)...)
 }

@@ -22,11 +22,16 @@ func To64(x []float32) []float64 {
 }
 
 // Widen returns the float32 values of a weight [N, K] (BF16: the bits as the upper half of a
-// float32; F16: IEEE half widened exactly; F32: the data itself, not copied).
+// float32; F16: IEEE half widened exactly; F32: the data itself, not copied; the quantized
+// formats dequantized: Dequant, DequantFP8, DequantQFloat).
 func Widen(m *op.Matrix) []float32 {
 	switch m.DType {
 	case op.QAffine:
 		return Dequant(m)
+	case op.FP8Block:
+		return DequantFP8(m)
+	case op.QFloat:
+		return DequantQFloat(m)
 	case op.BF16:
 		w := make([]float32, len(m.U16))
 		for i, b := range m.U16 {
@@ -326,13 +331,7 @@ func RefPLEApply(H []float32, T int, ids []int32, w *op.PLEWeights, state []floa
 // bit so that it does not share the kernels' word arithmetic.
 func QuantCode(q *op.Quant, K, n, i int) uint32 {
 	words := K * q.Bits / 32
-	row := q.Codes[n*words : (n+1)*words]
-	var c uint32
-	for b := 0; b < q.Bits; b++ {
-		bit := i*q.Bits + b
-		c |= (row[bit/32] >> (bit % 32) & 1) << b
-	}
-	return c
+	return streamCode(q.Codes[n*words:(n+1)*words], i, q.Bits)
 }
 
 // Dequant returns the float32 values [N, K] of a QAffine weight, each element

@@ -18,7 +18,7 @@ func RunMatMul(t *testing.T, be op.Backend, o Options) {
 	q, _, _ := RandQuant(2, 4, 64, 4, 32, op.BF16, 1)
 	runBad(t, s, be, func(e *env) op.MatMul {
 		return op.MatMul{Y: e.out("y", 8), X: e.f32(make([]float32, 6)), T: 2, W: w}
-	}, op.Pass.MatMul, []badCase[op.MatMul]{
+	}, op.Pass.MatMul, append([]badCase[op.MatMul]{
 		{"nil_weight", errArg, func(e *env, a *op.MatMul) { a.W = nil }},
 		{"short_x", errShape, func(e *env, a *op.MatMul) { a.X = e.shorter(a.X, 1) }},
 		{"short_y", errShape, func(e *env, a *op.MatMul) { a.Y = e.shorter(a.Y, 1) }},
@@ -41,7 +41,7 @@ func RunMatMul(t *testing.T, be op.Backend, o Options) {
 		{"quant_group_not_dividing_K", errShape, func(e *env, a *op.MatMul) {
 			a.W = quantWith(q, func(c *op.Quant) { c.Group = 128 })
 		}},
-	})
+	}, fpBadMatMul()...))
 }
 
 // matMulEntries are the MatMul table: GEMMCases, then QGEMMCases.

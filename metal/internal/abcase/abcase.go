@@ -25,11 +25,12 @@ var Files = map[string]string{
 	"attention":      "qsa_prompt.metal",
 	"gemm":           "gemm.metal",
 	"qgemm":          "quant.metal",
+	"fpgemm":         "fpquant.metal",
 }
 
 // PreferOps names the Prefer op of each op whose name differs from it (qgemm: an MLX
-// affine-quantized weight, Prefer op "qmm").
-var PreferOps = map[string]string{"qgemm": "qmm"}
+// affine-quantized weight, Prefer op "qmm"; fpgemm: an FP8 block-scaled one, Prefer op "qmm_fp").
+var PreferOps = map[string]string{"qgemm": "qmm", "fpgemm": "qmm_fp"}
 
 // PreferOp returns the op name Backend.Prefer takes for opName.
 func PreferOp(opName string) string {
@@ -159,8 +160,35 @@ func NewCallQuant(opName string, q Quant, T, pos0 int, seed uint64) (Call, error
 			tm, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a)
 			return y, tm, err
 		}, nil
+	case "fpgemm":
+		// The gemm op's weight [1024, 2560] as FP8Block: random E4M3 codes (0x7f and 0xff, the
+		// NaNs, moved to +-448), one BF16 scale up to 0.2 / 448 per 128 x 128 block.
+		w := r.fp8(1024, 2560)
+		x := r.fill(T*2560, -1, 1)
+		return func(b *metal.Backend) ([]float32, op.Timing, error) {
+			y := make([]float32, T*1024)
+			a := op.MatMul{Y: h(y), X: h(x), T: T, W: w}
+			tm, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a)
+			return y, tm, err
+		}, nil
 	}
 	return nil, fmt.Errorf("abcase: no call for op %q (have %v)", opName, Ops())
+}
+
+// fp8 is an FP8Block weight [n, k] with BF16 block scales.
+func (r *rng) fp8(n, k int) *op.Matrix {
+	f := &op.BlockFP8{Codes: make([]uint8, n*k), ScaleDType: op.BF16, Grid: op.FP8Grid(n, k)}
+	for i := range f.Codes {
+		c := uint8(r.next())
+		if c&0x7f == 0x7f {
+			c--
+		}
+		f.Codes[i] = c
+	}
+	for _, v := range r.fill(f.Grid[0]*f.Grid[1], 0.01, 0.2) {
+		f.Scales = append(f.Scales, uint16(math.Float32bits(v/448)>>16))
+	}
+	return &op.Matrix{N: n, K: k, DType: op.FP8Block, FP8: f}
 }
 
 // quant is a QAffine weight [n, k] of format q with BF16 scales and biases.

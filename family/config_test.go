@@ -1,4 +1,4 @@
-package hfconfig
+package family_test
 
 import (
 	"encoding/json"
@@ -8,9 +8,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stratakernels/strata/family"
+	_ "github.com/stratakernels/strata/family/all"
+	"github.com/stratakernels/strata/internal/hfconfig"
 )
 
-const testdata = "../../testdata"
+const testdata = "../testdata"
 
 func readJSON(t *testing.T, path string) map[string]any {
 	t.Helper()
@@ -37,13 +41,13 @@ func mustJSON(t *testing.T, v any) []byte {
 // TestLoadTiny checks every field of both tiny configs against the values in their config.json
 // (as read by hand from the files and the testdata README).
 func TestLoadTiny(t *testing.T) {
-	q3, err := Load(filepath.Join(testdata, "qwen3next-tiny"))
+	q3, err := family.Load(filepath.Join(testdata, "qwen3next-tiny"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want3 := &Config{
-		ModelType: "qwen3_next", Arch: Qwen3Next, Architectures: []string{"Qwen3NextForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
-		LayerTypes: []LayerType{LinearAttention, LinearAttention, LinearAttention, FullAttention},
+	want3 := &hfconfig.Config{
+		ModelType: "qwen3_next", Family: "qwen3_next", Architectures: []string{"Qwen3NextForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
+		LayerTypes: []hfconfig.LayerType{hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.FullAttention},
 		Eps:        1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 10000,
 		Hk: 2, Hv: 6, Dk: 128, Dv: 128, ConvK: 4, GateAct: "silu",
 		Experts: 12, TopK: 10, MoEI: 32, SharedI: 32, NormTopK: true,
@@ -52,14 +56,14 @@ func TestLoadTiny(t *testing.T) {
 	if !reflect.DeepEqual(q3, want3) {
 		t.Errorf("qwen3next-tiny:\n got %+v\nwant %+v", q3, want3)
 	}
-	q4, err := Load(filepath.Join(testdata, "qwen4exp-tiny"))
+	q4, err := family.Load(filepath.Join(testdata, "qwen4exp-tiny"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want4 := &Config{
-		ModelType: "qwen4_exp_text", Arch: Qwen4Exp, Architectures: []string{"Qwen4ExpForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
-		LayerTypes: []LayerType{LinearAttention, LinearAttention, LinearAttention, SparseAttention},
-		Eps:        1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7,
+	want4 := &hfconfig.Config{
+		ModelType: "qwen4_exp_text", Family: "qwen4_exp", Architectures: []string{"Qwen4ExpForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
+		LayerTypes: []hfconfig.LayerType{hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.SparseAttention},
+		Eps:        1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, MRoPESection: []int{11, 11, 10},
 		Hk: 2, Hv: 6, Dk: 128, Dv: 128, ConvK: 4, GateAct: "sigmoid",
 		Experts: 12, TopK: 10, MoEI: 32, SharedI: 32, NormTopK: true, DecoderSparseStep: 1,
 		Streams: 4, HCRank: 32, IdxHeads: 4, IdxKVHeads: 1, IdxDim: 128, IdxBudget: 32, IdxRatio: 4,
@@ -77,8 +81,8 @@ func TestLoadTiny(t *testing.T) {
 			t.Errorf("layer %d not MoE", i)
 		}
 	}
-	if q3.Arch.String() != "qwen3_next" || q4.Arch.String() != "qwen4_exp" {
-		t.Errorf("Arch.String: %s %s", q3.Arch, q4.Arch)
+	if q3.Family != "qwen3_next" || q4.Family != "qwen4_exp" {
+		t.Errorf("Family: %s %s", q3.Family, q4.Family)
 	}
 }
 
@@ -86,7 +90,7 @@ func TestLoadTiny(t *testing.T) {
 // >= 1000 (listed by hand), and their sum 16846 padded to a multiple of 128 is 16896, the row
 // count of the tiny checkpoint's ngram_embedding table.
 func TestPLEVocab(t *testing.T) {
-	c, err := Load(filepath.Join(testdata, "qwen4exp-tiny"))
+	c, err := family.Load(filepath.Join(testdata, "qwen4exp-tiny"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,63 +124,63 @@ func TestInvalidConfigs(t *testing.T) {
 		sentinel error
 		want     string
 	}{
-		{"unknown field", false, func(m map[string]any) { m["frobnicate"] = 1; m["zeta"] = true }, ErrConfig, "unknown fields frobnicate, zeta"},
-		{"qwen4 field in qwen3_next", false, func(m map[string]any) { m["hc_count"] = 4 }, ErrConfig, "unknown fields hc_count"},
-		{"unknown model_type", false, func(m map[string]any) { m["model_type"] = "llama" }, ErrUnsupported, "llama"},
-		{"missing model_type", false, func(m map[string]any) { delete(m, "model_type") }, ErrConfig, "model_type"},
-		{"wrong type", false, func(m map[string]any) { m["hidden_size"] = "big" }, ErrConfig, "hidden_size: want an integer"},
-		{"fractional integer", false, func(m map[string]any) { m["num_experts"] = 2.5 }, ErrConfig, "num_experts: want an integer"},
-		{"Hv % Hk", false, func(m map[string]any) { m["linear_num_value_heads"] = 5 }, ErrConfig, "linear_num_value_heads 5 not a multiple of linear_num_key_heads 2"},
-		{"Hq % Hkv", false, func(m map[string]any) { m["num_key_value_heads"] = 5 }, ErrConfig, "num_attention_heads 12 not a multiple of num_key_value_heads 5"},
-		{"topk > experts", false, func(m map[string]any) { m["num_experts_per_tok"] = 13 }, ErrConfig, "num_experts_per_tok = 13 outside [1, 12]"},
-		{"zero head dim", false, func(m map[string]any) { m["head_dim"] = 0 }, ErrConfig, "head_dim = 0"},
-		{"zero key head dim", false, func(m map[string]any) { m["linear_key_head_dim"] = 0 }, ErrConfig, "linear_key_head_dim = 0"},
+		{"unknown field", false, func(m map[string]any) { m["frobnicate"] = 1; m["zeta"] = true }, hfconfig.ErrConfig, "unknown fields frobnicate, zeta"},
+		{"qwen4 field in qwen3_next", false, func(m map[string]any) { m["hc_count"] = 4 }, hfconfig.ErrConfig, "unknown fields hc_count"},
+		{"unknown model_type", false, func(m map[string]any) { m["model_type"] = "llama" }, hfconfig.ErrUnsupported, "llama"},
+		{"missing model_type", false, func(m map[string]any) { delete(m, "model_type") }, hfconfig.ErrConfig, "model_type"},
+		{"wrong type", false, func(m map[string]any) { m["hidden_size"] = "big" }, hfconfig.ErrConfig, "hidden_size: want an integer"},
+		{"fractional integer", false, func(m map[string]any) { m["num_experts"] = 2.5 }, hfconfig.ErrConfig, "num_experts: want an integer"},
+		{"Hv % Hk", false, func(m map[string]any) { m["linear_num_value_heads"] = 5 }, hfconfig.ErrConfig, "linear_num_value_heads 5 not a multiple of linear_num_key_heads 2"},
+		{"Hq % Hkv", false, func(m map[string]any) { m["num_key_value_heads"] = 5 }, hfconfig.ErrConfig, "num_attention_heads 12 not a multiple of num_key_value_heads 5"},
+		{"topk > experts", false, func(m map[string]any) { m["num_experts_per_tok"] = 13 }, hfconfig.ErrConfig, "num_experts_per_tok = 13 outside [1, 12]"},
+		{"zero head dim", false, func(m map[string]any) { m["head_dim"] = 0 }, hfconfig.ErrConfig, "head_dim = 0"},
+		{"zero key head dim", false, func(m map[string]any) { m["linear_key_head_dim"] = 0 }, hfconfig.ErrConfig, "linear_key_head_dim = 0"},
 		{"odd rotary dim", false, func(m map[string]any) {
 			m["partial_rotary_factor"] = 65.0 / 256
 			m["rope_parameters"].(map[string]any)["partial_rotary_factor"] = 65.0 / 256
-		}, ErrConfig, "rotary dim int(head_dim * partial_rotary_factor) = 65"},
+		}, hfconfig.ErrConfig, "rotary dim int(head_dim * partial_rotary_factor) = 65"},
 		{"rotary factor > 1", false, func(m map[string]any) {
 			delete(m, "partial_rotary_factor")
 			m["rope_parameters"].(map[string]any)["partial_rotary_factor"] = 1.5
-		}, ErrConfig, "partial_rotary_factor: 1.5 outside (0, 1]"},
-		{"rope disagreement", false, func(m map[string]any) { m["partial_rotary_factor"] = 0.5 }, ErrConfig, "disagrees"},
-		{"rope type", false, func(m map[string]any) { m["rope_parameters"].(map[string]any)["rope_type"] = "yarn" }, ErrUnsupported, "yarn"},
-		{"rope_scaling", false, func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "linear"} }, ErrUnsupported, "rope_scaling"},
-		{"unknown rope field", false, func(m map[string]any) { m["rope_parameters"].(map[string]any)["factor"] = 2 }, ErrConfig, "rope_parameters.factor"},
-		{"layer_types length", false, func(m map[string]any) { m["layer_types"] = []string{"linear_attention", "full_attention"} }, ErrConfig, "layer_types has 2 entries for 4 layers"},
+		}, hfconfig.ErrConfig, "partial_rotary_factor: 1.5 outside (0, 1]"},
+		{"rope disagreement", false, func(m map[string]any) { m["partial_rotary_factor"] = 0.5 }, hfconfig.ErrConfig, "disagrees"},
+		{"rope type", false, func(m map[string]any) { m["rope_parameters"].(map[string]any)["rope_type"] = "yarn" }, hfconfig.ErrUnsupported, "yarn"},
+		{"rope_scaling", false, func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "linear"} }, hfconfig.ErrUnsupported, "rope_scaling"},
+		{"unknown rope field", false, func(m map[string]any) { m["rope_parameters"].(map[string]any)["factor"] = 2 }, hfconfig.ErrConfig, "rope_parameters.factor"},
+		{"layer_types length", false, func(m map[string]any) { m["layer_types"] = []string{"linear_attention", "full_attention"} }, hfconfig.ErrConfig, "layer_types has 2 entries for 4 layers"},
 		{"unknown layer type", false, func(m map[string]any) {
 			m["layer_types"] = []string{"linear_attention", "sliding_attention", "linear_attention", "full_attention"}
-		}, ErrConfig, `layer 1: unknown type "sliding_attention"`},
+		}, hfconfig.ErrConfig, `layer 1: unknown type "sliding_attention"`},
 		{"sparse attention in qwen3_next", false, func(m map[string]any) {
 			m["layer_types"] = []string{"linear_attention", "linear_attention", "linear_attention", "qwen_sparse_attention"}
-		}, ErrConfig, `unknown type "qwen_sparse_attention" for qwen3_next`},
-		{"attention bias", false, func(m map[string]any) { m["attention_bias"] = true }, ErrUnsupported, "attention_bias"},
-		{"hidden_act", false, func(m map[string]any) { m["hidden_act"] = "gelu" }, ErrUnsupported, "hidden_act"},
-		{"mlp_only_layers range", false, func(m map[string]any) { m["mlp_only_layers"] = []int{4} }, ErrConfig, "mlp_only_layers entry 4"},
-		{"decoder_sparse_step", false, func(m map[string]any) { m["decoder_sparse_step"] = 0 }, ErrConfig, "decoder_sparse_step = 0"},
-		{"eos out of vocab", false, func(m map[string]any) { m["eos_token_id"] = []int{3, 600} }, ErrConfig, "eos_token_id 600"},
-		{"PLE on attention layer", true, func(m map[string]any) { m["ple_layer_ids"] = []int{4} }, ErrConfig, "PLE is supported only on linear_attention layers"},
-		{"PLE id out of range", true, func(m map[string]any) { m["ple_layer_ids"] = []int{0} }, ErrConfig, "ple_layer_ids entry (1-based) = 0"},
-		{"ple_embed_dim divisibility", true, func(m map[string]any) { m["ple_embed_dim"] = 100 }, ErrConfig, "ple_embed_dim 100 not a multiple of (ngram_size-1)*heads_per_ngram = 16"},
-		{"PLE without eos", true, func(m map[string]any) { m["eos_token_id"] = nil }, ErrConfig, "eos_token_id must be set"},
-		{"indexer kv heads", true, func(m map[string]any) { m["indexer_kv_heads"] = 2 }, ErrUnsupported, "indexer_kv_heads = 2"},
-		{"indexer budget divisibility", true, func(m map[string]any) { m["indexer_budget"] = 30 }, ErrConfig, "indexer_budget 30 not a multiple of indexer_compress_ratio 4"},
-		{"indexer missing", true, func(m map[string]any) { delete(m, "indexer_head_dim") }, ErrConfig, "indexer_head_dim = 0"},
-		{"rotary wider than indexer head", true, func(m map[string]any) { m["indexer_head_dim"] = 32 }, ErrConfig, "rotary dim 64 exceeds indexer_head_dim 32"},
-		{"one stream", true, func(m map[string]any) { m["hc_count"] = 1 }, ErrConfig, "hc_count = 1"},
-		{"qwen4 without experts", true, func(m map[string]any) { m["num_experts"] = 0 }, ErrConfig, "qwen4_exp needs num_experts > 0"},
-		{"gate activation", true, func(m map[string]any) { m["output_gate_type"] = "tanh" }, ErrUnsupported, `gate activation "tanh"`},
-		{"full_attention_interval zero", true, func(m map[string]any) { delete(m, "layer_types"); m["full_attention_interval"] = 0 }, ErrConfig, "full_attention_interval"},
+		}, hfconfig.ErrConfig, `unknown type "qwen_sparse_attention" for qwen3_next`},
+		{"attention bias", false, func(m map[string]any) { m["attention_bias"] = true }, hfconfig.ErrUnsupported, "attention_bias"},
+		{"hidden_act", false, func(m map[string]any) { m["hidden_act"] = "gelu" }, hfconfig.ErrUnsupported, "hidden_act"},
+		{"mlp_only_layers range", false, func(m map[string]any) { m["mlp_only_layers"] = []int{4} }, hfconfig.ErrConfig, "mlp_only_layers entry 4"},
+		{"decoder_sparse_step", false, func(m map[string]any) { m["decoder_sparse_step"] = 0 }, hfconfig.ErrConfig, "decoder_sparse_step = 0"},
+		{"eos out of vocab", false, func(m map[string]any) { m["eos_token_id"] = []int{3, 600} }, hfconfig.ErrConfig, "eos_token_id 600"},
+		{"PLE on attention layer", true, func(m map[string]any) { m["ple_layer_ids"] = []int{4} }, hfconfig.ErrConfig, "PLE is supported only on linear_attention layers"},
+		{"PLE id out of range", true, func(m map[string]any) { m["ple_layer_ids"] = []int{0} }, hfconfig.ErrConfig, "ple_layer_ids entry (1-based) = 0"},
+		{"ple_embed_dim divisibility", true, func(m map[string]any) { m["ple_embed_dim"] = 100 }, hfconfig.ErrConfig, "ple_embed_dim 100 not a multiple of (ngram_size-1)*heads_per_ngram = 16"},
+		{"PLE without eos", true, func(m map[string]any) { m["eos_token_id"] = nil }, hfconfig.ErrConfig, "eos_token_id must be set"},
+		{"indexer kv heads", true, func(m map[string]any) { m["indexer_kv_heads"] = 2 }, hfconfig.ErrUnsupported, "indexer_kv_heads = 2"},
+		{"indexer budget divisibility", true, func(m map[string]any) { m["indexer_budget"] = 30 }, hfconfig.ErrConfig, "indexer_budget 30 not a multiple of indexer_compress_ratio 4"},
+		{"indexer missing", true, func(m map[string]any) { delete(m, "indexer_head_dim") }, hfconfig.ErrConfig, "indexer_head_dim = 0"},
+		{"rotary wider than indexer head", true, func(m map[string]any) { m["indexer_head_dim"] = 32 }, hfconfig.ErrConfig, "rotary dim 64 exceeds indexer_head_dim 32"},
+		{"one stream", true, func(m map[string]any) { m["hc_count"] = 1 }, hfconfig.ErrConfig, "hc_count = 1"},
+		{"qwen4 without experts", true, func(m map[string]any) { m["num_experts"] = 0 }, hfconfig.ErrConfig, "qwen4_exp needs num_experts > 0"},
+		{"gate activation", true, func(m map[string]any) { m["output_gate_type"] = "tanh" }, hfconfig.ErrUnsupported, `gate activation "tanh"`},
+		{"full_attention_interval zero", true, func(m map[string]any) { delete(m, "layer_types"); m["full_attention_interval"] = 0 }, hfconfig.ErrConfig, "full_attention_interval"},
 		{"several errors listed together", false, func(m map[string]any) {
 			m["head_dim"] = 0
 			m["linear_num_value_heads"] = 5
-		}, ErrConfig, "head_dim = 0 outside [1, 16384]; linear_num_value_heads 5 not a multiple"},
+		}, hfconfig.ErrConfig, "head_dim = 0 outside [1, 16384]; linear_num_value_heads 5 not a multiple"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := tinyConfig(t, c.q4)
 			c.edit(m)
-			_, err := Parse(mustJSON(t, m))
+			_, err := family.Parse(mustJSON(t, m))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -188,10 +192,10 @@ func TestInvalidConfigs(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Parse([]byte(`{"model_type": "qwen3_next"`)); !errors.Is(err, ErrConfig) {
+	if _, err := family.Parse([]byte(`{"model_type": "qwen3_next"`)); !errors.Is(err, hfconfig.ErrConfig) {
 		t.Fatalf("truncated JSON: %v", err)
 	}
-	if _, err := Load(t.TempDir()); !errors.Is(err, ErrConfig) || !errors.Is(err, os.ErrNotExist) {
+	if _, err := family.Load(t.TempDir()); !errors.Is(err, hfconfig.ErrConfig) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing config.json: %v", err)
 	}
 }
@@ -207,11 +211,11 @@ func TestDefaultsAndLegacy(t *testing.T) {
 	m["full_attention_interval"] = 4
 	m["rope_theta"] = 1e6
 	m["eos_token_id"] = 7
-	c, err := Parse(mustJSON(t, m))
+	c, err := family.Parse(mustJSON(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTypes := []LayerType{LinearAttention, LinearAttention, LinearAttention, FullAttention, LinearAttention, LinearAttention, LinearAttention, FullAttention}
+	wantTypes := []hfconfig.LayerType{hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.FullAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.FullAttention}
 	if !reflect.DeepEqual(c.LayerTypes, wantTypes) || c.HeadDim != 256 || c.RotaryDim != 64 || c.RopeTheta != 1e6 ||
 		c.DecoderSparseStep != 1 || !reflect.DeepEqual(c.EOS, []int{7}) {
 		t.Fatalf("defaults: %+v", c)
@@ -219,7 +223,7 @@ func TestDefaultsAndLegacy(t *testing.T) {
 
 	m = tinyConfig(t, false)
 	m["layer_types"] = []string{"mamba", "linear_attention", "linear_attention", "attention"}
-	if c, err = Parse(mustJSON(t, m)); err != nil || c.LayerTypes[0] != LinearAttention || c.LayerTypes[3] != FullAttention {
+	if c, err = family.Parse(mustJSON(t, m)); err != nil || c.LayerTypes[0] != hfconfig.LinearAttention || c.LayerTypes[3] != hfconfig.FullAttention {
 		t.Fatalf("legacy layer names: %v %v", c, err)
 	}
 
@@ -228,15 +232,15 @@ func TestDefaultsAndLegacy(t *testing.T) {
 	m["layer_types"] = []string{"linear_attention", "linear_attention", "linear_attention", "full_attention"}
 	m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 1e7}
 	m["head_dim"] = 64
-	if c, err = Parse(mustJSON(t, m)); err != nil || c.LayerTypes[3] != SparseAttention || c.RotaryDim != 64 {
+	if c, err = family.Parse(mustJSON(t, m)); err != nil || c.LayerTypes[3] != hfconfig.SparseAttention || c.RotaryDim != 64 {
 		t.Fatalf("qwen4 full_attention / rotary default: %+v %v", c, err)
 	}
 	delete(m, "layer_types")
-	if c, err = Parse(mustJSON(t, m)); err != nil || c.LayerTypes[3] != SparseAttention || c.LayerTypes[2] != LinearAttention {
+	if c, err = family.Parse(mustJSON(t, m)); err != nil || c.LayerTypes[3] != hfconfig.SparseAttention || c.LayerTypes[2] != hfconfig.LinearAttention {
 		t.Fatalf("qwen4 derived layer types: %+v %v", c, err)
 	}
 	delete(m, "output_gate_type")
-	if c, err = Parse(mustJSON(t, m)); err != nil || c.GateAct != "silu" {
+	if c, err = family.Parse(mustJSON(t, m)); err != nil || c.GateAct != "silu" {
 		t.Fatalf("gate falls back to hidden_act: %+v %v", c, err)
 	}
 }
@@ -246,7 +250,7 @@ func TestDenseLayers(t *testing.T) {
 	m := tinyConfig(t, false)
 	m["mlp_only_layers"] = []int{0}
 	m["decoder_sparse_step"] = 2
-	c, err := Parse(mustJSON(t, m))
+	c, err := family.Parse(mustJSON(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,9 +258,9 @@ func TestDenseLayers(t *testing.T) {
 	if !reflect.DeepEqual(got, []bool{false, true, false, true}) {
 		t.Fatalf("IsMoELayer = %v", got)
 	}
-	l := Layout{Prefix: "model."}
+	l := layoutOf(t, c, "model.", family.PerExpert, false)
 	names := map[string][]int64{}
-	for _, s := range c.ExpectedTensors(l) {
+	for _, s := range family.ExpectedTensors(c, l) {
 		names[s.Name] = s.Shape
 	}
 	if s := names["model.layers.0.mlp.gate_proj.weight"]; !reflect.DeepEqual(s, []int64{64, 256}) {
@@ -293,11 +297,11 @@ func TestNestedQwen4Exp(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), mustJSON(t, top), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(dir)
+	c, err := family.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	flat, err := Load(filepath.Join(testdata, "qwen4exp-tiny"))
+	flat, err := family.Load(filepath.Join(testdata, "qwen4exp-tiny"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,17 +312,17 @@ func TestNestedQwen4Exp(t *testing.T) {
 		t.Fatalf("nested:\n got %+v\nwant %+v", c, flat)
 	}
 	top["audio_config"] = map[string]any{}
-	if _, err := Parse(mustJSON(t, top)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "audio_config") {
+	if _, err := family.Parse(mustJSON(t, top)); !errors.Is(err, hfconfig.ErrConfig) || !strings.Contains(err.Error(), "audio_config") {
 		t.Fatalf("unknown top-level field: %v", err)
 	}
 	delete(top, "audio_config")
 	text["vision_depth"] = 3
-	if _, err := Parse(mustJSON(t, top)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "text_config.vision_depth") {
+	if _, err := family.Parse(mustJSON(t, top)); !errors.Is(err, hfconfig.ErrConfig) || !strings.Contains(err.Error(), "text_config.vision_depth") {
 		t.Fatalf("unknown text_config field: %v", err)
 	}
 	delete(text, "vision_depth")
 	delete(top, "text_config")
-	if _, err := Parse(mustJSON(t, top)); !errors.Is(err, ErrConfig) {
+	if _, err := family.Parse(mustJSON(t, top)); !errors.Is(err, hfconfig.ErrConfig) {
 		t.Fatalf("missing text_config: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package hfconfig
+package family_test
 
 import (
 	"encoding/binary"
@@ -8,6 +8,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stratakernels/strata/family"
+	_ "github.com/stratakernels/strata/family/all"
+	"github.com/stratakernels/strata/internal/hfconfig"
 
 	"github.com/stratakernels/strata/internal/modelgen"
 	"github.com/stratakernels/strata/internal/safetensors"
@@ -36,26 +40,26 @@ func releaseConfig(t *testing.T, name string, edit func(top, text map[string]any
 // TestPublishedConfigs: both published config.json files parse to the models of MODELS.md
 // ("Real sizes"), every field compared.
 func TestPublishedConfigs(t *testing.T) {
-	q4Types := make([]LayerType, 48)
-	q3Types := make([]LayerType, 48)
+	q4Types := make([]hfconfig.LayerType, 48)
+	q3Types := make([]hfconfig.LayerType, 48)
 	for i := range q4Types {
-		q4Types[i], q3Types[i] = LinearAttention, LinearAttention
+		q4Types[i], q3Types[i] = hfconfig.LinearAttention, hfconfig.LinearAttention
 		if i%4 == 3 {
-			q4Types[i], q3Types[i] = SparseAttention, FullAttention
+			q4Types[i], q3Types[i] = hfconfig.SparseAttention, hfconfig.FullAttention
 		}
 	}
-	want := map[string]*Config{
+	want := map[string]*hfconfig.Config{
 		flashNext: {
-			ModelType: "qwen4_exp", Arch: Qwen4Exp, Architectures: []string{"Qwen4ExpForConditionalGeneration"}, MTPLayers: 1,
+			ModelType: "qwen4_exp", Family: "qwen4_exp", Architectures: []string{"Qwen4ExpForConditionalGeneration"}, MTPLayers: 1,
 			Vocab: 248320, D: 2560, Layers: 48, LayerTypes: q4Types, Eps: 1e-6, MaxPositions: 262144,
-			Hq: 24, Hkv: 2, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, GateAct: "sigmoid",
+			Hq: 24, Hkv: 2, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, MRoPESection: []int{11, 11, 10}, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, GateAct: "sigmoid",
 			Experts: 512, TopK: 10, MoEI: 640, SharedI: 640, NormTopK: true, DecoderSparseStep: 1, Streams: 4, HCRank: 320,
 			IdxHeads: 4, IdxKVHeads: 1, IdxDim: 128, IdxBudget: 2048, IdxRatio: 4,
 			PLELayerIDs: []int{2}, PLEEmbedDim: 2560, PLEConvK: 4, NGramSize: 3, HeadsPerNGram: 8, NGramVocabBase: 20000000,
 			NGramVocabDivisor: 128, NGramParts: 128, Seed: 1234, EOS: []int{248044},
 		},
 		qwen3Next: {
-			ModelType: "qwen3_next", Arch: Qwen3Next, Architectures: []string{"Qwen3NextForCausalLM"},
+			ModelType: "qwen3_next", Family: "qwen3_next", Architectures: []string{"Qwen3NextForCausalLM"},
 			Vocab: 151936, D: 2048, Layers: 48, LayerTypes: q3Types, Eps: 1e-6, MaxPositions: 262144,
 			Hq: 16, Hkv: 2, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, Hk: 16, Hv: 32, Dk: 128, Dv: 128, ConvK: 4, GateAct: "silu",
 			Experts: 512, TopK: 10, MoEI: 512, SharedI: 512, NormTopK: true, DenseI: 5120, MLPOnlyLayers: []int{},
@@ -63,7 +67,7 @@ func TestPublishedConfigs(t *testing.T) {
 		},
 	}
 	for name, w := range want {
-		c, err := Parse(releaseConfig(t, name, nil))
+		c, err := family.Parse(releaseConfig(t, name, nil))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -82,27 +86,27 @@ func TestPublishedConfigFields(t *testing.T) {
 		want     string
 	}{
 		{"mamba_ssm_dtype other than float32", func(_, text map[string]any) { text["mamba_ssm_dtype"] = "bfloat16" },
-			ErrUnsupported, `text_config.mamba_ssm_dtype "bfloat16" (strata keeps the Gated DeltaNet state in float32)`},
-		{"mtp not an object", func(_, text map[string]any) { text["mtp"] = []any{1} }, ErrConfig, "text_config.mtp: want an object"},
+			hfconfig.ErrUnsupported, `text_config.mamba_ssm_dtype "bfloat16" (strata keeps the Gated DeltaNet state in float32)`},
+		{"mtp not an object", func(_, text map[string]any) { text["mtp"] = []any{1} }, hfconfig.ErrConfig, "text_config.mtp: want an object"},
 		{"other mtp_ field", func(_, text map[string]any) { text["mtp_loss_weight"] = 0.3 }, nil, ""},
 		{"mtp null", func(_, text map[string]any) { text["mtp"] = nil }, nil, ""},
-		{"unknown field still refused", func(_, text map[string]any) { text["frobnicate"] = 1 }, ErrConfig, "unknown fields text_config.frobnicate"},
-		{"unknown top-level field", func(top, _ map[string]any) { top["audio_config"] = map[string]any{} }, ErrConfig, "unknown fields audio_config"},
-		{"language_model_only not a bool", func(top, _ map[string]any) { top["language_model_only"] = "yes" }, ErrConfig, "language_model_only: want true or false"},
+		{"unknown field still refused", func(_, text map[string]any) { text["frobnicate"] = 1 }, hfconfig.ErrConfig, "unknown fields text_config.frobnicate"},
+		{"unknown top-level field", func(top, _ map[string]any) { top["audio_config"] = map[string]any{} }, hfconfig.ErrConfig, "unknown fields audio_config"},
+		{"language_model_only not a bool", func(top, _ map[string]any) { top["language_model_only"] = "yes" }, hfconfig.ErrConfig, "language_model_only: want true or false"},
 		{"hybrid_indexed", func(_, text map[string]any) { text["layer_types"].([]any)[3] = "hybrid_indexed" }, nil, ""},
 		{"deepseek_sparse_attention", func(_, text map[string]any) { text["layer_types"].([]any)[7] = "deepseek_sparse_attention" }, nil, ""},
 		{"qwen_sparse_attention", func(_, text map[string]any) { text["layer_types"].([]any)[11] = "qwen_sparse_attention" }, nil, ""},
-		{"unknown layer type", func(_, text map[string]any) { text["layer_types"].([]any)[3] = "sliding_attention" }, ErrConfig, `layer 3: unknown type "sliding_attention"`},
+		{"unknown layer type", func(_, text map[string]any) { text["layer_types"].([]any)[3] = "sliding_attention" }, hfconfig.ErrConfig, `layer 3: unknown type "sliding_attention"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse(releaseConfig(t, flashNext, tc.edit))
+			c, err := family.Parse(releaseConfig(t, flashNext, tc.edit))
 			if tc.sentinel == nil {
 				if err != nil {
 					t.Fatal(err)
 				}
 				for i, lt := range c.LayerTypes {
-					if want := (i%4 == 3); (lt == SparseAttention) != want {
+					if want := (i%4 == 3); (lt == hfconfig.SparseAttention) != want {
 						t.Fatalf("layer %d: %s", i, lt)
 					}
 				}
@@ -113,18 +117,18 @@ func TestPublishedConfigFields(t *testing.T) {
 			}
 		})
 	}
-	c, err := Parse(releaseConfig(t, flashNext, func(top, _ map[string]any) { top["language_model_only"] = true }))
+	c, err := family.Parse(releaseConfig(t, flashNext, func(top, _ map[string]any) { top["language_model_only"] = true }))
 	if err != nil || !c.LanguageModelOnly {
 		t.Fatalf("language_model_only: %v %v", c, err)
 	}
-	c, err = Parse(releaseConfig(t, qwen3Next, func(top, _ map[string]any) { top["num_nextn_predict_layers"] = 1 }))
+	c, err = family.Parse(releaseConfig(t, qwen3Next, func(top, _ map[string]any) { top["num_nextn_predict_layers"] = 1 }))
 	if err != nil || c.MTPLayers != 1 {
 		t.Fatalf("num_nextn_predict_layers: %+v %v", c, err)
 	}
 }
 
 // TestRefusedByName: quantized releases and other model types are refused with
-// ErrUnsupported naming what they are, never with "unknown fields". The quantization_config
+// hfconfig.ErrUnsupported naming what they are, never with "unknown fields". The quantization_config
 // blocks are the published ones' structure (FP8 block-scaled Qwen3-Next-80B-A3B-Instruct-FP8,
 // ModelOpt NVFP4, compressed-tensors NVFP4, AutoRound, AWQ, GPTQ) and mlx_lm.convert's.
 func TestRefusedByName(t *testing.T) {
@@ -174,17 +178,17 @@ func TestRefusedByName(t *testing.T) {
 			[]string{"MLX affine quantization with 7 bits in groups of 64"}},
 		{"mlx group 16", qwen3Next, func(top, _ map[string]any) { top["quantization"] = map[string]any{"group_size": 16, "bits": 4} },
 			[]string{"MLX affine quantization with 4 bits in groups of 16"}},
-		{"qwen3_5_moe", qwen3Next, func(top, _ map[string]any) { top["model_type"] = "qwen3_5_moe" },
-			[]string{`model_type "qwen3_5_moe", Qwen3.5 MoE, is not supported`}},
-		{"qwen3_5_moe with quantization", flashNext, func(top, _ map[string]any) { top["model_type"] = "qwen3_5_moe"; top["quantization"] = mlx },
-			[]string{`model_type "qwen3_5_moe"`}},
+		{"qwen3_moe", qwen3Next, func(top, _ map[string]any) { top["model_type"] = "qwen3_moe" },
+			[]string{`model_type "qwen3_moe", Qwen3 MoE, is not supported`}},
+		{"qwen3_moe with quantization", flashNext, func(top, _ map[string]any) { top["model_type"] = "qwen3_moe"; top["quantization"] = mlx },
+			[]string{`model_type "qwen3_moe"`}},
 		{"another model type", qwen3Next, func(top, _ map[string]any) { top["model_type"] = "llama" }, []string{`model_type "llama" is not supported`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse(releaseConfig(t, tc.release, tc.edit))
-			if !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("error %v does not wrap ErrUnsupported", err)
+			_, err := family.Parse(releaseConfig(t, tc.release, tc.edit))
+			if !errors.Is(err, hfconfig.ErrUnsupported) {
+				t.Fatalf("error %v does not wrap hfconfig.ErrUnsupported", err)
 			}
 			if strings.Contains(err.Error(), "unknown fields") {
 				t.Fatalf("refused as unknown fields: %v", err)
@@ -196,7 +200,7 @@ func TestRefusedByName(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Parse(releaseConfig(t, qwen3Next, quant(map[string]any{"quant_method": 8}))); !errors.Is(err, ErrConfig) {
+	if _, err := family.Parse(releaseConfig(t, qwen3Next, quant(map[string]any{"quant_method": 8}))); !errors.Is(err, hfconfig.ErrConfig) {
 		t.Fatalf("quant_method not a string: %v", err)
 	}
 }
@@ -213,9 +217,9 @@ func writeRelease(t *testing.T, name string, opts modelgen.HeaderOnly) string {
 
 // checkRelease loads dir's config and runs CheckCheckpoint on the checkpoint opened header-only
 // or mapped.
-func checkRelease(t *testing.T, dir string, headerOnly bool) (*CheckResult, error) {
+func checkRelease(t *testing.T, dir string, headerOnly bool) (*family.CheckResult, error) {
 	t.Helper()
-	c, err := Load(dir)
+	c, err := family.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +232,7 @@ func checkRelease(t *testing.T, dir string, headerOnly bool) (*CheckResult, erro
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	return c.CheckCheckpoint(ck)
+	return family.CheckCheckpoint(c, ck)
 }
 
 // TestPublishedCheckpoints: both published layouts (prefix, expert storage, split n-gram
@@ -274,21 +278,26 @@ func TestPublishedCheckpoints(t *testing.T) {
 					t.Fatalf("header-only %v: %v", headerOnly, err)
 				}
 				text := groups["text"]
-				want := &CheckResult{Tensors: int(all[0]), Bytes: all[1], Used: int(text[0]), UsedBytes: text[1],
-					DTypes: []DTypeUse{{"BF16", int(text[0]), text[1]}}, Quant: map[string]QuantTensor{}, ResidentBytes: text[1] + widened}
+				want := &family.CheckResult{Tensors: int(all[0]), Bytes: all[1], Used: int(text[0]), UsedBytes: text[1],
+					DTypes: []family.DTypeUse{{"BF16", int(text[0]), text[1]}}, Quant: map[string]family.QuantTensor{}, ResidentBytes: text[1] + widened}
 				if name == flashNext {
-					want.Layout = Layout{Prefix: "model.language_model.", FusedExperts: true, NGramParts: 128}
-					want.PLEBuffersChecked = 1
-					want.Skipped = []SkippedGroup{
+					if l := res.Plan.Layout; l.Text != "model.language_model." || l.Experts != family.Fused || l.NGramParts != 128 || l.MLX {
+						t.Errorf("layout %+v", l)
+					}
+					want.ConstantsChecked = 1
+					want.Skipped = []family.SkippedGroup{
 						{"mtp.*", int(groups["mtp.*"][0]), groups["mtp.*"][1], "multi-token-prediction head (mtp_num_hidden_layers 1): used in decoding, not by prefill"},
 						{"model.visual.*", int(groups["model.visual.*"][0]), groups["model.visual.*"][1], "vision tower: strata prefills text"},
 						{"ple.ple_embedding.{layer_multipliers,ngram_heads_offsets,ngram_heads_vocab_sizes}", 3, 8 * (3 + 16 + 16),
 							"PLE hash constants: checked equal to what config.json implies (strata derives them)"},
 					}
 				} else {
-					want.Layout = Layout{Prefix: "model."}
-					want.Skipped = []SkippedGroup{{"mtp.*", int(groups["mtp.*"][0]), groups["mtp.*"][1], "multi-token-prediction head: used in decoding, not by prefill"}}
+					if l := res.Plan.Layout; l.Text != "model." || l.Experts != family.PerExpert || l.MLX {
+						t.Errorf("layout %+v", l)
+					}
+					want.Skipped = []family.SkippedGroup{{"mtp.*", int(groups["mtp.*"][0]), groups["mtp.*"][1], "multi-token-prediction head: used in decoding, not by prefill"}}
 				}
+				res.Plan = nil
 				if !reflect.DeepEqual(res, want) {
 					t.Errorf("header-only %v:\n got %+v\nwant %+v", headerOnly, res, want)
 				}
@@ -357,7 +366,7 @@ func TestPLEBuffers(t *testing.T) {
 			return true
 		}), []string{"1 wrong shape: " + mult + " [2] (want [3])"}},
 		{"incomplete", editTensor(vocab, func(*safetensors.WriteTensor) bool { return false }),
-			[]string{"1 missing: " + vocab + " (the layer's other PLE buffers are present)"}},
+			[]string{"1 missing: " + vocab + " (the other tensors of its group are present)"}},
 		{"past the end of a truncated file", modelgen.HeaderOnly{Truncate: true, Tensors: func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
 			for i := range ts {
 				if ts[i].Name == vocab {
@@ -371,8 +380,8 @@ func TestPLEBuffers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeRelease(t, flashNext, tc.opts)
 			_, err := checkRelease(t, dir, true)
-			if !errors.Is(err, ErrTensors) {
-				t.Fatalf("error %v does not wrap ErrTensors", err)
+			if !errors.Is(err, hfconfig.ErrTensors) {
+				t.Fatalf("error %v does not wrap hfconfig.ErrTensors", err)
 			}
 			for _, w := range tc.wants {
 				if !strings.Contains(err.Error(), w) {
@@ -393,7 +402,7 @@ func TestPLEBuffers(t *testing.T) {
 		return out
 	}}
 	res, err := checkRelease(t, writeRelease(t, flashNext, none), true)
-	if err != nil || res.PLEBuffersChecked != 0 || len(res.Skipped) != 2 {
+	if err != nil || res.ConstantsChecked != 0 || len(res.Skipped) != 2 {
 		t.Fatalf("no PLE buffers: %+v %v", res, err)
 	}
 }
@@ -446,13 +455,13 @@ func TestReleaseTensorChecks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if wantParts := 128; tc.name == "one n-gram table" && res.Layout.NGramParts != 0 || tc.name != "one n-gram table" && res.Layout.NGramParts != wantParts {
-					t.Errorf("layout %+v", res.Layout)
+				if wantParts := 128; tc.name == "one n-gram table" && res.Plan.Layout.NGramParts != 0 || tc.name != "one n-gram table" && res.Plan.Layout.NGramParts != wantParts {
+					t.Errorf("layout %+v", res.Plan.Layout)
 				}
 				return
 			}
-			if !errors.Is(err, ErrTensors) {
-				t.Fatalf("error %v does not wrap ErrTensors", err)
+			if !errors.Is(err, hfconfig.ErrTensors) {
+				t.Fatalf("error %v does not wrap hfconfig.ErrTensors", err)
 			}
 			for _, w := range tc.wants {
 				if !strings.Contains(err.Error(), w) {

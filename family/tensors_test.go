@@ -1,4 +1,4 @@
-package hfconfig
+package family_test
 
 import (
 	"errors"
@@ -8,14 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratakernels/strata/family"
+	_ "github.com/stratakernels/strata/family/all"
+	"github.com/stratakernels/strata/internal/hfconfig"
+
 	"github.com/stratakernels/strata/internal/safetensors"
 )
 
 // checkpointShapes opens a tiny checkpoint and returns its config and name -> shape map.
-func checkpointShapes(t *testing.T, dir string) (*Config, map[string][]int64) {
+func checkpointShapes(t *testing.T, dir string) (*hfconfig.Config, map[string][]int64) {
 	t.Helper()
 	dir = filepath.Join(testdata, dir)
-	c, err := Load(dir)
+	c, err := family.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +54,14 @@ func TestTinyCheckpointTensors(t *testing.T) {
 			for n := range shapes {
 				names = append(names, n)
 			}
-			l, err := c.DetectLayout(names)
+			l, err := family.DetectNames(c, names)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Prefix != "model." || l.FusedExperts != tc.fused || l.NGramParts != 0 {
+			if l.Text != "model." || (l.Experts == family.Fused) != tc.fused || l.NGramParts != 0 {
 				t.Fatalf("layout %+v", l)
 			}
-			exp := c.ExpectedTensors(l)
+			exp := family.ExpectedTensors(c, l)
 			if len(exp) != len(shapes) {
 				t.Errorf("config implies %d tensors, checkpoint has %d", len(exp), len(shapes))
 			}
@@ -69,7 +73,7 @@ func TestTinyCheckpointTensors(t *testing.T) {
 					t.Errorf("%s: checkpoint %v, config implies %v", s.Name, got, s.Shape)
 				}
 			}
-			if err := c.CheckTensors(l, shapes); err != nil {
+			if err := family.CheckTensors(c, l, shapes); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -87,7 +91,7 @@ func cloneShapes(m map[string][]int64) map[string][]int64 {
 // TestCheckTensorsErrors damages the qwen4exp-tiny name/shape set one way per case.
 func TestCheckTensorsErrors(t *testing.T) {
 	c, shapes := checkpointShapes(t, "qwen4exp-tiny")
-	l := Layout{Prefix: "model.", FusedExperts: true}
+	l := layoutOf(t, c, "model.", family.Fused, false)
 	cases := []struct {
 		name  string
 		edit  func(m map[string][]int64)
@@ -111,9 +115,9 @@ func TestCheckTensorsErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := cloneShapes(shapes)
 			tc.edit(m)
-			err := c.CheckTensors(l, m)
-			if !errors.Is(err, ErrTensors) {
-				t.Fatalf("error %v does not wrap ErrTensors", err)
+			err := family.CheckTensors(c, l, m)
+			if !errors.Is(err, hfconfig.ErrTensors) {
+				t.Fatalf("error %v does not wrap hfconfig.ErrTensors", err)
 			}
 			for _, w := range tc.wants {
 				if !strings.Contains(err.Error(), w) {
@@ -122,10 +126,15 @@ func TestCheckTensorsErrors(t *testing.T) {
 			}
 		})
 	}
-	// Tied embeddings: lm_head is then unexpected.
+	// Tied embeddings: a stored lm_head is skipped (transformers ties it to the embedding), and
+	// none is needed.
 	tied := *c
 	tied.TieWordEmbeddings = true
-	if err := tied.CheckTensors(l, shapes); !errors.Is(err, ErrTensors) || !strings.Contains(err.Error(), "unexpected: lm_head.weight") {
+	if err := family.CheckTensors(&tied, l, shapes); err != nil {
+		t.Fatalf("tied embeddings with a stored lm_head: %v", err)
+	}
+	delete(shapes, "lm_head.weight")
+	if err := family.CheckTensors(&tied, l, shapes); err != nil {
 		t.Fatalf("tied embeddings: %v", err)
 	}
 }
@@ -159,14 +168,14 @@ func namesOf(m map[string][]int64) []string {
 func TestLanguageModelPrefix(t *testing.T) {
 	c, shapes := checkpointShapes(t, "qwen4exp-tiny")
 	m := renamed(shapes)
-	l, err := c.DetectLayout(namesOf(m))
+	l, err := family.DetectNames(c, namesOf(m))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Prefix != "model.language_model." || !l.FusedExperts {
+	if l.Text != "model.language_model." || l.Experts != family.Fused {
 		t.Fatalf("layout %+v", l)
 	}
-	if err := c.CheckTensors(l, m); err != nil {
+	if err := family.CheckTensors(c, l, m); err != nil {
 		t.Fatal(err)
 	}
 	if got := l.Layer(3, "self_attn.q_proj.weight"); got != "model.language_model.layers.3.self_attn.q_proj.weight" {
@@ -175,22 +184,22 @@ func TestLanguageModelPrefix(t *testing.T) {
 	if got := l.Model("embed_tokens.weight"); got != "model.language_model.embed_tokens.weight" {
 		t.Fatalf("Model: %s", got)
 	}
-	if got := (Layout{Prefix: "model."}).Layer(3, "self_attn.q_proj.weight"); got != "model.layers.3.self_attn.q_proj.weight" {
+	if got := (family.Layout{Prefix: family.Prefix{Text: "model."}}).Layer(3, "self_attn.q_proj.weight"); got != "model.layers.3.self_attn.q_proj.weight" {
 		t.Fatalf("Layer: %s", got)
 	}
-	if l.LMHead() != "lm_head.weight" {
-		t.Fatalf("LMHead: %s", l.LMHead())
+	if l.LMHead != "lm_head.weight" {
+		t.Fatalf("LMHead: %s", l.LMHead)
 	}
 	// The plain-prefix layout sees every text tensor as missing and unexpected.
-	if err := c.CheckTensors(Layout{Prefix: "model.", FusedExperts: true}, m); !errors.Is(err, ErrTensors) {
+	if err := family.CheckTensors(c, layoutOf(t, c, "model.", family.Fused, false), m); !errors.Is(err, hfconfig.ErrTensors) {
 		t.Fatalf("wrong prefix: %v", err)
 	}
 	// Both prefixes at once cannot be a real checkpoint.
 	m["model.layers.0.linear_attn.A_log"] = []int64{6}
-	if _, err := c.DetectLayout(namesOf(m)); !errors.Is(err, ErrTensors) {
+	if _, err := family.DetectNames(c, namesOf(m)); !errors.Is(err, hfconfig.ErrTensors) {
 		t.Fatalf("mixed prefixes: %v", err)
 	}
-	if _, err := c.DetectLayout([]string{"lm_head.weight", "mtp.fc.weight"}); !errors.Is(err, ErrTensors) {
+	if _, err := family.DetectNames(c, []string{"lm_head.weight", "mtp.fc.weight"}); !errors.Is(err, hfconfig.ErrTensors) {
 		t.Fatalf("no text model: %v", err)
 	}
 }
@@ -217,14 +226,14 @@ func TestExpertLayouts(t *testing.T) {
 		}
 		per[k] = v
 	}
-	l, err := c4.DetectLayout(namesOf(per))
-	if err != nil || l.FusedExperts {
+	l, err := family.DetectNames(c4, namesOf(per))
+	if err != nil || l.Experts != family.PerExpert {
 		t.Fatalf("per-expert layout: %+v %v", l, err)
 	}
-	if err := c4.CheckTensors(l, per); err != nil {
+	if err := family.CheckTensors(c4, l, per); err != nil {
 		t.Fatal(err)
 	}
-	if err := c4.CheckTensors(Layout{Prefix: "model.", FusedExperts: true}, per); !errors.Is(err, ErrTensors) {
+	if err := family.CheckTensors(c4, layoutOf(t, c4, "model.", family.Fused, false), per); !errors.Is(err, hfconfig.ErrTensors) {
 		t.Fatalf("per-expert names under the fused layout: %v", err)
 	}
 
@@ -239,15 +248,15 @@ func TestExpertLayouts(t *testing.T) {
 		}
 		fused[k] = v
 	}
-	l, err = c3.DetectLayout(namesOf(fused))
-	if err != nil || !l.FusedExperts {
+	l, err = family.DetectNames(c3, namesOf(fused))
+	if err != nil || l.Experts != family.Fused {
 		t.Fatalf("fused layout: %+v %v", l, err)
 	}
-	if err := c3.CheckTensors(l, fused); err != nil {
+	if err := family.CheckTensors(c3, l, fused); err != nil {
 		t.Fatal(err)
 	}
 	fused["model.layers.0.mlp.experts.0.up_proj.weight"] = []int64{32, 256}
-	if _, err := c3.DetectLayout(namesOf(fused)); !errors.Is(err, ErrTensors) {
+	if _, err := family.DetectNames(c3, namesOf(fused)); !errors.Is(err, hfconfig.ErrTensors) {
 		t.Fatalf("mixed expert layouts: %v", err)
 	}
 }
@@ -263,15 +272,28 @@ func TestSplitNGramTable(t *testing.T) {
 	for k := 0; k < 4; k++ {
 		m["model.layers.1.ple.ple_embedding.ngram_embedding.shard_"+strconv.Itoa(k)+".weight"] = []int64{4224, 6}
 	}
-	l, err := c.DetectLayout(namesOf(m))
+	l, err := family.DetectNames(c, namesOf(m))
 	if err != nil || l.NGramParts != 4 {
 		t.Fatalf("layout %+v %v", l, err)
 	}
-	if err := c.CheckTensors(l, m); err != nil {
+	if err := family.CheckTensors(c, l, m); err != nil {
 		t.Fatal(err)
 	}
 	m["model.layers.1.ple.ple_embedding.ngram_embedding.shard_3.weight"] = []int64{4223, 6}
-	if err := c.CheckTensors(l, m); !errors.Is(err, ErrTensors) || !strings.Contains(err.Error(), "shard_3") {
+	if err := family.CheckTensors(c, l, m); !errors.Is(err, hfconfig.ErrTensors) || !strings.Contains(err.Error(), "shard_3") {
 		t.Fatalf("short part: %v", err)
 	}
+}
+
+// layoutOf is the layout of c's family with the text prefix text, the expert storage and MLX as
+// given.
+func layoutOf(t *testing.T, c *hfconfig.Config, text string, ex family.ExpertStorage, mlx bool) family.Layout {
+	t.Helper()
+	for _, p := range family.Of(c).Prefixes() {
+		if p.Text == text {
+			return family.Layout{Prefix: p, Experts: ex, MLX: mlx}
+		}
+	}
+	t.Fatalf("%s has no prefix %s", c.Family, text)
+	return family.Layout{}
 }

@@ -1,18 +1,23 @@
-package hfconfig
+package family_test
 
 import (
 	"errors"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stratakernels/strata/family"
+	_ "github.com/stratakernels/strata/family/all"
+	"github.com/stratakernels/strata/internal/hfconfig"
 )
 
 // TestMLXQuantBlock parses mlx_lm.convert's quantization blocks: the defaults, per-module
 // entries (dicts, false, true, null sizes taking affine's 64 and 4 as MLX's to_quantized does),
 // the same block under quantization_config alone, and refuses malformed ones naming the key.
 func TestMLXQuantBlock(t *testing.T) {
-	parse := func(edit func(top map[string]any)) (*Config, error) {
-		return Parse(releaseConfig(t, qwen3Next, func(top, _ map[string]any) { edit(top) }))
+	parse := func(edit func(top map[string]any)) (*hfconfig.Config, error) {
+		return family.Parse(releaseConfig(t, qwen3Next, func(top, _ map[string]any) { edit(top) }))
 	}
 	block := map[string]any{"group_size": 32, "bits": 3, "mode": "affine",
 		"model.layers.0.mlp.gate":               map[string]any{"group_size": 64, "bits": 8},
@@ -25,17 +30,17 @@ func TestMLXQuantBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &MLXQuant{Bits: 3, Group: 32, Modules: map[string]ModuleQuant{
-		"model.layers.0.mlp.gate":               {true, 8, 64},
-		"lm_head":                               {true, 6, 64},
+	want := &hfconfig.MLXQuant{Bits: 3, Group: 32, Modules: map[string]hfconfig.ModuleQuant{
+		"model.layers.0.mlp.gate":               {Quantized: true, Bits: 8, Group: 64},
+		"lm_head":                               {Quantized: true, Bits: 6, Group: 64},
 		"model.layers.1.self_attn.v_proj":       {},
-		"model.layers.2.linear_attn.out_proj":   {true, 3, 32},
-		"model.layers.3.mlp.shared_expert_gate": {true, 4, 64},
+		"model.layers.2.linear_attn.out_proj":   {Quantized: true, Bits: 3, Group: 32},
+		"model.layers.3.mlp.shared_expert_gate": {Quantized: true, Bits: 4, Group: 64},
 	}}
 	if !reflect.DeepEqual(c.Quant, want) {
 		t.Fatalf("got %+v\nwant %+v", c.Quant, want)
 	}
-	if m, own := c.Quant.For("model.layers.5.mlp.gate"); own || m != (ModuleQuant{true, 3, 32}) {
+	if m, own := c.Quant.For("model.layers.5.mlp.gate"); own || m != (hfconfig.ModuleQuant{Quantized: true, Bits: 3, Group: 32}) {
 		t.Fatalf("default: %+v %v", m, own)
 	}
 	c, err = parse(func(top map[string]any) { top["quantization_config"] = map[string]any{"bits": 8, "group_size": 128} })
@@ -59,35 +64,59 @@ func TestMLXQuantBlock(t *testing.T) {
 	}
 	for _, b := range bad {
 		_, err := parse(func(top map[string]any) { top["quantization"] = b.block })
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("%s: %v, want ErrConfig mentioning %q", b.name, err, b.want)
+		if !errors.Is(err, hfconfig.ErrConfig) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: %v, want hfconfig.ErrConfig mentioning %q", b.name, err, b.want)
 		}
 	}
 	_, err = parse(func(top map[string]any) {
 		top["quantization"] = map[string]any{"bits": 4, "group_size": 64}
 		top["quantization_config"] = map[string]any{"bits": 4, "group_size": 32}
 	})
-	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "quantization and quantization_config differ") {
+	if !errors.Is(err, hfconfig.ErrConfig) || !strings.Contains(err.Error(), "quantization and quantization_config differ") {
 		t.Errorf("differing blocks: %v", err)
 	}
 }
 
 // TestShiftedNorm: under an MLX layout exactly the pre-norms, the final norm and the attention
-// q/k norms are stored as 1 + w; linear_attn.norm, and every norm of a Hugging Face layout, are
+// q/k norms are read as stored - 1; linear_attn.norm, and every norm of a Hugging Face layout, are
 // not.
 func TestShiftedNorm(t *testing.T) {
-	l := Layout{Prefix: "model.", MLX: true}
-	for name, want := range map[string]bool{
-		"model.norm.weight": true, "model.layers.0.input_layernorm.weight": true,
-		"model.layers.3.post_attention_layernorm.weight": true, "model.layers.3.self_attn.q_norm.weight": true,
-		"model.layers.3.self_attn.k_norm.weight": true, "model.layers.0.linear_attn.norm.weight": false,
-		"model.layers.0.linear_attn.conv1d.weight": false, "model.embed_tokens.weight": false,
-	} {
-		if got := l.ShiftedNorm(name); got != want {
-			t.Errorf("MLX %s: %v, want %v", name, got, want)
+	c, err := family.Load(filepath.Join(testdata, "qwen3next-tiny"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mlx := range []bool{true, false} {
+		p, err := family.Of(c).Plan(c, layoutOf(t, c, "model.", family.Stacked, mlx))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if (Layout{Prefix: "model."}).ShiftedNorm(name) {
-			t.Errorf("Hugging Face %s: shifted", name)
+		shifted := map[string]bool{}
+		vecs := []family.Vec{*p.Head.Norm}
+		for _, l := range p.Layers {
+			vecs = append(vecs, *l.In.Norm, *l.Post.Norm)
+			if g := l.GDN; g != nil {
+				vecs = append(vecs, g.Norm, g.Conv, g.ALog, g.DtBias)
+			}
+			if a := l.Attn; a != nil {
+				vecs = append(vecs, a.QNorm, a.KNorm)
+			}
+		}
+		for _, v := range vecs {
+			shifted[v.Tensor] = v.Shifted
+		}
+		for name, want := range map[string]bool{
+			"model.norm.weight": true, "model.layers.0.input_layernorm.weight": true,
+			"model.layers.3.post_attention_layernorm.weight": true, "model.layers.3.self_attn.q_norm.weight": true,
+			"model.layers.3.self_attn.k_norm.weight": true, "model.layers.0.linear_attn.norm.weight": false,
+			"model.layers.0.linear_attn.conv1d.weight": false,
+		} {
+			got, ok := shifted[name]
+			if !ok {
+				t.Fatalf("%s is not a vector of the plan", name)
+			}
+			if got != (want && mlx) {
+				t.Errorf("MLX %v %s: shifted %v", mlx, name, got)
+			}
 		}
 	}
 }

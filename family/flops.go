@@ -1,0 +1,73 @@
+package family
+
+// FLOPs counts the floating-point operations of one layer over T tokens after pos0 cached ones:
+// gemm is the dense products (2 flops per multiply-add: projections, GatedResidual mixing,
+// router, the K routed experts each token uses plus the shared expert), mix the token-mixing
+// work that is not a weight product: attention scores and P V over the keys each query attends
+// (causal, and QSA-selected past the budget) plus the indexer's block scores, and the GDN
+// recurrence at 6 dk dv flops per token and value head (S^T k, k delta^T, S^T q). Norms,
+// activations and elementwise ops are not counted.
+func (l *Layer) FLOPs(pos0, T int) (gemm, mix float64) {
+	t := float64(T)
+	gemm = l.In.flops(t) + l.Post.flops(t)
+	if g := l.GDN; g != nil {
+		gemm += g.QKV.flops(t) + g.Z.flops(t) + g.B.flops(t) + g.A.flops(t) + g.Out.flops(t)
+		mix += 6 * t * float64(g.Hv*g.Dk*g.Dv)
+	}
+	if a := l.Attn; a != nil {
+		gemm += a.Q.flops(t) + a.K.flops(t) + a.V.flops(t) + a.O.flops(t)
+		x := a.Indexer
+		if x != nil {
+			gemm += x.QK.flops(t)
+		}
+		for p := pos0; p < pos0+T; p++ {
+			keys := p + 1
+			if x != nil && x.Ratio > 0 {
+				nb := (p + 1) / x.Ratio
+				mix += 2 * float64(x.Heads*x.Dim*nb)
+				if keep := x.Budget / x.Ratio; nb > keep {
+					keys = keep*x.Ratio + (p + 1 - nb*x.Ratio)
+				}
+			}
+			mix += 4 * float64(a.Hq*a.HeadDim*keys) // Q K^T and P V
+		}
+	}
+	if m := l.MoE; m != nil {
+		gemm += m.Router.flops(t)
+		gemm += 2 * t * float64(m.TopK) * 3 * float64(m.Down[0].N*m.I) // routed experts (gate, up, down)
+		gemm += m.Shared.flops(t) + m.SharedGate.flops(t)
+	}
+	if m := l.MLP; m != nil {
+		gemm += m.flops(t)
+	}
+	return gemm, mix
+}
+
+// FLOPs counts the head's products for rows rows of logits (the final mixer and lm_head).
+func (h *Head) FLOPs(rows int) float64 {
+	r := float64(rows)
+	f := h.LMHead.flops(r)
+	if h.Mixer != nil {
+		f += h.Mixer.flops(r)
+	}
+	return f
+}
+
+func (m Mat) flops(t float64) float64 { return 2 * t * float64(m.N) * float64(m.K) }
+
+func (d *Dense) flops(t float64) float64 { return d.GateUp.flops(t) + d.Down.flops(t) }
+
+func (g *GR) flops(t float64) float64 {
+	f := g.Down.flops(t) + g.Up.flops(t)
+	if g.Inj != nil {
+		f += g.Inj.flops(t)
+	}
+	return f
+}
+
+func (r Read) flops(t float64) float64 {
+	if r.GR != nil {
+		return r.GR.flops(t)
+	}
+	return 0
+}
