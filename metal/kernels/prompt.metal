@@ -1,7 +1,7 @@
 // prompt.metal: the per-token pieces of a prefill around the mixers and the MoE: RMSNorm1p, the
 // GatedResidual norms, reads and writes (grouped over S streams), the MoE combine and router,
 // embed, PLE (gather, gate, dilated conv with carried state) and the element-wise steps (gates,
-// activations, residual adds). Math: MODELS.md (RMSNorm1p, GatedResidual, MoE block, PLE). Reductions run in a fixed order: each
+// activations, residual adds). Math: docs/MODELS.md (RMSNorm1p, GatedResidual, MoE block, PLE). Reductions run in a fixed order: each
 // thread sums its strided elements in index order, simd_sum per simdgroup, then the simdgroup
 // partials in simdgroup order, so every kernel that normalises a row the same way (rms_norm,
 // gr_norm_h4, gr_norm_h_moec, gr_norm_h_stream_out) produces the same bits for it.
