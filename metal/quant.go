@@ -9,7 +9,7 @@ import (
 )
 
 // Host side of quant.metal and quant_tensor.metal: the GEMMs and gathers that read MLX
-// affine-quantized weights (op.QAffine, FORMATS.md section 2) in their packed form. MatMul (and
+// affine-quantized weights (op.QAffine, docs/FORMATS.md section 2) in their packed form. MatMul (and
 // so the GEMMs of GRRead and PLEApply), MoEExperts, Embed and PLEApply's table gather dispatch
 // them when a weight is QAffine; every bit width of op.QuantBits, group size of op.QuantGroups and
 // scale dtype (BF16, F16) is a specialisation of the same kernels by function constants.

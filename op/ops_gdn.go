@@ -3,7 +3,7 @@ package op
 import "fmt"
 
 // GDNPre is gdn_pre: the depthwise causal short conv over the in_proj channels, silu, the split
-// into q, k, v, the l2 norm and scale of q and k, and the gates (MODELS.md, Gated DeltaNet;
+// into q, k, v, the l2 norm and scale of q and k, and the gates (docs/MODELS.md "Gated DeltaNet layer";
 // transformers' Qwen3NextGatedDeltaNet / Qwen4ExpTextGatedDeltaNet).
 //
 // Inputs: QKV [T, C] (C = P.Channels() = 2*Hk*Dk + Hv*Dv, the in_proj_qkv output, channels

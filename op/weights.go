@@ -29,7 +29,7 @@ type Matrix struct {
 // so 3-, 5- and 6-bit codes straddle words); element i of row n is
 // w = Scales[n, i/Group] * q + Biases[n, i/Group], scales and biases in ScaleDType (BF16 or F16),
 // the scale possibly negative and the bias not a minimum: the formula is applied as it is.
-// Source: FORMATS.md section 2 and mlx's quantized.h.
+// Source: docs/FORMATS.md section 2 and mlx's quantized.h.
 type Quant struct {
 	Bits, Group    int
 	Codes          []uint32 // [N, K*Bits/32]

@@ -119,7 +119,7 @@ type pleWeights struct {
 	partRows int
 }
 
-// Arch names the model family, e.g. "qwen3_next" or "qwen4_exp" (the family registry's name).
+// Arch names the model family: its name in package family's registry.
 func (m *Model) Arch() string { return m.cfg.Family }
 
 // Vocab is the vocabulary size (logits per token).
@@ -180,7 +180,7 @@ func (m *Model) Close() error {
 
 // LoadModel loads a checkpoint directory (config.json plus model.safetensors or sharded
 // safetensors with model.safetensors.index.json) of a model family strata runs (package family's
-// registry: qwen3_next, qwen4_exp_text / qwen4_exp, ...) in a layout the family knows: the
+// registry, family/all) in a layout the family knows: the
 // Hugging Face releases and MLX conversions (bf16, or affine-quantized at 2 to 8 bits with
 // per-module entries; quantized weights stay packed, views of the mapped files, dequantized inside
 // the kernels). Every tensor the family's plan reads must be present with its shape (extra mtp.*

@@ -1,5 +1,5 @@
 // gdn_prompt.metal: Gated DeltaNet over a prefill chunk (Yang, Kautz, Hatamizadeh 2024, as in
-// transformers' Qwen3NextGatedDeltaNet; MODELS.md "Gated DeltaNet layer").
+// transformers' Qwen3NextGatedDeltaNet; docs/MODELS.md "Gated DeltaNet layer").
 //   gdn_pre          short conv + silu, l2norm of q and k (q scaled by dk^-0.5), gates beta and g
 //   gdn_conv_update  the conv state <- the last ConvK-1 inputs (after gdn_pre has read it)
 //   gdn_norm_qk      the l2norm of gdn_pre alone, for a scan of raw q and k (op.GDNScan.NormQK)
@@ -266,8 +266,8 @@ kernel void gdn_post(device float* y [[buffer(0)]],
     }
 }
 
-// gdn_scan_chunk: the chunked (WY) form of gdn_scan, C = 64 tokens per chunk (MODELS.md "Chunked
-// form"; kernels.GDNScan Chunked with W S folded into the right-hand side of the solve). Per chunk,
+// gdn_scan_chunk: the chunked (WY) form of gdn_scan, C = 64 tokens per chunk (docs/MODELS.md "Chunked
+// form"; the CPU GDNScan's Chunked mode, with W S folded into the right-hand side of the solve). Per chunk,
 // with s_ij = g_{j+1} + ... + g_i summed from i down (Gamma_ij = exp(s_ij)), G_i = g_0 + ... + g_i:
 //   L  = -diag(beta) strict_lower(K K^T .* Gamma)     P = lower_incl(Q K^T .* Gamma)
 //   Vn = forward substitution of (I - L) Vn = diag(beta) (V - diag(exp(G)) K S)
