@@ -50,7 +50,7 @@ func releaseBytes(name string) (all int64, byPrefix map[string]int64, counts map
 }
 
 // TestInspectReleases: Inspect of the header-only Qwen3.8-Flash-Next and Qwen3-Next-80B-A3B
-// checkpoints reports the real models' sizes (MODELS.md, "Real sizes") and tensor tables.
+// checkpoints reports the real models' sizes (docs/MODELS.md, "Real sizes") and tensor tables.
 func TestInspectReleases(t *testing.T) {
 	t.Run("qwen3.8-flash-next", func(t *testing.T) {
 		dir := headerOnly(t, "qwen3.8-flash-next", modelgen.HeaderOnly{})

@@ -34,8 +34,8 @@ const ownKernelVersion = "sgemm-1"
 // bits of every product) back and forth.
 const speedMargin = 1.02
 
-// speedShape is one product y[m, n] = x[m, k] w[n, k]^T as kernels.MatMul hands it to Sgemm
-// (one column block of W), with calls, the number of such calls in one Gated DeltaNet layer of
+// speedShape is one product y[m, n] = x[m, k] w[n, k]^T as the CPU backend's MatMul hands it to
+// Sgemm (one column block of W), with calls, the number of such calls in one Gated DeltaNet layer of
 // Qwen3.8-Flash-Next (D 2560, GDN in_proj 16512 rows, out_proj K 6144, 512 experts top-10 with
 // I 640, one shared expert) at the shape's T.
 type speedShape struct{ m, n, k, calls int }

@@ -358,7 +358,7 @@ func TestStrataBitwise(t *testing.T) {
 			same("second run", again)
 			for _, workers := range []int{1, 2, 5} {
 				got := slices.Clone(c0)
-				const nb = 96 // column blocks, as kernels.MatMul splits W
+				const nb = 96 // column blocks, as the CPU backend's MatMul splits W
 				next := make(chan int, (n+nb-1)/nb)
 				for c := 0; c < n; c += nb {
 					next <- c
@@ -396,7 +396,7 @@ func TestStrataBitwise(t *testing.T) {
 }
 
 // mainJobShapes are the products of the README's main job (`go run ./examples/prefill`: the
-// qwen4exp-small preset, D 512, 300 tokens), as kernels.MatMul hands them to Sgemm (y[m, n] =
+// qwen4exp-small preset, D 512, 300 tokens), as the CPU backend's MatMul hands them to Sgemm (y[m, n] =
 // x[m, k] W[n, k]^T, W split into column blocks), with the number of calls of one prefill:
 // the dense layers at m = 300, the experts' gate_up and down at their mean of 93.75 rows
 // (300 tokens x top-10 / 32 experts).

@@ -32,7 +32,7 @@ const ModeAffine = "affine"
 // mlx_vlm.convert write it twice, as quantization and quantization_config): the default mode,
 // bit width and group size, and per-module entries keyed by module path
 // ("model.layers.7.mlp.gate", "lm_head"; mixed recipes give every quantized module one).
-// FORMATS.md section 2; the modes are mlx's (mlx/ops.cpp quantize): affine, and the float modes
+// docs/FORMATS.md section 2; the modes are mlx's (mlx/ops.cpp quantize): affine, and the float modes
 // mxfp4, nvfp4 and mxfp8 with their fixed group sizes and bit widths (op.QuantMode).
 type MLXQuant struct {
 	Mode        string // the default mode: ModeAffine (also when the block has none) or a float mode
