@@ -408,27 +408,46 @@ func TestFPUpload(t *testing.T) {
 	}
 }
 
-// TestPLESplitFP8TableRefused: a PLE table of FP8Block parts (their rows share scales in 128-row
-// blocks, which the Pass's table of gathered rows cannot keep) is refused with ErrUnsupported
-// before anything runs; the CPU backend takes it (op/optest's parts cases).
-func TestPLESplitFP8TableRefused(t *testing.T) {
+// TestPLESplitFP8Table: a PLE table of FP8Block parts (two row blocks of 128 rows: their rows share
+// scales in 128-row blocks, so the Pass decodes the rows the ids name to float32 on the host)
+// gives bitwise the H and conv state of the same table whole (gathered by qgather_fp on the
+// device), ids in both parts, the first and last rows among them.
+func TestPLESplitFP8Table(t *testing.T) {
 	b := testBackend(t)
-	table, _, err := optest.RandFP8Block(1, 256, 32, op.BF16, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts, err := optest.TableParts(table, 128)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const S, D, E = 2, 8, 64
-	key, _, _ := optest.RandMatrix(2, S*D, E, op.F32, 0.2)
-	value, _, _ := optest.RandMatrix(3, D, E, op.F32, 0.2)
-	w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: 32, Key: key, Value: value, Dilation: 3,
-		NormKey: make([]float32, S*D), NormQuery: make([]float32, S*D), NormConv: make([]float32, S*D), ConvW: make([]float32, S*D*4)}
-	a := op.PLEApply{H: f32(make([]float32, S*D)), T: 1, IDs: i32([]int32{255, 0}), W: w, Parts: parts, PartRows: 128,
-		ConvState: f32(make([]float32, w.ConvStateLen())), Eps: 1e-6}
-	if _, err := op.Exec(b, func(p op.Pass) error { return p.PLEApply(a) }, &a); !errors.Is(err, op.ErrUnsupported) {
-		t.Fatalf("got %v, want an error wrapping ErrUnsupported", err)
+	for _, sdt := range []op.DType{op.BF16, op.F32} {
+		table, _, err := optest.RandFP8Block(1, 256, 32, sdt, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := optest.TableParts(table, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const S, D, E, T = 2, 8, 64, 3
+		key, _, _ := optest.RandMatrix(2, S*D, E, op.F32, 0.2)
+		value, _, _ := optest.RandMatrix(3, D, E, op.F32, 0.2)
+		norm := func(seed uint64) []float32 { v, _, _ := optest.RandMatrix(seed, 1, S*D, op.F32, 0.1); return v.F32 }
+		conv, _, _ := optest.RandMatrix(5, 1, S*D*4, op.F32, 0.5)
+		run := func(whole bool) ([]float32, []float32) {
+			w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: 32, Key: key, Value: value, Dilation: 3,
+				NormKey: norm(6), NormQuery: norm(7), NormConv: norm(8), ConvW: conv.F32}
+			h, _, _ := optest.RandMatrix(9, T, S*D, op.F32, 1)
+			a := op.PLEApply{H: f32(slices.Clone(h.F32)), T: T, IDs: i32([]int32{255, 0, 127, 128, 3, 200}), W: w,
+				ConvState: f32(make([]float32, w.ConvStateLen())), Eps: 1e-6}
+			if whole {
+				w.Table = table
+			} else {
+				a.Parts, a.PartRows = parts, 128
+			}
+			if _, err := op.Exec(b, func(p op.Pass) error { return p.PLEApply(a) }, &a); err != nil {
+				t.Fatal(err)
+			}
+			return a.H.F32(), a.ConvState.F32()
+		}
+		h0, s0 := run(true)
+		h1, s1 := run(false)
+		if !slices.Equal(h0, h1) || !slices.Equal(s0, s1) {
+			t.Errorf("%v scales: the split table's H or conv state differs from the whole table's", sdt)
+		}
 	}
 }

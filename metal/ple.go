@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
@@ -20,8 +21,10 @@ import (
 // (PLEApply.Parts, up to ~100 GB of file views) is not uploaded: the stored rows the ids name
 // are copied on the host, when the op is encoded, into a table of the Pass (T*Heads rows, in id
 // order, in the parts' own format), which the same kernels gather from with the ids 0, 1, ...,
-// so the bits are those of the whole table. Split FP8Block tables are refused (ErrUnsupported):
-// their rows share scales in 128-row blocks, which a table of scattered rows cannot keep.
+// so the bits are those of the whole table. The rows of FP8Block parts share their scales in
+// 128-row blocks, which a table of scattered rows cannot keep: they are decoded on the host
+// into a float32 table (fp8Row: e4m3(code) * scale rounded once, the value qgather_fp computes),
+// so their bits are those of the whole table too.
 // float32 sums (the CPU op sums dots and the conv in float64): agreement about 1e-6 relative.
 // Limits: S <= 8, (ConvK-1)*Dilation <= 32.
 func (j *Pass) PLEApply(a op.PLEApply) error {
@@ -50,8 +53,6 @@ func (j *Pass) PLEApply(a op.PLEApply) error {
 	}
 	tab := pleTable{m: w.Table}
 	switch {
-	case a.Parts != nil && a.Parts[0].DType == op.FP8Block:
-		return j.unsupported(opName, "an FP8Block table split into parts (its rows share scales in 128-row blocks)")
 	case a.Parts != nil:
 		tab, ids = j.pleRows(a, ids.I32())
 	case w.Table.DType == op.QAffine:
@@ -119,19 +120,25 @@ func (j *Pass) pleRows(a op.PLEApply, ids []int32) (pleTable, *Tensor) {
 		return tab, j.i32(local)
 	}
 	size := 2
-	if first.DType == op.F32 {
+	if first.DType == op.F32 || first.DType == op.FP8Block {
 		size = 4
+		tab.m.DType = op.F32
 	}
 	buf, err := j.buffer(n * Hd * size)
 	if err != nil {
 		j.fail(err)
 		return tab, nil
 	}
+	row := make([]float32, Hd)
 	for i, id := range ids {
 		m, r := a.Row(id)
-		if size == 4 {
+		switch m.DType {
+		case op.FP8Block:
+			fp8Row(row, m, r)
+			copyF32(buf, i*Hd*4, row)
+		case op.F32:
 			copyF32(buf, i*Hd*4, m.F32[r*Hd:(r+1)*Hd])
-		} else {
+		default:
 			copyU16(buf, i*Hd*2, m.U16[r*Hd:(r+1)*Hd])
 		}
 	}
@@ -186,4 +193,40 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, tab pleTable, w *op.PLE
 			bst, bgvn, prm)
 	}
 	return j.err
+}
+
+// fp8Row decodes row r of an FP8Block weight m into dst (length m.K): element j is
+// e4m3(code) * the scale of block (r/128, j/128), one float32 multiply (op/weights_fp.go).
+func fp8Row(dst []float32, m *op.Matrix, r int) {
+	f, B := m.FP8, op.FP8BlockSize
+	for j, c := range f.Codes[r*m.K : (r+1)*m.K] {
+		g := r/B*f.Grid[1] + j/B
+		s := f.ScalesF32
+		var scale float32
+		if f.ScaleDType == op.F32 {
+			scale = s[g]
+		} else {
+			scale = math.Float32frombits(uint32(f.Scales[g]) << 16)
+		}
+		dst[j] = e4m3(c) * scale
+	}
+}
+
+// e4m3 is the value of an E4M3 code: (-1)^s 2^(e-7) (1 + m/8), m 2^-9 for e = 0, NaN for
+// 0x7f and 0xff (op/weights_fp.go).
+func e4m3(c uint8) float32 {
+	e, m := int(c>>3&15), float32(c&7)
+	var v float32
+	switch {
+	case c&0x7f == 0x7f:
+		v = float32(math.NaN())
+	case e == 0:
+		v = m * 0x1p-9
+	default:
+		v = float32(math.Ldexp(float64(1+m/8), e-7))
+	}
+	if c&0x80 != 0 {
+		return -v
+	}
+	return v
 }

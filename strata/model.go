@@ -181,15 +181,15 @@ func (m *Model) Close() error {
 // LoadModel loads a checkpoint directory (config.json plus model.safetensors or sharded
 // safetensors with model.safetensors.index.json) of a model family strata runs (package family's
 // registry, family/all) in a layout the family knows: the
-// Hugging Face releases and MLX conversions (bf16, or affine-quantized at 2 to 8 bits with
-// per-module entries; quantized weights stay packed, views of the mapped files, dequantized inside
-// the kernels). Every tensor the family's plan reads must be present with its shape (extra mtp.*
+// Hugging Face releases (bf16, or block-scaled FP8) and MLX conversions (bf16, affine-quantized
+// at 2 to 8 bits with per-module entries, or in the float modes mxfp4, nvfp4, mxfp8); quantized
+// and FP8 weights stay packed, views of the mapped files, decoded inside the kernels. Every tensor the family's plan reads must be present with its shape (extra mtp.*
 // and vision tensors are skipped): the checks of Inspect, which also refuse other quantized
 // formats by name and compare stored constants (the PLE hash buffers) with the config (ModelInfo
 // tells what was found; see Info). The resident weight bytes are logged and reported by Info.
 // Errors wrap ErrCheckpoint (missing or corrupt files, tensors that disagree with the config; the
 // message names the file and tensor), ErrUnsupported (a format, model type or setting strata does
-// not run, named: e.g. `quantization method "fp8" is not supported`), ErrOutOfMemory or
+// not run, named: e.g. `quantization method "awq" is not supported`), ErrOutOfMemory or
 // ErrInvalidArgument. After an error nothing of the checkpoint stays mapped.
 func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	if dev == nil {

@@ -18,13 +18,14 @@ type loader struct {
 	quant  map[string]family.QuantTensor
 	shapes map[string][]int64 // the plan's tensors' logical shapes
 	slices map[string][]*op.Matrix
+	shared map[string]*safetensors.Tensor // whole-tensor FP8 scales shared by a table's row blocks
 	// progress accounting
 	done, total int64
 	progress    func(done, total int64, name string)
 }
 
 func newLoader(ck *safetensors.Checkpoint, res *family.CheckResult, progress func(done, total int64, name string)) *loader {
-	l := &loader{ck: ck, quant: res.Quant, shapes: map[string][]int64{}, slices: map[string][]*op.Matrix{}, total: res.UsedBytes, progress: progress}
+	l := &loader{ck: ck, quant: res.Quant, shapes: map[string][]int64{}, slices: map[string][]*op.Matrix{}, shared: map[string]*safetensors.Tensor{}, total: res.UsedBytes, progress: progress}
 	for _, s := range res.Plan.Tensors {
 		l.shapes[s.Name] = s.Shape
 	}
@@ -241,14 +242,18 @@ func (l *loader) fp8(q family.QuantTensor, n, k int) (*op.Matrix, error) {
 	}
 	grid := op.FP8Grid(n, k)
 	f := &op.BlockFP8{Codes: codes, Grid: grid, ScaleDType: op.BF16}
-	sc, err := l.ck.Tensor(q.Scales)
-	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "tensor %s", q.Scales)
+	var sc *safetensors.Tensor
+	switch {
+	case q.Format == family.FP8Blocks:
+		sc, err = l.tensor(q.Scales, int64(grid[0]), int64(grid[1]))
+	case l.shared[q.Scales] != nil: // the one scale of a table's row blocks, read (and counted) once
+		sc = l.shared[q.Scales]
+	default:
+		sc, err = l.tensor(q.Scales)
+		l.shared[q.Scales] = sc
 	}
-	if q.Format == family.FP8Blocks {
-		if sc, err = l.tensor(q.Scales, int64(grid[0]), int64(grid[1])); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	if q.ScaleDType == safetensors.F32 {
 		f.ScaleDType = op.F32

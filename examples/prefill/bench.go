@@ -54,7 +54,8 @@ func parseBenchTokens(list string) ([]benchRun, error) {
 type benchOps struct{ T, reps int }
 
 // runBench prints the GEMM peak P, the per-op figures, the slice-model figures, and those of
-// the Qwen3-Next slice beside its MLX 4- and 8-bit conversions (benchMLX). With slices false
+// each slice beside its FP8, MLX and mxfp4 forms (benchFormats; the qwen4exp slice's only when
+// --model does not replace it). With slices false
 // only the peak and the ops run.
 func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, step int, ops benchOps, slices bool) error {
 	runs, err := parseBenchTokens(tokensList)
@@ -139,8 +140,7 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 		}
 	}
 	m.Close()
-	// MLX conversions are read for qwen3_next only: the quantized runs use a Qwen3-Next slice,
-	// at the lengths of the runs from position 0.
+	// The slices' FP8 and MLX forms, at the lengths of the runs from position 0.
 	var Ts []int
 	for _, r := range runs {
 		if r.pos0 == 0 {
@@ -150,12 +150,18 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 	if len(Ts) == 0 {
 		return nil
 	}
+	if modelDir == "" {
+		fmt.Println("\nqwen4exp-slice and its FP8, MLX 4-bit and mxfp4 forms")
+		if err := benchFormats(ctx, os.Stdout, dev, dir, filepath.Dir(dir), qwen4expFormats, Ts, widen, step); err != nil {
+			return err
+		}
+	}
 	q3, err := defaultModel("qwen3next-slice")
 	if err != nil {
 		return err
 	}
-	fmt.Println("\nqwen3next-slice (4 layers of Qwen3-Next-80B-A3B at real width, 64 experts) and its MLX conversions")
-	return benchMLX(ctx, os.Stdout, dev, q3, filepath.Dir(q3), Ts, widen, step)
+	fmt.Println("\nqwen3next-slice (4 layers of Qwen3-Next-80B-A3B at real width, 64 experts) and its FP8, MLX and mxfp4 forms")
+	return benchFormats(ctx, os.Stdout, dev, q3, filepath.Dir(q3), qwen3nextFormats, Ts, widen, step)
 }
 
 // opLine is one op's figures: the median time, and GFLOP/s with the fraction of P for a case

@@ -14,9 +14,9 @@
 // conversions (language_model.model., language_model.lm_head, vision_tower.* skipped, experts
 // stacked under switch_mlp, conv1d [C, K, 1] for the GDN and PLE convs, the table shards as
 // ngram_embedding.shards.{k}, each quantized on its own, affine or in a float mode). mlx-vlm has
-// stored the zero-centred gains both ways (1 + w before its PR #2032, w after; FORMATS.md section
-// 4): DetectMore decides per file from the config's preshifted_norm_weights, the provenance and
-// the stored values, and refuses a file whose signals disagree.
+// stored the zero-centred gains both ways (1 + w before its PR #2032, w after; docs/FORMATS.md
+// section 2): DetectMore decides per file from the config's preshifted_norm_weights, the
+// provenance and the stored values, and refuses a file whose signals disagree.
 package qwen4exp
 
 import (

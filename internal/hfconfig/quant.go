@@ -90,7 +90,7 @@ func (q *MLXQuant) Describe() string {
 
 // FP8Quant is the quantization_config of a block-scaled FP8 release (quant_method "fp8":
 // transformers' FineGrainedFP8Config, the Qwen3-Next-80B-A3B-*-FP8 and Qwen3.8-Flash-Next-FP8
-// releases; FORMATS.md section 4): every Linear layer not named by modules_to_not_convert stores
+// releases; docs/FORMATS.md section 4): every Linear layer not named by modules_to_not_convert stores
 // F8_E4M3 codes with a scale per block of Block[0] output rows by Block[1] inputs
 // (<module>.weight_scale_inv), and the modules modules_to_convert names (non-Linear ones: the
 // Qwen3.8 n-gram table) are FP8 too. Activations are quantized per token on the fly

@@ -37,7 +37,7 @@ type FP8Options struct {
 	ScaleDType safetensors.DType
 }
 
-// FP8Releases are the layouts of the published FP8 releases (FORMATS.md section 4), by release:
+// FP8Releases are the layouts of the published FP8 releases (docs/FORMATS.md section 4), by release:
 // Qwen3-Next-80B-A3B-Instruct-FP8 converts every Linear layer but lm_head, the router mlp.gate,
 // mlp.shared_expert_gate and linear_attn.in_proj_ba, and its modules_to_not_convert lists every
 // other tensor's module too; Qwen3.8-Flash-Next-FP8 converts the routed experts (stored one by one)

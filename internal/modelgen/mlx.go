@@ -45,7 +45,7 @@ type MLXOptions struct {
 	// mlx_lm.convert does without --q-group-size).
 	Recipe string
 	// VLM quantizes as mlx-vlm's quantize_model does with its qwen4_exp predicate (the newest
-	// seen, FORMATS.md section 4): the router and shared-expert gate entries carry "mode":
+	// seen, docs/FORMATS.md section 2): the router and shared-expert gate entries carry "mode":
 	// "affine"; each n-gram table row block (plan role ngram_table) takes fallback_group_size 32,
 	// so it is quantized at the global bits and mode in groups of the global size where that
 	// divides its width and else of 32, with its own entry either way; any other module whose

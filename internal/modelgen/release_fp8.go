@@ -11,7 +11,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// The published FP8 releases, assembled from their bf16 releases by the rules FORMATS.md section
+// The published FP8 releases, assembled from their bf16 releases by the rules docs/FORMATS.md section
 // 4 gives for each (what is FP8, the scale tensors and their shapes and dtypes, the
 // quantization_config's keys): no public source lists either release's full tensor table or, for
 // Qwen3.8-Flash-Next-FP8, its full config.json, so the tables and the modules_to_not_convert lists

@@ -1,11 +1,14 @@
 // Command mlx-convert writes MLX conversions of a Hugging Face checkpoint of any family as
-// mlx_lm.convert / mlx_vlm.convert write them (modelgen.ConvertMLX), and the float32 Hugging Face checkpoint of
-// an MLX conversion's exact weights (modelgen.Dequantize), from which transformers computes
+// mlx_lm.convert / mlx_vlm.convert write them (modelgen.ConvertMLX), FP8 copies laid out as a
+// published FP8 release (-fp8 RELEASE, modelgen.ConvertFP8), and the float32 Hugging Face
+// checkpoint of a converted checkpoint's exact weights (modelgen.Dequantize), from which transformers computes
 // the goldens of the MLX conversions (goldens.py beside this file; strata's TestMLXGoldens reads
 // its output as testdata/goldens/mlx_goldens.safetensors):
 //
 //	go run ./internal/modelgen/cmd/mlx-convert -q -bits 4 -group 64 testdata/qwen3next-tiny /tmp/tiny-4bit
 //	go run ./internal/modelgen/cmd/mlx-convert -q -recipe mixed_3_6 testdata/qwen3next-tiny /tmp/tiny-mixed
+//	go run ./internal/modelgen/cmd/mlx-convert -q -mode mxfp4 -vlm -gains-as-w QWEN4EXP /tmp/q4-mxfp4
+//	go run ./internal/modelgen/cmd/mlx-convert -fp8 qwen3-next-80b-a3b-instruct-fp8 QWEN3NEXT /tmp/q3-fp8
 //	go run ./internal/modelgen/cmd/mlx-convert -dequantize [-experts fused] /tmp/tiny-4bit /tmp/tiny-4bit-f32
 //	go run ./internal/modelgen/cmd/mlx-convert -golden-set testdata/qwen3next-tiny /tmp/mlx-goldens
 //
@@ -20,9 +23,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/modelgen"
+	"github.com/stratakernels/strata/internal/safetensors"
 )
 
 func main() {
@@ -31,11 +37,16 @@ func main() {
 	flag.IntVar(&o.Bits, "bits", 0, "bits per weight (0: 4)")
 	flag.IntVar(&o.Group, "group", 0, "group size (0: 64; with -recipe, null group sizes in the per-module entries)")
 	flag.StringVar(&o.Recipe, "recipe", "", "mixed recipe: mixed_2_6, mixed_3_4, mixed_3_6 or mixed_4_6")
+	flag.StringVar(&o.Mode, "mode", "", "quantization mode: affine (the default), mxfp4, nvfp4 or mxfp8")
+	flag.BoolVar(&o.VLM, "vlm", false, "quantize as mlx-vlm does (its qwen4_exp predicate: the n-gram table in groups of 32 where the group does not divide it)")
+	flag.BoolVar(&o.GainsAsW, "gains-as-w", false, "store the zero-centred gains as w (mlx-vlm since PR #2032 for qwen4_exp) instead of 1 + w")
+	fp8 := flag.String("fp8", "", "write an FP8 copy laid out as this release: "+strings.Join(fp8Names(), ", "))
+	scales := flag.String("fp8-scales", "BF16", "the FP8 copy's scale dtype: BF16 (as published) or F32")
 	deq := flag.Bool("dequantize", false, "write SRC's (an MLX conversion) weights as a float32 Hugging Face checkpoint")
 	set := flag.Bool("golden-set", false, "write every golden variant of SRC into DST/NAME/{mlx,hf}")
 	experts := flag.String("experts", "per-expert", "how -dequantize and -golden-set store the experts: per-expert or fused")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: mlx-convert [-q [-bits N] [-group N] [-recipe R] | -dequantize | -golden-set] SRC DST")
+		fmt.Fprintln(os.Stderr, "usage: mlx-convert [-q [-bits N] [-group N] [-recipe R] [-mode M] [-vlm] [-gains-as-w] | -fp8 RELEASE | -dequantize | -golden-set] SRC DST")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -64,6 +75,14 @@ func main() {
 		}
 	case *deq:
 		err = modelgen.Dequantize(src, dst, storage)
+	case *fp8 != "":
+		f, ok := modelgen.FP8Releases[*fp8]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "mlx-convert: -fp8 %q: want one of %s\n", *fp8, strings.Join(fp8Names(), ", "))
+			os.Exit(2)
+		}
+		f.ScaleDType = safetensors.DType(*scales)
+		err = modelgen.ConvertFP8(src, dst, f)
 	default:
 		err = modelgen.ConvertMLX(src, dst, o)
 	}
@@ -71,4 +90,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mlx-convert:", err)
 		os.Exit(1)
 	}
+}
+
+func fp8Names() []string {
+	var out []string
+	for n := range modelgen.FP8Releases {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
