@@ -461,7 +461,7 @@ def goldens(fixtures, prompts_path, out_dir):
         emb = torch.cat((freqs, freqs), dim=-1)[None]
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
-    _float, _softmax, _topk, _ttopk = torch.Tensor.float, F.softmax, torch.topk, torch.Tensor.topk
+    _float, _softmax = torch.Tensor.float, F.softmax
 
     def float_keep64(self, *args, **kwargs):
         return self if self.dtype == torch.float64 else _float(self, *args, **kwargs)
