@@ -294,6 +294,33 @@ func TestGainSignals(t *testing.T) {
 	})
 }
 
+// TestOtherWidthsMatchFloatCopy: mlx-vlm conversions at the bit widths the fixture set leaves
+// out (2 bits in groups of 128, 5 in 32, 6 in 64) give the logits of the float32 copy of their
+// weights within 1e-4 on the CPU, prompt a one-shot and in calls of 37 + rest.
+func TestOtherWidthsMatchFloatCopy(t *testing.T) {
+	a := modeltest.PromptIDs(t, "a")
+	src := fixture(t, "qwen4exp-fmt")
+	for _, o := range []modelgen.MLXOptions{{Quantize: true, Bits: 2, Group: 128, VLM: true, GainsAsW: true},
+		{Quantize: true, Bits: 5, Group: 32, VLM: true}, {Quantize: true, Bits: 6, Group: 64, VLM: true, GainsAsW: true}} {
+		t.Run(fmt.Sprintf("%d bits in groups of %d", o.Bits, o.Group), func(t *testing.T) {
+			dir, f32 := filepath.Join(t.TempDir(), "mlx"), filepath.Join(t.TempDir(), "f32")
+			if err := modelgen.ConvertMLX(src, dir, o); err != nil {
+				t.Fatal(err)
+			}
+			if err := modelgen.Dequantize(dir, f32, family.Fused); err != nil {
+				t.Fatal(err)
+			}
+			want := modeltest.Prefill(t, modeltest.Load(t, "cpu", f32), a)
+			m := modeltest.Load(t, "cpu", dir)
+			for _, splits := range [][]int{nil, {37}} {
+				if d := modeltest.MaxAbsDiff(modeltest.Prefill(t, m, a, splits...), want); d > 1e-4 {
+					t.Errorf("calls %v: max|diff| %.3g > 1e-4", splits, d)
+				}
+			}
+		})
+	}
+}
+
 // TestConventionsAgree: the 4-bit conversions storing the gains as w and as 1 + w hold the same
 // weights but for the rounding of bf16(1 + w) (spacing 2^-8 near 1), so their logits agree within
 // 0.1 (measured 0.041), ten times closer than either is to the bf16 source (4-bit rounding: 0.47);
