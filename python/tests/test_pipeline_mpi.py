@@ -184,30 +184,34 @@ def test_bad_model_dir_and_prompt(mpirun, libpath, prompts, tmp_path):
     assert_every_rank(stderr, 2, "rank 0:", "token 2 is 512, outside [0, 512)")
 
 
-# A rank whose sends are altered: the next rank receives a hidden state of the wrong size.
+# A rank whose sends are altered (a row short or long): the next rank receives a hidden state of
+# the wrong size, or rank 0 logits of the wrong size.
 DRIVER = """import sys
 import numpy as np
 sys.path.insert(0, {examples!r})
 import pipeline_mpi
 from mpi4py import MPI
-if MPI.COMM_WORLD.Get_rank() == 0:
+if MPI.COMM_WORLD.Get_rank() == {rank}:
     send = pipeline_mpi.Stage.send
     pipeline_mpi.Stage.send = lambda self, comm, buf, dest: send(self, comm, {change}, dest)
 pipeline_mpi.main()
 """
+HIDDEN = "the hidden state of chunk 0 (tokens 0..36) from rank 0 has {} floats, want 37888 (37 tokens x hidden_size 1024)"
 
 
-@pytest.mark.parametrize("change,got", [("np.ascontiguousarray(buf[:-1])", "36864"),
-                                        ("np.concatenate([buf, buf[:1]])", "more than 37888")],
-                         ids=["short", "long"])
-def test_hidden_of_the_wrong_size_aborts(mpirun, libpath, prompts, tmp_path, change, got):
+@pytest.mark.parametrize("ranks,rank,change,message", [
+    (3, 0, "np.ascontiguousarray(buf[:-1])", "rank 1 of 3 failed: ValueError: " + HIDDEN.format(36864)),
+    (3, 0, "np.concatenate([buf, buf[:1]])", "rank 1 of 3 failed: ValueError: " + HIDDEN.format("more than 37888")),
+    (2, 1, "np.ascontiguousarray(buf[:-1])",
+     "rank 0 of 2 failed: ValueError: the logits of chunk 0 from rank 1 have 18432 floats, want 18944"),
+], ids=["hidden-short", "hidden-long", "logits-short"])
+def test_wrong_size_aborts(mpirun, libpath, prompts, tmp_path, ranks, rank, change, message):
     driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER.format(examples=os.path.dirname(SCRIPT), change=change))
-    rc, _, stderr = launch(mpirun, libpath, (3, ["--model", TINY_Q4, "--tokens-file", prompts[TINY_Q4][1],
-                                                 "--chunk", CHUNK]), script=str(driver))
+    driver.write_text(DRIVER.format(examples=os.path.dirname(SCRIPT), rank=rank, change=change))
+    rc, _, stderr = launch(mpirun, libpath, (ranks, ["--model", TINY_Q4, "--tokens-file", prompts[TINY_Q4][1],
+                                                     "--chunk", CHUNK, "--all-logits"]), script=str(driver))
     assert rc != 0
-    assert (f"pipeline_mpi: rank 1 of 3 failed: ValueError: the hidden state of chunk 0 (tokens 0..36) from rank 0 "
-            f"has {got} floats, want 37888 (37 tokens x hidden_size 1024)") in stderr, stderr
+    assert "pipeline_mpi: " + message in stderr, stderr
 
 
 def test_prefill_failure_aborts(mpirun, libpath, prompts):
