@@ -220,3 +220,14 @@ def test_prefill_failure_aborts(mpirun, libpath, prompts):
                                                  "--chunk", CHUNK, "--max-context", 50]))
     assert rc != 0
     assert "failed: STRATA_ERR_CAPACITY" in stderr and "exceeds the session's 50-token context" in stderr, stderr
+
+
+def test_rank_that_dies_ends_the_job(mpirun, libpath, prompts, tmp_path):
+    # Rank 1 of 3 exits at its first send without a word: mpirun ends the job (ranks 0 and 2 are
+    # waiting on it) with that rank's status.
+    driver = tmp_path / "die.py"
+    driver.write_text(DRIVER.format(examples=os.path.dirname(SCRIPT), rank=1, change="os._exit(3)")
+                      .replace("import sys", "import os, sys"))
+    rc, _, stderr = launch(mpirun, libpath, (3, ["--model", TINY_Q4, "--tokens-file", prompts[TINY_Q4][1],
+                                                 "--chunk", CHUNK]), script=str(driver))
+    assert rc == 3, stderr
