@@ -149,7 +149,7 @@ func fileHasLogits(path string) bool {
 		return false
 	}
 	defer f.Close()
-	h, err := safetensors.ReadHeader(path, f)
+	h, _, err := safetensors.ReadHeader(path, f)
 	if err != nil {
 		return false
 	}

@@ -2,6 +2,7 @@ package strata
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash"
@@ -12,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/safetensors"
@@ -32,11 +32,12 @@ import (
 // with i the checkpoint's layer index and the roles of family.State. Metadata (all strings):
 // format ("strata.session"), format_version, family, model_type, model_fingerprint
 // (Model.Fingerprint), layers ("lo:hi", the stage) and num_layers, position, backend (the
-// backend that wrote it; informational: a file loads on any backend), header_crc32c (CRC-32C of
-// the metadata and tensor table: the other keys in sorted order as "key=value\n", then each
-// tensor in name order as "name dtype [shape] begin end\n") and data_crc32c (CRC-32C of the data
-// section). safetensors has no checksum of its own; these two catch truncation and flipped bits
-// anywhere in the file.
+// backend that wrote it; informational: a file loads on any backend), data_crc32c (CRC-32C of the
+// data section, 8 hex digits) and header_crc32c (CRC-32C of the file's first 8 + N bytes, the
+// length and the JSON header with its padding, as written with this value's 8 digits all "0").
+// safetensors has no checksum of its own; these two catch truncation and flipped bits anywhere
+// in the file. They are defined so in every format version: a reader checks header_crc32c
+// before it reads format_version.
 const (
 	// StateFormat is the metadata "format" of a session state file.
 	StateFormat = "strata.session"
@@ -175,26 +176,22 @@ func stateMetadata(m *Model, pos int) (map[string]string, error) {
 	}, nil
 }
 
-// headerCRC is header_crc32c: the CRC-32C of the metadata (without header_crc32c) and the
-// tensor table, in the canonical form the package comment gives.
-func headerCRC(meta map[string]string, names []string, entry func(name string) (dt safetensors.DType, shape []int64, begin, end int64)) uint32 {
-	var b strings.Builder
-	keys := make([]string, 0, len(meta))
-	for k := range meta {
-		if k != mdHeaderCRC {
-			keys = append(keys, k)
-		}
+// crcPlaceholder is header_crc32c while the header's checksum is computed.
+const crcPlaceholder = "00000000"
+
+// headerCRC is header_crc32c of a header (its 8-byte length and JSON): the CRC-32C of those
+// bytes with the value of header_crc32c read as crcPlaceholder. at is where the value starts
+// (-1 when the header holds no such key, or holds it more than once).
+func headerCRC(raw []byte) (crc uint32, at int) {
+	key := []byte(`"` + mdHeaderCRC + `":"`)
+	at = bytes.Index(raw, key)
+	if at < 0 || bytes.Count(raw, key) != 1 || at+len(key)+8 > len(raw) {
+		return 0, -1
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%s\n", k, meta[k])
-	}
-	names = slices.Sorted(slices.Values(names))
-	for _, n := range names {
-		dt, shape, begin, end := entry(n)
-		fmt.Fprintf(&b, "%s %s %v %d %d\n", n, dt, shape, begin, end)
-	}
-	return crc32.Checksum([]byte(b.String()), castagnoli)
+	at += len(key)
+	c := crc32.Update(0, castagnoli, raw[:at])
+	c = crc32.Update(c, castagnoli, []byte(crcPlaceholder))
+	return crc32.Update(c, castagnoli, raw[at+8:]), at
 }
 
 // chunkElems is how many 4-byte elements are converted to or from bytes at a time.
@@ -229,20 +226,12 @@ func writeState(w io.Writer, name string, meta map[string]string, ts []stateTens
 	buf := make([]byte, 4*chunkElems)
 	dataCRC := crc32.New(castagnoli)
 	wts := make([]safetensors.WriteTensor, len(ts))
-	type span struct{ begin, end int64 }
-	spans := map[string]span{}
-	names := make([]string, len(ts))
-	var off int64
 	for i := range ts {
 		t := &ts[i]
 		if held := map[safetensors.DType]int{safetensors.F32: len(t.f), safetensors.I32: len(t.i)}[t.dt]; held != t.elems() {
 			return 0, wrapf(ErrShape, nil, "%s: state %s holds %d elements, its shape %v needs %d", name, t.name, held, t.shape, t.elems())
 		}
 		wts[i] = safetensors.WriteTensor{Name: t.name, DType: t.dt, Shape: t.shape}
-		size := 4 * int64(t.elems())
-		spans[t.name] = span{off, off + size}
-		names[i] = t.name
-		off += size
 		if err := t.eachChunk(buf, func(b []byte) error { dataCRC.Write(b); return nil }); err != nil {
 			return 0, err
 		}
@@ -252,17 +241,16 @@ func writeState(w io.Writer, name string, meta map[string]string, ts []stateTens
 		md[k] = v
 	}
 	md[mdDataCRC] = fmt.Sprintf("%08x", dataCRC.Sum32())
-	byName := map[string]*stateTensor{}
-	for i := range ts {
-		byName[ts[i].name] = &ts[i]
-	}
-	md[mdHeaderCRC] = fmt.Sprintf("%08x", headerCRC(md, names, func(n string) (safetensors.DType, []int64, int64, int64) {
-		return byName[n].dt, byName[n].shape, spans[n].begin, spans[n].end
-	}))
+	md[mdHeaderCRC] = crcPlaceholder
 	head, _, err := safetensors.EncodeHeader(name, wts, md)
 	if err != nil {
 		return 0, wrapf(ErrInvalidArgument, err, "state file %s", name)
 	}
+	crc, at := headerCRC(head)
+	if at < 0 {
+		return 0, wrapf(ErrInvalidArgument, nil, "state file %s: metadata holds %s more than once", name, mdHeaderCRC)
+	}
+	copy(head[at:], fmt.Sprintf("%08x", crc))
 	cw := &countWriter{w: w}
 	if _, err := cw.Write(head); err != nil {
 		return cw.n, err
@@ -309,7 +297,7 @@ func stateError(sentinel error, cause error, name, format string, args ...any) e
 // newer format version), ErrInvalidArgument (another model's or stage's file), ErrCapacity or
 // ErrOutOfMemory; on error nothing is left allocated.
 func readState(m *Model, maxCtx int, name string, r io.Reader) (*loadedState, error) {
-	f, err := safetensors.ReadHeader(name, r)
+	f, raw, err := safetensors.ReadHeader(name, r)
 	if err != nil {
 		return nil, stateError(ErrCheckpoint, err, name, "not a readable safetensors file")
 	}
@@ -317,15 +305,11 @@ func readState(m *Model, maxCtx int, name string, r io.Reader) (*loadedState, er
 	if md[mdFormat] != StateFormat {
 		return nil, stateError(ErrCheckpoint, nil, name, "metadata format is %q, not %q: not a strata session state file", md[mdFormat], StateFormat)
 	}
-	names := f.Names()
-	got := headerCRC(md, names, func(n string) (safetensors.DType, []int64, int64, int64) {
-		t, _ := f.Tensor(n)
-		b, e := t.Offsets()
-		return t.DType, t.Shape, b, e
-	})
-	if want := md[mdHeaderCRC]; want != fmt.Sprintf("%08x", got) {
-		return nil, stateError(ErrCheckpoint, nil, name, "header checksum %08x does not match header_crc32c %q: the metadata or tensor table is corrupt", got, want)
+	got, at := headerCRC(raw)
+	if want := md[mdHeaderCRC]; at < 0 || want != fmt.Sprintf("%08x", got) {
+		return nil, stateError(ErrCheckpoint, nil, name, "header checksum %08x does not match header_crc32c %q: the header is corrupt", got, want)
 	}
+	names := f.Names()
 	ver, err := strconv.Atoi(md[mdVersion])
 	switch {
 	case err != nil || ver < 1:

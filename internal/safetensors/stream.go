@@ -24,24 +24,29 @@ func EncodeHeader(name string, tensors []WriteTensor, metadata map[string]string
 
 // ReadHeader reads the 8-byte header length and the JSON header from r (which is left at the
 // start of the data section) and validates them as OpenHeader does: names, dtypes, shapes and
-// offsets, which must tile the data section the header describes. The tensors carry no Data
-// (see Tensor.Offsets); File.DataSize is the size of the data section that follows. name only
-// names the stream in errors. Errors wrap ErrFormat, and say how many bytes a stream that ends
-// early held.
-func ReadHeader(name string, r io.Reader) (*File, error) {
+// offsets, which must tile the data section the header describes. It returns the file, whose
+// tensors carry no Data (see Tensor.Offsets; File.DataSize is the size of the data section that
+// follows), and the bytes read (length and header). name only names the stream in errors.
+// Errors wrap ErrFormat, and say how many bytes a stream that ends early held.
+func ReadHeader(name string, r io.Reader) (*File, []byte, error) {
 	var lenBuf [8]byte
 	if n, err := io.ReadFull(r, lenBuf[:]); err != nil {
-		return nil, fmt.Errorf("%w: %s: file is %d bytes, shorter than the 8-byte header length", ErrFormat, name, n)
+		return nil, nil, fmt.Errorf("%w: %s: file is %d bytes, shorter than the 8-byte header length", ErrFormat, name, n)
 	}
 	hlen := binary.LittleEndian.Uint64(lenBuf[:])
 	if hlen > MaxHeaderSize {
-		return nil, fmt.Errorf("%w: %s: header length %d exceeds the %d-byte limit", ErrFormat, name, hlen, MaxHeaderSize)
+		return nil, nil, fmt.Errorf("%w: %s: header length %d exceeds the %d-byte limit", ErrFormat, name, hlen, MaxHeaderSize)
 	}
-	header := make([]byte, hlen)
-	if n, err := io.ReadFull(r, header); err != nil {
-		return nil, fmt.Errorf("%w: %s: file ends %d bytes into its %d-byte header", ErrFormat, name, n, hlen)
+	raw := make([]byte, 8+hlen)
+	copy(raw, lenBuf[:])
+	if n, err := io.ReadFull(r, raw[8:]); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: file ends %d bytes into its %d-byte header", ErrFormat, name, n, hlen)
 	}
-	return parse(name, header, nil, 0, true)
+	f, err := parse(name, raw[8:], nil, 0, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, raw, nil
 }
 
 // Offsets returns the tensor's byte range [begin, end) in the data section of its file.
