@@ -10,7 +10,7 @@ from typing import Optional
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int32, c_int64,
                     c_size_t, c_void_p)
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 DEFAULT_STEP = 2048  # STRATA_DEFAULT_STEP
 
 # Status codes (strata_status), stable and appended only.
