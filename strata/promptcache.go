@@ -145,14 +145,27 @@ func NewPromptCache(m *Model, opts PromptCacheOptions) (*PromptCache, error) {
 // checkpointBytes is the size of a checkpoint of pos tokens: the bytes of its states, token ids
 // and (withLogits) logits, as held in memory and as the data section of its state file.
 func checkpointBytes(m *Model, pos int, withLogits bool) int64 {
-	n := int64(pos)
-	for _, s := range sessionStates(m) {
-		n += int64(s.Len(pos))
-	}
+	per, fixed := m.StateBytes()
+	n := fixed + int64(pos)*per
 	if withLogits {
-		n += int64(m.cfg.Vocab)
+		n += 4 * int64(m.cfg.Vocab)
 	}
-	return 4 * n
+	return n
+}
+
+// StateBytes is the size of a session's state: perToken bytes per token held (its per-token
+// states and its id) and fixed bytes at any position (the fixed-size states). A session state
+// file of pos tokens holds fixed + pos*perToken bytes after its header, and a snapshot as much.
+func (m *Model) StateBytes() (perToken, fixed int64) {
+	perToken = 4 // the token id
+	for _, s := range sessionStates(m) {
+		if s.Row > 0 {
+			perToken += 4 * int64(s.Row)
+		} else {
+			fixed += 4 * int64(s.Len(0))
+		}
+	}
+	return perToken, fixed
 }
 
 // Every is the cache's checkpoint spacing in tokens.

@@ -302,21 +302,10 @@ func readState(m *Model, maxCtx int, name string, r io.Reader) (*loadedState, er
 		return nil, stateError(ErrCheckpoint, err, name, "not a readable safetensors file")
 	}
 	md := f.Metadata
-	if md[mdFormat] != StateFormat {
-		return nil, stateError(ErrCheckpoint, nil, name, "metadata format is %q, not %q: not a strata session state file", md[mdFormat], StateFormat)
-	}
-	got, at := headerCRC(raw)
-	if want := md[mdHeaderCRC]; at < 0 || want != fmt.Sprintf("%08x", got) {
-		return nil, stateError(ErrCheckpoint, nil, name, "header checksum %08x does not match header_crc32c %q: the header is corrupt", got, want)
+	if _, err := checkStateHeader(name, md, raw); err != nil {
+		return nil, err
 	}
 	names := f.Names()
-	ver, err := strconv.Atoi(md[mdVersion])
-	switch {
-	case err != nil || ver < 1:
-		return nil, stateError(ErrCheckpoint, nil, name, "format_version %q is not a version number", md[mdVersion])
-	case ver > StateVersion:
-		return nil, stateError(ErrUnsupported, nil, name, "format version %d is newer than the version %d this strata reads (written by a newer strata)", ver, StateVersion)
-	}
 	if err := checkStateModel(m, name, md); err != nil {
 		return nil, err
 	}
@@ -374,6 +363,26 @@ func readState(m *Model, maxCtx int, name string, r io.Reader) (*loadedState, er
 		}
 	}
 	return ls, nil
+}
+
+// checkStateHeader checks a state file's header (raw: its first bytes, metadata md): the
+// format name, header_crc32c, then the format version, which it returns.
+func checkStateHeader(name string, md map[string]string, raw []byte) (int, error) {
+	if md[mdFormat] != StateFormat {
+		return 0, stateError(ErrCheckpoint, nil, name, "metadata format is %q, not %q: not a strata session state file", md[mdFormat], StateFormat)
+	}
+	got, at := headerCRC(raw)
+	if want := md[mdHeaderCRC]; at < 0 || want != fmt.Sprintf("%08x", got) {
+		return 0, stateError(ErrCheckpoint, nil, name, "header checksum %08x does not match header_crc32c %q: the header is corrupt", got, want)
+	}
+	ver, err := strconv.Atoi(md[mdVersion])
+	switch {
+	case err != nil || ver < 1:
+		return 0, stateError(ErrCheckpoint, nil, name, "format_version %q is not a version number", md[mdVersion])
+	case ver > StateVersion:
+		return 0, stateError(ErrUnsupported, nil, name, "format version %d is newer than the version %d this strata reads (written by a newer strata)", ver, StateVersion)
+	}
+	return ver, nil
 }
 
 // checkStateModel compares a state file's model metadata with m.
@@ -555,4 +564,46 @@ func readStateFile(m *Model, maxCtx int, path string) (*loadedState, error) {
 		return nil, stateError(ErrCheckpoint, nil, path, "file is %d bytes, its state ends at byte %d (%d trailing bytes)", fi.Size(), ls.bytes, fi.Size()-ls.bytes)
 	}
 	return ls, nil
+}
+
+// StateInfo describes a session state file (ReadStateInfo).
+type StateInfo struct {
+	Position    int    // tokens held
+	Family      string // the model family that wrote it (Model.Arch)
+	ModelType   string
+	Fingerprint string // Model.Fingerprint of its checkpoint
+	Layers      [2]int // the stage [lo, hi) of NumLayers
+	NumLayers   int
+	Backend     string // the backend that wrote it
+	Version     int    // format version
+	Bytes       int64  // header and data section
+	Logits      bool   // whether it holds the next-token logits (a prompt-cache checkpoint)
+}
+
+// ReadStateInfo reads a state file's header (not its data: the data checksum is checked by
+// LoadStateFile) and describes it. Errors name the file and wrap ErrCheckpoint (not a state
+// file, a header checksum mismatch) or ErrUnsupported (a newer format version).
+func ReadStateInfo(path string) (StateInfo, error) {
+	var in StateInfo
+	fd, err := os.Open(path)
+	if err != nil {
+		return in, stateError(ErrCheckpoint, err, path, "cannot open")
+	}
+	defer fd.Close()
+	f, raw, err := safetensors.ReadHeader(path, bufio.NewReader(fd))
+	if err != nil {
+		return in, stateError(ErrCheckpoint, err, path, "not a readable safetensors file")
+	}
+	md := f.Metadata
+	if in.Version, err = checkStateHeader(path, md, raw); err != nil {
+		return in, err
+	}
+	in.Position, _ = strconv.Atoi(md[mdPosition])
+	in.Family, in.ModelType, in.Fingerprint, in.Backend = md[mdFamily], md[mdModelType], md[mdFingerprint], md[mdBackend]
+	fmt.Sscanf(md[mdLayers], "%d:%d", &in.Layers[0], &in.Layers[1])
+	in.NumLayers, _ = strconv.Atoi(md[mdNumLayers])
+	in.Bytes = f.DataStart() + f.DataSize()
+	_, err = f.Tensor(tensorLogits)
+	in.Logits = err == nil
+	return in, nil
 }

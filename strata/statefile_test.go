@@ -324,6 +324,15 @@ func TestStateFileBadInput(t *testing.T) {
 	if err := s.LoadStateFile(good); err != nil || s.Position() != 40 {
 		t.Fatalf("the good file: %v (position %d)", err, s.Position())
 	}
+	fp, _ := m.Fingerprint()
+	in, err := ReadStateInfo(good)
+	if err != nil || in.Position != 40 || in.Family != "qwen4_exp" || in.Fingerprint != fp || in.Layers != [2]int{0, 4} ||
+		in.NumLayers != 4 || in.Backend != "cpu" || in.Version != StateVersion || in.Bytes != int64(len(img)) || in.Logits {
+		t.Fatalf("ReadStateInfo: %+v, %v", in, err)
+	}
+	if _, err := ReadStateInfo(filepath.Join(dir, "v2.state")); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("ReadStateInfo of a newer version: %v", err)
+	}
 }
 
 // TestStateFileStages: a pipeline stage's file holds its layers' states only and is refused by
