@@ -63,10 +63,3 @@ func cacheLine(res *strata.PromptCacheResult, budget int64, dir string) string {
 
 func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
 
-// plural is "1 checkpoint", "2 checkpoints".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
