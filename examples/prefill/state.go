@@ -62,4 +62,3 @@ func cacheLine(res *strata.PromptCacheResult, budget int64, dir string) string {
 }
 
 func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
-
