@@ -87,8 +87,9 @@ type PromptCacheResult struct {
 	Skipped         int
 	// Total is the call's whole time: the lookup, the restore, the prefill and the checkpoints.
 	Total time.Duration
-	// After the call: the checkpoints held in memory and their bytes, and the state files in
-	// the directory (0 without one) and theirs.
+	// After the call: the checkpoints held in memory and their bytes; this model's state files
+	// in the directory (0 without one), and the bytes of all the directory's state files (every
+	// model's: what DiskBytes bounds).
 	MemoryCheckpoints, DiskCheckpoints int
 	MemoryBytes, DiskBytes             int64
 }
@@ -262,6 +263,7 @@ func (c *PromptCache) Prefill(ctx context.Context, s *Session, prompt []int32, o
 	// Memory.
 	c.mu.Lock()
 	var hit *checkpoint
+	var hitLogits []float32 // read under the lock: keep may add logits to a checkpoint
 	for _, ck := range c.mem {
 		if ck.pos > best && usable(ck.pos, ck.logits != nil) && slices.Equal(ck.ids, prompt[:ck.pos]) && (hit == nil || ck.pos > hit.pos) {
 			hit = ck
@@ -270,7 +272,7 @@ func (c *PromptCache) Prefill(ctx context.Context, s *Session, prompt []int32, o
 	if hit != nil {
 		c.tick++
 		hit.used = c.tick
-		best, from = hit.pos, "memory"
+		best, from, hitLogits = hit.pos, "memory", hit.logits
 	}
 	c.mu.Unlock()
 	var logits []float32 // of the whole prompt, from its checkpoint
@@ -294,7 +296,7 @@ func (c *PromptCache) Prefill(ctx context.Context, s *Session, prompt []int32, o
 			return nil, nil, err
 		}
 		install(st, hit.pos, append([]int32(nil), hit.ids...))
-		logits = hit.logits
+		logits = hitLogits
 	case from == "":
 		if s.pos > 0 { // nothing reusable: start from an empty state
 			st, err := newCache(m, s.maxCtx)
