@@ -188,8 +188,8 @@ func runCacheBench(ctx context.Context, dev *strata.Device, dir, cacheDir string
 			fmt.Printf("          second prompt from %-6s reused %d of %d, %v = %.3f of the cold prefill (restore %v, checkpoints %v)\n", x.what, x.res.Reused, x.res.Tokens,
 				x.res.Total.Round(time.Millisecond), ratio(x.res.Total, tPlain), x.res.Restore.Round(time.Millisecond), x.res.CheckpointTime.Round(time.Millisecond))
 		}
-		fmt.Printf("          held: memory %d checkpoints %.1f of %.0f MiB; disk %d files %.1f of %.0f MiB\n", disk.MemoryCheckpoints, mibOf(mem.MemoryBytes), mibOf(budget),
-			disk.DiskCheckpoints, mibOf(disk.DiskBytes), mibOf(budget))
+		fmt.Printf("          held after them: the first cache's memory %d checkpoints, %.1f of %.0f MiB; the directory %d files, %.1f of %.0f MiB\n",
+			mem.MemoryCheckpoints, mibOf(mem.MemoryBytes), mibOf(budget), disk.DiskCheckpoints, mibOf(disk.DiskBytes), mibOf(budget))
 	}
 
 	fmt.Printf("\n3. a chat of %d turns of %d tokens, each turn on a fresh session\n", benchTurns, benchTurn)

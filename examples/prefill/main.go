@@ -279,6 +279,7 @@ func run() error {
 	var all []float32
 	var last *strata.Logits
 	var pc *strata.PromptCache
+	var cacheRes *strata.PromptCacheResult
 	if *cacheDir != "" {
 		if pc, err = strata.NewPromptCache(m, strata.PromptCacheOptions{Dir: *cacheDir, Bytes: *cacheBytes, Every: *cacheEvery}); err != nil {
 			return err
@@ -294,11 +295,9 @@ func run() error {
 		}
 		var lg *strata.Logits
 		if pc != nil {
-			var res *strata.PromptCacheResult
-			if lg, res, err = pc.Prefill(ctx, sess, tokens, opts); err != nil {
+			if lg, cacheRes, err = pc.Prefill(ctx, sess, tokens, opts); err != nil {
 				return fmt.Errorf("prefill through the prompt cache: %w", err)
 			}
-			fmt.Println(cacheLine(res, *cacheBytes, *cacheDir))
 		} else if lg, err = sess.Prefill(ctx, tokens[at:end], opts); err != nil {
 			return fmt.Errorf("prefill of tokens %d..%d: %w", at, end-1, err)
 		}
@@ -316,6 +315,9 @@ func run() error {
 	}
 	if pbar != nil {
 		pbar.Finish()
+	}
+	if cacheRes != nil {
+		fmt.Println(cacheLine(cacheRes, *cacheBytes, *cacheDir))
 	}
 	if total.Tokens == 0 {
 		fmt.Println("prefill   none: the whole prompt came from the prompt cache")
