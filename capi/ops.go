@@ -279,7 +279,8 @@ func gdnScan(d *strata.Device, q, k, v, g, beta, state, o *tensor, p gdnParams) 
 	h := op.HostF32
 	a := op.GDNScan{O: h(o.f32()), State: h(state.f32()), Q: h(q.f32()), K: h(k.f32()), V: h(v.f32()), G: h(g.f32()),
 		Beta: h(beta.f32()), P: op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: Dk, Dv: Dv, Map: hm}, Mode: mode}
-	return d.GDNScan(a, p.normalizeQK)
+	a.NormQK = p.normalizeQK
+	return d.GDNScan(a)
 }
 
 // moeCombine is strata_moe_combine.

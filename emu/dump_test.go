@@ -16,9 +16,7 @@ func TestDumpPrepass(t *testing.T) {
 	tc := &toolchain{clang: "clang++-16", cache: t.TempDir()}
 	src, _ := tc.sources()
 	args := []string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-I" + filepath.Join(src, "stub"), "-D__METAL_VERSION__=400"}
-	for _, d := range strings.Fields(os.Getenv("EMU_FLAGS")) {
-		args = append(args, d)
-	}
+	args = append(args, strings.Fields(os.Getenv("EMU_FLAGS"))...)
 	pre, err := exec.Command("clang++-16", append(args, f)...).CombinedOutput()
 	if err != nil {
 		t.Fatal(string(pre))

@@ -408,9 +408,6 @@ func splitTop(s string, sep byte) []string {
 	return append(out, s[start:])
 }
 
-// newlines returns the newlines of s, so that blanked text keeps line numbers.
-func newlines(s string) string { return strings.Repeat("\n", strings.Count(s, "\n")) }
-
 // stringLiteral joins adjacent string literals ("a" "b" -> ab) and unquotes them; ok is false when
 // s is not one or more string literals.
 func stringLiteral(s string) (string, bool) {

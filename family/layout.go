@@ -33,7 +33,8 @@ const (
 	// ([I, D], [I, D], [D, I]): the published Hugging Face files.
 	PerExpert ExpertStorage = iota
 	// Fused: mlp.experts.gate_up_proj [E, 2I, D] (gate rows first) and mlp.experts.down_proj
-	// [E, D, I], as transformers 5 saves them.
+	// [E, D, I]: transformers 5's own layout (the published Qwen3.8-Flash-Next and Qwen3.5 files;
+	// a save splits them again where the model's conversion mapping fused per-expert tensors).
 	Fused
 	// Stacked: mlp.switch_mlp.{gate,up}_proj.weight [E, I, D] and down_proj [E, D, I], as MLX
 	// conversions store them.
@@ -232,10 +233,14 @@ func detectMLX(c *hfconfig.Config, l Layout, names []string, shapes map[string][
 			break // the first GDN layer speaks for all: the tensor check holds the others to its shape
 		}
 	}
-	for _, n := range names {
-		if strings.HasPrefix(n, "mtp.") {
-			hf = append(hf, "mtp.* tensors (MLX conversions drop them)")
-			break
+	// mlx-lm drops mtp.* from its qwen3_next conversions; under a prefix only MLX conversions
+	// use, the names already say MLX, and some such files keep the head (mlx-lm #1623).
+	if !l.MLXOnly {
+		for _, n := range names {
+			if strings.HasPrefix(n, "mtp.") {
+				hf = append(hf, "mtp.* tensors (MLX conversions drop them)")
+				break
+			}
 		}
 	}
 	slices.Sort(mlx)

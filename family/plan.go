@@ -58,7 +58,7 @@ type Read struct {
 	GR   *GR
 }
 
-// GR is a GatedResidual module over S streams of D with low rank R (MODELS.md's hyper-connection):
+// GR is a GatedResidual module over S streams of D with low rank R (docs/MODELS.md "GatedResidual"):
 // hc_norm [S*D], input_mix_weight_down [R, S*D], input_mix_weight_up [S*D, R] and, for the reads
 // of a layer, block_inject_weight [S, S*D] (nil for the final mixer).
 type GR struct {
@@ -123,7 +123,7 @@ type Dense struct {
 	GateUp, Down Mat
 }
 
-// PLE is a hashed n-gram embedding layer (qwen4_exp's PLE; MODELS.md): Index is its position among
+// PLE is a hashed n-gram embedding layer (qwen4_exp's PLE; docs/MODELS.md "PLE"): Index is its position among
 // the PLE layers (it seeds the hash), the hash sizes, the table split into len(Table) equal row
 // blocks (one block: unsplit), the key [S*D, EmbedDim] and value [D, EmbedDim] projections, the
 // zero-centred norms [S*D] and the depthwise conv [S*D x ConvK] with dilation Dilation.

@@ -37,7 +37,7 @@ func releaseConfig(t *testing.T, name string, edit func(top, text map[string]any
 	return mustJSON(t, m)
 }
 
-// TestPublishedConfigs: both published config.json files parse to the models of MODELS.md
+// TestPublishedConfigs: both published config.json files parse to the models of docs/MODELS.md
 // ("Real sizes"), every field compared.
 func TestPublishedConfigs(t *testing.T) {
 	q4Types := make([]hfconfig.LayerType, 48)

@@ -19,7 +19,7 @@ const (
 	attnBlockKeys = 72
 )
 
-// Attention computes causal (optionally QSA-sparse) grouped-query attention for a prefill chunk:
+// attention computes causal (optionally QSA-sparse) grouped-query attention for a prefill chunk:
 //
 //	o[t, h] = sum_s softmax_s(Scale * q[t, h] . k[s, h/HPG]) v[s, h/HPG]
 //
@@ -42,7 +42,7 @@ const (
 //
 // Work is split over (KV head, query tile) units; each unit owns its output rows and computes
 // them in a fixed order, so results are bitwise identical across runs and GOMAXPROCS.
-func Attention(o, lse []float32, q, k, v []float32, p op.AttnParams, sel *op.Selection) error {
+func attention(o, lse []float32, q, k, v []float32, p op.AttnParams, sel *op.Selection) error {
 	a := op.Attention{O: op.HostF32(o), Q: op.HostF32(q), K: op.HostF32(k), V: op.HostF32(v), P: p, Sel: sel}
 	if lse != nil {
 		a.LSE = op.HostF32(lse)

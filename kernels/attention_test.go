@@ -106,7 +106,7 @@ func testAttentionGolden(t *testing.T) {
 	p := op.AttnParams{T: 96, Hq: 24, Hkv: 2, D: 256, Pos0: 200, Scale: 1.0 / 16}
 	o := make([]float32, len(wantO))
 	lse := make([]float32, len(wantLSE))
-	if err := Attention(o, lse, q, k, v, p, nil); err != nil {
+	if err := attention(o, lse, q, k, v, p, nil); err != nil {
 		t.Fatal(err)
 	}
 	toF64 := func(x []float32) []float64 {
@@ -161,7 +161,7 @@ func testAttentionSelectionLists(t *testing.T) {
 			sel := attnRandomSelection(rng, c.T, c.Pos0)
 			o := make([]float32, len(q))
 			lse := make([]float32, c.T*c.Hq)
-			if err := Attention(o, lse, q, k, v, p, sel); err != nil {
+			if err := attention(o, lse, q, k, v, p, sel); err != nil {
 				t.Fatal(err)
 			}
 			wo, wl := attnNaive(q, k, v, p, sel)
@@ -178,11 +178,11 @@ func testAttentionSelectionLists(t *testing.T) {
 			}
 			full.Offsets[c.T] = int32(len(full.Tokens))
 			o2, lse2 := make([]float32, len(q)), make([]float32, len(lse))
-			if err := Attention(o2, lse2, q, k, v, p, full); err != nil {
+			if err := attention(o2, lse2, q, k, v, p, full); err != nil {
 				t.Fatal(err)
 			}
 			o3, lse3 := make([]float32, len(q)), make([]float32, len(lse))
-			if err := Attention(o3, lse3, q, k, v, p, nil); err != nil {
+			if err := attention(o3, lse3, q, k, v, p, nil); err != nil {
 				t.Fatal(err)
 			}
 			if i := attnFirstBitDiff(o2, o3); i >= 0 {
@@ -219,7 +219,7 @@ func testAttentionDeterministic(t *testing.T) {
 			prev := runtime.GOMAXPROCS(procs)
 			defer runtime.GOMAXPROCS(prev)
 			o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
-			if err := Attention(o, lse, q, k, v, p, s); err != nil {
+			if err := attention(o, lse, q, k, v, p, s); err != nil {
 				t.Fatal(err)
 			}
 			return o, lse
@@ -243,7 +243,7 @@ func TestAttentionErrors(t *testing.T) {
 	goodSel := func() *op.Selection {
 		return &op.Selection{T: 3, Dense: []bool{true, false, false}, Offsets: []int32{0, 0, 2, 4}, Tokens: []int32{0, 3, 1, 4}}
 	}
-	if err := Attention(mk(nq), mk(12), mk(nq), mk(nkv), mk(nkv), good, goodSel()); err != nil {
+	if err := attention(mk(nq), mk(12), mk(nq), mk(nkv), mk(nkv), good, goodSel()); err != nil {
 		t.Fatalf("valid call failed: %v", err)
 	}
 	cases := []struct {
@@ -287,7 +287,7 @@ func TestAttentionErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Attention(tc.o, tc.lse, tc.q, tc.k, tc.v, tc.p, tc.sel)
+			err := attention(tc.o, tc.lse, tc.q, tc.k, tc.v, tc.p, tc.sel)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -309,7 +309,7 @@ func BenchmarkAttention(b *testing.B) {
 		flops := 4 * float64(c.D*c.Hq) * visible
 		b.Run(fmt.Sprintf("T%d", T), func(b *testing.B) {
 			for b.Loop() {
-				if err := Attention(o, lse, q, k, v, p, nil); err != nil {
+				if err := attention(o, lse, q, k, v, p, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -20,11 +20,11 @@ var _ op.Backend = Backend{}
 // Name implements op.Backend.
 func (Backend) Name() string { return "cpu" }
 
-// Kernels implements op.Backend: the instruction sets of the attention, GDN and activation
-// kernels and the BLAS behind GEMM.
+// Kernels implements op.Backend: the instruction sets of the attention, GDN, activation and MLX
+// dequantization kernels and the BLAS behind GEMM.
 func (Backend) Kernels() string {
-	return fmt.Sprintf("cpu (GOMAXPROCS=%d): attention %s, GDN %s, activations %s; GEMM %s",
-		runtime.GOMAXPROCS(0), AttentionKernel(), GDNKernel(), ActKernel(), blas.Impl())
+	return fmt.Sprintf("cpu (GOMAXPROCS=%d): attention %s, GDN %s, activations %s, MLX dequantization %s; GEMM %s",
+		runtime.GOMAXPROCS(0), AttentionKernel(), GDNKernel(), ActKernel(), QuantKernel(), blas.Impl())
 }
 
 // NewTensor implements op.Backend.
@@ -44,8 +44,9 @@ func (Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
 // Free implements op.Backend (Go memory is collected).
 func (Backend) Free(op.Tensor) {}
 
-// NewWeights implements op.Backend: weights are read in place.
-func (Backend) NewWeights() op.Weights { return hostWeights{} }
+// NewWeights implements op.Backend: weights are read in place, or as the float32 copies
+// Weights.Prepare makes within o.WidenBudget.
+func (Backend) NewWeights(o op.WeightOptions) op.Weights { return &hostWeights{budget: o.WidenBudget} }
 
 // NewScratch implements op.Backend.
 func (Backend) NewScratch() op.Scratch { return &scratch{m: map[string]*op.Host{}} }
@@ -58,10 +59,42 @@ func (Backend) Begin(w op.Weights, s op.Scratch) (op.Pass, error) {
 // Variants implements op.Backend: the CPU has one kernel set per op (Kernels names it).
 func (Backend) Variants() []string { return nil }
 
-type hostWeights struct{}
+// hostWeights is the CPU weight store: nothing is uploaded; Prepare widens 16-bit matrices to
+// float32 copies while they fit the budget (bf16 widened per call costs MatMul about a
+// twentieth of the product at 80 rows per block, BENCHMARKS.md).
+type hostWeights struct {
+	mu     sync.Mutex
+	budget int64 // bytes of float32 copies allowed; negative: no limit
+	bytes  int64 // bytes of float32 copies made
+}
 
-func (hostWeights) Bytes() int64 { return 0 }
-func (hostWeights) Release()     {}
+// Prepare implements op.Weights: a float32 copy of a BF16 or F16 matrix while the copies made so
+// far plus this one stay within the budget, else m.
+func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
+	if err := m.Validate("Weights.Prepare"); err != nil {
+		return nil, err
+	}
+	if m.DType != op.BF16 && m.DType != op.F16 {
+		return m, nil // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
+	}
+	size := 4 * int64(m.N) * int64(m.K)
+	w.mu.Lock()
+	if w.budget >= 0 && w.bytes+size > w.budget {
+		w.mu.Unlock()
+		return m, nil
+	}
+	w.bytes += size
+	w.mu.Unlock()
+	return widenF32(m)
+}
+
+func (w *hostWeights) Bytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bytes
+}
+
+func (w *hostWeights) Release() {}
 
 // scratch keeps named host tensors; a tensor is reallocated only when a call needs more.
 type scratch struct {
@@ -273,10 +306,10 @@ func execQSAPrep(a op.QSAPrep) error {
 			}
 		}
 	})
-	if err := RMSNorm1pRoPE(q, T, Hq, D, a.QNorm, a.Eps, a.Rot, pos0, a.Theta); err != nil {
+	if err := rmsNorm1pRoPE(q, T, Hq, D, a.QNorm, a.Eps, a.Rot, pos0, a.Theta); err != nil {
 		return err
 	}
-	return RMSNorm1pRoPE(kNew, T, Hkv, D, a.KNorm, a.Eps, a.Rot, pos0, a.Theta)
+	return rmsNorm1pRoPE(kNew, T, Hkv, D, a.KNorm, a.Eps, a.Rot, pos0, a.Theta)
 }
 
 // execQSAIndex splits iqk into the index queries and the raw keys (appended to the key cache),
@@ -292,10 +325,10 @@ func execQSAIndex(a op.QSAIndex) error {
 		copy(iq[t*nh*dh:(t+1)*nh*dh], iqk[t*(nh+1)*dh:])
 		copy(keys[(p.Pos0+t)*dh:(p.Pos0+t+1)*dh], iqk[(t*(nh+1)+nh)*dh:])
 	}
-	if err := RMSNorm1pRoPE(iq, p.T, nh, dh, a.QNorm, p.Eps, p.Rot, p.Pos0, p.Theta); err != nil {
+	if err := rmsNorm1pRoPE(iq, p.T, nh, dh, a.QNorm, p.Eps, p.Rot, p.Pos0, p.Theta); err != nil {
 		return err
 	}
 	tok := a.Tok.I32()
 	sel := &op.Selection{Tokens: tok[:0:len(tok)]}
-	return QSASelect(sel, iq, keys, a.KNorm, p)
+	return qsaSelect(sel, iq, keys, a.KNorm, p)
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // Decoding of the float-format weights (op.FP8Block, op.QFloat; op/weights_fp.go) inside the
-// GEMM blocks, the row gathers of Embed and PLE, and WidenF32 / RowF32: element = code * scale
+// GEMM blocks, the row gathers of Embed and PLE, and widenF32 / rowF32: element = code * scale
 // with the code decoded exactly to float32 (E4M3: the normal bit pattern rebuilt with the
 // exponent rebased, subnormals as m * 2^-9; E2M1 from its eight magnitudes) and the scale
 // widened exactly (BF16, F32, E8M0, or E4M3 for nvfp4), then one float32 multiply. Every kernel

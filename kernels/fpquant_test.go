@@ -20,7 +20,7 @@ func sameBits(a, b float32) bool {
 // with want bitwise.
 func checkDecode(t *testing.T, m *op.Matrix, want []float32) {
 	t.Helper()
-	got, err := DequantF32(m)
+	got, err := dequantF32(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +39,10 @@ func checkDecode(t *testing.T, m *op.Matrix, want []float32) {
 		}
 	}
 	row := make([]float32, K)
-	if err := RowF32(row, m, m.N-1); err != nil {
+	if err := m.Validate("checkDecode"); err != nil {
 		t.Fatal(err)
 	}
+	rowF32(row, m, m.N-1, nil)
 	for i, v := range row {
 		if !sameBits(v, want[(m.N-1)*K+i]) {
 			t.Fatalf("last row, element %d: %g, want %g", i, v, want[(m.N-1)*K+i])
@@ -128,7 +129,7 @@ func TestFPMatMulKernelSets(t *testing.T) {
 		var want []float32
 		forEachKernel(t, func(t *testing.T) {
 			y := make([]float32, 7*m.N)
-			if err := MatMul(y, x, 7, m); err != nil {
+			if err := matMulChecked(y, x, 7, m); err != nil {
 				t.Fatal(err)
 			}
 			if want == nil {
@@ -201,7 +202,7 @@ func BenchmarkMatMulFP(b *testing.B) {
 		}{{"BF16", bf}, {"fp8_BF16", f8}, {"mxfp4", mx4}, {"nvfp4", nv4}} {
 			b.Run(s.name+"_"+w.name, func(b *testing.B) {
 				for b.Loop() {
-					if err := MatMul(y, x, s.T, w.m); err != nil {
+					if err := matMulChecked(y, x, s.T, w.m); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -6,13 +6,13 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// GRRead is the GatedResidual read (gr_norm_h4 followed by the mixing GEMMs): from the raw
+// grRead is the GatedResidual read (gr_norm_h4 followed by the mixing GEMMs): from the raw
 // streams H [T, S*D] it computes Hn = grouped RMSNorm1p(H; Norm),
 // A = sigmoid(Up silu((Down Hn) / S)) [T, S, D], the block input x[t] = mean_s(A_s * Hn_s) [T, D]
 // and, when Inj != nil, the write gates beta = 2 sigmoid((Inj Hn) / S) [T, S]. beta is not
 // touched (and may be nil) for the final mixer (Inj == nil). H is not modified.
 // Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
-func GRRead(x, beta, H []float32, T int, g *op.GRWeights, eps float32) error {
+func grRead(x, beta, H []float32, T int, g *op.GRWeights, eps float32) error {
 	return execGRRead(op.GRRead{X: op.HostF32(x), Beta: hostOpt(beta), H: op.HostF32(H), T: T, G: g, Eps: eps})
 }
 
@@ -36,17 +36,11 @@ func execGRRead(a op.GRRead) error {
 	Hn := a.H.F32()
 	if !a.Normed {
 		Hn = make([]float32, a.H.Len())
-		if err := RMSNorm1pGrouped(Hn, a.H.F32(), T, g.S, g.D, g.Norm, a.Eps); err != nil {
+		if err := rmsNorm1pGrouped(Hn, a.H.F32(), T, g.S, g.D, g.Norm, a.Eps); err != nil {
 			return err
 		}
 	}
 	return grReadNormed(a.X.F32(), beta, Hn, T, g)
-}
-
-// GRReadNormed is GRRead from already normalised streams Hn [T, S*D] (as GRNormHMoEC and
-// GRWriteNormH produce them); g.Norm is not used. Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
-func GRReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
-	return execGRRead(op.GRRead{X: op.HostF32(x), Beta: hostOpt(beta), H: op.HostF32(Hn), Normed: true, T: T, G: g})
 }
 
 func grReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
@@ -55,13 +49,13 @@ func grReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
 		return nil
 	}
 	z := make([]float32, T*R)
-	if err := MatMul(z, Hn, T, g.Down); err != nil {
+	if err := matMulChecked(z, Hn, T, g.Down); err != nil {
 		return err
 	}
 	fS := float32(S)
 	parallelFor(len(z), 4096, func(lo, hi int) { siluRow(z[lo:hi], z[lo:hi], fS) })
 	a := make([]float32, T*S*D)
-	if err := MatMul(a, z, T, g.Up); err != nil {
+	if err := matMulChecked(a, z, T, g.Up); err != nil {
 		return err
 	}
 	parallelFor(T, max(1, 2048/(S*D)), func(lo, hi int) {
@@ -73,7 +67,7 @@ func grReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
 	if g.Inj == nil {
 		return nil
 	}
-	if err := MatMul(beta, Hn, T, g.Inj); err != nil {
+	if err := matMulChecked(beta, Hn, T, g.Inj); err != nil {
 		return err
 	}
 	sigmoidRow(beta, beta, fS)
@@ -94,10 +88,10 @@ func grWriteRow(H, beta, u []float32) {
 	}
 }
 
-// GRWrite is the GatedResidual write: H[t, s, :] += beta[t, s] * u[t, :] for H [T, S*D],
+// grWrite is the GatedResidual write: H[t, s, :] += beta[t, s] * u[t, :] for H [T, S*D],
 // beta [T, S], u [T, D] (the raw streams plus the gated block output, as
 // Qwen4ExpTextDecoderLayer adds the injection). Parallel over tokens. Errors wrap op.ErrShape.
-func GRWrite(H, beta, u []float32, T, S, D int) error {
+func grWrite(H, beta, u []float32, T, S, D int) error {
 	return execGRWrite(op.GRWrite{H: op.HostF32(H), Beta: op.HostF32(beta), U: op.HostF32(u), T: T, S: S, D: D})
 }
 
@@ -125,10 +119,10 @@ func execGRWrite(a op.GRWrite) error {
 	return nil
 }
 
-// GRWriteNormH is GRWrite followed by the next read's gr_norm_h4 in the same pass:
+// grWriteNormH is GRWrite followed by the next read's gr_norm_h4 in the same pass:
 // Hn = grouped RMSNorm1p(H after the write; norm [S*D]). Bitwise equal to GRWrite then
 // RMSNorm1pGrouped. Errors wrap op.ErrShape or op.ErrInvalidArgument.
-func GRWriteNormH(H, Hn, beta, u []float32, T, S, D int, norm []float32, eps float32) error {
+func grWriteNormH(H, Hn, beta, u []float32, T, S, D int, norm []float32, eps float32) error {
 	return execGRWrite(op.GRWrite{H: op.HostF32(H), Hn: op.HostF32(Hn), Beta: op.HostF32(beta), U: op.HostF32(u),
 		T: T, S: S, D: D, Norm: norm, Eps: eps})
 }
@@ -140,13 +134,13 @@ func grNormRow(dst, src, norm []float32, D int, eps float32) {
 	}
 }
 
-// GRApplyMoEC is gr_apply_moec: the MoE combine fused into the GatedResidual write. Per token,
+// grApplyMoEC is gr_apply_moec: the MoE combine fused into the GatedResidual write. Per token,
 // u = sum over slots j of w[t,j] * ye[rk[t,j]] (MoECombine's order) + shared[t] (the shared
 // expert output, already gated; nil for none), then H[t, s, :] += beta[t, s] * u.
 // H [T, S*D], beta [T, S], ye [rows, D], rk and w [T, K], shared [T, D] or nil.
 // Bitwise equal to MoECombine, an elementwise add of shared, then GRWrite.
 // Errors wrap op.ErrShape, or op.ErrInvalidArgument for rk outside [-1, rows).
-func GRApplyMoEC(H, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int) error {
+func grApplyMoEC(H, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int) error {
 	a := op.GRApplyMoEC{H: op.HostF32(H), Beta: op.HostF32(beta), YE: op.HostF32(ye), RK: op.HostI32(rk),
 		W: op.HostF32(w), Shared: hostOpt(shared), T: T, S: S, K: K, D: D}
 	if err := a.Check(); err != nil {
@@ -158,10 +152,10 @@ func GRApplyMoEC(H, beta, ye []float32, rows int, rk []int32, w, shared []float3
 	return execGRApplyMoEC(a)
 }
 
-// GRNormHMoEC is gr_norm_h_moec: GRApplyMoEC plus the next read's grouped norm in the same
+// grNormHMoEC is gr_norm_h_moec: GRApplyMoEC plus the next read's grouped norm in the same
 // pass, Hn [T, S*D] = grouped RMSNorm1p(H after the write; norm [S*D], eps). Bitwise equal to
 // GRApplyMoEC then RMSNorm1pGrouped. Errors wrap op.ErrShape or op.ErrInvalidArgument.
-func GRNormHMoEC(H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int,
+func grNormHMoEC(H, Hn, beta, ye []float32, rows int, rk []int32, w, shared []float32, T, S, K, D int,
 	norm []float32, eps float32) error {
 	a := op.GRApplyMoEC{H: op.HostF32(H), Hn: op.HostF32(Hn), Beta: op.HostF32(beta), YE: op.HostF32(ye),
 		RK: op.HostI32(rk), W: op.HostF32(w), Shared: hostOpt(shared), T: T, S: S, K: K, D: D, Norm: norm, Eps: eps}

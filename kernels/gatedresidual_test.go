@@ -46,7 +46,7 @@ func testGRReadCases(t *testing.T) {
 		if c.Inject {
 			beta = make([]float32, T*S)
 		}
-		if err := GRRead(x, beta, H, T, gw.g, eps); err != nil {
+		if err := grRead(x, beta, H, T, gw.g, eps); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		hn := denseNormRef64(H, S, D, gw.normW, eps)
@@ -77,7 +77,7 @@ func testGRReadCases(t *testing.T) {
 			denseSameAcrossProcs(t, name, func() []float32 {
 				xx := make([]float32, T*D)
 				bb := make([]float32, T*S)
-				if err := GRRead(xx, bb, H, T, gw.g, eps); err != nil {
+				if err := grRead(xx, bb, H, T, gw.g, eps); err != nil {
 					t.Fatal(err)
 				}
 				return append(xx, bb...)
@@ -105,17 +105,17 @@ func TestGRFusedEqualUnfused(t *testing.T) {
 			// unfused
 			Hu := append([]float32(nil), H0...)
 			u := make([]float32, T*D)
-			if err := MoECombine(u, ye, rows, rk, w, T, K, D); err != nil {
+			if err := moeCombine(u, ye, rows, rk, w, T, K, D); err != nil {
 				t.Fatal(err)
 			}
 			for j := range sh {
 				u[j] += sh[j]
 			}
-			if err := GRWrite(Hu, beta, u, T, S, D); err != nil {
+			if err := grWrite(Hu, beta, u, T, S, D); err != nil {
 				t.Fatal(err)
 			}
 			Hnu := make([]float32, T*S*D)
-			if err := RMSNorm1pGrouped(Hnu, Hu, T, S, D, norm, eps); err != nil {
+			if err := rmsNorm1pGrouped(Hnu, Hu, T, S, D, norm, eps); err != nil {
 				t.Fatal(err)
 			}
 			// GRWrite against float64
@@ -130,20 +130,20 @@ func TestGRFusedEqualUnfused(t *testing.T) {
 			denseCheck(t, name+" GRWrite", Hu, want, 1e-6)
 			// fused
 			Ha := append([]float32(nil), H0...)
-			if err := GRApplyMoEC(Ha, beta, ye, rows, rk, w, sh, T, S, K, D); err != nil {
+			if err := grApplyMoEC(Ha, beta, ye, rows, rk, w, sh, T, S, K, D); err != nil {
 				t.Fatal(err)
 			}
 			denseBitwise(t, name+" GRApplyMoEC", Ha, Hu)
 			Hb := append([]float32(nil), H0...)
 			Hnb := make([]float32, T*S*D)
-			if err := GRNormHMoEC(Hb, Hnb, beta, ye, rows, rk, w, sh, T, S, K, D, norm, eps); err != nil {
+			if err := grNormHMoEC(Hb, Hnb, beta, ye, rows, rk, w, sh, T, S, K, D, norm, eps); err != nil {
 				t.Fatal(err)
 			}
 			denseBitwise(t, name+" GRNormHMoEC H", Hb, Hu)
 			denseBitwise(t, name+" GRNormHMoEC Hn", Hnb, Hnu)
 			Hc := append([]float32(nil), H0...)
 			Hnc := make([]float32, T*S*D)
-			if err := GRWriteNormH(Hc, Hnc, beta, u, T, S, D, norm, eps); err != nil {
+			if err := grWriteNormH(Hc, Hnc, beta, u, T, S, D, norm, eps); err != nil {
 				t.Fatal(err)
 			}
 			denseBitwise(t, name+" GRWriteNormH H", Hc, Hu)
@@ -175,23 +175,23 @@ func TestGRErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"nil weights", op.ErrInvalidArgument, func() error { return GRRead(x, beta, H, 2, nil, 1e-6) }},
-		{"bad up", op.ErrShape, func() error { return GRRead(x, beta, H, 2, &bad, 1e-6) }},
-		{"short H", op.ErrShape, func() error { return GRRead(x, beta, H[:31], 2, gw.g, 1e-6) }},
-		{"beta missing", op.ErrInvalidArgument, func() error { return GRRead(x, nil, H, 2, gw.g, 1e-6) }},
-		{"write u", op.ErrShape, func() error { return GRWrite(H, beta, x[:15], 2, 2, 8) }},
-		{"write beta", op.ErrShape, func() error { return GRWrite(H, beta[:3], x, 2, 2, 8) }},
+		{"nil weights", op.ErrInvalidArgument, func() error { return grRead(x, beta, H, 2, nil, 1e-6) }},
+		{"bad up", op.ErrShape, func() error { return grRead(x, beta, H, 2, &bad, 1e-6) }},
+		{"short H", op.ErrShape, func() error { return grRead(x, beta, H[:31], 2, gw.g, 1e-6) }},
+		{"beta missing", op.ErrInvalidArgument, func() error { return grRead(x, nil, H, 2, gw.g, 1e-6) }},
+		{"write u", op.ErrShape, func() error { return grWrite(H, beta, x[:15], 2, 2, 8) }},
+		{"write beta", op.ErrShape, func() error { return grWrite(H, beta[:3], x, 2, 2, 8) }},
 		{"moec rk", op.ErrInvalidArgument, func() error {
-			return GRApplyMoEC(H, beta, ye, 3, []int32{0, 3, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8)
+			return grApplyMoEC(H, beta, ye, 3, []int32{0, 3, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8)
 		}},
 		{"moec shared", op.ErrShape, func() error {
-			return GRApplyMoEC(H, beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), x[:3], 2, 2, 2, 8)
+			return grApplyMoEC(H, beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), x[:3], 2, 2, 2, 8)
 		}},
 		{"normh Hn", op.ErrShape, func() error {
-			return GRNormHMoEC(H, H[:8], beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8, gw.normW, 1e-6)
+			return grNormHMoEC(H, H[:8], beta, ye, 3, []int32{0, 2, 1, -1}, make([]float32, 4), nil, 2, 2, 2, 8, gw.normW, 1e-6)
 		}},
 		{"writenorm norm", op.ErrShape, func() error {
-			return GRWriteNormH(H, make([]float32, 32), beta, x, 2, 2, 8, gw.normW[:8], 1e-6)
+			return grWriteNormH(H, make([]float32, 32), beta, x, 2, 2, 8, gw.normW[:8], 1e-6)
 		}},
 	}
 	for _, c := range cases {
@@ -213,7 +213,7 @@ func BenchmarkGatedResidual(b *testing.B) {
 	x, beta, Hn := make([]float32, T*D), make([]float32, T*S), make([]float32, T*S*D)
 	b.Run("read", func(b *testing.B) {
 		for b.Loop() {
-			if err := GRRead(x, beta, H, T, g, 1e-6); err != nil {
+			if err := grRead(x, beta, H, T, g, 1e-6); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -227,7 +227,7 @@ func BenchmarkGatedResidual(b *testing.B) {
 	w := optest.Floats(7, T*K, 0.1)
 	b.Run("norm_h_moec", func(b *testing.B) {
 		for b.Loop() {
-			if err := GRNormHMoEC(H, Hn, beta, ye, T*K, rk, w, x, T, S, K, D, g.Norm, 1e-6); err != nil {
+			if err := grNormHMoEC(H, Hn, beta, ye, T*K, rk, w, x, T, S, K, D, g.Norm, 1e-6); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -24,7 +24,7 @@ func gdnLen(opName, name string, x []float32, want int) error {
 
 func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-// GDNPre is gdn_pre: the depthwise causal short conv over the in_proj channels, silu, the split
+// gdnPre is gdn_pre: the depthwise causal short conv over the in_proj channels, silu, the split
 // into q, k, v, the l2 norm and scale of q and k, and the gates.
 //
 // Inputs: qkv [T, C] float32, C = 2*Hk*Dk + Hv*Dv, the in_proj_qkv output (channels q | k | v,
@@ -43,7 +43,7 @@ func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 //
 // Errors wrap op.ErrShape (non-positive sizes, ConvK < 1, a length that does not match) or op.ErrInvalidArgument
 // (Hv not a multiple of Hk, unknown Map).
-func GDNPre(q, k, v, g, beta []float32, qkv, a, b []float32, convState, convW, ALog, dtBias []float32, p op.GDNParams) error {
+func gdnPre(q, k, v, g, beta []float32, qkv, a, b []float32, convState, convW, ALog, dtBias []float32, p op.GDNParams) error {
 	h := op.HostF32
 	return execGDNPre(op.GDNPre{Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), QKV: h(qkv), A: h(a), B: h(b),
 		ConvState: h(convState), ConvW: convW, ALog: ALog, DtBias: dtBias, P: p})
@@ -111,7 +111,7 @@ func execGDNPre(args op.GDNPre) error {
 		}
 	}
 
-	if err := GDNNormQK(q, k, T, p.Hk, p.Dk); err != nil {
+	if err := gdnNormQK(q, k, T, p.Hk, p.Dk); err != nil {
 		return err
 	}
 	parallelFor(T*p.Hv, 256, func(lo, hi int) {
@@ -129,11 +129,11 @@ func execGDNPre(args op.GDNPre) error {
 	return nil
 }
 
-// GDNNormQK normalises q and k [T, Hk, Dk] in place per head: x / sqrt(sum x^2 + 1e-6), and
+// gdnNormQK normalises q and k [T, Hk, Dk] in place per head: x / sqrt(sum x^2 + 1e-6), and
 // scales q by Dk^-0.5 (transformers' l2norm with use_qk_l2norm_in_kernel and the 1/sqrt(dk)
 // query scale). The sum is taken in float64. It is the normalisation part of GDNPre alone.
 // Errors wrap op.ErrShape when a size is not positive or a length is not T*Hk*Dk.
-func GDNNormQK(q, k []float32, T, Hk, Dk int) error {
+func gdnNormQK(q, k []float32, T, Hk, Dk int) error {
 	const opName = "gdn_norm_qk"
 	if T <= 0 || Hk <= 0 || Dk <= 0 {
 		return fmt.Errorf("%s: T=%d Hk=%d Dk=%d must be positive: %w", opName, T, Hk, Dk, op.ErrShape)
@@ -165,12 +165,12 @@ func gdnL2Norm(x []float32, scale float64) {
 	}
 }
 
-// GDNPost is gdn_post, the gated RMSNorm of the scan output per value head over Dv:
+// gdnPost is gdn_post, the gated RMSNorm of the scan output per value head over Dv:
 // y = w * (o / sqrt(mean(o^2) + eps)) * act(z), act sigmoid or silu (transformers'
 // RMSNormGated; the weight is plain, not 1+w). y, o, z [T, Hv, Dv] float32, w [Dv]; y may alias
 // o or z. The mean and the activation are evaluated in float64 and rounded once.
 // Errors wrap op.ErrShape (sizes, lengths) or op.ErrInvalidArgument (unknown act, eps < 0 or NaN).
-func GDNPost(y, o, z []float32, T, Hv, Dv int, w []float32, eps float32, act op.GateAct) error {
+func gdnPost(y, o, z []float32, T, Hv, Dv int, w []float32, eps float32, act op.GateAct) error {
 	return execGDNPost(op.GDNPost{Y: op.HostF32(y), O: op.HostF32(o), Z: op.HostF32(z), T: T, Hv: Hv, Dv: Dv, W: w, Eps: eps, Act: act})
 }
 

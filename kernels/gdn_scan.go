@@ -5,15 +5,16 @@ import (
 
 	"math"
 	"runtime"
+	"slices"
 )
 
-// GDNScan is gdn_scan, the gated delta rule over T tokens for every value head h, with qk head
+// gdnScan is gdn_scan, the gated delta rule over T tokens for every value head h, with qk head
 // j = h / (Hv/Hk) (op.Grouped) or h % Hk (op.Tiled):
 //
 //	S = exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S = S + k_t delta^T;  o_t = S^T q_t
 //
 // (transformers' torch_recurrent_gated_delta_rule). q, k [T, Hk, Dk] must already be
-// normalised and q scaled (GDNPre or GDNNormQK); v [T, Hv, Dv]; g (log decay) and beta [T, Hv];
+// normalised and q scaled (GDNPre or gdnNormQK); v [T, Hv, Dv]; g (log decay) and beta [T, Hv];
 // state [Hv, Dk, Dv] float32 holds the initial state and receives the final one; o [T, Hv, Dv].
 //
 // op.Chunked computes, per chunk of C = op.GDNChunk tokens with G the in-chunk inclusive cumsum of g,
@@ -40,7 +41,7 @@ import (
 //
 // Errors wrap op.ErrShape (sizes, lengths, a tensor over op.MaxElems) or op.ErrInvalidArgument (Hv not a multiple of
 // Hk, unknown Map or mode).
-func GDNScan(o, state []float32, q, k, v, g, beta []float32, p op.GDNParams, mode op.ScanMode) error {
+func gdnScan(o, state []float32, q, k, v, g, beta []float32, p op.GDNParams, mode op.ScanMode) error {
 	h := op.HostF32
 	return execGDNScan(op.GDNScan{O: h(o), State: h(state), Q: h(q), K: h(k), V: h(v), G: h(g), Beta: h(beta), P: p, Mode: mode})
 }
@@ -55,6 +56,12 @@ func execGDNScan(a op.GDNScan) error {
 	}
 	o, state, q, k, v, g, beta := a.O.F32(), a.State.F32(), a.Q.F32(), a.K.F32(), a.V.F32(), a.G.F32(), a.Beta.F32()
 	T := p.T
+	if a.NormQK {
+		q, k = slices.Clone(q), slices.Clone(k)
+		if err := gdnNormQK(q, k, T, p.Hk, p.Dk); err != nil {
+			return err
+		}
+	}
 	r := p.Hv / p.Hk
 	// Units are (qk head, slice of its value heads). Slicing a group only when there are fewer
 	// qk heads than workers keeps the shared K K^T / Q K^T products shared where it pays.

@@ -50,12 +50,12 @@ func gdnParams(c optest.GDNCase) op.GDNParams {
 // gdnRunScan normalises in.Q/in.K with GDNNormQK and scans with the given mode.
 func gdnRunScan(t testing.TB, c optest.GDNCase, in optest.GDNInputs, mode op.ScanMode) (o, state, q, k []float32) {
 	q, k = slices.Clone(in.Q), slices.Clone(in.K)
-	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
+	if err := gdnNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
 		t.Fatal(err)
 	}
 	o = make([]float32, c.T*c.Hv*c.Dv)
 	state = slices.Clone(in.State)
-	if err := GDNScan(o, state, q, k, in.V, in.G, in.Beta, gdnParams(c), mode); err != nil {
+	if err := gdnScan(o, state, q, k, in.V, in.G, in.Beta, gdnParams(c), mode); err != nil {
 		t.Fatal(err)
 	}
 	return o, state, q, k
@@ -83,13 +83,13 @@ func testGDNGolden(t *testing.T) {
 	q, k, v, g, beta := get("q"), get("k"), get("v"), get("g"), get("beta")
 	stIn, oWant, stWant := get("state_in"), get("o"), get("state_out")
 	p := op.GDNParams{T: 100, Hk: 16, Hv: 48, Dk: 128, Dv: 128, Map: op.Grouped}
-	if err := GDNNormQK(q, k, p.T, p.Hk, p.Dk); err != nil {
+	if err := gdnNormQK(q, k, p.T, p.Hk, p.Dk); err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 		o := make([]float32, len(oWant))
 		st := slices.Clone(stIn)
-		if err := GDNScan(o, st, q, k, v, g, beta, p, mode); err != nil {
+		if err := gdnScan(o, st, q, k, v, g, beta, p, mode); err != nil {
 			t.Fatal(err)
 		}
 		do, ds := gdnRelDiff(o, optest.To64(oWant)), gdnRelDiff(st, optest.To64(stWant))
@@ -162,13 +162,13 @@ func testGDNScanSplit(t *testing.T) {
 	in := c.Inputs()
 	p := gdnParams(c)
 	q, k := slices.Clone(in.Q), slices.Clone(in.K)
-	if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
+	if err := gdnNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 		oOne := make([]float32, c.T*c.Hv*c.Dv)
 		stOne := slices.Clone(in.State)
-		if err := GDNScan(oOne, stOne, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
+		if err := gdnScan(oOne, stOne, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
 			t.Fatal(err)
 		}
 		for _, t1 := range []int{64, 77} {
@@ -179,7 +179,7 @@ func testGDNScanSplit(t *testing.T) {
 				pp.T = r[1] - r[0]
 				qk := func(x []float32) []float32 { return x[r[0]*c.Hk*c.Dk : r[1]*c.Hk*c.Dk] }
 				hv := func(x []float32, d int) []float32 { return x[r[0]*c.Hv*d : r[1]*c.Hv*d] }
-				if err := GDNScan(hv(o, c.Dv), st, qk(q), qk(k), hv(in.V, c.Dv), hv(in.G, 1), hv(in.Beta, 1), pp, mode); err != nil {
+				if err := gdnScan(hv(o, c.Dv), st, qk(q), qk(k), hv(in.V, c.Dv), hv(in.G, 1), hv(in.Beta, 1), pp, mode); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -194,7 +194,7 @@ func testGDNScanSplit(t *testing.T) {
 func gdnCallPre(t testing.TB, c optest.GDNCase, in optest.GDNInputs, convState []float32) (q, k, v, g, beta []float32) {
 	q, k = make([]float32, c.T*c.Hk*c.Dk), make([]float32, c.T*c.Hk*c.Dk)
 	v, g, beta = make([]float32, c.T*c.Hv*c.Dv), make([]float32, c.T*c.Hv), make([]float32, c.T*c.Hv)
-	if err := GDNPre(q, k, v, g, beta, in.QKV, in.A, in.B, convState, in.ConvW, in.ALog, in.DtBias, gdnParams(c)); err != nil {
+	if err := gdnPre(q, k, v, g, beta, in.QKV, in.A, in.B, convState, in.ConvW, in.ALog, in.DtBias, gdnParams(c)); err != nil {
 		t.Fatal(err)
 	}
 	return
@@ -244,7 +244,7 @@ func TestGDNPost(t *testing.T) {
 		o := in.V // any [T, Hv, Dv] tensor
 		for _, act := range []op.GateAct{op.ActSilu, op.ActSigmoid} {
 			y := make([]float32, len(o))
-			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
+			if err := gdnPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
 				t.Fatal(err)
 			}
 			if d := gdnRelDiff(y, optest.RefGDNPost(o, in.Z, c.Dv, in.NormW, 1e-6, act)); d > 1e-6 {
@@ -252,7 +252,7 @@ func TestGDNPost(t *testing.T) {
 			}
 			// In place over o gives the same result.
 			y2 := slices.Clone(o)
-			if err := GDNPost(y2, y2, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
+			if err := gdnPost(y2, y2, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, act); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(y, y2) {
@@ -280,11 +280,11 @@ func testGDNDeterminism(t *testing.T) {
 		for _, mode := range []op.ScanMode{op.Chunked, op.Recurrent} {
 			o := make([]float32, len(v))
 			state := slices.Clone(in.State)
-			if err := GDNScan(o, state, q, k, v, g, beta, p, mode); err != nil {
+			if err := gdnScan(o, state, q, k, v, g, beta, p, mode); err != nil {
 				t.Fatal(err)
 			}
 			y := make([]float32, len(o))
-			if err := GDNPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, op.ActSigmoid); err != nil {
+			if err := gdnPost(y, o, in.Z, c.T, c.Hv, c.Dv, in.NormW, 1e-6, op.ActSigmoid); err != nil {
 				t.Fatal(err)
 			}
 			res = append(res, o, state, y)
@@ -318,10 +318,10 @@ func TestGDNBadInput(t *testing.T) {
 	n := func(x int) []float32 { return make([]float32, x) }
 	T, HkDk, HvDv, C := c.T, c.Hk*c.Dk, c.Hv*c.Dv, c.Channels()
 	pre := func(p op.GDNParams, qkv, st []float32) error {
-		return GDNPre(n(T*HkDk), n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), qkv, in.A, in.B, st, in.ConvW, in.ALog, in.DtBias, p)
+		return gdnPre(n(T*HkDk), n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), qkv, in.A, in.B, st, in.ConvW, in.ALog, in.DtBias, p)
 	}
 	scan := func(p op.GDNParams, mode op.ScanMode, o, q []float32) error {
-		return GDNScan(o, n(c.Hv*c.Dk*c.Dv), q, n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), p, mode)
+		return gdnScan(o, n(c.Hv*c.Dk*c.Dv), q, n(T*HkDk), n(T*HvDv), n(T*c.Hv), n(T*c.Hv), p, mode)
 	}
 	with := func(f func(p *op.GDNParams)) op.GDNParams { p := good; f(&p); return p }
 	for _, tc := range []struct {
@@ -341,13 +341,13 @@ func TestGDNBadInput(t *testing.T) {
 		{"scan negative Dk", scan(with(func(p *op.GDNParams) { p.Dk = -4 }), op.Chunked, n(T*HvDv), n(T*HkDk)), op.ErrShape},
 		{"scan unknown mode", scan(good, op.ScanMode(7), n(T*HvDv), n(T*HkDk)), op.ErrInvalidArgument},
 		{"scan unknown map", scan(with(func(p *op.GDNParams) { p.Map = op.HeadMap(-1) }), op.Chunked, n(T*HvDv), n(T*HkDk)), op.ErrInvalidArgument},
-		{"norm length", GDNNormQK(n(T*HkDk), n(T*HkDk+1), T, c.Hk, c.Dk), op.ErrShape},
-		{"norm T=0", GDNNormQK(nil, nil, 0, c.Hk, c.Dk), op.ErrShape},
-		{"post z length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv-1), T, c.Hv, c.Dv, n(c.Dv), 1e-6, op.ActSilu), op.ErrShape},
-		{"post w length", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv+1), 1e-6, op.ActSilu), op.ErrShape},
-		{"post T=0", GDNPost(nil, nil, nil, 0, c.Hv, c.Dv, n(c.Dv), 1e-6, op.ActSilu), op.ErrShape},
-		{"post unknown act", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), 1e-6, op.GateAct(9)), op.ErrInvalidArgument},
-		{"post NaN eps", GDNPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), float32(math.NaN()), op.ActSilu), op.ErrInvalidArgument},
+		{"norm length", gdnNormQK(n(T*HkDk), n(T*HkDk+1), T, c.Hk, c.Dk), op.ErrShape},
+		{"norm T=0", gdnNormQK(nil, nil, 0, c.Hk, c.Dk), op.ErrShape},
+		{"post z length", gdnPost(n(T*HvDv), n(T*HvDv), n(T*HvDv-1), T, c.Hv, c.Dv, n(c.Dv), 1e-6, op.ActSilu), op.ErrShape},
+		{"post w length", gdnPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv+1), 1e-6, op.ActSilu), op.ErrShape},
+		{"post T=0", gdnPost(nil, nil, nil, 0, c.Hv, c.Dv, n(c.Dv), 1e-6, op.ActSilu), op.ErrShape},
+		{"post unknown act", gdnPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), 1e-6, op.GateAct(9)), op.ErrInvalidArgument},
+		{"post NaN eps", gdnPost(n(T*HvDv), n(T*HvDv), n(T*HvDv), T, c.Hv, c.Dv, n(c.Dv), float32(math.NaN()), op.ActSilu), op.ErrInvalidArgument},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: got %v, want an error wrapping %v", tc.name, tc.err, tc.want)
@@ -372,7 +372,7 @@ func BenchmarkGDNScan(b *testing.B) {
 		c := optest.GDNCase{T: T, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, Seed: 1}
 		in := c.Inputs()
 		q, k := slices.Clone(in.Q), slices.Clone(in.K)
-		if err := GDNNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
+		if err := gdnNormQK(q, k, c.T, c.Hk, c.Dk); err != nil {
 			b.Fatal(err)
 		}
 		p := gdnParams(c)
@@ -386,7 +386,7 @@ func BenchmarkGDNScan(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				state := slices.Clone(in.State)
 				for b.Loop() {
-					if err := GDNScan(o, state, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
+					if err := gdnScan(o, state, q, k, in.V, in.G, in.Beta, p, mode); err != nil {
 						b.Fatal(err)
 					}
 				}

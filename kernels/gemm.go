@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -12,12 +11,12 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// WidenF32 returns an F32 copy of m (m itself when it is already F32): widening 16-bit weights
+// widenF32 returns an F32 copy of m (m itself when it is already F32): widening 16-bit weights
 // once at load trades twice the memory for skipping the per-call widening in MatMul. A QAffine,
 // FP8Block or QFloat weight is dequantized (for tools and tests: a model keeps its quantized
 // weights packed).
 // Errors wrap op.ErrShape or op.ErrDType.
-func WidenF32(m *op.Matrix) (*op.Matrix, error) {
+func widenF32(m *op.Matrix) (*op.Matrix, error) {
 	if err := m.Validate("WidenF32"); err != nil {
 		return nil, err
 	}
@@ -25,7 +24,7 @@ func WidenF32(m *op.Matrix) (*op.Matrix, error) {
 	case op.F32:
 		return m, nil
 	case op.QAffine, op.FP8Block, op.QFloat:
-		out, err := DequantF32(m)
+		out, err := dequantF32(m)
 		if err != nil {
 			return nil, err
 		}
@@ -38,21 +37,8 @@ func WidenF32(m *op.Matrix) (*op.Matrix, error) {
 	return &op.Matrix{N: m.N, K: m.K, DType: op.F32, F32: out}, nil
 }
 
-// RowF32 widens (or, for the packed formats, dequantizes) row n of m into dst (length K). Errors wrap
-// op.ErrShape, op.ErrInvalidArgument, op.ErrUnsupported or op.ErrDType.
-func RowF32(dst []float32, m *op.Matrix, n int) error {
-	if err := m.Validate("RowF32"); err != nil {
-		return err
-	}
-	if n < 0 || n >= m.N || len(dst) != m.K {
-		return fmt.Errorf("RowF32: %w: row %d of [%d, %d] into %d", op.ErrShape, n, m.N, m.K, len(dst))
-	}
-	rowF32(dst, m, n, nil)
-	return nil
-}
-
-// rowF32 is RowF32 after validation; sb is scale scratch for packed rows (allocated when
-// shorter than packedScratch of one row).
+// rowF32 widens (or, for the packed formats, dequantizes) row n of m into dst (length K); sb is
+// scale scratch for packed rows (allocated when shorter than packedScratch of one row).
 func rowF32(dst []float32, m *op.Matrix, n int, sb []float32) {
 	switch {
 	case m.DType == op.F32:
@@ -67,16 +53,16 @@ func rowF32(dst []float32, m *op.Matrix, n int, sb []float32) {
 	}
 }
 
-// BF16ToF32 widens bfloat16 bits exactly.
-func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+// bf16ToF32 widens bfloat16 bits exactly.
+func bf16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
 
 var (
 	f16TableOnce sync.Once
 	f16Table     []float32 // all 65536 half-precision values, widened
 )
 
-// F16ToF32 widens IEEE half-precision bits exactly (subnormals, infinities and NaNs included).
-func F16ToF32(h uint16) float32 {
+// f16ToF32 widens IEEE half-precision bits exactly (subnormals, infinities and NaNs included).
+func f16ToF32(h uint16) float32 {
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h) & 0x3ff
@@ -133,7 +119,7 @@ func gemmBlockRows(N, K int) int {
 
 var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s }}
 
-// MatMul computes y [T, N] = x [T, K] * W^T for a weight W [N, K] (transformers' nn.Linear
+// matMulChecked computes y [T, N] = x [T, K] * W^T for a weight W [N, K] (transformers' nn.Linear
 // without bias), with float32 activations and accumulation.
 //
 // The product is split into column blocks of y (gemmBlockRows rows of W each, a split that
@@ -156,7 +142,7 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // T may be 0 (nothing to do). len(x) must be T*K and len(y) T*N.
 // Errors wrap op.ErrShape, op.ErrInvalidArgument (nil weight), op.ErrUnsupported (a bit width
 // or group size outside MLX's) or op.ErrDType.
-func MatMul(y, x []float32, T int, w *op.Matrix) error {
+func matMulChecked(y, x []float32, T int, w *op.Matrix) error {
 	return execMatMul(op.MatMul{Y: op.HostF32(y), X: op.HostF32(x), T: T, W: w})
 }
 

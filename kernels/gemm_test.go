@@ -95,16 +95,16 @@ func TestMatMulPanels(t *testing.T) {
 		w, wide := denseMatrix(t, 7, N, K, dt, 0.05)
 		x := optest.Floats(8, T*K, 1)
 		y := make([]float32, T*N)
-		if err := MatMul(y, x, T, w); err != nil {
+		if err := matMulChecked(y, x, T, w); err != nil {
 			t.Fatal(err)
 		}
 		denseCheck(t, "panels "+dt.String(), y, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
-		wf, err := WidenF32(w)
+		wf, err := widenF32(w)
 		if err != nil {
 			t.Fatal(err)
 		}
 		y2 := make([]float32, T*N)
-		if err := MatMul(y2, x, T, wf); err != nil {
+		if err := matMulChecked(y2, x, T, wf); err != nil {
 			t.Fatal(err)
 		}
 		denseCheck(t, "widened "+dt.String(), y2, denseLinear64(denseTo64(x), T, wide, N, K), 2e-6)
@@ -116,7 +116,7 @@ func TestMatMulDeterministic(t *testing.T) {
 	x := optest.Floats(10, 65*520, 1)
 	denseSameAcrossProcs(t, "MatMul", func() []float32 {
 		y := make([]float32, 65*300)
-		if err := MatMul(y, x, 65, w); err != nil {
+		if err := matMulChecked(y, x, 65, w); err != nil {
 			t.Fatal(err)
 		}
 		return y
@@ -126,7 +126,7 @@ func TestMatMulDeterministic(t *testing.T) {
 func TestWidenExact(t *testing.T) {
 	for b := 0; b < 1<<16; b++ {
 		h := float16.Frombits(uint16(b)).Float32()
-		got := F16ToF32(uint16(b))
+		got := f16ToF32(uint16(b))
 		if math.Float32bits(got) != math.Float32bits(h) && !(h != h && got != got) {
 			t.Fatalf("F16ToF32(%#04x) = %g, want %g", b, got, h)
 		}
@@ -136,7 +136,7 @@ func TestWidenExact(t *testing.T) {
 			t.Fatalf("table widening of %#04x differs", b)
 		}
 	}
-	if BF16ToF32(0x3f80) != 1 || BF16ToF32(0xc040) != -3 {
+	if bf16ToF32(0x3f80) != 1 || bf16ToF32(0xc040) != -3 {
 		t.Fatal("BF16ToF32 wrong")
 	}
 	// BF16 slices (the assembly kernel where the CPU has it, then the portable tail): every bit
@@ -178,13 +178,13 @@ func TestMatMulErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"nil weight", op.ErrInvalidArgument, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, nil) }},
-		{"short x", op.ErrShape, func() error { return MatMul(make([]float32, 8), make([]float32, 5), 2, w) }},
-		{"short y", op.ErrShape, func() error { return MatMul(make([]float32, 7), make([]float32, 6), 2, w) }},
-		{"negative T", op.ErrShape, func() error { return MatMul(nil, nil, -1, w) }},
-		{"short bf16", op.ErrShape, func() error { return MatMul(make([]float32, 4), make([]float32, 3), 1, bad16) }},
+		{"nil weight", op.ErrInvalidArgument, func() error { return matMulChecked(make([]float32, 4), make([]float32, 3), 1, nil) }},
+		{"short x", op.ErrShape, func() error { return matMulChecked(make([]float32, 8), make([]float32, 5), 2, w) }},
+		{"short y", op.ErrShape, func() error { return matMulChecked(make([]float32, 7), make([]float32, 6), 2, w) }},
+		{"negative T", op.ErrShape, func() error { return matMulChecked(nil, nil, -1, w) }},
+		{"short bf16", op.ErrShape, func() error { return matMulChecked(make([]float32, 4), make([]float32, 3), 1, bad16) }},
 		{"bad dtype", op.ErrDType, func() error {
-			return MatMul(make([]float32, 4), make([]float32, 3), 1, &op.Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
+			return matMulChecked(make([]float32, 4), make([]float32, 3), 1, &op.Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
 		}},
 		{"NewMatrixU16 F32", op.ErrShape, func() error { _, err := op.NewMatrixU16(2, 2, op.F32, make([]uint16, 4)); return err }},
 		{"NewMatrixF32 size", op.ErrShape, func() error { _, err := op.NewMatrixF32(2, 2, make([]float32, 3)); return err }},
@@ -216,12 +216,64 @@ func BenchmarkMatMul(b *testing.B) {
 			y := make([]float32, s.T*s.N)
 			b.Run(s.name+"_"+dt.String(), func(b *testing.B) {
 				for b.Loop() {
-					if err := MatMul(y, x, s.T, w); err != nil {
+					if err := matMulChecked(y, x, s.T, w); err != nil {
 						b.Fatal(err)
 					}
 				}
 				b.ReportMetric(2*float64(s.T)*float64(s.N)*float64(s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
+	}
+}
+
+// TestWeightsPrepareBudget: the CPU store widens BF16 and F16 matrices in the order given while
+// the copies fit the budget (a matrix that does not fit is skipped, a later smaller one still
+// widened), exactly; F32 and QAffine matrices come back as they are; Bytes counts the copies; a
+// negative budget widens all, 0 none; an invalid matrix is an error.
+func TestWeightsPrepareBudget(t *testing.T) {
+	big, wideBig := denseMatrix(t, 1, 64, 32, op.BF16, 1)   // 8 KiB as float32
+	small, wideSmall := denseMatrix(t, 2, 8, 32, op.F16, 1) // 1 KiB
+	f, _ := denseMatrix(t, 3, 8, 32, op.F32, 1)
+	q, _, err := optest.RandQuant(4, 8, 64, 4, 32, op.BF16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		budget               int64
+		widenBig, widenSmall bool
+	}{{0, false, false}, {4096, false, true}, {8192, true, false}, {9216, true, true}, {-1, true, true}} {
+		w := Backend{}.NewWeights(op.WeightOptions{WidenBudget: c.budget})
+		var bytes int64
+		for _, m := range []struct {
+			m     *op.Matrix
+			wide  []float32
+			widen bool
+		}{{big, wideBig, c.widenBig}, {small, wideSmall, c.widenSmall}, {f, nil, false}, {q, nil, false}} {
+			got, err := w.Prepare(m.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m.widen {
+				if got != m.m {
+					t.Fatalf("budget %d: %v [%d, %d] replaced", c.budget, m.m.DType, m.m.N, m.m.K)
+				}
+				continue
+			}
+			if got.DType != op.F32 || got.N != m.m.N || got.K != m.m.K {
+				t.Fatalf("budget %d: %v [%d, %d] prepared as %v [%d, %d]", c.budget, m.m.DType, m.m.N, m.m.K, got.DType, got.N, got.K)
+			}
+			for i, v := range m.wide {
+				if math.Float32bits(got.F32[i]) != math.Float32bits(v) {
+					t.Fatalf("budget %d: element %d widened to %g, want %g", c.budget, i, got.F32[i], v)
+				}
+			}
+			bytes += got.Bytes()
+		}
+		if w.Bytes() != bytes {
+			t.Errorf("budget %d: Bytes %d, copies %d", c.budget, w.Bytes(), bytes)
+		}
+	}
+	if _, err := (Backend{}).NewWeights(op.WeightOptions{WidenBudget: -1}).Prepare(&op.Matrix{N: 2, K: 3, DType: op.BF16}); !errors.Is(err, op.ErrShape) {
+		t.Errorf("short matrix: %v", err)
 	}
 }

@@ -18,11 +18,11 @@ func TestElemLimits(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"MatMul", MatMul(make([]float32, 1), make([]float32, 1), big, w)},
-		{"MoECombine", MoECombine(nil, nil, 1<<20, nil, nil, 1<<20, 10, 4096)},
-		{"TopKRoute", TopKRoute(nil, nil, nil, 1<<30, 512, 10, true)},
-		{"RMSNorm1p", RMSNorm1p(nil, nil, 1<<20, 1<<12, nil, 1e-6)},
-		{"GRApplyMoEC", GRApplyMoEC(nil, nil, nil, 1, nil, nil, nil, 1<<20, 4, 10, 2560)},
+		{"MatMul", matMulChecked(make([]float32, 1), make([]float32, 1), big, w)},
+		{"MoECombine", moeCombine(nil, nil, 1<<20, nil, nil, 1<<20, 10, 4096)},
+		{"TopKRoute", topKRoute(nil, nil, nil, 1<<30, 512, 10, true)},
+		{"RMSNorm1p", rmsNorm1p(nil, nil, 1<<20, 1<<12, nil, 1e-6)},
+		{"GRApplyMoEC", grApplyMoEC(nil, nil, nil, 1, nil, nil, nil, 1<<20, 4, 10, 2560)},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, op.ErrShape) || !strings.Contains(c.err.Error(), "32-bit") {
@@ -39,10 +39,10 @@ func TestElemLimits(t *testing.T) {
 
 func TestElemLimitsAttentionGDN(t *testing.T) {
 	for name, err := range map[string]error{
-		"Attention": Attention(nil, nil, nil, nil, nil, op.AttnParams{T: 1 << 20, Hq: 24, Hkv: 2, D: 256, Scale: 1}, nil),
-		"QSASelect": QSASelect(&op.Selection{}, nil, nil, nil, op.IndexerParams{T: 1 << 22, NHeads: 4, Dim: 128, Ratio: 4, Budget: 8, Rot: 64, Theta: 1e7}),
-		"GDNScan":   GDNScan(nil, nil, nil, nil, nil, nil, nil, op.GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}, op.Chunked),
-		"GDNPre":    GDNPre(nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, op.GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}),
+		"Attention": attention(nil, nil, nil, nil, nil, op.AttnParams{T: 1 << 20, Hq: 24, Hkv: 2, D: 256, Scale: 1}, nil),
+		"QSASelect": qsaSelect(&op.Selection{}, nil, nil, nil, op.IndexerParams{T: 1 << 22, NHeads: 4, Dim: 128, Ratio: 4, Budget: 8, Rot: 64, Theta: 1e7}),
+		"GDNScan":   gdnScan(nil, nil, nil, nil, nil, nil, nil, op.GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}, op.Chunked),
+		"GDNPre":    gdnPre(nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, op.GDNParams{T: 1 << 20, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4}),
 	} {
 		if !errors.Is(err, op.ErrShape) || !strings.Contains(err.Error(), "32-bit") {
 			t.Errorf("%s: %v, want op.ErrShape naming the 32-bit limit", name, err)
@@ -72,7 +72,7 @@ func TestGDNScanNaNPropagates(t *testing.T) {
 		g[66*p.Hv+1] = float32(math.NaN()) // head 1, token 66 (second chunk)
 		o := make([]float32, p.T*p.Hv*p.Dv)
 		state := make([]float32, p.Hv*p.Dk*p.Dv)
-		if err := GDNScan(o, state, q, k, v, g, beta, p, mode); err != nil {
+		if err := gdnScan(o, state, q, k, v, g, beta, p, mode); err != nil {
 			t.Fatal(err)
 		}
 		last := o[(p.T-1)*p.Hv*p.Dv:]

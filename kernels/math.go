@@ -21,26 +21,6 @@ func sigmoid64(x float64) float64 {
 	return e / (1 + e)
 }
 
-// silu32 returns x * sigmoid(x) (SwiGLU's activation; transformers' "silu").
-func silu32(x float32) float32 {
-	v := float64(x)
-	return float32(v * sigmoid64(v))
-}
-
-// softplus32 returns log(1 + exp(x)), and x itself for x > 20 as torch.nn.functional.softplus
-// does with its default threshold.
-func softplus32(x float32) float32 {
-	if x > 20 {
-		return x
-	}
-	return float32(math.Log1p(math.Exp(float64(x))))
-}
-
-// exp32 returns e^x rounded to float32.
-func exp32(x float32) float32 {
-	return float32(math.Exp(float64(x)))
-}
-
 // rsqrt64 returns 1/sqrt(x).
 func rsqrt64(x float64) float64 {
 	return 1 / math.Sqrt(x)

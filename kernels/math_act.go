@@ -104,13 +104,13 @@ func sigmoidMulRow(o, gate []float32) {
 	}
 }
 
-// SigmoidMul multiplies o element-wise by sigmoid(gate): o[i] = o[i] * (1 / (1 + e^-gate[i]))
+// sigmoidMul multiplies o element-wise by sigmoid(gate): o[i] = o[i] * (1 / (1 + e^-gate[i]))
 // (the output gate of gated attention, attn .* sigmoid(gate) in Qwen3NextAttention /
 // Qwen4ExpTextAttention, and any other sigmoid gate of the same shape). o and gate are float32
 // of the same length (any shape, row-major); results as the package's other activations (see
 // ActKernel: within about 2 float32 ulp for the sigmoid in the assembly set, the float64 form
 // elsewhere) and the same bits for any GOMAXPROCS. Parallel over elements. Errors wrap op.ErrShape.
-func SigmoidMul(o, gate []float32) error {
+func sigmoidMul(o, gate []float32) error {
 	return execSigmoidMul(op.SigmoidMul{O: op.HostF32(o), G: op.HostF32(gate)})
 }
 

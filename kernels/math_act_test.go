@@ -276,7 +276,7 @@ func testSigmoidMul(t *testing.T) {
 	gate, o0 := optest.Floats(21, n, 8), optest.Floats(22, n, 2)
 	run := func() []float32 {
 		o := append([]float32(nil), o0...)
-		if err := SigmoidMul(o, gate); err != nil {
+		if err := sigmoidMul(o, gate); err != nil {
 			t.Fatal(err)
 		}
 		return o
@@ -287,7 +287,7 @@ func testSigmoidMul(t *testing.T) {
 	}
 	denseCheck(t, "SigmoidMul", run(), want, 1e-6)
 	denseSameAcrossProcs(t, "SigmoidMul", run)
-	if err := SigmoidMul(make([]float32, 3), make([]float32, 4)); !errors.Is(err, op.ErrShape) {
+	if err := sigmoidMul(make([]float32, 3), make([]float32, 4)); !errors.Is(err, op.ErrShape) {
 		t.Fatalf("length mismatch: %v", err)
 	}
 }

@@ -14,14 +14,14 @@ import (
 	"github.com/stratakernels/strata/internal/blas"
 )
 
-// TopKRoute is the MoE router after the logits GEMM: p = softmax(logits) over all E experts
+// topKRoute is the MoE router after the logits GEMM: p = softmax(logits) over all E experts
 // (max-subtracted, exp and sum in float64, p rounded to float32), then the K largest p per
 // token in descending order, ties going to the lower expert index (torch.topk leaves tie order
 // unspecified; this is the rule strata fixes). With norm (norm_topk_prob), w = p / sum of the
 // K selected p; else w = p. logits: [T, E]; w, idx: [T, K] (slot order = rank).
 // Source: Qwen3NextTopKRouter / Qwen4ExpTextTopKRouter. Parallel over tokens.
 // Errors wrap op.ErrShape, or op.ErrInvalidArgument for K outside [1, E] or a NaN/Inf logit.
-func TopKRoute(w []float32, idx []int32, logits []float32, T, E, K int, norm bool) error {
+func topKRoute(w []float32, idx []int32, logits []float32, T, E, K int, norm bool) error {
 	return execTopKRoute(op.TopKRoute{W: op.HostF32(w), Idx: op.HostI32(idx), Logits: op.HostF32(logits), T: T, E: E, K: K, Norm: norm})
 }
 
@@ -85,7 +85,7 @@ func moeSoftmaxRow(p, x []float32) {
 	}
 }
 
-// MoEExperts runs the routed experts without their routing weights. Slots (t, j) are grouped
+// moeExperts runs the routed experts without their routing weights. Slots (t, j) are grouped
 // by expert (expert order, then token order), each expert runs as two GEMMs over its rows:
 // h = silu(x Wg^T) * (x Wu^T), out = h Wd^T (SwiGLU). The unweighted output of slot (t, j)
 // lands in row rk[t*K+j] of ye; rows are contiguous per expert. idx[t*K+j] = -1 marks an
@@ -93,7 +93,7 @@ func moeSoftmaxRow(p, x []float32) {
 // x: [T, D]; idx, rk: [T, K]; ye: [T*K, D]. MoECombine (or GRApplyMoEC) applies the weights.
 // Source: Qwen3NextExperts / Qwen4ExpTextExperts (the combine is moe_comb).
 // Errors wrap op.ErrShape, op.ErrInvalidArgument (expert index outside [-1, E)) or op.ErrDType.
-func MoEExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *op.Experts) error {
+func moeExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *op.Experts) error {
 	return execMoEExperts(op.MoEExperts{YE: op.HostF32(ye), RK: op.HostI32(rk), X: op.HostF32(x), Idx: op.HostI32(idx), T: T, K: K, Ex: ex})
 }
 
@@ -217,9 +217,9 @@ func swigluRange(h, gu []float32, lo, hi, I int) {
 	}
 }
 
-// SwiGLU writes h = silu(gu[:, :I]) * gu[:, I:] for gu [rows, 2I] (gate columns first, as the
+// swiGLU writes h = silu(gu[:, :I]) * gu[:, I:] for gu [rows, 2I] (gate columns first, as the
 // fused gate_up projection produces them) into h [rows, I]. Errors wrap op.ErrShape.
-func SwiGLU(h, gu []float32, rows, I int) error {
+func swiGLU(h, gu []float32, rows, I int) error {
 	return execSwiGLU(op.SwiGLU{H: op.HostF32(h), GU: op.HostF32(gu), Rows: rows, I: I})
 }
 
@@ -252,10 +252,10 @@ func moeCombineRow(dst, ye []float32, rk []int32, w []float32) {
 	}
 }
 
-// MoECombine is moe_comb: out[t] = sum over slots j (in slot order) of w[t*K+j] * ye[rk[t*K+j]],
+// moeCombine is moe_comb: out[t] = sum over slots j (in slot order) of w[t*K+j] * ye[rk[t*K+j]],
 // skipping slots with rk = -1. ye: [rows, D]; rk, w: [T, K]; out: [T, D]. float32 accumulation.
 // Parallel over tokens. Errors wrap op.ErrShape, or op.ErrInvalidArgument for rk outside [-1, rows).
-func MoECombine(out, ye []float32, rows int, rk []int32, w []float32, T, K, D int) error {
+func moeCombine(out, ye []float32, rows int, rk []int32, w []float32, T, K, D int) error {
 	a := op.MoECombine{Out: op.HostF32(out), YE: op.HostF32(ye), RK: op.HostI32(rk), W: op.HostF32(w), T: T, K: K, D: D}
 	if err := a.Check(); err != nil {
 		return err
@@ -283,19 +283,19 @@ func execMoECombine(a op.MoECombine) error {
 	return nil
 }
 
-// SharedExpert is the always-on expert of a MoE block: Gate, Up [I, D] (shared_expert.gate_proj,
+// sharedExpert is the always-on expert of a MoE block: Gate, Up [I, D] (shared_expert.gate_proj,
 // up_proj), Down [D, I] (down_proj) and the scalar gate vector GateW [D]
 // (shared_expert_gate.weight, one row); GateW nil means ungated.
-type SharedExpert struct {
+type sharedExpert struct {
 	D, I           int
 	Gate, Up, Down *op.Matrix
 	GateW          []float32
 }
 
-// SharedExpertMLP computes y = sigmoid(x . GateW) * Down(silu(Gate x) * Up x) for x, y [T, D]
+// sharedExpertMLP computes y = sigmoid(x . GateW) * Down(silu(Gate x) * Up x) for x, y [T, D]
 // (the shared expert and its gate in Qwen3NextSparseMoeBlock / Qwen4ExpTextSparseMoeBlock; the
 // gate dot runs in float64). y must not alias x. Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType.
-func SharedExpertMLP(y, x []float32, T int, se *SharedExpert) error {
+func sharedExpertMLP(y, x []float32, T int, se *sharedExpert) error {
 	if se == nil {
 		return fmt.Errorf("SharedExpertMLP: %w: nil shared expert", op.ErrInvalidArgument)
 	}
@@ -315,14 +315,14 @@ func SharedExpertMLP(y, x []float32, T int, se *SharedExpert) error {
 	}
 	g := make([]float32, T*I)
 	u := make([]float32, T*I)
-	if err := MatMul(g, x, T, se.Gate); err != nil {
+	if err := matMulChecked(g, x, T, se.Gate); err != nil {
 		return err
 	}
-	if err := MatMul(u, x, T, se.Up); err != nil {
+	if err := matMulChecked(u, x, T, se.Up); err != nil {
 		return err
 	}
 	parallelFor(T*I, 4096, func(lo, hi int) { swigluRow(g[lo:hi], g[lo:hi], u[lo:hi]) })
-	if err := MatMul(y, g, T, se.Down); err != nil {
+	if err := matMulChecked(y, g, T, se.Down); err != nil {
 		return err
 	}
 	if se.GateW == nil {

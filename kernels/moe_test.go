@@ -37,7 +37,7 @@ func TestTopKRouteCases(t *testing.T) {
 		logits := optest.Floats(uint64(600+i), c.T*c.E, 2)
 		w := make([]float32, c.T*c.K)
 		idx := make([]int32, c.T*c.K)
-		if err := TopKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
+		if err := topKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		ww, wi := denseRouteRef64(logits, c.T, c.E, c.K, c.Norm)
@@ -52,7 +52,7 @@ func TestTopKRouteCases(t *testing.T) {
 	logits := []float32{1, 3, 3, 0, 3, 1}
 	w := make([]float32, 4)
 	idx := make([]int32, 4)
-	if err := TopKRoute(w, idx, logits, 1, 6, 4, true); err != nil {
+	if err := topKRoute(w, idx, logits, 1, 6, 4, true); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(idx) != "[1 2 4 0]" {
@@ -78,7 +78,7 @@ func testMoEExpertsCases(t *testing.T) {
 		logits := optest.Floats(uint64(800+i), c.T*c.E, 2)
 		w := make([]float32, c.T*c.K)
 		idx := make([]int32, c.T*c.K)
-		if err := TopKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
+		if err := topKRoute(w, idx, logits, c.T, c.E, c.K, c.Norm); err != nil {
 			t.Fatal(err)
 		}
 		if c.T > 2 {
@@ -87,11 +87,11 @@ func testMoEExpertsCases(t *testing.T) {
 		run := func() ([]float32, []float32, []int32) {
 			ye := make([]float32, c.T*c.K*c.D)
 			rk := make([]int32, c.T*c.K)
-			if err := MoEExperts(ye, rk, x, c.T, idx, c.K, ex); err != nil {
+			if err := moeExperts(ye, rk, x, c.T, idx, c.K, ex); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			out := make([]float32, c.T*c.D)
-			if err := MoECombine(out, ye, c.T*c.K, rk, w, c.T, c.K, c.D); err != nil {
+			if err := moeCombine(out, ye, c.T*c.K, rk, w, c.T, c.K, c.D); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			return out, ye, rk
@@ -155,7 +155,7 @@ func TestMoECombineGolden(t *testing.T) {
 	rows, D := int(get("moe.ye").Shape[0]), int(get("moe.ye").Shape[1])
 	T, K := int(get("moe.rk").Shape[0]), int(get("moe.rk").Shape[1])
 	out := make([]float32, T*D)
-	if err := MoECombine(out, ye, rows, rk, w, T, K, D); err != nil {
+	if err := moeCombine(out, ye, rows, rk, w, T, K, D); err != nil {
 		t.Fatal(err)
 	}
 	empty := 0
@@ -181,10 +181,10 @@ func testSharedExpertMLP(t *testing.T) {
 			u, uw := denseMatrix(t, 2, I, D, dt, 0.1)
 			dn, dw := denseMatrix(t, 3, D, I, dt, 0.1)
 			sg := optest.Floats(4, D, 0.1)
-			se := &SharedExpert{D: D, I: I, Gate: g, Up: u, Down: dn, GateW: sg}
+			se := &sharedExpert{D: D, I: I, Gate: g, Up: u, Down: dn, GateW: sg}
 			x := optest.Floats(5, T*D, 1)
 			y := make([]float32, T*D)
-			if err := SharedExpertMLP(y, x, T, se); err != nil {
+			if err := sharedExpertMLP(y, x, T, se); err != nil {
 				t.Fatal(err)
 			}
 			gu := append(append([]float32(nil), gw...), uw...)
@@ -220,37 +220,37 @@ func TestMoEErrors(t *testing.T) {
 		call func() error
 	}{
 		{"K > E", op.ErrInvalidArgument, func() error {
-			return TopKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true)
+			return topKRoute(make([]float32, 3), make([]int32, 3), make([]float32, 2), 1, 2, 3, true)
 		}},
-		{"K 0", op.ErrInvalidArgument, func() error { return TopKRoute(nil, nil, make([]float32, 2), 1, 2, 0, true) }},
+		{"K 0", op.ErrInvalidArgument, func() error { return topKRoute(nil, nil, make([]float32, 2), 1, 2, 0, true) }},
 		{"NaN logit", op.ErrInvalidArgument, func() error {
-			return TopKRoute(make([]float32, 1), make([]int32, 1), []float32{0, nan}, 1, 2, 1, true)
+			return topKRoute(make([]float32, 1), make([]int32, 1), []float32{0, nan}, 1, 2, 1, true)
 		}},
 		{"route lengths", op.ErrShape, func() error {
-			return TopKRoute(make([]float32, 1), make([]int32, 2), make([]float32, 2), 1, 2, 2, true)
+			return topKRoute(make([]float32, 1), make([]int32, 2), make([]float32, 2), 1, 2, 2, true)
 		}},
-		{"expert idx", op.ErrInvalidArgument, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 2, 0}, 2, ex) }},
-		{"expert idx -2", op.ErrInvalidArgument, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, -2, 0}, 2, ex) }},
-		{"expert shapes", op.ErrShape, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, badEx) }},
-		{"nil experts", op.ErrInvalidArgument, func() error { return MoEExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, nil) }},
-		{"ye length", op.ErrShape, func() error { return MoEExperts(ye[:20], rk, x, 2, []int32{0, 1, 1, 0}, 2, ex) }},
+		{"expert idx", op.ErrInvalidArgument, func() error { return moeExperts(ye, rk, x, 2, []int32{0, 1, 2, 0}, 2, ex) }},
+		{"expert idx -2", op.ErrInvalidArgument, func() error { return moeExperts(ye, rk, x, 2, []int32{0, 1, -2, 0}, 2, ex) }},
+		{"expert shapes", op.ErrShape, func() error { return moeExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, badEx) }},
+		{"nil experts", op.ErrInvalidArgument, func() error { return moeExperts(ye, rk, x, 2, []int32{0, 1, 1, 0}, 2, nil) }},
+		{"ye length", op.ErrShape, func() error { return moeExperts(ye[:20], rk, x, 2, []int32{0, 1, 1, 0}, 2, ex) }},
 		{"rk range", op.ErrInvalidArgument, func() error {
-			return MoECombine(make([]float32, 6), ye, 4, []int32{0, 4}, []float32{1, 1}, 1, 2, 6)
+			return moeCombine(make([]float32, 6), ye, 4, []int32{0, 4}, []float32{1, 1}, 1, 2, 6)
 		}},
 		{"rk -2", op.ErrInvalidArgument, func() error {
-			return MoECombine(make([]float32, 6), ye, 4, []int32{0, -2}, []float32{1, 1}, 1, 2, 6)
+			return moeCombine(make([]float32, 6), ye, 4, []int32{0, -2}, []float32{1, 1}, 1, 2, 6)
 		}},
 		{"rows vs ye", op.ErrShape, func() error {
-			return MoECombine(make([]float32, 6), ye, 5, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
+			return moeCombine(make([]float32, 6), ye, 5, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
 		}},
 		{"out length", op.ErrShape, func() error {
-			return MoECombine(make([]float32, 5), ye, 4, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
+			return moeCombine(make([]float32, 5), ye, 4, []int32{0, 1}, []float32{1, 1}, 1, 2, 6)
 		}},
-		{"shared nil", op.ErrInvalidArgument, func() error { return SharedExpertMLP(x, x, 2, nil) }},
+		{"shared nil", op.ErrInvalidArgument, func() error { return sharedExpertMLP(x, x, 2, nil) }},
 		{"shared shapes", op.ErrShape, func() error {
-			return SharedExpertMLP(make([]float32, 12), x, 2, &SharedExpert{D: 6, I: 4, Gate: gu, Up: gu, Down: dn})
+			return sharedExpertMLP(make([]float32, 12), x, 2, &sharedExpert{D: 6, I: 4, Gate: gu, Up: gu, Down: dn})
 		}},
-		{"swiglu", op.ErrShape, func() error { return SwiGLU(make([]float32, 4), make([]float32, 7), 1, 4) }},
+		{"swiglu", op.ErrShape, func() error { return swiGLU(make([]float32, 4), make([]float32, 7), 1, 4) }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {
@@ -298,13 +298,13 @@ func BenchmarkMoEExperts(b *testing.B) {
 		}
 		x := optest.Floats(3, T*D, 1)
 		w, idx := make([]float32, T*K), make([]int32, T*K)
-		if err := TopKRoute(w, idx, optest.Floats(4, T*E, 1), T, E, K, true); err != nil {
+		if err := topKRoute(w, idx, optest.Floats(4, T*E, 1), T, E, K, true); err != nil {
 			b.Fatal(err)
 		}
 		ye, rk := make([]float32, T*K*D), make([]int32, T*K)
 		b.Run(dt.String(), func(b *testing.B) {
 			for b.Loop() {
-				if err := MoEExperts(ye, rk, x, T, idx, K, ex); err != nil {
+				if err := moeExperts(ye, rk, x, T, idx, K, ex); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -42,11 +42,11 @@ func rmsScale1p(y, x, w []float32, eps float32) {
 	}
 }
 
-// RMSNorm1p normalises each of rows vectors of D: y = x * rsqrt(mean(x^2) + eps) * (1 + w),
+// rmsNorm1p normalises each of rows vectors of D: y = x * rsqrt(mean(x^2) + eps) * (1 + w),
 // with the sum of squares in float64 and one rounding per output (the zero-centred RMSNorm of
 // qwen3_next and qwen4_exp: Qwen3NextRMSNorm, Qwen4ExpTextRMSNorm). x, y: [rows, D]; w: [D]. y may alias x.
 // Parallel over rows. Errors wrap op.ErrShape (or op.ErrInvalidArgument for a negative eps).
-func RMSNorm1p(y, x []float32, rows, D int, w []float32, eps float32) error {
+func rmsNorm1p(y, x []float32, rows, D int, w []float32, eps float32) error {
 	return execRMSNorm(op.RMSNorm{Y: op.HostF32(y), X: op.HostF32(x), Rows: rows, D: D, W: w, Eps: eps})
 }
 
@@ -63,11 +63,11 @@ func execRMSNorm(a op.RMSNorm) error {
 	return nil
 }
 
-// RMSNorm1pGrouped is the grouped form (group_size = D) used by GatedResidual's hc_norm and
+// rmsNorm1pGrouped is the grouped form (group_size = D) used by GatedResidual's hc_norm and
 // PLE's norms: x, y [T, S*D]; each of the S streams of D of a token is normalised separately
 // with its own weights w[s*D:(s+1)*D] (w has S*D entries). y may alias x.
 // Errors wrap op.ErrShape (or op.ErrInvalidArgument for a negative eps).
-func RMSNorm1pGrouped(y, x []float32, T, S, D int, w []float32, eps float32) error {
+func rmsNorm1pGrouped(y, x []float32, T, S, D int, w []float32, eps float32) error {
 	if T < 0 || S <= 0 || D <= 0 || len(x) != T*S*D || len(y) != T*S*D || len(w) != S*D {
 		return fmt.Errorf("RMSNorm1pGrouped: %w: T=%d S=%d D=%d len(x)=%d len(y)=%d len(w)=%d",
 			op.ErrShape, T, S, D, len(x), len(y), len(w))

@@ -26,9 +26,9 @@ func TestRMSNorm1pCases(t *testing.T) {
 		y := make([]float32, len(x))
 		var err error
 		if c.S == 1 {
-			err = RMSNorm1p(y, x, c.T, c.D, w, eps)
+			err = rmsNorm1p(y, x, c.T, c.D, w, eps)
 		} else {
-			err = RMSNorm1pGrouped(y, x, c.T, c.S, c.D, w, eps)
+			err = rmsNorm1pGrouped(y, x, c.T, c.S, c.D, w, eps)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -37,9 +37,9 @@ func TestRMSNorm1pCases(t *testing.T) {
 		// in place (y aliases x) gives the same bits
 		xc := append([]float32(nil), x...)
 		if c.S == 1 {
-			err = RMSNorm1p(xc, xc, c.T, c.D, w, eps)
+			err = rmsNorm1p(xc, xc, c.T, c.D, w, eps)
 		} else {
-			err = RMSNorm1pGrouped(xc, xc, c.T, c.S, c.D, w, eps)
+			err = rmsNorm1pGrouped(xc, xc, c.T, c.S, c.D, w, eps)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestRMSNorm1pCases(t *testing.T) {
 	w := optest.Floats(2, 4*256, 0.5)
 	denseSameAcrossProcs(t, "RMSNorm1pGrouped", func() []float32 {
 		y := make([]float32, len(x))
-		if err := RMSNorm1pGrouped(y, x, 300, 4, 256, w, 1e-6); err != nil {
+		if err := rmsNorm1pGrouped(y, x, 300, 4, 256, w, 1e-6); err != nil {
 			t.Fatal(err)
 		}
 		return y
@@ -68,12 +68,12 @@ func TestRMSNorm1pErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"short x", op.ErrShape, func() error { return RMSNorm1p(x, x[:7], 2, 4, x[:4], 1e-6) }},
-		{"short w", op.ErrShape, func() error { return RMSNorm1p(x, x, 2, 4, x[:3], 1e-6) }},
-		{"D zero", op.ErrShape, func() error { return RMSNorm1p(nil, nil, 2, 0, nil, 1e-6) }},
-		{"eps NaN", op.ErrInvalidArgument, func() error { return RMSNorm1p(x, x, 2, 4, x[:4], float32(math.NaN())) }},
-		{"grouped w", op.ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 2, 4, x[:4], 1e-6) }},
-		{"grouped S", op.ErrShape, func() error { return RMSNorm1pGrouped(x, x, 1, 0, 4, x[:4], 1e-6) }},
+		{"short x", op.ErrShape, func() error { return rmsNorm1p(x, x[:7], 2, 4, x[:4], 1e-6) }},
+		{"short w", op.ErrShape, func() error { return rmsNorm1p(x, x, 2, 4, x[:3], 1e-6) }},
+		{"D zero", op.ErrShape, func() error { return rmsNorm1p(nil, nil, 2, 0, nil, 1e-6) }},
+		{"eps NaN", op.ErrInvalidArgument, func() error { return rmsNorm1p(x, x, 2, 4, x[:4], float32(math.NaN())) }},
+		{"grouped w", op.ErrShape, func() error { return rmsNorm1pGrouped(x, x, 1, 2, 4, x[:4], 1e-6) }},
+		{"grouped S", op.ErrShape, func() error { return rmsNorm1pGrouped(x, x, 1, 0, 4, x[:4], 1e-6) }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {

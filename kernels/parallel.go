@@ -5,10 +5,6 @@ import (
 	"sync"
 )
 
-// ParallelFor is parallelFor for callers outside the package (the model runner's element-wise
-// steps), so one splitter serves the whole CPU backend.
-func ParallelFor(n, grain int, fn func(lo, hi int)) { parallelFor(n, grain, fn) }
-
 // parallelFor splits [0, n) into contiguous ranges and runs fn on each, on up to GOMAXPROCS
 // goroutines. Each index is owned by exactly one call, so results written per index are the
 // same whatever the split: ops keep bitwise determinism by never reducing across ranges.

@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// PLEApply adds one PLE layer's output to the raw streams H [T, S*D] in place, for the hashed
+// pleApply adds one PLE layer's output to the raw streams H [T, S*D] in place, for the hashed
 // ids [T, Heads] of the same tokens (op.PLEHash.IDs; Heads = EmbedDim/HeadDim):
 //
 //	emb    = concat over heads of Table[ids[t, h]]                      [T, EmbedDim]
@@ -24,7 +24,7 @@ import (
 // consecutive chunks equal one call over the whole stream. Dots and the conv sum run in
 // float64. Source: Qwen4ExpTextPLELayer. Parallel over tokens and channels.
 // Errors wrap op.ErrShape, op.ErrInvalidArgument (an id outside the table) or op.ErrDType.
-func PLEApply(H []float32, T int, ids []int32, w *op.PLEWeights, convState []float32, eps float32) error {
+func pleApply(H []float32, T int, ids []int32, w *op.PLEWeights, convState []float32, eps float32) error {
 	return execPLEApply(op.PLEApply{H: op.HostF32(H), T: T, IDs: op.HostI32(ids), W: w, ConvState: op.HostF32(convState), Eps: eps})
 }
 
@@ -35,31 +35,29 @@ func execPLEApply(a op.PLEApply) error {
 	H, T, w, convState, eps := a.H.F32(), a.T, a.W, a.ConvState.F32(), a.Eps
 	S, D, E, Hd := w.S, w.D, w.EmbedDim, w.HeadDim
 	heads, C := E/Hd, S*D
-	var emb []float32
-	if op.Present(a.Emb) {
-		emb = a.Emb.F32() // gathered by the caller
-	} else {
-		ids := a.IDs.I32()
-		if err := a.CheckIDs(ids); err != nil {
-			return err
-		}
-		emb = make([]float32, T*E)
-		parallelFor(T, 16, func(lo, hi int) {
-			sb := make([]float32, packedScratch(w.Table, 1))
-			for i := lo * heads; i < hi*heads; i++ {
-				rowF32(emb[i*Hd:(i+1)*Hd], w.Table, int(ids[i]), sb)
-			}
-		})
+	ids := a.IDs.I32()
+	if err := a.CheckIDs(ids); err != nil {
+		return err
 	}
+	// The rows of a split table are read from its parts in place (views of the checkpoint).
+	emb := make([]float32, T*E)
+	parallelFor(T, 16, func(lo, hi int) {
+		first, _ := a.Row(0)
+		sb := make([]float32, packedScratch(first, 1)) // every part has the first's format
+		for i := lo * heads; i < hi*heads; i++ {
+			m, r := a.Row(ids[i])
+			rowF32(emb[i*Hd:(i+1)*Hd], m, r, sb)
+		}
+	})
 	if T == 0 {
 		return nil
 	}
 	key := make([]float32, T*C)
 	value := make([]float32, T*D)
-	if err := MatMul(key, emb, T, w.Key); err != nil {
+	if err := matMulChecked(key, emb, T, w.Key); err != nil {
 		return err
 	}
-	if err := MatMul(value, emb, T, w.Value); err != nil {
+	if err := matMulChecked(value, emb, T, w.Value); err != nil {
 		return err
 	}
 	gv := make([]float32, T*C)

@@ -315,7 +315,7 @@ func testPLEApplyCases(t *testing.T) {
 				if r[1] == r[0] {
 					continue
 				}
-				if err := PLEApply(H[r[0]*C:r[1]*C], r[1]-r[0], ids[r[0]*c.Heads:r[1]*c.Heads], p.w, state, eps); err != nil {
+				if err := pleApply(H[r[0]*C:r[1]*C], r[1]-r[0], ids[r[0]*c.Heads:r[1]*c.Heads], p.w, state, eps); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 			}
@@ -349,12 +349,12 @@ func TestPLEErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"id past table", op.ErrInvalidArgument, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 10}, p.w, state, 1e-6) }},
-		{"negative id", op.ErrInvalidArgument, func() error { return PLEApply(H, 2, []int32{0, -1, 2, 3}, p.w, state, 1e-6) }},
-		{"ids length", op.ErrShape, func() error { return PLEApply(H, 2, []int32{0, 1, 2}, p.w, state, 1e-6) }},
-		{"state length", op.ErrShape, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 3}, p.w, state[1:], 1e-6) }},
-		{"H length", op.ErrShape, func() error { return PLEApply(H[1:], 2, []int32{0, 1, 2, 3}, p.w, state, 1e-6) }},
-		{"nil weights", op.ErrInvalidArgument, func() error { return PLEApply(H, 2, []int32{0, 1, 2, 3}, nil, state, 1e-6) }},
+		{"id past table", op.ErrInvalidArgument, func() error { return pleApply(H, 2, []int32{0, 1, 2, 10}, p.w, state, 1e-6) }},
+		{"negative id", op.ErrInvalidArgument, func() error { return pleApply(H, 2, []int32{0, -1, 2, 3}, p.w, state, 1e-6) }},
+		{"ids length", op.ErrShape, func() error { return pleApply(H, 2, []int32{0, 1, 2}, p.w, state, 1e-6) }},
+		{"state length", op.ErrShape, func() error { return pleApply(H, 2, []int32{0, 1, 2, 3}, p.w, state[1:], 1e-6) }},
+		{"H length", op.ErrShape, func() error { return pleApply(H[1:], 2, []int32{0, 1, 2, 3}, p.w, state, 1e-6) }},
+		{"nil weights", op.ErrInvalidArgument, func() error { return pleApply(H, 2, []int32{0, 1, 2, 3}, nil, state, 1e-6) }},
 		{"token range", op.ErrInvalidArgument, func() error { return h.IDs(make([]int32, 16), []int32{512}, &ctx) }},
 		{"context range", op.ErrInvalidArgument, func() error { return h.IDs(make([]int32, 16), []int32{5}, &badCtx) }},
 		{"ids size", op.ErrShape, func() error { return h.IDs(make([]int32, 15), []int32{5}, &ctx) }},

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 )
 
-// QSASelect runs the QSA indexer for a prefill chunk and writes, for each query row, the key
+// qsaSelect runs the QSA indexer for a prefill chunk and writes, for each query row, the key
 // positions that row may attend into sel (its slices are reused when large enough).
 //
 // Math (transformers' Qwen4Exp indexer, modeling_qwen4_exp.py): the visible tokens 0..p of the
@@ -32,7 +32,7 @@ import (
 // Errors: op.ErrShape for non-positive sizes or slice lengths that do not match; op.ErrInvalidArgument for a nil
 // sel, a negative Pos0, Budget < Ratio, an odd Rot or Rot > Dim, a non-positive Theta or a
 // negative Eps. sel is not modified when an error is returned.
-func QSASelect(sel *op.Selection, q []float32, rawKeys []float32, kNorm []float32, p op.IndexerParams) error {
+func qsaSelect(sel *op.Selection, q []float32, rawKeys []float32, kNorm []float32, p op.IndexerParams) error {
 	if err := firstErr(checkElems("QSASelect", "q", p.T, p.NHeads, p.Dim), checkElems("QSASelect", "rawKeys", p.Pos0+p.T, p.Dim)); err != nil {
 		return err
 	}

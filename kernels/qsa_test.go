@@ -170,7 +170,7 @@ func TestQSASelectCases(t *testing.T) {
 			iq, rawKeys, kNorm, q, k, v := c.Inputs()
 			p := qsaParams(c)
 			var sel op.Selection
-			if err := QSASelect(&sel, iq, rawKeys, kNorm, p); err != nil {
+			if err := qsaSelect(&sel, iq, rawKeys, kNorm, p); err != nil {
 				t.Fatal(err)
 			}
 			ref := qsaNaive(iq, rawKeys, kNorm, p)
@@ -185,7 +185,7 @@ func TestQSASelectCases(t *testing.T) {
 			}
 			ap := op.AttnParams{T: c.T, Hq: c.Hq, Hkv: c.Hkv, D: c.D, Pos0: c.Pos0, Scale: float32(1 / math.Sqrt(float64(c.D)))}
 			o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
-			if err := Attention(o, lse, q, k, v, ap, &sel); err != nil {
+			if err := attention(o, lse, q, k, v, ap, &sel); err != nil {
 				t.Fatal(err)
 			}
 			wo, wl := attnNaive(q, k, v, ap, &sel)
@@ -195,7 +195,7 @@ func TestQSASelectCases(t *testing.T) {
 			if nSparse == 0 {
 				// Budget covering the context: QSA attention is dense attention, bitwise.
 				od, ld := make([]float32, len(q)), make([]float32, len(lse))
-				if err := Attention(od, ld, q, k, v, ap, nil); err != nil {
+				if err := attention(od, ld, q, k, v, ap, nil); err != nil {
 					t.Fatal(err)
 				}
 				if i := attnFirstBitDiff(o, od); i >= 0 {
@@ -207,7 +207,7 @@ func TestQSASelectCases(t *testing.T) {
 			} else {
 				// The sparse rows must actually change the result.
 				od := make([]float32, len(q))
-				if err := Attention(od, nil, q, k, v, ap, nil); err != nil {
+				if err := attention(od, nil, q, k, v, ap, nil); err != nil {
 					t.Fatal(err)
 				}
 				if attnFirstBitDiff(o, od) < 0 {
@@ -225,7 +225,7 @@ func TestQSASelectTies(t *testing.T) {
 	p := qsaParams(c)
 	iq := make([]float32, c.T*c.NHeads*c.Dim)
 	var sel op.Selection
-	if err := QSASelect(&sel, iq, rawKeys, kNorm, p); err != nil {
+	if err := qsaSelect(&sel, iq, rawKeys, kNorm, p); err != nil {
 		t.Fatal(err)
 	}
 	keep := p.Budget / p.Ratio
@@ -289,7 +289,7 @@ func TestQSASelectDeterministic(t *testing.T) {
 		prev := runtime.GOMAXPROCS(procs)
 		defer runtime.GOMAXPROCS(prev)
 		var s op.Selection
-		if err := QSASelect(&s, iq, rawKeys, kNorm, p); err != nil {
+		if err := qsaSelect(&s, iq, rawKeys, kNorm, p); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -304,10 +304,10 @@ func TestQSASelectDeterministic(t *testing.T) {
 	big := optest.QSACases()[7]
 	biq, braw, bnorm, _, _, _ := big.Inputs()
 	var reused op.Selection
-	if err := QSASelect(&reused, biq, braw, bnorm, qsaParams(big)); err != nil {
+	if err := qsaSelect(&reused, biq, braw, bnorm, qsaParams(big)); err != nil {
 		t.Fatal(err)
 	}
-	if err := QSASelect(&reused, iq, rawKeys, kNorm, p); err != nil {
+	if err := qsaSelect(&reused, iq, rawKeys, kNorm, p); err != nil {
 		t.Fatal(err)
 	}
 	if reused.T != a.T || !slices.Equal(a.Dense, reused.Dense) || !slices.Equal(a.Offsets, reused.Offsets) || !slices.Equal(a.Tokens, reused.Tokens) {
@@ -320,7 +320,7 @@ func TestQSASelectErrors(t *testing.T) {
 	mk := func(n int) []float32 { return make([]float32, n) }
 	nq, nk := 2*2*8, 8*8
 	var sel op.Selection
-	if err := QSASelect(&sel, mk(nq), mk(nk), mk(8), good); err != nil {
+	if err := qsaSelect(&sel, mk(nq), mk(nk), mk(8), good); err != nil {
 		t.Fatalf("valid call failed: %v", err)
 	}
 	with := func(f func(*op.IndexerParams)) op.IndexerParams { p := good; f(&p); return p }
@@ -347,7 +347,7 @@ func TestQSASelectErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := QSASelect(tc.sel, tc.q, tc.keys, tc.norm, tc.p); !errors.Is(err, tc.want) {
+			if err := qsaSelect(tc.sel, tc.q, tc.keys, tc.norm, tc.p); !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})
@@ -370,7 +370,7 @@ func BenchmarkQSASelect(b *testing.B) {
 			}
 		}
 		var sel op.Selection
-		if err := QSASelect(&sel, q, raw, kn, p); err != nil {
+		if err := qsaSelect(&sel, q, raw, kn, p); err != nil {
 			b.Fatal(err)
 		}
 		var dots float64
@@ -383,7 +383,7 @@ func BenchmarkQSASelect(b *testing.B) {
 		name := fmt.Sprintf("T%d_pos0_%d", c.T, c.pos0)
 		b.Run(name+"/all", func(b *testing.B) {
 			for b.Loop() {
-				if err := QSASelect(&sel, q, raw, kn, p); err != nil {
+				if err := qsaSelect(&sel, q, raw, kn, p); err != nil {
 					b.Fatal(err)
 				}
 			}

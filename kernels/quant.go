@@ -7,7 +7,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Dequantization of MLX affine-quantized weights (op.QAffine, FORMATS.md section 2): element i of
+// Dequantization of MLX affine-quantized weights (op.QAffine, docs/FORMATS.md section 2): element i of
 // row n is w = scale * q + bias with q the i-th Bits-bit code of the row's little-endian bit
 // stream and (scale, bias) those of its group. Every kernel set evaluates it as one fused
 // multiply-add rounded once to float32 (the assembly kernels with vfmadd, the portable one in
@@ -152,7 +152,7 @@ func f16Tab() []float32 {
 	f16TableOnce.Do(func() {
 		f16Table = make([]float32, 1<<16)
 		for i := range f16Table {
-			f16Table[i] = F16ToF32(uint16(i))
+			f16Table[i] = f16ToF32(uint16(i))
 		}
 	})
 	return f16Table[:1<<16]
@@ -161,12 +161,12 @@ func f16Tab() []float32 {
 // quantScratch is the length of the scale-bias buffer dequantRows needs for rows of K.
 func quantScratch(q *op.Quant, K, rows int) int { return 2 * rows * (K / q.Group) }
 
-// DequantF32 returns the float32 values [N, K] of a QAffine weight (scale * q + bias per group,
-// FORMATS.md section 2), an FP8Block or a QFloat one (code * scale, fpquant.go), computed by the
-// kernels MatMul uses. It is for tests and tools: the ops never dequantize a whole model. Errors
-// wrap op.ErrShape, op.ErrDType, op.ErrUnsupported or op.ErrInvalidArgument (m.Validate), or
-// op.ErrDType when m is not of a packed format.
-func DequantF32(m *op.Matrix) ([]float32, error) {
+// dequantF32 returns the float32 values [N, K] of a QAffine weight (scale * q + bias per group,
+// docs/FORMATS.md section 2), an FP8Block or a QFloat one (code * scale, fpquant.go), computed
+// by the kernels MatMul uses. It is for tests and tools: the ops never dequantize a whole model.
+// Errors wrap op.ErrShape, op.ErrDType, op.ErrUnsupported or op.ErrInvalidArgument (m.Validate),
+// or op.ErrDType when m is not of a packed format.
+func dequantF32(m *op.Matrix) ([]float32, error) {
 	if err := m.Validate("DequantF32"); err != nil {
 		return nil, err
 	}

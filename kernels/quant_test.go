@@ -24,7 +24,7 @@ func TestDequantKernels(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						got, err := DequantF32(m)
+						got, err := dequantF32(m)
 						if err != nil {
 							t.Fatal(err)
 						}

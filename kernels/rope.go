@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// RoPE applies rotary position embedding in place to x [T, H, d] (token-major heads), token t
+// rope applies rotary position embedding in place to x [T, H, d] (token-major heads), token t
 // at position pos0+t: the first rot dims of every head rotate with rotate_half pairing
 // (j, j+rot/2), j < rot/2; dims rot..d-1 pass through (partial rotary, rot = 64 of 256 in both
 // models). inv_freq_j = theta^(-2j/rot); angle = pos*inv_freq_j; for j < rot/2:
@@ -20,7 +20,7 @@ import (
 // once, which matches the float64 reference more closely than torch's fp32 path.
 // Parallel over tokens. Errors wrap op.ErrShape or op.ErrInvalidArgument (odd or out-of-range rot, negative pos0,
 // theta <= 0).
-func RoPE(x []float32, T, H, d, rot, pos0 int, theta float64) error {
+func rope(x []float32, T, H, d, rot, pos0 int, theta float64) error {
 	if err := ropeCheck("RoPE", x, T, H, d, rot, theta); err != nil {
 		return err
 	}
@@ -31,9 +31,9 @@ func RoPE(x []float32, T, H, d, rot, pos0 int, theta float64) error {
 	return nil
 }
 
-// RoPEAt is RoPE with one position per row: x [n, H, d], row i at pos[i] (len(pos) = n,
+// ropeAt is RoPE with one position per row: x [n, H, d], row i at pos[i] (len(pos) = n,
 // every pos >= 0). Errors wrap op.ErrShape or op.ErrInvalidArgument.
-func RoPEAt(x []float32, n, H, d, rot int, pos []int32, theta float64) error {
+func ropeAt(x []float32, n, H, d, rot int, pos []int32, theta float64) error {
 	if err := ropeCheck("RoPEAt", x, n, H, d, rot, theta); err != nil {
 		return err
 	}
@@ -93,11 +93,11 @@ func ropeRunNorm(x []float32, T, H, d, rot int, theta float64, pos func(t int) f
 	})
 }
 
-// RMSNorm1pRoPE is RMSNorm1p over each head of x [T, H, d] (weights w [d]) followed by RoPE
+// rmsNorm1pRoPE is RMSNorm1p over each head of x [T, H, d] (weights w [d]) followed by RoPE
 // at positions pos0+t, in one pass over x (the q_norm/k_norm + rotary step of the attention
 // layers, and the indexer's query). In place; bitwise equal to RMSNorm1p then RoPE.
 // Errors wrap op.ErrShape or op.ErrInvalidArgument as those two do.
-func RMSNorm1pRoPE(x []float32, T, H, d int, w []float32, eps float32, rot, pos0 int, theta float64) error {
+func rmsNorm1pRoPE(x []float32, T, H, d int, w []float32, eps float32, rot, pos0 int, theta float64) error {
 	if err := ropeCheck("RMSNorm1pRoPE", x, T, H, d, rot, theta); err != nil {
 		return err
 	}

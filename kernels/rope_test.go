@@ -31,9 +31,9 @@ func TestRoPECases(t *testing.T) {
 		want := denseRoPERef64(x, c.T, c.H, c.Dh, c.Rot, pos, c.Theta)
 		var err error
 		if c.PerRow {
-			err = RoPEAt(x, c.T, c.H, c.Dh, c.Rot, pos32, c.Theta)
+			err = ropeAt(x, c.T, c.H, c.Dh, c.Rot, pos32, c.Theta)
 		} else {
-			err = RoPE(x, c.T, c.H, c.Dh, c.Rot, c.Pos0, c.Theta)
+			err = rope(x, c.T, c.H, c.Dh, c.Rot, c.Pos0, c.Theta)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -43,7 +43,7 @@ func TestRoPECases(t *testing.T) {
 	x0 := optest.Floats(3, 300*3*256, 1)
 	denseSameAcrossProcs(t, "RoPE", func() []float32 {
 		x := append([]float32(nil), x0...)
-		if err := RoPE(x, 300, 3, 256, 64, 17, 1e7); err != nil {
+		if err := rope(x, 300, 3, 256, 64, 17, 1e7); err != nil {
 			t.Fatal(err)
 		}
 		return x
@@ -57,14 +57,14 @@ func TestRoPEErrors(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"odd rot", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 3, 0, 1e4) }},
-		{"rot > d", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 10, 0, 1e4) }},
-		{"rot 0", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 0, 0, 1e4) }},
-		{"negative pos0", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 8, -1, 1e4) }},
-		{"theta 0", op.ErrInvalidArgument, func() error { return RoPE(x, 2, 2, 8, 8, 0, 0) }},
-		{"short x", op.ErrShape, func() error { return RoPE(x[:31], 2, 2, 8, 8, 0, 1e4) }},
-		{"pos count", op.ErrShape, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1}, 1e4) }},
-		{"negative pos", op.ErrInvalidArgument, func() error { return RoPEAt(x, 2, 2, 8, 8, []int32{1, -2}, 1e4) }},
+		{"odd rot", op.ErrInvalidArgument, func() error { return rope(x, 2, 2, 8, 3, 0, 1e4) }},
+		{"rot > d", op.ErrInvalidArgument, func() error { return rope(x, 2, 2, 8, 10, 0, 1e4) }},
+		{"rot 0", op.ErrInvalidArgument, func() error { return rope(x, 2, 2, 8, 0, 0, 1e4) }},
+		{"negative pos0", op.ErrInvalidArgument, func() error { return rope(x, 2, 2, 8, 8, -1, 1e4) }},
+		{"theta 0", op.ErrInvalidArgument, func() error { return rope(x, 2, 2, 8, 8, 0, 0) }},
+		{"short x", op.ErrShape, func() error { return rope(x[:31], 2, 2, 8, 8, 0, 1e4) }},
+		{"pos count", op.ErrShape, func() error { return ropeAt(x, 2, 2, 8, 8, []int32{1}, 1e4) }},
+		{"negative pos", op.ErrInvalidArgument, func() error { return ropeAt(x, 2, 2, 8, 8, []int32{1, -2}, 1e4) }},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.err) {
@@ -80,22 +80,22 @@ func TestRMSNorm1pRoPEFused(t *testing.T) {
 		x := optest.Floats(4, c.T*c.H*c.d, 2)
 		w := optest.Floats(5, c.d, 0.1)
 		want := append([]float32(nil), x...)
-		if err := RMSNorm1p(want, want, c.T*c.H, c.d, w, 1e-6); err != nil {
+		if err := rmsNorm1p(want, want, c.T*c.H, c.d, w, 1e-6); err != nil {
 			t.Fatal(err)
 		}
-		if err := RoPE(want, c.T, c.H, c.d, c.rot, c.pos0, 1e7); err != nil {
+		if err := rope(want, c.T, c.H, c.d, c.rot, c.pos0, 1e7); err != nil {
 			t.Fatal(err)
 		}
 		denseSameAcrossProcs(t, fmt.Sprint(c), func() []float32 {
 			got := append([]float32(nil), x...)
-			if err := RMSNorm1pRoPE(got, c.T, c.H, c.d, w, 1e-6, c.rot, c.pos0, 1e7); err != nil {
+			if err := rmsNorm1pRoPE(got, c.T, c.H, c.d, w, 1e-6, c.rot, c.pos0, 1e7); err != nil {
 				t.Fatal(err)
 			}
 			denseBitwise(t, fmt.Sprint(c), got, want)
 			return got
 		})
 	}
-	if err := RMSNorm1pRoPE(make([]float32, 16), 2, 1, 8, make([]float32, 7), 1e-6, 4, 0, 1e7); !errors.Is(err, op.ErrShape) {
+	if err := rmsNorm1pRoPE(make([]float32, 16), 2, 1, 8, make([]float32, 7), 1e-6, 4, 0, 1e7); !errors.Is(err, op.ErrShape) {
 		t.Fatalf("short weights: %v", err)
 	}
 }
@@ -108,7 +108,7 @@ func BenchmarkRMSNorm1pRoPE(b *testing.B) {
 	w := optest.Floats(2, d, 0.1)
 	b.SetBytes(8 * T * H * d)
 	for b.Loop() {
-		if err := RMSNorm1pRoPE(x, T, H, d, w, 1e-6, 64, 0, 1e7); err != nil {
+		if err := rmsNorm1pRoPE(x, T, H, d, w, 1e-6, 64, 0, 1e7); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package metal
 import (
 	"errors"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ func TestAutoreleasePools(t *testing.T) {
 		a := op.MatMul{Y: f32(y), X: f32(x), T: 3, W: w}
 		exec(t, b, func(p op.Pass) error { return p.MatMul(a) }, &a)
 	}
-	ws, s := b.NewWeights(), b.NewScratch()
+	ws, s := b.NewWeights(op.WeightOptions{}), b.NewScratch()
 	defer ws.Release()
 	defer s.Release()
 	p, err := b.Begin(ws, s)
@@ -285,4 +286,30 @@ func kernelNames(src string) []string {
 		out = append(out, m[1])
 	}
 	return out
+}
+
+// TestWeightsIgnoreWidenBudget: the Metal store keeps every matrix as given (Prepare returns it)
+// and logs once per store that a non-zero WidenBudget is ignored; a zero budget logs nothing.
+func TestWeightsIgnoreWidenBudget(t *testing.T) {
+	b, err := New(newFakeDevice(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	b.SetLog(func(msg string) { logs = append(logs, msg) })
+	w := randMatrix(t, 2, 5, 8, op.BF16, 0.5)
+	for _, budget := range []int64{0, -1} {
+		logs = nil
+		ws := b.NewWeights(op.WeightOptions{WidenBudget: budget})
+		for range 2 {
+			got, err := ws.Prepare(w)
+			if err != nil || got != w {
+				t.Fatalf("budget %d: Prepare returned %p, %v; want the matrix itself", budget, got, err)
+			}
+		}
+		ws.Release()
+		if want := min(int(-budget), 1); len(logs) != want || (want == 1 && !strings.Contains(logs[0], "WidenBudget -1 ignored")) {
+			t.Errorf("budget %d: log %q", budget, logs)
+		}
+	}
 }

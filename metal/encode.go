@@ -211,13 +211,23 @@ func (j *Pass) alloc(dt op.DType, n int) *Tensor {
 	if j.err != nil {
 		return nil
 	}
-	buf, err := j.b.dev.NewBuffer(max(4*n, 16))
+	buf, err := j.buffer(4 * n)
 	if err != nil {
-		j.err = fmt.Errorf("metal: buffer of %d bytes: %w: %w", 4*n, op.ErrOutOfMemory, err)
+		j.err = err
 		return nil
 	}
-	j.bufs = append(j.bufs, buf)
 	return &Tensor{buf: buf, n: n, dt: dt, b: j.b}
+}
+
+// buffer allocates a buffer of n bytes (at least 16) that the Pass owns and releases when it
+// ends. Errors wrap op.ErrOutOfMemory.
+func (j *Pass) buffer(n int) (mtl.Buffer, error) {
+	buf, err := j.b.dev.NewBuffer(max(n, 16))
+	if err != nil {
+		return nil, fmt.Errorf("metal: buffer of %d bytes: %w: %w", n, op.ErrOutOfMemory, err)
+	}
+	j.bufs = append(j.bufs, buf)
+	return buf, nil
 }
 
 // tmp returns op-internal F32 scratch of n elements from the Pass's Arena (name keys it;
@@ -250,15 +260,6 @@ func (j *Pass) dev(name string, t op.Tensor) *Tensor {
 		return nil
 	}
 	return mt
-}
-
-// f32 uploads x into a new tensor of the Pass.
-func (j *Pass) f32(x []float32) *Tensor {
-	t := j.alloc(op.F32, len(x))
-	if t != nil {
-		copy(t.F32(), x)
-	}
-	return t
 }
 
 // i32 uploads x into a new tensor of the Pass.

@@ -178,10 +178,11 @@ func (j *Pass) encodeFPGrouped(y, x *Tensor, m *op.Matrix, f *fpweight, tiles *T
 }
 
 // fpgather encodes qgather_fp: out[(r*rep + s)*K : ...+K] = the decoded row ids[r] of the
-// float-format table m [V, K], for r < rows and s < rep. The ids must be in [0, V) (checked on
-// the host by the op).
-func (j *Pass) fpgather(out, ids *Tensor, rows, rep int, m *op.Matrix) error {
-	if rows == 0 {
+// float-format table m [V, K] whose packed data f holds on the device (j.fpweight(m), or a copy
+// the Pass owns), for r < rows and s < rep. The ids must be in [0, V) (checked on the host by
+// the op).
+func (j *Pass) fpgather(out, ids *Tensor, rows, rep int, m *op.Matrix, f *fpweight) error {
+	if rows == 0 || f == nil {
 		return j.err
 	}
 	if err := guard32("qgather_fp", rows*rep*m.K, m.N*m.K); err != nil {
@@ -190,10 +191,6 @@ func (j *Pass) fpgather(out, ids *Tensor, rows, rep int, m *op.Matrix) error {
 	pipe, err := j.b.pipeline("fpquant.metal", "qgather_fp", fpConsts(m))
 	if err != nil {
 		return j.fail(err)
-	}
-	f := j.fpweight(m)
-	if f == nil {
-		return j.err
 	}
 	nt := elemThreads(m.K)
 	j.dispatch(pipe, fmt.Sprintf("qgather_fp_%s_rep%d_tg%d", fpTag(m), rep, nt), [3]int{(m.K + nt - 1) / nt, rows, 1},

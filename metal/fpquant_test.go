@@ -342,7 +342,7 @@ func TestFPUpload(t *testing.T) {
 	x := optest.Floats(43, 2*200, 1)
 	mx := optest.Floats(44, 2*c.D, 1)
 	idx := quantRoute(45, 2, c.K, c.E)
-	ws, sc := b.NewWeights(), b.NewScratch()
+	ws, sc := b.NewWeights(op.WeightOptions{}), b.NewScratch()
 	defer ws.Release()
 	defer sc.Release()
 	pass := func(run func(op.Pass) error) error {
@@ -405,5 +405,30 @@ func TestFPUpload(t *testing.T) {
 	err = pass(func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: 2, W: &bad}) })
 	if !errors.Is(err, op.ErrShape) || !slices.Equal(Y.F32(), y0) {
 		t.Errorf("short codes: %v (y changed: %v)", err, !slices.Equal(Y.F32(), y0))
+	}
+}
+
+// TestPLESplitFP8TableRefused: a PLE table of FP8Block parts (their rows share scales in 128-row
+// blocks, which the Pass's table of gathered rows cannot keep) is refused with ErrUnsupported
+// before anything runs; the CPU backend takes it (op/optest's parts cases).
+func TestPLESplitFP8TableRefused(t *testing.T) {
+	b := testBackend(t)
+	table, _, err := optest.RandFP8Block(1, 256, 32, op.BF16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := optest.TableParts(table, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const S, D, E = 2, 8, 64
+	key, _, _ := optest.RandMatrix(2, S*D, E, op.F32, 0.2)
+	value, _, _ := optest.RandMatrix(3, D, E, op.F32, 0.2)
+	w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: 32, Key: key, Value: value, Dilation: 3,
+		NormKey: make([]float32, S*D), NormQuery: make([]float32, S*D), NormConv: make([]float32, S*D), ConvW: make([]float32, S*D*4)}
+	a := op.PLEApply{H: f32(make([]float32, S*D)), T: 1, IDs: i32([]int32{255, 0}), W: w, Parts: parts, PartRows: 128,
+		ConvState: f32(make([]float32, w.ConvStateLen())), Eps: 1e-6}
+	if _, err := op.Exec(b, func(p op.Pass) error { return p.PLEApply(a) }, &a); !errors.Is(err, op.ErrUnsupported) {
+		t.Fatalf("got %v, want an error wrapping ErrUnsupported", err)
 	}
 }

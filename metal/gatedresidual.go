@@ -8,7 +8,7 @@ import (
 
 // Host side of the GatedResidual (hyper-connection) read and write of qwen4_exp: compositions of
 // gr_norm_h4, gemm_w16/gemm_w32, ew_act, gr_stream_mean and gr_apply_moec / gr_norm_h_moec.
-// Math: MODELS.md "GatedResidual" and op.GRRead / op.GRWrite.
+// Math: docs/MODELS.md "GatedResidual" and op.GRRead / op.GRWrite.
 
 // GRRead implements op.Pass: Hn = grouped RMSNorm1p(H) (gr_norm_h4; skipped when Normed),
 // z = silu((Hn W_down^T) / S), A = sigmoid(z W_up^T), x [T, D] = mean_s(A_s * Hn_s)

@@ -56,7 +56,9 @@ func (j *Pass) gdnPre(bq, bk, bv, bg, bbeta, bqkv, ba, bb, bcs, bw, balog, bdt *
 // GDNScan implements op.Pass with gdn_scan (ScanAuto and Recurrent: the gated delta rule token
 // by token, kernel variant gdn_scan_f32_dv32_nsg4, threadgroups of 32 state columns x all Dk
 // rows) or gdn_scan_chunk (Chunked; under ScanAuto when Prefer("gdn_scan", "gdn_scan_chunk")).
-// Decay factors below 1e-30 flush to zero as on the CPU. Dk <= 128.
+// With NormQK, gdn_norm_qk first writes the normalised q and k into the Pass's scratch (float32
+// sums: about 1e-7 relative to the CPU's float64 ones) and the scan reads those. Decay factors
+// below 1e-30 flush to zero as on the CPU. Dk <= 128.
 func (j *Pass) GDNScan(a op.GDNScan) error {
 	const opName = "gdn_scan"
 	if err := a.Check(); err != nil {
@@ -74,7 +76,30 @@ func (j *Pass) GDNScan(a op.GDNScan) error {
 	if j.err != nil {
 		return j.err
 	}
+	if a.NormQK {
+		if q, k = j.gdnNormQK(q, k, p); j.err != nil {
+			return j.err
+		}
+	}
 	return j.gdnScan(o, st, q, k, v, g, beta, p, a.Mode)
+}
+
+// gdnNormQK dispatches gdn_norm_qk over q and k [T, Hk, Dk] into scratch tensors it returns.
+func (j *Pass) gdnNormQK(bq, bk *Tensor, p op.GDNParams) (qn, kn *Tensor) {
+	pipe, err := j.b.pipeline("gdn_prompt.metal", "gdn_norm_qk", nil)
+	if err != nil {
+		j.fail(err)
+		return nil, nil
+	}
+	n := p.T * p.Hk * p.Dk
+	qn, kn = j.tmp("gdn_norm_qk q", n), j.tmp("gdn_norm_qk k", n)
+	if j.err != nil {
+		return nil, nil
+	}
+	nt := min(256, (max(p.Dk, 32)+31)/32*32)
+	j.dispatch(pipe, fmt.Sprintf("gdn_norm_qk_f32_tg%d", nt), [3]int{2 * p.Hk, p.T, 1}, [3]int{nt, 1, 1}, 0,
+		qn, kn, bq, bk, paramBytes(gdnScanParams{T: p.T, Hk: p.Hk, Hv: p.Hv, Dk: p.Dk, Dv: p.Dv, Tiled: p.Map == op.Tiled}))
+	return qn, kn
 }
 
 func (j *Pass) gdnScan(bo, bs, bq, bk, bv, bg, bbeta *Tensor, p op.GDNParams, mode op.ScanMode) error {

@@ -3,7 +3,7 @@ package metal
 import "github.com/stratakernels/strata/op"
 
 // Host side of gdn_scan_chunk (gdn_prompt.metal): the chunked WY form of gdn_scan, chunk
-// op.GDNChunk = 64 tokens (MODELS.md "Chunked form"). It runs for op.Chunked, and for
+// op.GDNChunk = 64 tokens (docs/MODELS.md "Chunked form"). It runs for op.Chunked, and for
 // op.ScanAuto under Prefer("gdn_scan", "gdn_scan_chunk"). It agrees with the recurrent kernel
 // and both CPU modes within float32 rounding (about 1e-6 relative to max |o|), not bitwise.
 

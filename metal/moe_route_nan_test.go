@@ -34,7 +34,7 @@ func TestTopKRouteRefusesNonFiniteLogits(t *testing.T) {
 		ti, _ := b.NewTensor(op.I32, T*K)
 		defer b.Free(tw)
 		defer b.Free(ti)
-		p, err := b.Begin(b.NewWeights(), b.NewScratch())
+		p, err := b.Begin(b.NewWeights(op.WeightOptions{}), b.NewScratch())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,6 @@ func (j *Pass) grNormH4(hn, h *Tensor, T, S, D int, w *Tensor, eps float32) erro
 // an FP8Block or QFloat one with qgather_fp, exactly) and repeated into S streams. The token ids are checked on the host when the op is encoded (Embed.CheckTokens), so they must
 // be written into the tensor before (they come from the caller, never from an earlier op).
 func (j *Pass) Embed(a op.Embed) error {
-	const opName = "Embed"
 	if err := a.Check(); err != nil {
 		return j.fail(err)
 	}
@@ -71,10 +70,10 @@ func (j *Pass) Embed(a op.Embed) error {
 		return j.fail(err)
 	}
 	if t.DType == op.QAffine {
-		return j.qgather(h, tok, a.T, a.S, t)
+		return j.qgather(h, tok, a.T, a.S, t, j.qweight(t))
 	}
 	if isFloatFormat(t) {
-		return j.fpgather(h, tok, a.T, a.S, t)
+		return j.fpgather(h, tok, a.T, a.S, t, j.fpweight(t))
 	}
 	pipe, err := j.b.pipeline("prompt.metal", "embed", nil)
 	if err != nil {

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,30 @@ func TestVariantsBitwise(t *testing.T) {
 		for i, got := range run(b) {
 			checkBitwise(t, fmt.Sprintf("%s=%s output %d", v.op, v.kernel, i), got, want[i])
 		}
+	}
+}
+
+// TestTimeCases runs the first table case of every op optest.Cases lists, and the GEMM peak at 4
+// tokens, through optest.Time on the emulator (the timing mode --bench uses on every backend):
+// each must run and report ordered, positive times.
+func TestTimeCases(t *testing.T) {
+	b := testBackend(t)
+	cs := []optest.Case{optest.BenchPeak(optest.BenchOptions{LongT: 4})}
+	seen := map[string]bool{}
+	for _, c := range optest.Cases() {
+		if op, _, _ := strings.Cut(c.Name, "/"); !seen[op] {
+			seen[op] = true
+			cs = append(cs, c)
+		}
+	}
+	for _, c := range cs {
+		r, err := optest.Time(b, c, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Min <= 0 || r.Min > r.Median || r.Device <= 0 {
+			t.Errorf("%s: %+v", c.Name, r)
+		}
+		t.Logf("%-50s %9.3f ms", c.Name, float64(r.Median.Microseconds())/1000)
 	}
 }

@@ -76,7 +76,7 @@ var pipelineTable = func() []pipelineEntry {
 			t = append(t, pipelineEntry{file: file, kernel: k, bool0: bool0})
 		}
 	}
-	add("gdn_prompt.metal", noConst, "gdn_pre", "gdn_conv_update", "gdn_scan", gdnScanChunkKernel)
+	add("gdn_prompt.metal", noConst, "gdn_pre", "gdn_conv_update", "gdn_norm_qk", "gdn_scan", gdnScanChunkKernel)
 	add("gdn_prompt.metal", bothBool, "gdn_post")
 	add("gemm.metal", bothBool, "gemm_w16", "gemm_w16_grouped")
 	add("gemm.metal", []bool{false}, "gemm_w32", "gemm_w32_grouped")

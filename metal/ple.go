@@ -3,19 +3,27 @@ package metal
 import (
 	"fmt"
 
+	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
 )
 
 // Host side of the PLE kernels of prompt.metal (ple_gather, ple_gate, ple_conv, ple_state).
 
 // PLEApply implements op.Pass: the table rows of ids [T, Heads] gathered into emb [T, EmbedDim]
-// (ple_gather; qgather_affine for a QAffine table, qgather_fp for an FP8Block or QFloat one), key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the
-// grouped norms per token (ple_gate), H += gv + silu(dilated causal conv of gvn) with the carried
-// conv state (ple_conv), and the state advanced (ple_state). The hashed ids come from
-// op.PLEHash on the host (integer bookkeeping over the token history, not worth a kernel) and are
-// checked on the host when the op is encoded (PLEApply.CheckIDs), so they must be written into
-// their tensor before. float32 sums (the CPU op sums dots and the conv in float64): agreement
-// about 1e-6 relative. Limits: S <= 8, (ConvK-1)*Dilation <= 32.
+// (ple_gather; qgather_affine for a QAffine table, qgather_fp for an FP8Block or QFloat one),
+// key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the grouped norms
+// per token (ple_gate), H += gv + silu(dilated causal conv of gvn) with the carried conv state
+// (ple_conv), and the state advanced (ple_state). The hashed ids come from op.PLEHash on the
+// host (integer bookkeeping over the token history, not worth a kernel) and are checked on the
+// host when the op is encoded (PLEApply.CheckIDs), so they must be written into their tensor
+// before. A whole table is uploaded once (Weights) and gathered on the device; a split one
+// (PLEApply.Parts, up to ~100 GB of file views) is not uploaded: the stored rows the ids name
+// are copied on the host, when the op is encoded, into a table of the Pass (T*Heads rows, in id
+// order, in the parts' own format), which the same kernels gather from with the ids 0, 1, ...,
+// so the bits are those of the whole table. Split FP8Block tables are refused (ErrUnsupported):
+// their rows share scales in 128-row blocks, which a table of scattered rows cannot keep.
+// float32 sums (the CPU op sums dots and the conv in float64): agreement about 1e-6 relative.
+// Limits: S <= 8, (ConvK-1)*Dilation <= 32.
 func (j *Pass) PLEApply(a op.PLEApply) error {
 	const opName = "PLEApply"
 	if err := a.Check(); err != nil {
@@ -26,34 +34,113 @@ func (j *Pass) PLEApply(a op.PLEApply) error {
 	if w.S > 8 || L > 32 {
 		return j.unsupported(opName, "S=%d streams, conv state of %d steps (the kernels take S <= 8, at most 32 steps)", w.S, L)
 	}
-	rows := 0
+	rows := a.T * w.Heads()
 	if w.Table != nil {
 		rows = w.Table.N
 	}
 	if err := guard32(opName, a.T*C, a.T*w.EmbedDim, rows*w.HeadDim); err != nil {
 		return j.fail(err)
 	}
-	H, st := j.dev("H", a.H), j.dev("convState", a.ConvState)
-	var ids, emb *Tensor
-	if op.Present(a.Emb) {
-		emb = j.dev("emb", a.Emb)
-	} else {
-		ids = j.dev("ids", a.IDs)
-	}
+	H, st, ids := j.dev("H", a.H), j.dev("convState", a.ConvState), j.dev("ids", a.IDs)
 	if j.err != nil || a.T == 0 {
 		return j.err
 	}
-	if ids != nil {
-		if err := a.CheckIDs(ids.I32()); err != nil {
-			return j.fail(err)
-		}
+	if err := a.CheckIDs(ids.I32()); err != nil {
+		return j.fail(err)
 	}
-	return j.pleApply(H, a.T, ids, emb, w, st, a.Eps)
+	tab := pleTable{m: w.Table}
+	switch {
+	case a.Parts != nil && a.Parts[0].DType == op.FP8Block:
+		return j.unsupported(opName, "an FP8Block table split into parts (its rows share scales in 128-row blocks)")
+	case a.Parts != nil:
+		tab, ids = j.pleRows(a, ids.I32())
+	case w.Table.DType == op.QAffine:
+		tab.q = j.qweight(w.Table)
+	case isFloatFormat(w.Table):
+		tab.fp = j.fpweight(w.Table)
+	default:
+		tab.dense = j.weight(w.Table)
+	}
+	if j.err != nil {
+		return j.err
+	}
+	return j.pleApply(H, a.T, ids, tab, w, st, a.Eps)
 }
 
-// pleApply encodes the PLE layer; emb, when not nil, holds the gathered table rows (else the
-// rows of bids are gathered from w.Table).
-func (j *Pass) pleApply(bh *Tensor, T int, bids, emb *Tensor, w *op.PLEWeights, bst *Tensor, eps float32) error {
+// pleTable is the n-gram table a PLEApply gathers from on the device: m gives its format and
+// width, dense (F32, BF16, F16), q (QAffine) or fp (FP8Block, QFloat) its data.
+type pleTable struct {
+	m     *op.Matrix
+	dense mtl.Buffer
+	q     *qweight
+	fp    *fpweight
+}
+
+// pleRows copies the stored rows of a split table that ids name, in order, into buffers the
+// Pass owns (a compact table of len(ids) rows in the parts' format) and returns it with the ids
+// 0..len(ids)-1 that gather it in order.
+func (j *Pass) pleRows(a op.PLEApply, ids []int32) (pleTable, *Tensor) {
+	n, Hd, first := len(ids), a.W.HeadDim, a.Parts[0]
+	local := make([]int32, n)
+	for i := range local {
+		local[i] = int32(i)
+	}
+	tab := pleTable{m: &op.Matrix{N: n, K: Hd, DType: first.DType}}
+	if first.DType == op.QAffine {
+		q := first.Q
+		cw, ng := Hd*q.Bits/32, Hd/q.Group
+		rows := make([]*op.Matrix, n)
+		for i, id := range ids {
+			m, r := a.Row(id)
+			rows[i] = &op.Matrix{N: 1, K: Hd, DType: op.QAffine, Q: &op.Quant{Bits: q.Bits, Group: q.Group, ScaleDType: q.ScaleDType,
+				Codes: m.Q.Codes[r*cw : (r+1)*cw], Scales: m.Q.Scales[r*ng : (r+1)*ng], Biases: m.Q.Biases[r*ng : (r+1)*ng]}}
+		}
+		var err error
+		if tab.q, err = uploadQuant(rows, j.buffer); err != nil {
+			j.fail(err)
+		}
+		tab.m.Q = &op.Quant{Bits: q.Bits, Group: q.Group, ScaleDType: q.ScaleDType}
+		return tab, j.i32(local)
+	}
+	if first.DType == op.QFloat {
+		mode := first.QF.Mode
+		cw, ng := Hd*mode.Bits()/32, Hd/mode.Group()
+		rows := make([]*op.Matrix, n)
+		for i, id := range ids {
+			m, r := a.Row(id)
+			rows[i] = &op.Matrix{N: 1, K: Hd, DType: op.QFloat, QF: &op.QuantFloat{Mode: mode,
+				Codes: m.QF.Codes[r*cw : (r+1)*cw], Scales: m.QF.Scales[r*ng : (r+1)*ng]}}
+		}
+		var err error
+		if tab.fp, err = uploadFP(rows, j.buffer); err != nil {
+			j.fail(err)
+		}
+		tab.m.QF = &op.QuantFloat{Mode: mode}
+		return tab, j.i32(local)
+	}
+	size := 2
+	if first.DType == op.F32 {
+		size = 4
+	}
+	buf, err := j.buffer(n * Hd * size)
+	if err != nil {
+		j.fail(err)
+		return tab, nil
+	}
+	for i, id := range ids {
+		m, r := a.Row(id)
+		if size == 4 {
+			copyF32(buf, i*Hd*4, m.F32[r*Hd:(r+1)*Hd])
+		} else {
+			copyU16(buf, i*Hd*2, m.U16[r*Hd:(r+1)*Hd])
+		}
+	}
+	tab.dense = buf
+	return tab, j.i32(local)
+}
+
+// pleApply encodes the PLE layer over the table rows of bids in tab.
+func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, tab pleTable, w *op.PLEWeights, bst *Tensor, eps float32) error {
 	b := j.b
 	S, D, E, Hd := w.S, w.D, w.EmbedDim, w.HeadDim
 	heads, C, K := E/Hd, S*D, w.ConvK()
@@ -66,27 +153,23 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids, emb *Tensor, w *op.PLEWeights, 
 		}
 		pipes[i] = p
 	}
-	bemb, bkey, bval := emb, j.tmp("ple key", T*C), j.tmp("ple value", T*D)
+	bemb, bkey, bval := j.tmp("ple emb", T*E), j.tmp("ple key", T*C), j.tmp("ple value", T*D)
 	switch {
-	case emb != nil:
-	case w.Table.DType == op.QAffine:
-		bemb = j.tmp("ple emb", T*E)
+	case tab.m.DType == op.QAffine:
 		// emb [T, heads, Hd] is the table rows of ids [T*heads] in order.
-		j.qgather(bemb, bids, T*heads, 1, w.Table)
-	case isFloatFormat(w.Table):
-		bemb = j.tmp("ple emb", T*E)
-		j.fpgather(bemb, bids, T*heads, 1, w.Table)
+		j.qgather(bemb, bids, T*heads, 1, tab.m, tab.q)
+	case isFloatFormat(tab.m):
+		j.fpgather(bemb, bids, T*heads, 1, tab.m, tab.fp)
 	default:
-		bemb = j.tmp("ple emb", T*E)
-		dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[w.Table.DType]
+		dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[tab.m.DType]
 		var t16, t32 arg = j.tmp("ple dummy16", 1), j.tmp("ple dummy32", 1)
-		if w.Table.DType == op.F32 {
-			t32 = j.weight(w.Table)
+		if tab.m.DType == op.F32 {
+			t32 = tab.dense
 		} else {
-			t16 = j.weight(w.Table)
+			t16 = tab.dense
 		}
 		ne := elemThreads(E)
-		j.dispatch(pipes[0], fmt.Sprintf("ple_gather_%s_h%d_hd%d", w.Table.DType, heads, Hd), [3]int{(E + ne - 1) / ne, T, 1}, [3]int{ne, 1, 1}, 0,
+		j.dispatch(pipes[0], fmt.Sprintf("ple_gather_%s_h%d_hd%d", tab.m.DType, heads, Hd), [3]int{(E + ne - 1) / ne, T, 1}, [3]int{ne, 1, 1}, 0,
 			bemb, t16, t32, bids, paramBytes(pleGatherParams{T: T, Heads: heads, Hd: Hd, Dtype: dtype}))
 	}
 	b.encodeMatMul(j, bkey, bemb, T, w.Key)

@@ -17,7 +17,7 @@ type ropeKey struct {
 
 // ropeTable returns rope[pos, j] = (cos, sin)(pos * theta^(-2j/rot)) for pos < n, j < rot/2, as
 // [n, rot] float32: the angles, cos and sin are evaluated in float64 and rounded once, as
-// kernels.RoPE evaluates them. Tables are cached per (rot, theta) and grown on demand.
+// the CPU backend's RoPE evaluates them. Tables are cached per (rot, theta) and grown on demand.
 func (b *Backend) ropeTable(rot int, theta float64, n int) []float32 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

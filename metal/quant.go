@@ -9,7 +9,7 @@ import (
 )
 
 // Host side of quant.metal and quant_tensor.metal: the GEMMs and gathers that read MLX
-// affine-quantized weights (op.QAffine, FORMATS.md section 2) in their packed form. MatMul (and
+// affine-quantized weights (op.QAffine, docs/FORMATS.md section 2) in their packed form. MatMul (and
 // so the GEMMs of GRRead and PLEApply), MoEExperts, Embed and PLEApply's table gather dispatch
 // them when a weight is QAffine; every bit width of op.QuantBits, group size of op.QuantGroups and
 // scale dtype (BF16, F16) is a specialisation of the same kernels by function constants.
@@ -241,22 +241,19 @@ func (j *Pass) encodeQGrouped(y, x *Tensor, m *op.Matrix, q *qweight, tiles *Ten
 }
 
 // qgather encodes qgather_affine: out[(r*rep + s)*K : ...+K] = the dequantized row ids[r] of
-// the QAffine table m [V, K], for r < rows and s < rep. The ids must be in [0, V) (checked on
-// the host by the op).
-func (j *Pass) qgather(out, ids *Tensor, rows, rep int, m *op.Matrix) error {
-	if rows == 0 {
+// the QAffine table m [V, K] whose packed data q holds on the device (j.qweight(m), or a copy the
+// Pass owns), for r < rows and s < rep. The ids must be in [0, V) (checked on the host by the
+// op).
+func (j *Pass) qgather(out, ids *Tensor, rows, rep int, m *op.Matrix, q *qweight) error {
+	if rows == 0 || q == nil {
 		return j.err
 	}
-	if err := guard32("qgather", rows*rep*m.K, len(m.Q.Codes)); err != nil {
+	if err := guard32("qgather", rows*rep*m.K, m.N*m.K*m.Q.Bits/32); err != nil {
 		return j.fail(err)
 	}
 	pipe, err := j.b.pipeline("quant.metal", "qgather_affine", quantConsts(m.Q))
 	if err != nil {
 		return j.fail(err)
-	}
-	q := j.qweight(m)
-	if q == nil {
-		return j.err
 	}
 	nt := elemThreads(m.K)
 	j.dispatch(pipe, fmt.Sprintf("qgather_affine_%s_rep%d_tg%d", quantTag(m.Q), rep, nt), [3]int{(m.K + nt - 1) / nt, rows, 1},

@@ -432,7 +432,7 @@ func TestQuantUpload(t *testing.T) {
 	x := optest.Floats(43, 2*128, 1)
 	mx := optest.Floats(44, 2*c.D, 1)
 	idx := quantRoute(45, 2, c.K, c.E)
-	ws, sc := b.NewWeights(), b.NewScratch()
+	ws, sc := b.NewWeights(op.WeightOptions{}), b.NewScratch()
 	defer ws.Release()
 	defer sc.Release()
 	pass := func(run func(op.Pass) error) error {

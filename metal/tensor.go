@@ -137,8 +137,24 @@ type vecKey struct {
 	n int
 }
 
-// NewWeights implements op.Backend: an empty weight store on b.
-func (b *Backend) NewWeights() op.Weights { return b.newWeights() }
+// NewWeights implements op.Backend: an empty weight store on b. o.WidenBudget is ignored (the
+// GEMMs widen 16-bit weights in registers: float32 copies would double the upload for nothing,
+// and a partial budget would mix the dtypes of a layer's experts, which the grouped GEMM
+// refuses); a non-zero budget is logged as ignored.
+func (b *Backend) NewWeights(o op.WeightOptions) op.Weights {
+	if o.WidenBudget != 0 {
+		b.logf("metal: WidenBudget %d ignored: the GEMMs widen 16-bit weights in registers", o.WidenBudget)
+	}
+	return b.newWeights()
+}
+
+// Prepare implements op.Weights: m itself (weights are uploaded in their file format).
+func (w *Weights) Prepare(m *op.Matrix) (*op.Matrix, error) {
+	if err := m.Validate("Weights.Prepare"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 func (b *Backend) newWeights() *Weights {
 	return &Weights{b: b, mats: map[*op.Matrix]mtl.Buffer{}, qmats: map[*op.Matrix]*qweight{},

@@ -18,10 +18,10 @@ type Backend interface {
 	NewTensor(dt DType, n int) (Tensor, error)
 	// Free releases a tensor from NewTensor (a no-op for host memory); it must not be used after.
 	Free(t Tensor)
-	// NewWeights returns an empty per-model weight store: each Matrix, Experts and weight vector
-	// an op reads through it is uploaded on first use (in its own dtype) and reused by later
-	// Passes. Release frees them.
-	NewWeights() Weights
+	// NewWeights returns an empty per-model weight store configured by o: each Matrix, Experts
+	// and weight vector an op reads through it is uploaded on first use (in its own dtype, or
+	// the one Weights.Prepare chose) and reused by later Passes. Release frees them.
+	NewWeights(o WeightOptions) Weights
 	// NewScratch returns an empty per-session scratch arena (named activation buffers reused by
 	// every layer and later prefills; op-internal temporaries are drawn from it too).
 	NewScratch() Scratch
@@ -31,10 +31,30 @@ type Backend interface {
 	Variants() []string
 }
 
+// WeightOptions configure a weight store (Backend.NewWeights). The zero value keeps every
+// weight in its file format. Options that change how a backend holds the weights are fields
+// here, read by Weights.Prepare.
+type WeightOptions struct {
+	// WidenBudget is how many bytes of float32 copies of BF16 and F16 matrices Weights.Prepare
+	// may make, so that the products skip widening them on every call: 0 makes none, a negative
+	// value has no limit. A copy holds the same values, so results do not change. A backend
+	// whose kernels widen 16-bit weights in registers (Metal) makes none whatever the budget and
+	// says so once in its log.
+	WidenBudget int64
+}
+
 // Weights is a per-model weight store of one Backend (Backend.NewWeights).
 type Weights interface {
-	// Bytes is the weight memory the store holds on the device (0 where weights are used in
-	// place, as on the CPU).
+	// Prepare returns the matrix the store's ops are to read in place of m. A loader hands it
+	// each weight matrix of a model once, before the first Pass, in priority order (the ones
+	// worth most first: the CPU widens a matrix only while its copies so far and this one fit
+	// WidenBudget, so what comes first is widened first), and uses the matrix returned from
+	// then on. The CPU store returns a float32 copy of a BF16 or F16 matrix that fits the
+	// budget and m itself otherwise (F32, QAffine: quantized weights stay packed); Metal returns
+	// m. Errors wrap the sentinels of Matrix.Validate; m is then unchanged and unused.
+	Prepare(m *Matrix) (*Matrix, error)
+	// Bytes is the weight memory the store made: the uploads to the device (Metal), the float32
+	// copies of Prepare (CPU); weights read in place count nothing.
 	Bytes() int64
 	Release()
 }

@@ -70,7 +70,7 @@ func Exec(be Backend, run func(Pass) error, args ...any) (Timing, error) {
 			f.Set(reflect.ValueOf(d))
 		}
 	}
-	w, s := be.NewWeights(), be.NewScratch()
+	w, s := be.NewWeights(WeightOptions{}), be.NewScratch()
 	defer w.Release()
 	defer s.Release()
 	p, err := be.Begin(w, s)

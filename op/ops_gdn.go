@@ -3,7 +3,7 @@ package op
 import "fmt"
 
 // GDNPre is gdn_pre: the depthwise causal short conv over the in_proj channels, silu, the split
-// into q, k, v, the l2 norm and scale of q and k, and the gates (MODELS.md, Gated DeltaNet;
+// into q, k, v, the l2 norm and scale of q and k, and the gates (docs/MODELS.md "Gated DeltaNet layer";
 // transformers' Qwen3NextGatedDeltaNet / Qwen4ExpTextGatedDeltaNet).
 //
 // Inputs: QKV [T, C] (C = P.Channels() = 2*Hk*Dk + Hv*Dv, the in_proj_qkv output, channels
@@ -53,16 +53,22 @@ func (a GDNPre) Check() error {
 //
 //	S = exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S = S + k_t delta^T;  o_t = S^T q_t
 //
-// Q, K [T, Hk, Dk] already l2-normalised (Q scaled by Dk^-0.5), V [T, Hv, Dv], G, Beta [T, Hv],
-// State [Hv, Dk, Dv] read and replaced by the final state, O [T, Hv, Dv]; all F32. Mode picks the
-// algorithm (ScanAuto: the backend's default; Chunked: the WY form of flash-linear-attention
-// over chunks of GDNChunk tokens; Recurrent: token by token); all agree within float32
-// rounding. NaN and Inf are not scanned for: a NaN in g reaches the value heads that read it.
+// Q, K [T, Hk, Dk] already l2-normalised (Q scaled by Dk^-0.5) unless NormQK, V [T, Hv, Dv],
+// G, Beta [T, Hv], State [Hv, Dk, Dv] read and replaced by the final state, O [T, Hv, Dv]; all
+// F32. Mode picks the algorithm (ScanAuto: the backend's default; Chunked: the WY form of
+// flash-linear-attention over chunks of GDNChunk tokens; Recurrent: token by token); all agree
+// within float32 rounding. NaN and Inf are not scanned for: a NaN in g reaches the value heads
+// that read it.
 type GDNScan struct {
 	O, State         Tensor
 	Q, K, V, G, Beta Tensor
 	P                GDNParams
 	Mode             ScanMode
+	// NormQK scans l2-normalised copies of raw q and k: per head over Dk,
+	// x / sqrt(sum x^2 + 1e-6), q further times Dk^-0.5 (the normalisation of GDNPre, i.e.
+	// transformers' l2norm with use_qk_l2norm_in_kernel), for callers that hold the
+	// projections before it. Q and K are not modified.
+	NormQK bool
 }
 
 // Check validates the shapes. Errors wrap ErrShape or ErrInvalidArgument.

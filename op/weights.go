@@ -29,7 +29,7 @@ type Matrix struct {
 // so 3-, 5- and 6-bit codes straddle words); element i of row n is
 // w = Scales[n, i/Group] * q + Biases[n, i/Group], scales and biases in ScaleDType (BF16 or F16),
 // the scale possibly negative and the bias not a minimum: the formula is applied as it is.
-// Source: FORMATS.md section 2 and mlx's quantized.h.
+// Source: docs/FORMATS.md section 2 and mlx's quantized.h.
 type Quant struct {
 	Bits, Group    int
 	Codes          []uint32 // [N, K*Bits/32]
@@ -110,6 +110,21 @@ func (q *Quant) validate(op string, N, K int) error {
 		return fmt.Errorf("%s: %w: weight [%d, %d] in groups of %d has %d scales and %d biases, want %d", op, ErrShape, N, K, q.Group, len(q.Scales), len(q.Biases), g)
 	}
 	return nil
+}
+
+// format names the matrix's dtype with what else its kind of packing fixes: the bits, group
+// size and scale dtype of a QAffine weight, the scale dtype of an FP8Block one, the mode of a
+// QFloat one.
+func (m *Matrix) format() string {
+	switch m.DType {
+	case QAffine:
+		return fmt.Sprintf("%v %d-bit groups of %d, %v scales", m.DType, m.Q.Bits, m.Q.Group, m.Q.ScaleDType)
+	case FP8Block:
+		return fmt.Sprintf("%v, %v scales", m.DType, m.FP8.ScaleDType)
+	case QFloat:
+		return fmt.Sprintf("%v %v", m.DType, m.QF.Mode)
+	}
+	return m.DType.String()
 }
 
 // Bytes is the size of the weight's data in memory (codes, scales and biases for QAffine; codes
@@ -225,7 +240,7 @@ func (g *GRWeights) Validate(op string) error {
 
 // PLEWeights is one qwen4_exp PLE layer (Qwen4ExpTextPLELayer) for S streams of D:
 // Table [rows, HeadDim] (ple_embedding.ngram_embedding.weight; EmbedDim = Heads*HeadDim; nil
-// when the caller gathers the rows itself, PLEApply.Emb),
+// when the table comes split, PLEApply.Parts),
 // Key [S*D, EmbedDim] (key_proj), Value [D, EmbedDim] (value_proj), NormKey, NormQuery,
 // NormConv [S*D] (grouped RMSNorm1p weights), ConvW [S*D, ConvK] (conv1d.weight [S*D, 1, ConvK],
 // depthwise, no bias; ConvK = len(ConvW)/(S*D), 4 in the models) and Dilation (= ngram_size, 3).

@@ -34,7 +34,7 @@ const FP8BlockSize = 128
 // float32; activations stay float32 (transformers' FP8Linear on an accelerator also quantizes
 // the activations per 128 inputs, activation_scheme "dynamic": strata does not). The scales are
 // kept as stored: BF16 bits in Scales or float32 in ScalesF32, as ScaleDType says (the other one
-// nil). Source: FORMATS.md section 4 and transformers' integrations/finegrained_fp8.py
+// nil). Source: docs/FORMATS.md section 4 and transformers' integrations/finegrained_fp8.py
 // (FP8Linear, weight_scale_inv of shape ceil(out / block) x ceil(in / block)).
 type BlockFP8 struct {
 	Codes      []uint8   // [N, K] E4M3 bit patterns

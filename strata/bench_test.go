@@ -9,17 +9,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/internal/modelgen"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // TestWidenBudgetSameLogits loads each tiny checkpoint with every weight widened at load and
 // with none, and requires bitwise equal logits (widening is exact; the GEMM blocks are the
-// same).
+// same) and more resident weight bytes widened.
 func TestWidenBudgetSameLogits(t *testing.T) {
 	for _, tm := range tinyModels {
 		t.Run(tm.name, func(t *testing.T) {
@@ -32,10 +31,16 @@ func TestWidenBudgetSameLogits(t *testing.T) {
 				tokens[i] = int32((i*37 + 11) % 200)
 			}
 			var ref []float32
+			var resident int64
 			for _, budget := range []int64{0, -1} {
 				m, err := LoadModel(dev, testdata(tm.dir), LoadOptions{WidenBudget: budget})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if r := m.Info().ResidentBytes; budget < 0 && r <= resident {
+					t.Fatalf("resident weights %d B widened, %d B not: nothing was widened", r, resident)
+				} else {
+					resident = r
 				}
 				s, err := m.NewSession(SessionOptions{MaxContext: 128})
 				if err != nil {
@@ -60,20 +65,15 @@ func TestWidenBudgetSameLogits(t *testing.T) {
 	}
 }
 
-var peakOnce struct {
-	sync.Once
-	gflops float64
-	how    string
-	err    error
-}
-
-// benchPeak is this machine's sgemm peak P (internal/blas Peak, 2048^3, best of 3).
-func benchPeak(b *testing.B) float64 {
-	peakOnce.Do(func() { peakOnce.gflops, peakOnce.how, peakOnce.err = blas.Peak(2048, 3) })
-	if peakOnce.err != nil {
-		b.Fatal(peakOnce.err)
+// benchPeak is the device's GEMM peak P as --bench measures it: optest.BenchPeak (a 2048^3
+// float32 MatMul), median of 3 runs after a warm-up.
+func benchPeak(b *testing.B, dev *Device) float64 {
+	r, err := optest.Time(dev.Ops(), optest.BenchPeak(optest.BenchOptions{}), 3)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return peakOnce.gflops
+	b.Logf("GEMM peak P = %.1f GFLOP/s (%s on %s)", r.GFLOPS(), r.Name, dev.Backend())
+	return r.GFLOPS()
 }
 
 // vmHWM is the process's peak resident set in bytes (Linux /proc/self/status), 0 elsewhere.
@@ -117,18 +117,17 @@ func sliceModelDir(b *testing.B) string {
 // BenchmarkSlice prefills T = 512 and 2048 random tokens through a 4-layer slice of
 // Qwen3.8-Flash-Next at real width (3 GDN + 1 QSA layers, 64 experts, top-10), bf16 weights as
 // stored (STRATA_WIDEN_BUDGET bytes of float32 copies, default 0, as LoadOptions). It reports tokens/s,
-// GFLOP/s (PrefillFLOPs total), the fraction of the measured sgemm peak P, the fraction of the
+// GFLOP/s (PrefillFLOPs total), the fraction of the measured GEMM peak P, the fraction of the
 // GEMM-bound limit (the time the model's GEMM flops take at P, over the measured time) and the
 // peak resident set. Run it alone:
 //
 //	go test ./strata -run '^$' -bench Slice -benchtime 1x
 func BenchmarkSlice(b *testing.B) {
-	P := benchPeak(b)
-	b.Logf("sgemm peak P = %.1f GFLOP/s (%s)", P, peakOnce.how)
 	dev, err := Open(Options{Backend: "cpu"})
 	if err != nil {
 		b.Fatal(err)
 	}
+	P := benchPeak(b, dev)
 	budget := int64(0)
 	if v := os.Getenv("STRATA_WIDEN_BUDGET"); v != "" {
 		if budget, err = strconv.ParseInt(v, 10, 64); err != nil {

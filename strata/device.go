@@ -166,6 +166,18 @@ func (d *Device) Backend() string {
 	return d.be.Name()
 }
 
+// Ops is the device's backend for hosts that run ops themselves, outside any model: the op
+// entry points of this package (Attention, GDNScan, ...) run on it, and op/optest times op
+// cases on it (optest.Time; examples/prefill --bench). Its tensors, weight stores and Passes
+// are the caller's to manage, and a model's weights are not reachable through it. nil for a nil
+// Device.
+func (d *Device) Ops() op.Backend {
+	if d == nil {
+		return nil
+	}
+	return d.be
+}
+
 // Kernels describes the kernels the backend runs: for cpu the instruction sets of its kernels
 // and which BLAS serves GEMM; for metal and emu the device and every kernel variant dispatched
 // so far with its count, e.g. "metal kernels on msl-emulator (2 threads); variants:

@@ -1,13 +1,14 @@
 // Package strata is the public Go API of strata, a prefill engine for hybrid
-// linear/full-attention MoE language models (Qwen3.8-Flash-Next, transformers qwen4_exp, and
-// Qwen3-Next): open a Device (backend cpu, metal or emu), load a Hugging Face checkpoint into a
-// Model, and prefill prompts through Sessions that own the KV, indexer, Gated DeltaNet and PLE
-// caches. Hosts that run their own model call single ops on a Device (Device.Attention,
+// linear/full-attention MoE language models (Qwen3.8-Flash-Next, Qwen3-Next, Qwen3.5 / Qwen3.6:
+// the model families of package family): open a Device (backend cpu, metal or emu), load a
+// checkpoint (Hugging Face or MLX) into a Model, and prefill prompts through Sessions that own
+// the KV, indexer, Gated DeltaNet and PLE caches. Hosts that run their own model call single ops on a Device (Device.Attention,
 // GDNScan, MoECombine, GRApplyMoEC).
 //
 // A Device is an op.Backend: package kernels on the CPU, package metal on an Apple GPU or on
 // the MSL emulator (backend emu: the same Metal host code and .metal files, run on the CPU).
-// The model runner (forward.go) is written once over op tensors and op.Pass calls: on the CPU
+// The model runner (forward.go) is written once over op tensors and op.Pass calls, from the
+// model's family plan (family.Plan: each layer's blocks and the tensors they read): on the CPU
 // every op runs when it is called, on Metal a prefill is one command buffer. Weights stay in the
 // checkpoint's dtype (memory-mapped; a Metal device uploads them once per model), the session
 // state lives in the device's memory as one list of tensors (cache.go) that every operation

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/stratakernels/strata/family"
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/op"
 )
 
@@ -441,47 +439,14 @@ func (f *fwd) ple(layer int, ly *layer, H op.Tensor, tokens []int32) {
 	if f.err != nil {
 		return
 	}
-	a := op.PLEApply{H: H, T: f.T, IDs: ids, W: ly.ple.w, ConvState: f.s.state.get(layer, family.RolePLEConv), Eps: f.eps}
-	if ly.ple.parts != nil {
-		a.Emb = f.f32(fmt.Sprintf("ple emb %d", layer), f.T*ly.ple.w.EmbedDim)
-		if f.err != nil {
-			return
-		}
-	}
+	a := op.PLEApply{H: H, T: f.T, IDs: ids, W: ly.ple.w, Parts: ly.ple.parts, PartRows: ly.ple.partRows,
+		ConvState: f.s.state.get(layer, family.RolePLEConv), Eps: f.eps}
 	t0 := time.Now()
 	err := ly.ple.hash.IDs(ids.I32(), tokens, f.s.state.pleCtx[layer])
-	if err == nil && a.Emb != nil {
-		err = ly.ple.gather(a.Emb.F32(), ids.I32())
-	}
 	f.host[StagePLE] += time.Since(t0)
 	if err != nil {
 		f.err = opError(fmt.Sprintf("layer %d: ple ids", layer), err)
 		return
 	}
 	f.do(StagePLE, layer, "ple", func() error { return f.p.PLEApply(a) })
-}
-
-// gather writes the rows ids of the split table into emb [len(ids), HeadDim] as float32, on
-// all cores (the rows of a 2048-token step are about 20 MB of a table of up to 100 GB).
-func (pw *pleWeights) gather(emb []float32, ids []int32) error {
-	hd, rows := pw.w.HeadDim, pw.partRows*len(pw.parts)
-	for i, id := range ids {
-		if id < 0 || int(id) >= rows {
-			return fmt.Errorf("%w: PLE id %d at %d outside the table's %d rows", ErrInvalidArgument, id, i, rows)
-		}
-	}
-	var err error
-	var mu sync.Mutex
-	kernels.ParallelFor(len(ids), 256, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			r := int(ids[i])
-			if e := kernels.RowF32(emb[i*hd:(i+1)*hd], pw.parts[r/pw.partRows], r%pw.partRows); e != nil {
-				mu.Lock()
-				err = e
-				mu.Unlock()
-				return
-			}
-		}
-	})
-	return err
 }

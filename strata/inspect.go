@@ -15,24 +15,24 @@ import (
 // config.json field behind each size is named beside it.
 type ModelInfo struct {
 	Dir           string
-	Arch          string   // model family: "qwen3_next" or "qwen4_exp" (as Model.Arch)
-	ModelType     string   // model_type as written: qwen3_next, qwen4_exp_text or qwen4_exp
+	Arch          string   // model family: its name in package family's registry (as Model.Arch)
+	ModelType     string   // model_type as written at the top level of config.json
 	Architectures []string // architectures: the transformers class names, as written
 
 	D      int // hidden_size
 	Layers int // num_hidden_layers
 	// Decoder layers by token mixer: Gated DeltaNet (linear_attention), gated full attention
-	// (qwen3_next full_attention), attention with the QSA indexer (qwen4_exp).
+	// (full_attention), attention with the QSA indexer (sparse past its budget).
 	GDNLayers, AttentionLayers, QSALayers int
 	Hq, Hkv, HeadDim                      int // num_attention_heads, num_key_value_heads, head_dim
 	RotaryDim                             int // head_dim * partial_rotary_factor
 	Hk, Hv, Dk, Dv                        int // GDN linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim
 	Experts, TopK                         int // num_experts, num_experts_per_tok
 	MoEI, SharedI                         int // moe_intermediate_size, shared_expert_intermediate_size
-	DenseLayers, DenseI                   int // qwen3_next layers with a dense MLP (mlp_only_layers, decoder_sparse_step) and intermediate_size
+	DenseLayers, DenseI                   int // layers with a dense MLP (no experts, or mlp_only_layers, decoder_sparse_step) and intermediate_size
 	Vocab                                 int // vocab_size
-	Streams                               int // residual streams: hc_count (qwen4_exp), 1 for qwen3_next
-	QSABudget                             int // indexer_budget in tokens (qwen4_exp), 0 otherwise
+	Streams                               int // residual streams: hc_count with hyper-connections, else 1
+	QSABudget                             int // indexer_budget in tokens with a QSA indexer, 0 otherwise
 	// PLELayers are the 0-based decoder layers with a PLE n-gram embedding (ple_layer_ids - 1).
 	PLELayers    []int
 	MaxPositions int // max_position_embeddings

@@ -50,7 +50,7 @@ func releaseBytes(name string) (all int64, byPrefix map[string]int64, counts map
 }
 
 // TestInspectReleases: Inspect of the header-only Qwen3.8-Flash-Next and Qwen3-Next-80B-A3B
-// checkpoints reports the real models' sizes (MODELS.md, "Real sizes") and tensor tables.
+// checkpoints reports the real models' sizes (docs/MODELS.md, "Real sizes") and tensor tables.
 func TestInspectReleases(t *testing.T) {
 	t.Run("qwen3.8-flash-next", func(t *testing.T) {
 		dir := headerOnly(t, "qwen3.8-flash-next", modelgen.HeaderOnly{})
@@ -168,7 +168,7 @@ func TestLoadAndInspectRefuse(t *testing.T) {
 		{"unknown method", quant(map[string]any{"quant_method": "quanto"}), hfconfig.ErrUnsupported, `quantization method "quanto" is not supported`},
 		{"mlx", modelgen.HeaderOnly{Config: func(top map[string]any) { top["quantization"] = map[string]any{"group_size": 64, "bits": 4} }},
 			hfconfig.ErrUnsupported, "an MLX conversion of qwen4_exp (mlx-vlm; config.json has an MLX quantization block (affine, 4 bits, group size 64)) is not supported"},
-		{"qwen3_5_moe", modelgen.HeaderOnly{Config: func(top map[string]any) { top["model_type"] = "qwen3_5_moe" }}, hfconfig.ErrUnsupported, `model_type "qwen3_5_moe"`},
+		{"qwen3_moe", modelgen.HeaderOnly{Config: func(top map[string]any) { top["model_type"] = "qwen3_moe" }}, hfconfig.ErrUnsupported, `model_type "qwen3_moe", Qwen3 MoE, is not supported`},
 		{"mamba_ssm_dtype", modelgen.HeaderOnly{Config: func(top map[string]any) { top["text_config"].(map[string]any)["mamba_ssm_dtype"] = "bfloat16" }},
 			hfconfig.ErrUnsupported, `mamba_ssm_dtype "bfloat16"`},
 	}

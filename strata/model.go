@@ -9,7 +9,6 @@ import (
 	_ "github.com/stratakernels/strata/family/all" // every model family strata runs
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
-	"github.com/stratakernels/strata/kernels"
 	"github.com/stratakernels/strata/op"
 )
 
@@ -18,14 +17,15 @@ type LoadOptions struct {
 	// Progress, when set, is called after each tensor is read with the bytes done so far, the
 	// checkpoint's total tensor bytes and the tensor's name.
 	Progress func(done, total int64, name string)
-	// WidenBudget is how many bytes of float32 copies of bf16/f16 weight matrices LoadModel may
-	// make, so that GEMMs skip widening them on every call (measured on a 2-core Zen 3 against
-	// bf16 widened per call by the AVX2 kernel: about 1.07x at T = 512 and none at 2048 on a
-	// Qwen3-Next slice, for 2.7x the peak memory; BENCHMARKS.md). Routed experts are widened first, then the
-	// other matrices in load order, each one only while the running total stays within the
-	// budget. 0 keeps every weight in its file format (memory-mapped); a negative value widens
-	// all of them. A widened matrix holds the same values, so results do not change. The metal
-	// backend ignores it (its GEMMs widen in registers).
+	// WidenBudget is how many bytes of float32 copies of bf16/f16 weight matrices the backend's
+	// weight store may make at load (op.WeightOptions.WidenBudget), so that GEMMs skip widening
+	// them on every call (measured on a 2-core Zen 3 against bf16 widened per call by the AVX2
+	// kernel: about 1.07x at T = 512 and none at 2048 on a Qwen3-Next slice, for 2.7x the peak
+	// memory; BENCHMARKS.md). Routed experts are widened first, then the other matrices in load
+	// order, each one only while the running total stays within the budget. 0 keeps every
+	// weight in its file format (memory-mapped); a negative value widens all of them. A widened
+	// matrix holds the same values, so results do not change. The metal backend ignores it (its
+	// GEMMs widen in registers) and logs that it does.
 	WidenBudget int64
 	// Layers, when set ([lo, hi), 0 <= lo < hi <= layers), loads only the decoder layers lo..hi-1
 	// (and the embedding when lo == 0, the final norm or mixer and lm_head when hi == layers):
@@ -114,13 +114,13 @@ type pleWeights struct {
 	hash *op.PLEHash
 	w    *op.PLEWeights
 	// parts, for a table split into row blocks of partRows rows (shard_k tensors), are the
-	// blocks as views of the file; w.Table is nil and the runner gathers the rows a prompt uses
-	// on the host (PLEApply.Emb).
+	// blocks as views of the file; w.Table is nil and the backend gathers the rows a prompt uses
+	// from them (op.PLEApply.Parts).
 	parts    []*op.Matrix
 	partRows int
 }
 
-// Arch names the model family, e.g. "qwen3_next" or "qwen4_exp" (the family registry's name).
+// Arch names the model family: its name in package family's registry.
 func (m *Model) Arch() string { return m.cfg.Family }
 
 // Vocab is the vocabulary size (logits per token).
@@ -181,7 +181,7 @@ func (m *Model) Close() error {
 
 // LoadModel loads a checkpoint directory (config.json plus model.safetensors or sharded
 // safetensors with model.safetensors.index.json) of a model family strata runs (package family's
-// registry: qwen3_next, qwen4_exp_text / qwen4_exp, ...) in a layout the family knows: the
+// registry, family/all) in a layout the family knows: the
 // Hugging Face releases and MLX conversions (bf16, or affine-quantized at 2 to 8 bits with
 // per-module entries; quantized weights stay packed, views of the mapped files, dequantized inside
 // the kernels). Every tensor the family's plan reads must be present with its shape (extra mtp.*
@@ -212,17 +212,10 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
-	if opts.WidenBudget != 0 && dev.be.Name() != "cpu" {
-		// The Metal GEMMs widen 16-bit weights in registers; float32 copies would only double
-		// the upload (and a partial budget would mix expert dtypes, which the grouped GEMM
-		// rejects).
-		dev.logf(LogInfo, "WidenBudget ignored on the %s backend", dev.be.Name())
-	} else if opts.WidenBudget != 0 {
-		n, bytes, err := m.widen(opts.WidenBudget)
-		if err != nil {
-			ck.Close()
-			return nil, wrapf(ErrCheckpoint, err, "widening weights")
-		}
+	if n, bytes, err := m.prepareWeights(); err != nil {
+		ck.Close()
+		return nil, wrapf(ErrCheckpoint, err, "preparing weights")
+	} else if n > 0 {
 		dev.logf(LogInfo, "widened %d weight matrices to float32 (%d MiB)", n, bytes>>20)
 	}
 	m.info.ResidentBytes = m.residentBytes()
@@ -241,7 +234,7 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 	}
 	plan := res.Plan
 	l := newLoader(ck, res, opts.Progress)
-	m := &Model{dev: dev, cfg: cfg, plan: plan, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights()}
+	m := &Model{dev: dev, cfg: cfg, plan: plan, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights(op.WeightOptions{WidenBudget: opts.WidenBudget})}
 	m.lo, m.hi = opts.Layers[0], opts.Layers[1]
 	if m.lo == 0 && m.hi == 0 {
 		m.hi = cfg.Layers
@@ -442,7 +435,7 @@ func (l *loader) ple(p *family.PLE) (*pleWeights, error) {
 		return pw, l.mats(&w.Table, p.Table[0])
 	}
 	// A table split into row blocks (128 in Qwen3.8-Flash-Next, 102 GB): views of the file, never
-	// concatenated; the rows a prompt uses are gathered on the host.
+	// concatenated; the backend gathers the rows a prompt uses from them.
 	pw.partRows = p.Table[0].N
 	for _, t := range p.Table {
 		m, err := l.mat(t)
@@ -455,8 +448,9 @@ func (l *loader) ple(p *family.PLE) (*pleWeights, error) {
 }
 
 // weightRefs lists where the model keeps each weight: the routed experts' matrices, the other
-// products widen may widen in load order (lm_head last; it is the embedding itself when tied),
-// the rest (the embedding and the PLE matrices, which widen leaves alone), and every float32
+// products prepareWeights hands the backend after them in load order (lm_head last; it is the
+// embedding itself when tied), the rest (the embedding and the PLE matrices, which it leaves
+// alone), and every float32
 // vector (norms, convolutions, gate vectors).
 func (m *Model) weightRefs() (experts, rest, other []**op.Matrix, vecs [][]float32) {
 	addRead := func(r read) {
@@ -510,8 +504,8 @@ func (m *Model) weightRefs() (experts, rest, other []**op.Matrix, vecs [][]float
 }
 
 // residentBytes is the memory of the weights the model holds (each matrix once, in its dtype:
-// packed codes with scales and biases, 16-bit, or float32 copies made by widen; the float32
-// vectors).
+// packed codes with scales and biases, 16-bit, or float32 copies the backend made at load; the
+// float32 vectors).
 func (m *Model) residentBytes() int64 {
 	experts, rest, other, vecs := m.weightRefs()
 	seen := map[*op.Matrix]bool{}
@@ -528,26 +522,26 @@ func (m *Model) residentBytes() int64 {
 	return n
 }
 
-// widen replaces 16-bit weight matrices by float32 copies within budget bytes (negative: no
-// limit), routed experts first. It reports how many matrices and bytes it widened.
-func (m *Model) widen(budget int64) (n int, bytes int64, err error) {
+// prepareWeights hands the weight matrices to the backend's store (op.Weights.Prepare) in
+// priority order, routed experts first, then the other products in load order, and keeps the
+// matrix it returns for each: on the CPU a float32 copy of a 16-bit matrix while
+// LoadOptions.WidenBudget lasts. It reports how many matrices were replaced and their bytes.
+func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 	experts, rest, _, _ := m.weightRefs()
 	for _, p := range append(experts, rest...) {
 		w := *p
-		if w == nil || (w.DType != op.BF16 && w.DType != op.F16) { // nil: a stage without the head
-			continue // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
-		}
-		size := int64(w.N) * int64(w.K) * 4
-		if budget >= 0 && bytes+size > budget {
+		if w == nil { // a stage without the head
 			continue
 		}
-		wide, err := kernels.WidenF32(w)
+		got, err := m.weights.Prepare(w)
 		if err != nil {
 			return n, bytes, err
 		}
-		*p = wide
-		n++
-		bytes += size
+		if got != w {
+			*p = got
+			n++
+			bytes += got.Bytes()
+		}
 	}
 	return n, bytes, nil
 }

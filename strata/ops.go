@@ -1,9 +1,6 @@
 package strata
 
-import (
-	"github.com/stratakernels/strata/kernels"
-	"github.com/stratakernels/strata/op"
-)
+import "github.com/stratakernels/strata/op"
 
 // Op entry points for hosts that run their own model and want strata's kernels on a device: the
 // Go side of the C ABI's strata_attention, strata_gdn_scan and strata_moe_combine (and Python's
@@ -29,20 +26,12 @@ func (d *Device) Attention(a op.Attention) error {
 	return d.exec(func(p op.Pass) error { return p.Attention(a) }, &a)
 }
 
-// GDNScan runs op.GDNScan (the gated delta rule with its state) on d. With normalizeQK, q and k
-// are l2-normalised per head first (q also scaled by Dk^-0.5, as GDNPre does) on host copies:
+// GDNScan runs op.GDNScan (the gated delta rule with its state) on d. With a.NormQK the backend
+// l2-normalises q and k per head first (q also scaled by Dk^-0.5, as GDNPre does) on the device:
 // the caller's q and k are not modified.
-func (d *Device) GDNScan(a op.GDNScan, normalizeQK bool) error {
+func (d *Device) GDNScan(a op.GDNScan) error {
 	if err := a.Check(); err != nil {
 		return err
-	}
-	if normalizeQK {
-		q := append([]float32(nil), a.Q.F32()...)
-		k := append([]float32(nil), a.K.F32()...)
-		if err := kernels.GDNNormQK(q, k, a.P.T, a.P.Hk, a.P.Dk); err != nil {
-			return err
-		}
-		a.Q, a.K = op.HostF32(q), op.HostF32(k)
 	}
 	return d.exec(func(p op.Pass) error { return p.GDNScan(a) }, &a)
 }

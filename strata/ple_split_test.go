@@ -115,8 +115,8 @@ func TestSplitNGramTable(t *testing.T) {
 	}
 }
 
-// TestMetalSplitNGramTable: on the emulator the host-gathered rows of a split table give the
-// bits of the unsplit table gathered by the kernel.
+// TestMetalSplitNGramTable: on the emulator a split table (its rows copied on the host into a
+// table of the Pass, then gathered by the kernel) gives the bits of the unsplit table.
 func TestMetalSplitNGramTable(t *testing.T) {
 	dir := splitNGramTable(t, 4)
 	dev, whole := loadTinyMetal(t, "qwen4exp-tiny")

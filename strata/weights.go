@@ -117,7 +117,7 @@ func (l *loader) vec(v family.Vec) ([]float32, error) {
 	}
 	if v.Shifted {
 		for i := range x {
-			x[i]-- // exact in float32 for the 16-bit values stored (|w| < 2^13)
+			x[i]-- // exact in float32 for the 16-bit values stored, but for |stored| < 2^-17 (an ulp of 2^-24 off)
 		}
 	}
 	return x, nil

@@ -13,9 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratakernels/strata/internal/blas"
-	"github.com/stratakernels/strata/kernels"
-	"github.com/stratakernels/strata/op"
+	"github.com/stratakernels/strata/op/optest"
 	"github.com/stratakernels/strata/strata"
 )
 
@@ -51,25 +49,41 @@ func parseBenchTokens(list string) ([]benchRun, error) {
 	return runs, nil
 }
 
-// runBench prints the sgemm peak P, the per-op figures, the slice-model figures, and those of
-// the Qwen3-Next slice beside its MLX 4- and 8-bit conversions (benchMLX).
-func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, step int) error {
+// benchOps sizes the op part of --bench: the token count T of optest.BenchCases' per-op cases
+// (4T for the GEMM peak and the long-context cases) and the timed repetitions.
+type benchOps struct{ T, reps int }
+
+// runBench prints the GEMM peak P, the per-op figures, the slice-model figures, and those of
+// the Qwen3-Next slice beside its MLX 4- and 8-bit conversions (benchMLX). With slices false
+// only the peak and the ops run.
+func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, step int, ops benchOps, slices bool) error {
 	runs, err := parseBenchTokens(tokensList)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("kernels   %s\n", dev.Kernels())
-	fmt.Printf("          GDN %s, attention %s, activations %s\n", kernels.GDNKernel(), kernels.AttentionKernel(), kernels.ActKernel())
-	P, how, err := blas.Peak(2048, 3)
+	o := optest.BenchOptions{T: ops.T, LongT: 4 * ops.T}
+	peak, err := optest.Time(dev.Ops(), optest.BenchPeak(o), ops.reps)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("peak P    %.1f GFLOP/s  (sgemm 2048^3, best of 3; %s)\n", P, how)
+	P := peak.GFLOPS()
+	fmt.Printf("peak P    %.4g GFLOP/s  (%s on %s, median of %d)\n", P, peak.Name, dev.Backend(), ops.reps)
 
-	fmt.Println("\nops (best of 3 runs)")
-	if err := benchOps(P); err != nil {
-		return err
+	fmt.Printf("\nops on %s (median of %d runs after a warm-up; optest.BenchCases)\n", dev.Backend(), ops.reps)
+	for _, c := range optest.BenchCases(o) {
+		r, err := optest.Time(dev.Ops(), c, ops.reps)
+		if err != nil {
+			return err
+		}
+		fmt.Println(opLine(r, P, dev.Backend() != "cpu"))
+	}
+	if dev.Backend() != "cpu" {
+		fmt.Printf("kernels   %s\n", dev.Kernels()) // the variants the cases dispatched
+	}
+	if !slices {
+		return nil
 	}
 
 	dir := modelDir
@@ -144,137 +158,21 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 	return benchMLX(ctx, os.Stdout, dev, q3, filepath.Dir(q3), Ts, widen, step)
 }
 
-// benchOps times the CPU ops at Qwen3.8-Flash-Next shapes on random data.
-func benchOps(P float64) error {
-	r := rand.New(rand.NewPCG(3, 4))
-	rnd := func(n int, scale float32) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(r.NormFloat64()) * scale
-		}
-		return x
+// opLine is one op's figures: the median time, and GFLOP/s with the fraction of P for a case
+// that counts its flops, or GB/s for one that counts only bytes; with device also the device
+// time the Passes reported (a GPU's own clock).
+func opLine(r optest.Result, P float64, device bool) string {
+	line := fmt.Sprintf("  %-60s %9.2f ms", r.Name, float64(r.Median.Microseconds())/1000)
+	if device {
+		line += fmt.Sprintf("  (device %.2f ms)", float64(r.Device.Microseconds())/1000)
 	}
-	bf16 := func(n, k int) *op.Matrix {
-		u := make([]uint16, n*k)
-		for i := range u {
-			u[i] = uint16(r.Uint32()&0x3fff) | 0x3c00 // magnitudes around 0.01..0.1, either sign
-			if r.IntN(2) == 0 {
-				u[i] |= 0x8000
-			}
-		}
-		m, _ := op.NewMatrixU16(n, k, op.BF16, u)
-		return m
+	switch {
+	case r.Flops > 0:
+		line += fmt.Sprintf("  %8.4g GFLOP/s  %5.1f%% of P", r.GFLOPS(), 100*r.GFLOPS()/P)
+	case r.Bytes > 0:
+		line += fmt.Sprintf("  %8.4g GB/s", r.GBPS())
 	}
-	f32 := func(m *op.Matrix) *op.Matrix { w, _ := kernels.WidenF32(m); return w }
-	report := func(name string, flops float64, fn func() error) error {
-		best := time.Duration(1 << 62)
-		for i := 0; i < 3; i++ {
-			t0 := time.Now()
-			if err := fn(); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			best = min(best, time.Since(t0))
-		}
-		if flops == 0 { // memory-bound element-wise ops: time only
-			fmt.Printf("  %-44s %9.2f ms\n", name, float64(best.Microseconds())/1000)
-			return nil
-		}
-		g := flops / best.Seconds() / 1e9
-		fmt.Printf("  %-44s %9.2f ms  %7.1f GFLOP/s  %5.1f%% of P\n", name, float64(best.Microseconds())/1000, g, 100*g/P)
-		return nil
-	}
-	const D, T = 2560, 512
-	x := rnd(T*D, 1)
-	proj := bf16(D, D)
-	y := make([]float32, T*D)
-	for _, c := range []struct {
-		name string
-		w    *op.Matrix
-	}{{"MatMul T512 N2560 K2560 bf16 (widen per call)", proj}, {"MatMul T512 N2560 K2560 f32", f32(proj)}} {
-		if err := report(c.name, 2*T*D*D, func() error { return kernels.MatMul(y, x, T, c.w) }); err != nil {
-			return err
-		}
-	}
-	// MoE at T = 512: 64 experts (the slice), top-10, I = 640, f32 weights (widened at load).
-	const E, K, I = 64, 10, 640
-	ex := &op.Experts{E: E, D: D, I: I}
-	for e := 0; e < E; e++ {
-		ex.GateUp = append(ex.GateUp, f32(bf16(2*I, D)))
-		ex.Down = append(ex.Down, f32(bf16(D, I)))
-	}
-	logits := rnd(T*E, 1)
-	w, idx := make([]float32, T*K), make([]int32, T*K)
-	if err := kernels.TopKRoute(w, idx, logits, T, E, K, true); err != nil {
-		return err
-	}
-	ye, rk := make([]float32, T*K*D), make([]int32, T*K)
-	if err := report("MoEExperts T512 E64 top-10 I640 f32", 2*T*K*3*D*I, func() error {
-		return kernels.MoEExperts(ye, rk, x, T, idx, K, ex)
-	}); err != nil {
-		return err
-	}
-	// GatedResidual read and the fused MoE-combine write + norm at S = 4, R = 320.
-	const S, R = 4, 320
-	g := &op.GRWeights{S: S, D: D, R: R, Norm: rnd(S*D, 0.1), Down: f32(bf16(R, S*D)), Up: f32(bf16(S*D, R)), Inj: f32(bf16(S, S*D))}
-	H := rnd(T*S*D, 1)
-	beta := make([]float32, T*S)
-	if err := report("GRRead T512 S4 D2560 R320 f32", 2*T*(2*R*S*D+S*S*D), func() error {
-		return kernels.GRRead(y[:T*D], beta, H, T, g, 1e-6)
-	}); err != nil {
-		return err
-	}
-	Hn := make([]float32, T*S*D)
-	if err := report("GRNormHMoEC T512 S4 D2560 top-10", 2*T*K*D, func() error {
-		return kernels.GRNormHMoEC(H, Hn, beta, ye, T*K, rk, w, y[:T*D], T, S, K, D, g.Norm, 1e-6)
-	}); err != nil {
-		return err
-	}
-	// The element-wise gates: SwiGLU over one layer's routed rows [T*K, I] and the attention
-	// output gate over [T, 24*256].
-	hh := make([]float32, T*K*I)
-	gu := rnd(T*K*2*I, 2)
-	if err := report("SwiGLU T512 x top-10, I640", 0, func() error {
-		return kernels.SwiGLU(hh, gu, T*K, I)
-	}); err != nil {
-		return err
-	}
-	ao, ag := rnd(T*24*256, 1), rnd(T*24*256, 2)
-	if err := report("SigmoidMul T512 24 heads x 256", 0, func() error {
-		return kernels.SigmoidMul(ao, ag)
-	}); err != nil {
-		return err
-	}
-	q := rnd(T*24*256, 1)
-	if err := report("RMSNorm1pRoPE T512 24 heads x 256", 0, func() error {
-		return kernels.RMSNorm1pRoPE(q, T, 24, 256, rnd(256, 0.1)[:256], 1e-6, 64, 0, 1e7)
-	}); err != nil {
-		return err
-	}
-	// Long context: a 2048-token chunk at pos0 30000. The QSA indexer (4 index heads of 128,
-	// ratio 4, budget 2048: block scores, then each row's top-512 blocks), and the sparse
-	// attention over the 2048 + 3 selected tokens of each row (24 heads, 2 KV heads of 256).
-	const Tq, pos0 = 2048, 30000
-	ip := op.IndexerParams{T: Tq, Pos0: pos0, NHeads: 4, Dim: 128, Ratio: 4, Budget: 2048, Rot: 64, Theta: 1e7, Eps: 1e-6}
-	iq, ik := rnd(Tq*4*128, 1), rnd((pos0+Tq)*128, 1)
-	var sel op.Selection
-	var dots float64
-	for t := 0; t < Tq; t++ {
-		dots += float64((pos0 + t + 1) / 4)
-	}
-	if err := report("QSA indexer T2048 pos0 30000 (scores, top-k)", 2*dots*4*128, func() error {
-		return kernels.QSASelect(&sel, iq, ik, rnd(128, 0.1), ip)
-	}); err != nil {
-		return err
-	}
-	aq, ak, av := rnd(Tq*24*256, 1), rnd((pos0+Tq)*2*256, 1), rnd((pos0+Tq)*2*256, 1)
-	o, lse := make([]float32, Tq*24*256), make([]float32, Tq*24)
-	ap := op.AttnParams{T: Tq, Hq: 24, Hkv: 2, D: 256, Pos0: pos0, Scale: 1.0 / 16}
-	if err := report("sparse attention T2048 pos0 30000 (2051 keys/row)", 4*24*256*float64(len(sel.Tokens)), func() error {
-		return kernels.Attention(o, lse, aq, ak, av, ap, &sel)
-	}); err != nil {
-		return err
-	}
-	return nil
+	return line
 }
 
 // cpuModel is lscpu's "Model name" (from /proc/cpuinfo), or GOARCH.

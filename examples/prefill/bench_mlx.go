@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"runtime/debug"
 
 	"github.com/stratakernels/strata/internal/modelgen"
-	"github.com/stratakernels/strata/kernels"
-	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/strata"
 )
 
@@ -76,68 +73,4 @@ func benchMLX(ctx context.Context, w io.Writer, dev *strata.Device, dir, cache s
 		}
 	}
 	return nil
-}
-
-// quantMatrix is a random MLX affine weight [n, k] of bits-bit codes in groups of 64 with bf16
-// scales of either sign and biases around -scale * 2^bits / 2 (values of order 0.05).
-func quantMatrix(r *rand.Rand, n, k, bits int) (*op.Matrix, error) {
-	q := &op.Quant{Bits: bits, Group: 64, ScaleDType: op.BF16, Codes: make([]uint32, n*k*bits/32)}
-	for i := range q.Codes {
-		q.Codes[i] = r.Uint32()
-	}
-	for g := 0; g < n*k/64; g++ {
-		s := float32(0.1/float64(int(1)<<bits)) * float32(0.5+r.Float64())
-		if r.IntN(8) == 0 {
-			s = -s
-		}
-		q.Scales = append(q.Scales, bf16Bits(s))
-		q.Biases = append(q.Biases, bf16Bits(-s*float32(int(1)<<bits)/2))
-	}
-	m := &op.Matrix{N: n, K: k, DType: op.QAffine, Q: q}
-	return m, m.Validate("quantMatrix")
-}
-
-func bf16Bits(f float32) uint16 {
-	u := math.Float32bits(f)
-	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
-}
-
-// benchQuantOps times the GEMMs on MLX affine weights at the shapes of benchOps: a projection
-// [2560, 2560] at 4 and 8 bits and the routed experts at 4 bits (dequantized block by block
-// inside the GEMM on every call, kernels.QuantKernel).
-func benchQuantOps(report func(string, float64, func() error) error, r *rand.Rand, x, y []float32, T, D, E, K, I int) error {
-	fmt.Printf("  (quantized weights dequantized by %s kernels)\n", kernels.QuantKernel())
-	for _, bits := range mlxBenchBits {
-		w, err := quantMatrix(r, D, D, bits)
-		if err != nil {
-			return err
-		}
-		name := fmt.Sprintf("MatMul T%d N%d K%d mlx %d-bit g64", T, D, D, bits)
-		if err := report(name, 2*float64(T)*float64(D)*float64(D), func() error { return kernels.MatMul(y, x, T, w) }); err != nil {
-			return err
-		}
-	}
-	ex := &op.Experts{E: E, D: D, I: I}
-	for e := 0; e < E; e++ {
-		g, err := quantMatrix(r, I, D, 4)
-		if err != nil {
-			return err
-		}
-		u, _ := quantMatrix(r, I, D, 4)
-		d, _ := quantMatrix(r, D, I, 4)
-		ex.GateUp, ex.Up, ex.Down = append(ex.GateUp, g), append(ex.Up, u), append(ex.Down, d)
-	}
-	logits := make([]float32, T*E)
-	for i := range logits {
-		logits[i] = float32(r.NormFloat64())
-	}
-	wt, idx := make([]float32, T*K), make([]int32, T*K)
-	if err := kernels.TopKRoute(wt, idx, logits, T, E, K, true); err != nil {
-		return err
-	}
-	ye, rk := make([]float32, T*K*D), make([]int32, T*K)
-	name := fmt.Sprintf("MoEExperts T%d E%d top-%d I%d mlx 4-bit g64", T, E, K, I)
-	return report(name, 2*float64(T)*float64(K)*3*float64(D)*float64(I), func() error {
-		return kernels.MoEExperts(ye, rk, x, T, idx, K, ex)
-	})
 }

@@ -14,12 +14,13 @@
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --save-state s.state   (then --load-state s.state --tokens ...: the continuation)
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --prompt-cache DIR     (a later prompt sharing a prefix resumes from a checkpoint)
 //
-// --bench measures this machine's sgemm peak P, then each CPU op at the real model's shapes
-// (including the QSA indexer and the sparse attention of a 2048-token chunk at pos0 30000) and a
-// 4-layer real-width slice of Qwen3.8-Flash-Next (generated once, 3.2 GB) at the
-// --bench-tokens lengths (default 512 and 2048; e.g. 2048,8192,32768,30000+2048 for the long
-// context), with per-stage times, every figure also as a fraction of P, and each run's peak RSS
-// (see bench.go).
+// --bench measures the device's GEMM peak P (a 2048^3 float32 MatMul), then each op at the real
+// model's shapes (op/optest's benchmark cases, timed by optest.Time on the device's backend:
+// the same cases on cpu, metal and emu; including the QSA indexer and the sparse attention of a
+// 2048-token chunk at pos0 30000) and a 4-layer real-width slice of Qwen3.8-Flash-Next
+// (generated once, 3.2 GB) at the --bench-tokens lengths (default 512 and 2048; e.g.
+// 2048,8192,32768,30000+2048 for the long context), with per-stage times, every figure also as
+// a fraction of P, and each run's peak RSS (see bench.go).
 //
 // --inspect checks a checkpoint as loading would, without loading it (reading headers only:
 // seconds for a 360 GB release), prints its summary and exits 0, or prints the error and exits
@@ -71,8 +72,10 @@ func run() error {
 		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
 		maxCtx     = flag.Int("max-context", 0, "session capacity in tokens (default: prompt length, at least 4096)")
 		verbose    = flag.Bool("v", false, "log library messages to stderr")
-		bench      = flag.Bool("bench", false, "benchmark: sgemm peak, each op at real shapes, the qwen4exp-slice model, the qwen3next-slice model and its MLX 4- and 8-bit conversions (see --bench-tokens)")
-		benchT     = flag.String("bench-tokens", "512,2048", "--bench slice runs: comma-separated T (T tokens from position 0) or P+T (T tokens timed after P untimed ones, e.g. 30000+2048)")
+		bench      = flag.Bool("bench", false, "benchmark: GEMM peak, each op at real shapes (see --bench-op-tokens), the qwen4exp-slice model, the qwen3next-slice model and its MLX 4- and 8-bit conversions (see --bench-tokens)")
+		benchT     = flag.String("bench-tokens", "512,2048", "--bench slice runs: comma-separated T (T tokens from position 0) or P+T (T tokens timed after P untimed ones, e.g. 30000+2048); on the emulator the slices run only when it is given")
+		benchOpT   = flag.Int("bench-op-tokens", 0, "--bench op cases: tokens of the per-op cases, 4x that for the GEMM peak and the long-context ones (0: 512, or 8 on the emulator)")
+		benchReps  = flag.Int("bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator)")
 		widen      = flag.Int64("widen-budget", 0, "bytes of float32 weight copies of 16-bit weights to make at load (0: none, -1: all; see BENCHMARKS.md)")
 		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
 		saveState  = flag.String("save-state", "", "after the prefill, write the session's state to FILE (a session state file, written atomically)")
@@ -90,8 +93,10 @@ func run() error {
 	if *modelDir == "" && flagSet("model") {
 		return fmt.Errorf("--model is empty: give a checkpoint directory, or leave --model out for the generated model")
 	}
-	if flagSet("bench-tokens") && !*bench {
-		return fmt.Errorf("--bench-tokens applies to --bench runs only")
+	for _, name := range []string{"bench-tokens", "bench-op-tokens", "bench-reps"} {
+		if flagSet(name) && !*bench {
+			return fmt.Errorf("--%s applies to --bench runs only", name)
+		}
 	}
 	if flagSet("seed") && (*tokensArg != "" || *tokensFile != "" || flagSet("prompt") || flagSet("prompt-file")) {
 		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens, --tokens-file, --prompt or --prompt-file")
@@ -116,7 +121,8 @@ func run() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"--chunk", *chunk}, {"--step", *step}, {"--random-tokens", *randomN}, {"--max-context", *maxCtx}} {
+	}{{"--chunk", *chunk}, {"--step", *step}, {"--random-tokens", *randomN}, {"--max-context", *maxCtx},
+		{"--bench-op-tokens", *benchOpT}, {"--bench-reps", *benchReps}} {
 		if f.v < 0 {
 			return fmt.Errorf("%s %d: must be >= 0", f.name, f.v)
 		}
@@ -162,7 +168,23 @@ func run() error {
 		if bstep == 0 {
 			bstep = strata.OneShot
 		}
-		return runBench(ctx, dev, *modelDir, *benchT, *widen, bstep)
+		// The emulator runs the real widths thousands of times slower than a GPU: a few tokens
+		// per op, one timed run, and the slices only when asked for.
+		emu := dev.Backend() == "emu"
+		ops := benchOps{T: *benchOpT, reps: *benchReps}
+		switch {
+		case ops.T == 0 && emu:
+			ops.T = 8
+		case ops.T == 0:
+			ops.T = 512
+		}
+		switch {
+		case ops.reps == 0 && emu:
+			ops.reps = 1
+		case ops.reps == 0:
+			ops.reps = 3
+		}
+		return runBench(ctx, dev, *modelDir, *benchT, *widen, bstep, ops, !emu || flagSet("bench-tokens"))
 	}
 	if *benchCache {
 		dir := *modelDir

@@ -451,3 +451,24 @@ func TestPublishedReleases(t *testing.T) {
 		})
 	}
 }
+
+// TestMLXWithMTP: an MLX conversion that kept the multi-token-prediction head (some published
+// files do) is still an MLX conversion: mtp.* is skipped and reported, the logits unchanged.
+func TestMLXWithMTP(t *testing.T) {
+	src := fixture(t, "qwen35moe-tiny-mlx4")
+	ids := promptIDs(t, "a")
+	want := prefill(t, load(t, "cpu", src), ids, strata.PrefillOptions{})
+	dir := rewrite(t, src, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		return append(ts, safetensors.WriteTensor{Name: "mtp.norm.weight", DType: safetensors.BF16, Shape: []int64{256}, Data: make([]byte, 512)})
+	}, nil)
+	info, err := strata.Inspect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.MLX || len(info.Skipped) != 1 || info.Skipped[0].Group != "mtp.*" {
+		t.Fatalf("MLX %v, skipped %+v", info.MLX, info.Skipped)
+	}
+	if d := maxAbsDiff(prefill(t, load(t, "cpu", dir), ids, strata.PrefillOptions{}), want); d != 0 {
+		t.Errorf("logits differ by %.3g", d)
+	}
+}

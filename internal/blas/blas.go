@@ -5,12 +5,17 @@
 //   - Linux: OpenBLAS (Debian's libopenblas0, soname libopenblas.so.0), loaded at run time with
 //     purego (no cgo).
 //   - macOS: Accelerate's cblas_sgemm, loaded the same way.
-//   - elsewhere, when the library is missing, or with STRATA_BLAS=strata: strata's own blocked
-//     SGEMM (strata.go) on the panel kernels of package internal/panel: AVX-512F or AVX2+FMA
-//     on amd64, NEON on arm64, portable Go on other CPUs and with the purego build tag.
+//   - elsewhere, when the library is missing, when it is slower, or with STRATA_BLAS=strata:
+//     strata's own blocked SGEMM (strata.go) on the panel kernels of package internal/panel:
+//     AVX-512F or AVX2+FMA on amd64, NEON on arm64, portable Go on other CPUs and with the
+//     purego build tag.
 //
-// Impl reports which one is in use and, when it is not a native library, why; the choice is
-// never silent.
+// When the native library loads, the two are timed against each other on the products of a
+// prefill, once per machine (the result is cached in the user cache directory; speed.go), and
+// the faster runs: on a Zen 4, strata's AVX-512 SGEMM ran the main job faster than OpenBLAS
+// 0.3.21's SkylakeX kernels. STRATA_BLAS=native or strata skips the timing. Impl reports which
+// implementation is in use and why it was picked; the choice is never silent. The two round
+// differently, so the choice changes results in the last bits; the cache keeps it stable.
 //
 // Determinism and threads. Each implementation partitions C among its threads and runs the K
 // reduction of an element of C in an order fixed by the shape and the thread count, so results
@@ -59,7 +64,7 @@ type backend interface {
 var (
 	selectOnce sync.Once
 	selected   backend
-	loadNote   string // why a native library was not used, empty when it was
+	loadNote   string // why the implementation in use was picked
 	badEnv     string // a STRATA_BLAS value that was not understood, empty when none
 )
 
@@ -67,6 +72,9 @@ func choose() backend {
 	selectOnce.Do(func() {
 		selected, loadNote, badEnv = pick(os.Getenv("STRATA_BLAS"), func() (backend, error) {
 			return loadNative(threadsWanted())
+		}, func(native, own backend) (backend, string) {
+			path, err := speedCacheFile()
+			return bySpeed(native, own, speedKey(native, own), path, err, measureSpeed)
 		})
 		if _, bad := parseThreads(os.Getenv("STRATA_BLAS_THREADS")); bad != "" && isNative(selected) {
 			badEnv = strings.TrimPrefix(badEnv+"; "+bad, "; ")
@@ -75,22 +83,38 @@ func choose() backend {
 	return selected
 }
 
-// pick chooses the implementation for the value env of STRATA_BLAS, calling load for the
-// native library unless env forces strata's GEMM. note says why the native library is not in
-// use (empty when it is), bad names a value of env that was not understood (then ignored).
-func pick(env string, load func() (backend, error)) (b backend, note, bad string) {
+// pick chooses the implementation for the value env of STRATA_BLAS: strata's GEMM without
+// trying the native library ("strata"), the native library when load gives it ("native"), or,
+// by default, the faster of the two as bySpeed says (speed; only when the native library runs
+// each call on its caller's thread, the way package kernels calls it, and strata's GEMM has
+// vector kernels: otherwise the native library is kept without timing). note says why the implementation in use was
+// picked, bad names a value of env that was not understood (then ignored).
+func pick(env string, load func() (backend, error), speed func(native, own backend) (backend, string)) (b backend, note, bad string) {
+	own := strataBackend{panel.Best()}
 	switch env {
 	case "strata":
-		return strataBackend{panel.Best()}, "forced by STRATA_BLAS=strata", ""
-	case "":
+		return own, "forced by STRATA_BLAS=strata", ""
+	case "", "native":
 	default:
-		bad = fmt.Sprintf("STRATA_BLAS=%q ignored: its one value is strata", env)
+		bad = fmt.Sprintf("STRATA_BLAS=%q ignored: its values are strata and native", env)
 	}
 	nb, err := load()
-	if err != nil {
-		return strataBackend{panel.Best()}, "no native BLAS: " + err.Error(), bad
+	switch {
+	case err != nil && env == "native":
+		return own, "STRATA_BLAS=native, but no native BLAS: " + err.Error(), bad
+	case err != nil:
+		return own, "no native BLAS: " + err.Error(), bad
+	case env == "native":
+		return nb, "forced by STRATA_BLAS=native", bad
+	case !nb.concurrent():
+		return nb, "not timed against strata's GEMM: the library spreads each call over its own threads", bad
+	case own.set == panel.Generic:
+		// The portable set runs about 15 times slower than the vector ones (BENCHMARKS.md):
+		// timing it would only cost seconds.
+		return nb, "not timed against strata's GEMM: it has no vector kernels on this CPU and build", bad
 	}
-	return nb, "", bad
+	b, note = speed(nb, own)
+	return b, note, bad
 }
 
 // threadsWanted is the thread count to pin a native library to: STRATA_BLAS_THREADS when it
@@ -121,24 +145,30 @@ func Concurrent() bool {
 }
 
 // Impl names the implementation in use, with its version and thread count where known, and
-// why a native library is not in use when it is not, e.g. "openblas 0.3.21 (core Haswell from
-// CPU features, pthread, 1 thread/call, concurrent)", "accelerate (cblas_sgemm)", or "strata
-// avx2-fma asm (no native BLAS: libopenblas.so.0: ...)".
+// why it was picked, e.g. "openblas 0.3.21 (core Haswell from CPU features, pthread, 1
+// thread/call, concurrent) (picked by speed: 1.08x strata avx2-fma asm on prefill GEMMs at T
+// 512 and 2048; cached in ...)", "accelerate (cblas_sgemm) (not timed against ...)", or
+// "strata avx2-fma asm (no native BLAS: libopenblas.so.0: ...)".
 func Impl() string { return implName(choose(), loadNote, badEnv) }
 
 // implName is b's name followed by the notes that apply to it.
 func implName(b backend, note, bad string) string {
 	var notes []string
-	if note != "" && !isNative(b) {
+	if note != "" {
 		notes = append(notes, note)
 	}
 	if bad != "" {
 		notes = append(notes, bad)
 	}
-	if len(notes) == 0 {
-		return b.name()
+	name := b.name()
+	switch {
+	case len(notes) == 0:
+		return name
+	case strings.HasSuffix(name, ")"):
+		// "openblas 0.3.21 (core Haswell, ...)": the notes join the name's own parentheses.
+		return strings.TrimSuffix(name, ")") + "; " + strings.Join(notes, "; ") + ")"
 	}
-	return b.name() + " (" + strings.Join(notes, "; ") + ")"
+	return name + " (" + strings.Join(notes, "; ") + ")"
 }
 
 // Native reports whether a native BLAS library (OpenBLAS or Accelerate) is in use.

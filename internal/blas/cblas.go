@@ -78,8 +78,8 @@ func first(x []float32) *float32 {
 // symbol binds the C function name in lib to fptr, returning an error instead of purego's
 // panic when the symbol is missing.
 func symbol(lib uintptr, fptr any, name string) error {
-	addr, err := purego.Dlsym(lib, name)
-	if err != nil || addr == 0 {
+	addr, err := dlsym(lib, name)
+	if err != nil {
 		return fmt.Errorf("symbol %s: %v", name, err)
 	}
 	purego.RegisterFunc(fptr, addr)

@@ -1,17 +1,13 @@
 package blas
 
-import (
-	"fmt"
-
-	"github.com/ebitengine/purego"
-)
+import "fmt"
 
 const accelerateFramework = "/System/Library/Frameworks/Accelerate.framework/Accelerate"
 
 // loadNative opens Accelerate. Its thread use is governed by the system (VECLIB_MAXIMUM_THREADS),
 // not by this package, so threads is only reported.
 func loadNative(threads int) (backend, error) {
-	lib, err := purego.Dlopen(accelerateFramework, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	lib, err := dlopen(accelerateFramework)
 	if err != nil {
 		return nil, fmt.Errorf("accelerate: %v", err)
 	}

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 
-	"github.com/ebitengine/purego"
 	"golang.org/x/sys/cpu"
 )
 
@@ -27,16 +27,13 @@ func loadNative(threads int) (backend, error) {
 		return nil, err
 	}
 	coreNote := chooseCoreType()
-	lib, err := purego.Dlopen(openblasSoname, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	lib, err := dlopen(openblasSoname)
 	if coreNote != "" && coreNote != "OPENBLAS_CORETYPE" {
 		// The variable is read once, by the library's constructor; do not leak it to children.
 		os.Unsetenv("OPENBLAS_CORETYPE")
 	}
 	if err != nil {
-		if msg := err.Error(); strings.HasPrefix(msg, openblasSoname+":") {
-			return nil, errors.New(msg) // dlerror already names the library
-		}
-		return nil, fmt.Errorf("%s: %v", openblasSoname, err)
+		return nil, openError(openblasSoname, err, libraryDirs())
 	}
 	b := &cblasBackend{}
 	var getConfig func() string
@@ -178,4 +175,77 @@ func chooseCoreType() string {
 		return "avx2+fma"
 	}
 	return ""
+}
+
+// openError is the reason a dlopen of soname failed with err, naming the library once: dlerror's
+// text when it gave one ("libopenblas.so.0: cannot open shared object file: ..."), else the
+// result of looking for soname in dirs (the dynamic loader's search path, libraryDirs): "not
+// found on the library path", or the file found there and what a dlopen of that path says.
+func openError(soname string, err error, dirs []string) error {
+	if !errors.Is(err, errNoReason) {
+		if msg := err.Error(); strings.HasPrefix(msg, soname+":") {
+			return errors.New(msg) // dlerror already names the library
+		}
+		return fmt.Errorf("%s: %v", soname, err)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, soname)
+		if _, statErr := os.Stat(p); statErr != nil {
+			continue
+		}
+		if _, err := dlopen(p); err != nil && !errors.Is(err, errNoReason) {
+			if msg := err.Error(); strings.HasPrefix(msg, p+":") {
+				return errors.New(msg)
+			}
+			return fmt.Errorf("%s: %v", p, err)
+		}
+		return fmt.Errorf("%s: found at %s, but dlopen failed and dlerror gave no reason", soname, p)
+	}
+	return fmt.Errorf("%s: not found on the library path (LD_LIBRARY_PATH, the directories of /etc/ld.so.conf, /lib, /usr/lib)", soname)
+}
+
+// libraryDirs approximates the dynamic loader's search path for a bare soname: the directories
+// of LD_LIBRARY_PATH, those /etc/ld.so.conf names (following its include lines, which is where
+// Debian lists the multiarch directories such as /usr/lib/x86_64-linux-gnu), then the defaults.
+// It is only consulted to explain a dlopen that failed without a message.
+func libraryDirs() []string {
+	var dirs []string
+	for _, d := range filepath.SplitList(os.Getenv("LD_LIBRARY_PATH")) {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	dirs = append(dirs, ldConfDirs("/etc/ld.so.conf", 0)...)
+	return append(dirs, "/lib", "/usr/lib", "/lib64", "/usr/lib64")
+}
+
+// ldConfDirs reads the directories of an ld.so.conf file: one per line, "#" comments, and
+// "include GLOB" lines read in turn (to a depth of 8, against include loops).
+func ldConfDirs(path string, depth int) []string {
+	data, err := os.ReadFile(path)
+	if err != nil || depth > 8 {
+		return nil
+	}
+	var dirs []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, "include"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			pat := strings.TrimSpace(rest)
+			if !filepath.IsAbs(pat) {
+				pat = filepath.Join(filepath.Dir(path), pat)
+			}
+			matches, _ := filepath.Glob(pat)
+			for _, m := range matches {
+				dirs = append(dirs, ldConfDirs(m, depth+1)...)
+			}
+			continue
+		}
+		if line != "" {
+			dirs = append(dirs, line)
+		}
+	}
+	return dirs
 }

@@ -67,34 +67,61 @@ func strataSets() []strataBackend {
 	return out
 }
 
-// fakeNative stands for a native library in TestPick.
-type fakeNative struct{}
+// fakeNative stands for a native library in TestPick and the speed tests; serial reports a
+// library that spreads each call over its own threads.
+type fakeNative struct{ serial bool }
 
-func (fakeNative) name() string     { return "fake native 1.0" }
-func (fakeNative) concurrent() bool { return true }
+func (f fakeNative) name() string {
+	if f.serial {
+		return "fake native 1.0 (4 threads/call)"
+	}
+	return "fake native 1.0"
+}
+func (f fakeNative) concurrent() bool { return !f.serial }
 func (fakeNative) sgemm(bool, bool, int, int, int, float32, []float32, int, []float32, int, float32, []float32, int) {
 }
 
 // TestPick: the choice of implementation and what Impl says about it, for every STRATA_BLAS
-// case: the native library when it loads, strata's GEMM with the best panel set and the load
-// error when it does not, strata's GEMM without trying when forced, an unknown value named.
+// case: by speed when the native library loads and runs calls concurrently (kept untimed when it
+// does not), strata's GEMM with the best panel set and the load error when it does not load,
+// strata's GEMM without trying when forced, the native library untimed with "native", an
+// unknown value named.
 func TestPick(t *testing.T) {
 	loads := func() (backend, error) { return fakeNative{}, nil }
+	serial := func() (backend, error) { return fakeNative{serial: true}, nil }
 	fails := func() (backend, error) { return nil, errors.New("libopenblas.so.0: cannot open shared object file") }
 	never := func() (backend, error) { t.Fatal("native library loaded although STRATA_BLAS=strata"); return nil, nil }
+	ownWins := func(native, own backend) (backend, string) { return own, "picked by speed: 1.10x fake" }
+	nativeWins := func(native, own backend) (backend, string) { return native, "picked by speed: 1.10x strata" }
+	untimed := func(native, own backend) (backend, string) {
+		t.Fatal("timed although it should not be")
+		return nil, ""
+	}
 	strata := "strata " + panel.Best().String()
-	for _, tc := range []struct {
-		env  string
-		load func() (backend, error)
-		want string
-	}{
-		{"", loads, "fake native 1.0"},
-		{"", fails, strata + " (no native BLAS: libopenblas.so.0: cannot open shared object file)"},
-		{"strata", never, strata + " (forced by STRATA_BLAS=strata)"},
-		{"gonum", loads, `fake native 1.0 (STRATA_BLAS="gonum" ignored: its one value is strata)`},
-		{"gonum", fails, strata + ` (no native BLAS: libopenblas.so.0: cannot open shared object file; STRATA_BLAS="gonum" ignored: its one value is strata)`},
-	} {
-		b, note, bad := pick(tc.env, tc.load)
+	type pickCase struct {
+		env   string
+		load  func() (backend, error)
+		speed func(native, own backend) (backend, string)
+		want  string
+	}
+	timed := []pickCase{
+		{"", loads, nativeWins, "fake native 1.0 (picked by speed: 1.10x strata)"},
+		{"", loads, ownWins, strata + " (picked by speed: 1.10x fake)"},
+		{"gonum", loads, nativeWins, `fake native 1.0 (picked by speed: 1.10x strata; STRATA_BLAS="gonum" ignored: its values are strata and native)`},
+	}
+	if panel.Best() == panel.Generic {
+		// Without vector kernels strata's GEMM is not timed against the native library.
+		timed = []pickCase{{"", loads, untimed, "fake native 1.0 (not timed against strata's GEMM: it has no vector kernels on this CPU and build)"}}
+	}
+	for _, tc := range append(timed, []pickCase{
+		{"", serial, untimed, "fake native 1.0 (4 threads/call; not timed against strata's GEMM: the library spreads each call over its own threads)"},
+		{"", fails, untimed, strata + " (no native BLAS: libopenblas.so.0: cannot open shared object file)"},
+		{"strata", never, untimed, strata + " (forced by STRATA_BLAS=strata)"},
+		{"native", loads, untimed, "fake native 1.0 (forced by STRATA_BLAS=native)"},
+		{"native", fails, untimed, strata + " (STRATA_BLAS=native, but no native BLAS: libopenblas.so.0: cannot open shared object file)"},
+		{"gonum", fails, untimed, strata + ` (no native BLAS: libopenblas.so.0: cannot open shared object file; STRATA_BLAS="gonum" ignored: its values are strata and native)`},
+	}...) {
+		b, note, bad := pick(tc.env, tc.load, tc.speed)
 		if got := implName(b, note, bad); got != tc.want {
 			t.Errorf("STRATA_BLAS=%q: Impl %q, want %q", tc.env, got, tc.want)
 		}
@@ -331,7 +358,7 @@ func TestStrataBitwise(t *testing.T) {
 			same("second run", again)
 			for _, workers := range []int{1, 2, 5} {
 				got := slices.Clone(c0)
-				const nb = 96 // column blocks, as kernels.MatMul splits W
+				const nb = 96 // column blocks, as the CPU backend's MatMul splits W
 				next := make(chan int, (n+nb-1)/nb)
 				for c := 0; c < n; c += nb {
 					next <- c
@@ -369,7 +396,7 @@ func TestStrataBitwise(t *testing.T) {
 }
 
 // mainJobShapes are the products of the README's main job (`go run ./examples/prefill`: the
-// qwen4exp-small preset, D 512, 300 tokens), as kernels.MatMul hands them to Sgemm (y[m, n] =
+// qwen4exp-small preset, D 512, 300 tokens), as the CPU backend's MatMul hands them to Sgemm (y[m, n] =
 // x[m, k] W[n, k]^T, W split into column blocks), with the number of calls of one prefill:
 // the dense layers at m = 300, the experts' gate_up and down at their mean of 93.75 rows
 // (300 tokens x top-10 / 32 experts).

@@ -24,7 +24,7 @@ var quantMethods = map[string]string{
 	"bitsandbytes":       "bitsandbytes",
 }
 
-// mlxModes describes MLX's quantization modes other than affine (FORMATS.md section 2), which
+// mlxModes describes MLX's quantization modes other than affine (docs/FORMATS.md section 4), which
 // strata refuses by name.
 var mlxModes = map[string]string{
 	"mxfp4": "FP4 E2M1 codes in groups of 32 with E8M0 scales",
@@ -35,7 +35,7 @@ var mlxModes = map[string]string{
 // MLXQuant is the quantization block of an MLX checkpoint's config.json (mlx_lm.convert writes
 // it twice, as quantization and quantization_config): the default bit width and group size of
 // mode affine, and per-module entries keyed by module path ("model.layers.7.mlp.gate",
-// "lm_head"; mixed recipes give every quantized module one). FORMATS.md section 2.
+// "lm_head"; mixed recipes give every quantized module one). docs/FORMATS.md section 2.
 type MLXQuant struct {
 	Bits, Group int // the defaults: bits, group_size
 	// Modules are the per-module entries: a dict {group_size, bits[, mode]} (a null size takes

@@ -32,8 +32,8 @@ type Spec struct {
 	Hk, Hv, Dk, Dv      int
 	Experts, TopK       int
 	MoEI, SharedI       int
-	Streams, HCRank     int   // qwen4_exp
-	IdxHeads, IdxBudget int   // qwen4_exp (index head dim 128, ratio 4)
+	Streams, HCRank     int   // hyper-connection streams and rank
+	IdxHeads, IdxBudget int   // QSA indexer (index head dim 128, ratio 4)
 	PLELayers           []int // 1-based, as ple_layer_ids
 	PLEEmbedDim         int
 	RopeTheta           float64

@@ -17,7 +17,7 @@ import (
 // split into as many shards as the release has. WriteHeaderOnly writes it without its weights,
 // so that loading and inspection can be tested on the real layout in seconds and megabytes.
 //
-// The tables are written from the published layouts (../shared/design/FORMATS.md section 1:
+// The tables are written from the published layouts (docs/FORMATS.md section 1:
 // names, prefixes, expert storage, PLE buffers and table shards), not from strata's own
 // expectations, so that a test of the checks against them can fail. The text model's tensors
 // are the release's; under mtp.* and model.visual.* (which strata skips by prefix) the fixture

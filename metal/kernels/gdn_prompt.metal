@@ -1,7 +1,8 @@
 // gdn_prompt.metal: Gated DeltaNet over a prefill chunk (Yang, Kautz, Hatamizadeh 2024, as in
-// transformers' Qwen3NextGatedDeltaNet; MODELS.md "Gated DeltaNet layer").
+// transformers' Qwen3NextGatedDeltaNet; docs/MODELS.md "Gated DeltaNet layer").
 //   gdn_pre          short conv + silu, l2norm of q and k (q scaled by dk^-0.5), gates beta and g
 //   gdn_conv_update  the conv state <- the last ConvK-1 inputs (after gdn_pre has read it)
+//   gdn_norm_qk      the l2norm of gdn_pre alone, for a scan of raw q and k (op.GDNScan.NormQK)
 //   gdn_scan         the delta-rule recurrence token by token, state [Hv, dk, dv] float32
 //   gdn_scan_chunk   the same in chunks of 64 tokens (WY form; a variant of op gdn_scan)
 //   gdn_post         gated RMSNorm per value head (sigmoid or silu gate: function constant 0)
@@ -122,6 +123,38 @@ kernel void gdn_conv_update(device float* cstate [[buffer(0)]],
     }
 }
 
+// gdn_norm_qk: grid (2*Hk, T). Unit u < Hk writes q head u of token t, l2-normalised and times
+// dk^-0.5, into qn; unit u >= Hk k head u - Hk, l2-normalised, into kn (as gdn_pre normalises
+// them: x * rsqrt(sum x^2 + 1e-6)). Threadgroup memory: 128 B.
+kernel void gdn_norm_qk(device float* qn [[buffer(0)]],
+                        device float* kn [[buffer(1)]],
+                        const device float* q [[buffer(2)]],
+                        const device float* k [[buffer(3)]],
+                        constant GDNScanParams& p [[buffer(4)]],
+                        uint2 tg [[threadgroup_position_in_grid]],
+                        uint tid [[thread_index_in_threadgroup]],
+                        uint2 ntg2 [[threads_per_threadgroup]]) {
+    threadgroup float part[32];
+    uint ntg = ntg2.x;
+    bool isq = tg.x < p.Hk;
+    uint off = (tg.y * p.Hk + (isq ? tg.x : tg.x - p.Hk)) * p.Dk;
+    const device float* src = (isq ? q : k) + off;
+    device float* dst = (isq ? qn : kn) + off;
+    float ss = 0.0f;
+    for (uint i = tid; i < p.Dk; i += ntg) {
+        float x = src[i];
+        ss = fma(x, x, ss);
+    }
+    ss = tg_sum(ss, part, tid, ntg);
+    float f = rsqrt(ss + 1e-6f);
+    if (isq) {
+        f *= rsqrt(float(p.Dk));
+    }
+    for (uint i = tid; i < p.Dk; i += ntg) {
+        dst[i] = src[i] * f;
+    }
+}
+
 // gdn_scan: the recurrence S = exp(g) S; delta = beta (v - S^T k); S += k delta^T; o = S^T q.
 // Grid (ceil(Dv / 32), Hv), 128 threads: threadgroup (x, y) owns the 32 state columns
 // x*32.. of one value head (4 threadgroups per head at dv = 128); threadgroups y of the value
@@ -233,8 +266,8 @@ kernel void gdn_post(device float* y [[buffer(0)]],
     }
 }
 
-// gdn_scan_chunk: the chunked (WY) form of gdn_scan, C = 64 tokens per chunk (MODELS.md "Chunked
-// form"; kernels.GDNScan Chunked with W S folded into the right-hand side of the solve). Per chunk,
+// gdn_scan_chunk: the chunked (WY) form of gdn_scan, C = 64 tokens per chunk (docs/MODELS.md "Chunked
+// form"; the CPU GDNScan's Chunked mode, with W S folded into the right-hand side of the solve). Per chunk,
 // with s_ij = g_{j+1} + ... + g_i summed from i down (Gamma_ij = exp(s_ij)), G_i = g_0 + ... + g_i:
 //   L  = -diag(beta) strict_lower(K K^T .* Gamma)     P = lower_incl(Q K^T .* Gamma)
 //   Vn = forward substitution of (I - L) Vn = diag(beta) (V - diag(exp(G)) K S)

@@ -1,7 +1,7 @@
 // prompt.metal: the per-token pieces of a prefill around the mixers and the MoE: RMSNorm1p, the
 // GatedResidual norms, reads and writes (grouped over S streams), the MoE combine and router,
 // embed, PLE (gather, gate, dilated conv with carried state) and the element-wise steps (gates,
-// activations, residual adds). Math: MODELS.md (RMSNorm1p, GatedResidual, MoE block, PLE). Reductions run in a fixed order: each
+// activations, residual adds). Math: docs/MODELS.md (RMSNorm1p, GatedResidual, MoE block, PLE). Reductions run in a fixed order: each
 // thread sums its strided elements in index order, simd_sum per simdgroup, then the simdgroup
 // partials in simdgroup order, so every kernel that normalises a row the same way (rms_norm,
 // gr_norm_h4, gr_norm_h_moec, gr_norm_h_stream_out) produces the same bits for it.
@@ -603,7 +603,7 @@ kernel void ple_state(device float* state [[buffer(0)]],
     }
 }
 
-// The MoE slot table on the device (what kernels.MoEExperts builds on the host): rows grouped by
+// The MoE slot table on the device (what the CPU MoEExperts builds on the host): rows grouped by
 // expert in expert order, then in slot order within an expert, so the grouped GEMMs see the same
 // rows as the CPU op. Work per expert is a serial pass over the T*K slots in slot order, which
 // makes the row assignment deterministic without atomics.

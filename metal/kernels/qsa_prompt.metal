@@ -1,4 +1,4 @@
-// qsa_prompt.metal: attention of a prefill chunk with the QSA selection (MODELS.md "Attention
+// qsa_prompt.metal: attention of a prefill chunk with the QSA selection (docs/MODELS.md "Attention
 // layer"): causal grouped-query attention over the cache, optionally restricted per query row to
 // the positions the indexer selected.
 //   qsa_prep        q/k RMSNorm1p over the head dim, partial RoPE, query/gate split, K/V

@@ -2,7 +2,7 @@
 // (op.Quant), read in their packed form: per row a little-endian bit stream of K codes of
 // q_bits bits, least significant bit first (3-, 5- and 6-bit codes straddle 32-bit words), and per
 // group of q_group inputs a scale and a bias (bfloat16 or half bits, q_bf16), element
-// w = scale * q + bias. Source: FORMATS.md section 2 (mlx.core.quantize, mode "affine").
+// w = scale * q + bias. Source: docs/FORMATS.md section 2 (mlx.core.quantize, mode "affine").
 //   qmm_affine          prefill rows: 32 x 32 output tiles like gemm.metal, the W tile dequantized
 //                       into threadgroup memory inside the K loop, 8x8 simdgroup matrices, float32
 //                       accumulation; K in steps of 32 (K is a multiple of the group, so of 32)

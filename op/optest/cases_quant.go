@@ -2,7 +2,6 @@ package optest
 
 import (
 	"fmt"
-	"testing"
 
 	"github.com/stratakernels/strata/op"
 )
@@ -43,7 +42,7 @@ func (q Quant) Name() string {
 
 // matrix returns a weight [n, k] of the quantization (RandQuant, RandFP8Block, RandQFloat), or
 // dense BF16 (RandMatrix) for the zero Quant, with values of order scale.
-func (q Quant) matrix(t *testing.T, seed uint64, n, k int, scale float32) *op.Matrix {
+func (q Quant) matrix(t tb, seed uint64, n, k int, scale float32) *op.Matrix {
 	t.Helper()
 	var m *op.Matrix
 	var err error

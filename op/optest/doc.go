@@ -30,6 +30,13 @@
 // report), Options.Observe sees every compared output (to compare variants bitwise), and
 // Options.TolScale / Options.Tol loosen tolerances for backends that sum in other orders.
 //
+// The timing mode runs the same cases outside a test, on any backend, and times them (as
+// test-backend-ops has a perf mode over its case table): Cases lists the table's cases of the
+// GEMM, MoE, GatedResidual, attention and GDN ops by their subtest names, BenchCases the same
+// case types at the real models' widths (BenchPeak: the 2048^3 GEMM the rates are given
+// against), and Time runs one, a Pass per repetition after a warm-up, reporting the median time
+// and the case's FLOP or byte count. A case's inputs are built by the same code in both modes.
+//
 // The references (RefMatMul, RefAttention, RefGDNScan, ...) share no code with any backend; the
 // package imports op and no backend.
 package optest

@@ -206,6 +206,36 @@ func OpsFilter(ops []string) func(name string) bool {
 	}
 }
 
+// entry is one case of an op's table, what both the test runners and the timing mode (Time)
+// run: its subtest name (without the op), whether Options.Short keeps it, whether it reads
+// QAffine weights (Options.NoQuant skips it), its nominal work (Case.Flops, Case.Bytes), and
+// build, which allocates its tensors on e and returns the ops of one Pass and the check of
+// their outputs after that Pass. build may run Passes of its own first (inputs computed by
+// other ops); the references are computed in check.
+type entry struct {
+	name         string
+	short, quant bool
+	flops, bytes float64
+	build        func(e *env) (call func(op.Pass) error, check func(t *testing.T, s *suite))
+}
+
+// runEntries runs each entry as a subtest: build, one Pass of call, check.
+func (s *suite) runEntries(t *testing.T, be op.Backend, es []entry) {
+	t.Helper()
+	for _, en := range es {
+		run := s.run
+		if en.quant {
+			run = s.runQ
+		}
+		run(t, en.name, en.short, func(t *testing.T) {
+			e := newEnv(t, be)
+			call, check := en.build(e)
+			e.pass(call)
+			check(t, s)
+		})
+	}
+}
+
 // run runs fn as the subtest name unless Short or Filter exclude it.
 func (s *suite) run(t *testing.T, name string, short bool, fn func(t *testing.T)) {
 	t.Helper()
@@ -310,10 +340,18 @@ var (
 	canaryI32 = int32(math.MinInt32 + 0x5ead)
 )
 
+// tb is what a case's setup needs of its test: the subtest's *testing.T, or the timing mode's
+// failure recorder (Time).
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // env holds one case's backend objects: its tensors, weight store and scratch arena, freed
-// when the subtest ends.
+// when the subtest ends (or when Time is done with the case).
 type env struct {
-	t     *testing.T
+	t     tb
 	be    op.Backend
 	w     op.Weights
 	s     op.Scratch
@@ -321,15 +359,22 @@ type env struct {
 }
 
 func newEnv(t *testing.T, be op.Backend) *env {
-	e := &env{t: t, be: be, w: be.NewWeights(), s: be.NewScratch()}
-	t.Cleanup(func() {
-		for _, x := range e.owned {
-			be.Free(x)
-		}
-		e.s.Release()
-		e.w.Release()
-	})
+	e := openEnv(t, be)
+	t.Cleanup(e.release)
 	return e
+}
+
+func openEnv(t tb, be op.Backend) *env {
+	return &env{t: t, be: be, w: be.NewWeights(op.WeightOptions{}), s: be.NewScratch()}
+}
+
+// release frees the env's tensors, scratch and weights.
+func (e *env) release() {
+	for _, x := range e.owned {
+		e.be.Free(x)
+	}
+	e.s.Release()
+	e.w.Release()
 }
 
 // tensor allocates n elements of dt with be.NewTensor and checks its host view.
@@ -424,7 +469,7 @@ func f32s(x op.Tensor) []float32 { return slices.Clone(x.F32()) }
 func i32s(x op.Tensor) []int32 { return slices.Clone(x.I32()) }
 
 // mustMatrix is RandMatrix, failing the test on error.
-func mustMatrix(t *testing.T, seed uint64, n, k int, dt op.DType, scale float32) *op.Matrix {
+func mustMatrix(t tb, seed uint64, n, k int, dt op.DType, scale float32) *op.Matrix {
 	t.Helper()
 	m, _, err := RandMatrix(seed, n, k, dt, scale)
 	if err != nil {

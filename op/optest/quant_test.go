@@ -7,7 +7,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// TestQuantFormat pins the MLX packing of FORMATS.md: the 4-bit word 0x76543210 holds the codes
+// TestQuantFormat pins the MLX packing of docs/FORMATS.md section 2: the 4-bit word 0x76543210 holds the codes
 // 0..7, the 8-bit word 0xDDCCBBAA holds 170, 187, 204, 221, and a 3-bit stream straddles words;
 // Dequant applies scale * q + bias per group, negative scales included.
 func TestQuantFormat(t *testing.T) {

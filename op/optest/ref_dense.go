@@ -8,7 +8,7 @@ import (
 	"github.com/x448/float16"
 )
 
-// float64 references of the dense ops, written from the op docs and MODELS.md (transformers'
+// float64 references of the dense ops, written from the op docs and docs/MODELS.md (transformers'
 // Qwen3Next / Qwen4Exp modules). They share no code with any backend: every sum, exp and norm
 // runs in float64 from the float32 inputs (BF16/F16 weights widened exactly).
 
@@ -327,7 +327,7 @@ func RefPLEApply(H []float32, T int, ids []int32, w *op.PLEWeights, state []floa
 }
 
 // QuantCode returns code i of row n of a QAffine weight: bits (i*Bits .. i*Bits+Bits-1) of the
-// row's little-endian bit stream, least significant bit first (FORMATS.md section 2), read bit by
+// row's little-endian bit stream, least significant bit first (docs/FORMATS.md section 2), read bit by
 // bit so that it does not share the kernels' word arithmetic.
 func QuantCode(q *op.Quant, K, n, i int) uint32 {
 	words := K * q.Bits / 32

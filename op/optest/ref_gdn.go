@@ -7,7 +7,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// float64 references of the Gated DeltaNet ops, from the equations of the op docs and MODELS.md
+// float64 references of the Gated DeltaNet ops, from the equations of the op docs and docs/MODELS.md
 // (transformers' Qwen3NextGatedDeltaNet: torch_causal_conv1d_update, l2norm,
 // torch_recurrent_gated_delta_rule, Qwen3NextRMSNormGated).
 

@@ -15,29 +15,7 @@ import (
 // Pos0..Pos0+T-1 untouched.
 func RunQSAPrep(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "QSAPrep")
-	for _, c := range QSAPrepCases() {
-		s.run(t, c.Name(), c.Short, func(t *testing.T) {
-			T, Hq, Hkv, D := c.T, c.Hq, c.Hkv, c.D
-			qg, k, v := Floats(c.Seed, T*Hq*2*D, 1), Floats(c.Seed+1, T*Hkv*D, 1), Floats(c.Seed+2, T*Hkv*D, 1)
-			qNorm, kNorm := Floats(c.Seed+3, D, 0.1), Floats(c.Seed+4, D, 0.1)
-			rows := c.Pos0 + T + 2
-			kc0, vc0 := Floats(c.Seed+5, rows*Hkv*D, 1), Floats(c.Seed+6, rows*Hkv*D, 1)
-			e := newEnv(t, be)
-			Q, Gate, KC, VC := e.out("q", T*Hq*D), e.out("gate", T*Hq*D), e.f32(kc0), e.f32(vc0)
-			a := op.QSAPrep{Q: Q, Gate: Gate, KC: KC, VC: VC, QG: e.f32(qg), K: e.f32(k), V: e.f32(v),
-				QNorm: qNorm, KNorm: kNorm, T: T, Hq: Hq, Hkv: Hkv, D: D, Rot: c.Rot, Pos0: c.Pos0, Theta: c.Theta, Eps: eps}
-			e.pass(func(p op.Pass) error { return p.QSAPrep(a) })
-			wq, wgate, wk := RefQSAPrep(qg, k, qNorm, kNorm, T, Hq, Hkv, D, c.Rot, c.Pos0, c.Theta, eps)
-			s.close(t, "q", f32s(Q), wq)
-			exactF32(t, "gate", f32s(Gate), round32(wgate))
-			lo, hi := c.Pos0*Hkv*D, (c.Pos0+T)*Hkv*D
-			kc := f32s(KC)
-			s.close(t, "k", kc[lo:hi], wk)
-			exactF32(t, "k cache outside the new rows", append(kc[:lo:lo], kc[hi:]...), append(kc0[:lo:lo], kc0[hi:]...))
-			wantV := slices.Concat(vc0[:lo], v, vc0[hi:])
-			exactF32(t, "v cache", f32s(VC), wantV)
-		})
-	}
+	s.runEntries(t, be, qsaPrepEntries())
 	const T, Hq, Hkv, D, pos0 = 2, 4, 2, 8, 3
 	runBad(t, s, be, func(e *env) op.QSAPrep {
 		return op.QSAPrep{Q: e.out("q", T*Hq*D), Gate: e.out("gate", T*Hq*D), KC: e.f32(make([]float32, (pos0+T)*Hkv*D)),
@@ -57,6 +35,40 @@ func RunQSAPrep(t *testing.T, be op.Backend, o Options) {
 		{"gate_I32", errDType, func(e *env, a *op.QSAPrep) { a.Gate = e.retyped(a.Gate) }},
 		{"missing_v", errArg, func(e *env, a *op.QSAPrep) { a.V = noTensor }},
 	})
+}
+
+// qsaPrepEntries are the QSAPrep table: every QSAPrepCase.
+func qsaPrepEntries() []entry {
+	var es []entry
+	for _, c := range QSAPrepCases() {
+		es = append(es, qsaPrepEntry(c))
+	}
+	return es
+}
+
+// qsaPrepEntry is one QSAPrep case (see RunQSAPrep).
+func qsaPrepEntry(c QSAPrepCase) entry {
+	T, Hq, Hkv, D := c.T, c.Hq, c.Hkv, c.D
+	return entry{name: c.Name(), short: c.Short, bytes: 4 * float64(T) * float64(D) * float64(4*Hq+4*Hkv),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			qg, k, v := Floats(c.Seed, T*Hq*2*D, 1), Floats(c.Seed+1, T*Hkv*D, 1), Floats(c.Seed+2, T*Hkv*D, 1)
+			qNorm, kNorm := Floats(c.Seed+3, D, 0.1), Floats(c.Seed+4, D, 0.1)
+			rows := c.Pos0 + T + 2
+			kc0, vc0 := Floats(c.Seed+5, rows*Hkv*D, 1), Floats(c.Seed+6, rows*Hkv*D, 1)
+			Q, Gate, KC, VC := e.out("q", T*Hq*D), e.out("gate", T*Hq*D), e.f32(kc0), e.f32(vc0)
+			a := op.QSAPrep{Q: Q, Gate: Gate, KC: KC, VC: VC, QG: e.f32(qg), K: e.f32(k), V: e.f32(v),
+				QNorm: qNorm, KNorm: kNorm, T: T, Hq: Hq, Hkv: Hkv, D: D, Rot: c.Rot, Pos0: c.Pos0, Theta: c.Theta, Eps: eps}
+			return func(p op.Pass) error { return p.QSAPrep(a) }, func(t *testing.T, s *suite) {
+				wq, wgate, wk := RefQSAPrep(qg, k, qNorm, kNorm, T, Hq, Hkv, D, c.Rot, c.Pos0, c.Theta, eps)
+				s.close(t, "q", f32s(Q), wq)
+				exactF32(t, "gate", f32s(Gate), round32(wgate))
+				lo, hi := c.Pos0*Hkv*D, (c.Pos0+T)*Hkv*D
+				kc := f32s(KC)
+				s.close(t, "k", kc[lo:hi], wk)
+				exactF32(t, "k cache outside the new rows", append(kc[:lo:lo], kc[hi:]...), append(kc0[:lo:lo], kc0[hi:]...))
+				exactF32(t, "v cache", f32s(VC), slices.Concat(vc0[:lo], v, vc0[hi:]))
+			}
+		}}
 }
 
 // qsaIndexRun is one QSAIndex call of a case: its arguments, the expected key cache and the
@@ -121,35 +133,7 @@ func (r qsaIndexRun) check(t *testing.T, s *suite, c QSACase) *op.Selection {
 // its lowest blocks.
 func RunQSAIndex(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "QSAIndex")
-	cs := QSACases()
-	type qc struct {
-		name    string
-		c       QSACase
-		zeroQ   bool
-		short   bool
-		inputIQ func() []float32
-	}
-	var runs []qc
-	for _, c := range cs {
-		runs = append(runs, qc{name: c.Name, c: c, short: c.Short})
-	}
-	runs = append(runs, qc{name: "ties_zero_queries_" + cs[5].Name, c: cs[5], zeroQ: true, short: true})
-	for _, r := range runs {
-		c := r.c
-		s.run(t, r.name, r.short, func(t *testing.T) {
-			iq, _, _, _, _, _ := c.Inputs()
-			if r.zeroQ {
-				iq = make([]float32, len(iq))
-			}
-			e := newEnv(t, be)
-			run := newQSAIndex(e, c, iq)
-			e.pass(func(p op.Pass) error { return p.QSAIndex(run.args) })
-			sel := run.check(t, s, c)
-			if r.zeroQ {
-				checkLowestBlocks(t, sel, c.Params())
-			}
-		})
-	}
+	s.runEntries(t, be, qsaIndexEntries())
 	ip := op.IndexerParams{T: 2, Pos0: 6, NHeads: 2, Dim: 8, Ratio: 2, Budget: 4, Rot: 4, Theta: 1e4, Eps: 1e-6}
 	other := ip
 	other.Pos0 = 5
@@ -170,6 +154,39 @@ func RunQSAIndex(t *testing.T, be op.Backend, o Options) {
 		{"short_kNorm", errShape, func(e *env, a *op.QSAIndex) { a.KNorm = a.KNorm[1:] }},
 		{"tok_F32", errDType, func(e *env, a *op.QSAIndex) { a.Tok = e.retyped(a.Tok) }},
 	})
+}
+
+// qsaIndexEntries are the QSAIndex table: every QSACase, then QSACases()[5] with zero queries.
+func qsaIndexEntries() []entry {
+	cs := QSACases()
+	var es []entry
+	for _, c := range cs {
+		es = append(es, qsaIndexEntry(c.Name, c.Short, c, false))
+	}
+	return append(es, qsaIndexEntry("ties_zero_queries_"+cs[5].Name, true, cs[5], true))
+}
+
+// qsaIndexEntry is one QSAIndex case: the queries of c.Inputs (zeros with zeroQ: every sparse
+// row must then keep its lowest blocks).
+func qsaIndexEntry(name string, short bool, c QSACase, zeroQ bool) entry {
+	var blocks float64
+	for t := 0; t < c.T; t++ {
+		blocks += float64((c.Pos0 + t + 1) / c.Ratio)
+	}
+	return entry{name: name, short: short, flops: 2 * blocks * float64(c.NHeads*c.Dim),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			iq, _, _, _, _, _ := c.Inputs()
+			if zeroQ {
+				iq = make([]float32, len(iq))
+			}
+			run := newQSAIndex(e, c, iq)
+			return func(p op.Pass) error { return p.QSAIndex(run.args) }, func(t *testing.T, s *suite) {
+				sel := run.check(t, s, c)
+				if zeroQ {
+					checkLowestBlocks(t, sel, c.Params())
+				}
+			}
+		}}
 }
 
 // checkLowestBlocks requires every sparse row of sel to list blocks 0..Budget/Ratio-1, then its

@@ -14,7 +14,9 @@ import (
 //   - "<case>/listed" with AttentionCase.Selection for the small-dim and T = 65 cases;
 //   - "qsa/<case>" for every QSACase: QSAIndex and the attention that consumes its selection in
 //     one Pass (the token tensor never leaves the device), the selection checked as in
-//     RunQSAIndex and the attention against RefAttention over the backend's selection.
+//     RunQSAIndex and the attention against RefAttention over the backend's selection;
+//   - "qsa_2pass/<case>": the same with the attention in a second Pass (the selection stays in
+//     its device tensor between them; the timing mode times the attention alone so).
 func RunAttention(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "Attention")
 	for _, c := range AttentionCases() {
@@ -55,26 +57,7 @@ func RunAttention(t *testing.T, be op.Backend, o Options) {
 			})
 		}
 	}
-	for _, c := range QSACases() {
-		s.run(t, "qsa/"+c.Name, c.Short, func(t *testing.T) {
-			iq, _, _, q, k, v := c.Inputs()
-			p := c.AttnParams()
-			e := newEnv(t, be)
-			O, LSE := e.out("o", len(q)), e.out("lse", c.T*c.Hq)
-			run := newQSAIndex(e, c, iq)
-			a := op.Attention{O: O, LSE: LSE, Q: e.f32(q), K: e.f32(k), V: e.f32(v), P: p, Sel: run.plan, Tok: run.tok}
-			e.pass(func(ps op.Pass) error {
-				if err := ps.QSAIndex(run.args); err != nil {
-					return err
-				}
-				return ps.Attention(a)
-			})
-			sel := run.check(t, s, c)
-			wo, wl := RefAttention(q, k, v, p, sel)
-			s.close(t, "o", f32s(O), wo)
-			s.close(t, "lse", f32s(LSE), wl)
-		})
-	}
+	s.runEntries(t, be, attentionEntries())
 	good := op.AttnParams{T: 3, Hq: 4, Hkv: 2, D: 8, Pos0: 2, Scale: 0.25}
 	nq, nkv := 3*4*8, 5*2*8
 	layout := func(dense []bool, offsets []int32) *op.Selection {
@@ -117,4 +100,59 @@ func RunAttention(t *testing.T, be op.Backend, o Options) {
 		{"value_tokens_not_ascending", errArg, func(e *env, a *op.Attention) { a.Tok = e.i32([]int32{3, 0, 1, 4}) }},
 		{"value_duplicate_token", errArg, func(e *env, a *op.Attention) { a.Tok = e.i32([]int32{3, 3, 1, 4}) }},
 	})
+}
+
+// attentionEntries are the attention cases over the indexer's selection: "qsa/" and
+// "qsa_2pass/" of every QSACase.
+func attentionEntries() []entry {
+	var es []entry
+	for _, c := range QSACases() {
+		es = append(es, qsaAttentionEntry(c, false), qsaAttentionEntry(c, true))
+	}
+	return es
+}
+
+// qsaAttentionEntry is the attention over the selection of QSACase c's indexer, with QSAIndex in
+// the same Pass or, with twoPass, in a Pass of its own first; flops count Q K^T and P V over the
+// keys each row attends (op.QSAPlan: every key of a dense row, the selected ones of a sparse
+// row).
+func qsaAttentionEntry(c QSACase, twoPass bool) entry {
+	name := "qsa/" + c.Name
+	if twoPass {
+		name = "qsa_2pass/" + c.Name
+	}
+	plan := op.QSAPlan(c.Params())
+	var keys float64
+	for t := 0; t < c.T; t++ {
+		if plan.Dense[t] {
+			keys += float64(c.Pos0 + t + 1)
+		} else {
+			keys += float64(plan.Offsets[t+1] - plan.Offsets[t])
+		}
+	}
+	return entry{name: name, short: c.Short, flops: 4 * float64(c.Hq*c.D) * keys,
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			iq, _, _, q, k, v := c.Inputs()
+			p := c.AttnParams()
+			O, LSE := e.out("o", len(q)), e.out("lse", c.T*c.Hq)
+			run := newQSAIndex(e, c, iq)
+			a := op.Attention{O: O, LSE: LSE, Q: e.f32(q), K: e.f32(k), V: e.f32(v), P: p, Sel: run.plan, Tok: run.tok}
+			index := func(ps op.Pass) error { return ps.QSAIndex(run.args) }
+			call := func(ps op.Pass) error {
+				if err := index(ps); err != nil {
+					return err
+				}
+				return ps.Attention(a)
+			}
+			if twoPass {
+				e.pass(index)
+				call = func(ps op.Pass) error { return ps.Attention(a) }
+			}
+			return call, func(t *testing.T, s *suite) {
+				sel := run.check(t, s, c)
+				wo, wl := RefAttention(q, k, v, p, sel)
+				s.close(t, "o", f32s(O), wo)
+				s.close(t, "lse", f32s(LSE), wl)
+			}
+		}}
 }

@@ -13,26 +13,7 @@ const eps = 1e-6 // rms_norm_eps of both models
 // 200+i for case i), QGEMMCases (weights 20000+i, x 21000+i), then its bad-argument table.
 func RunMatMul(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "MatMul")
-	for i, c := range GEMMCases() {
-		s.run(t, c.Name(), c.Short, func(t *testing.T) {
-			w := mustMatrix(t, uint64(100+i), c.N, c.K, c.DType, 0.1)
-			x := Floats(uint64(200+i), c.T*c.K, 1)
-			e := newEnv(t, be)
-			X, Y := e.f32(x), e.out("y", c.T*c.N)
-			e.pass(func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: c.T, W: w}) })
-			s.close(t, "y", f32s(Y), RefMatMul(x, c.T, w))
-		})
-	}
-	for i, c := range QGEMMCases() {
-		s.runQ(t, c.Name(), c.Short, func(t *testing.T) {
-			w := c.Q.matrix(t, uint64(20000+i), c.N, c.K, 0.1)
-			x := Floats(uint64(21000+i), c.T*c.K, 1)
-			e := newEnv(t, be)
-			X, Y := e.f32(x), e.out("y", c.T*c.N)
-			e.pass(func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: c.T, W: w}) })
-			s.close(t, "y", f32s(Y), RefMatMul(x, c.T, w))
-		})
-	}
+	s.runEntries(t, be, matMulEntries())
 	w, _, _ := RandMatrix(1, 4, 3, op.F32, 1)
 	q, _, _ := RandQuant(2, 4, 64, 4, 32, op.BF16, 1)
 	runBad(t, s, be, func(e *env) op.MatMul {
@@ -61,6 +42,50 @@ func RunMatMul(t *testing.T, be op.Backend, o Options) {
 			a.W = quantWith(q, func(c *op.Quant) { c.Group = 128 })
 		}},
 	}, fpBadMatMul()...))
+}
+
+// matMulEntries are the MatMul table: GEMMCases, then QGEMMCases.
+func matMulEntries() []entry {
+	var es []entry
+	for i, c := range GEMMCases() {
+		es = append(es, gemmEntry(c.Name(), c.Short, c.T, c.N, c.K, Quant{}, c.DType, uint64(100+i), uint64(200+i)))
+	}
+	for i, c := range QGEMMCases() {
+		es = append(es, gemmEntry(c.Name(), c.Short, c.T, c.N, c.K, c.Q, op.QAffine, uint64(20000+i), uint64(21000+i)))
+	}
+	return es
+}
+
+// gemmEntry is y [T, N] = x [T, K] W^T against RefMatMul: W [N, K] of dt (RandMatrix at scale
+// 0.1 seeded wSeed; for QAffine RandQuant of q), x Floats(xSeed, T*K, 1).
+func gemmEntry(name string, short bool, T, N, K int, q Quant, dt op.DType, wSeed, xSeed uint64) entry {
+	return entry{name: name, short: short, quant: dt == op.QAffine, flops: 2 * float64(T) * float64(N) * float64(K),
+		bytes: weightBytes(N, K, dt, q) + 4*float64(T)*float64(N+K),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			var w *op.Matrix
+			if dt == op.QAffine {
+				w = q.matrix(e.t, wSeed, N, K, 0.1)
+			} else {
+				w = mustMatrix(e.t, wSeed, N, K, dt, 0.1)
+			}
+			x := Floats(xSeed, T*K, 1)
+			X, Y := e.f32(x), e.out("y", T*N)
+			return func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: T, W: w}) },
+				func(t *testing.T, s *suite) { s.close(t, "y", f32s(Y), RefMatMul(x, T, w)) }
+		}}
+}
+
+// weightBytes is the size of a weight [N, K] of dt (for QAffine: the codes, scales and biases
+// of q).
+func weightBytes(N, K int, dt op.DType, q Quant) float64 {
+	n := float64(N) * float64(K)
+	switch dt {
+	case op.F32:
+		return 4 * n
+	case op.QAffine:
+		return n*float64(q.Bits)/8 + 4*n/float64(q.Group)
+	}
+	return 2 * n
 }
 
 // RunRMSNorm runs NormCases (x seeded 300+i, w 400+i, eps 1e-6) against RefRMSNorm1p: S = 1
@@ -159,21 +184,7 @@ func RunAdd(t *testing.T, be op.Backend, o Options) {
 // of scale 8: saturated and linear regions).
 func RunSigmoidMul(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "SigmoidMul")
-	for i, c := range EltCases() {
-		n, seed := c.T*c.D, eltSeed(i)
-		o0, g := Floats(seed+3, n, 2), Floats(seed+4, n, 8)
-		s.run(t, c.Name(), c.Short, func(t *testing.T) {
-			e := newEnv(t, be)
-			O := e.f32(o0)
-			a := op.SigmoidMul{O: O, G: e.f32(g)}
-			e.pass(func(p op.Pass) error { return p.SigmoidMul(a) })
-			want := make([]float64, n)
-			for j := range want {
-				want[j] = float64(o0[j]) * sigmoid64(float64(g[j]))
-			}
-			s.close(t, "o", f32s(O), want)
-		})
-	}
+	s.runEntries(t, be, eltEntries(sigmoidMulEntry)())
 	runBad(t, s, be, func(e *env) op.SigmoidMul {
 		return op.SigmoidMul{O: e.f32(Floats(1, 5, 1)), G: e.f32(Floats(2, 5, 1))}
 	}, op.Pass.SigmoidMul, []badCase[op.SigmoidMul]{
@@ -184,19 +195,39 @@ func RunSigmoidMul(t *testing.T, be op.Backend, o Options) {
 	})
 }
 
+// eltEntries lists mk's entry of every EltCase (case i seeded eltSeed(i)).
+func eltEntries(mk func(EltCase, uint64) entry) func() []entry {
+	return func() []entry {
+		var es []entry
+		for i, c := range EltCases() {
+			es = append(es, mk(c, eltSeed(i)))
+		}
+		return es
+	}
+}
+
+// sigmoidMulEntry is SigmoidMul over [T, D]: o Floats(seed+3, 2), gates Floats(seed+4, 8).
+func sigmoidMulEntry(c EltCase, seed uint64) entry {
+	n := c.T * c.D
+	return entry{name: c.Name(), short: c.Short, bytes: 12 * float64(n),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			o0, g := Floats(seed+3, n, 2), Floats(seed+4, n, 8)
+			O := e.f32(o0)
+			a := op.SigmoidMul{O: O, G: e.f32(g)}
+			return func(p op.Pass) error { return p.SigmoidMul(a) }, func(t *testing.T, s *suite) {
+				want := make([]float64, n)
+				for j := range want {
+					want[j] = float64(o0[j]) * sigmoid64(float64(g[j]))
+				}
+				s.close(t, "o", f32s(O), want)
+			}
+		}}
+}
+
 // RunSwiGLU runs EltCases (rows T, I = D) through Pass.SwiGLU against RefSwiGLU.
 func RunSwiGLU(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "SwiGLU")
-	for i, c := range EltCases() {
-		gu := Floats(eltSeed(i)+5, 2*c.T*c.D, 3)
-		s.run(t, c.Name(), c.Short, func(t *testing.T) {
-			e := newEnv(t, be)
-			Hh := e.out("h", c.T*c.D)
-			a := op.SwiGLU{H: Hh, GU: e.f32(gu), Rows: c.T, I: c.D}
-			e.pass(func(p op.Pass) error { return p.SwiGLU(a) })
-			s.close(t, "h", f32s(Hh), RefSwiGLU(gu, c.T, c.D))
-		})
-	}
+	s.runEntries(t, be, eltEntries(swigluEntry)())
 	runBad(t, s, be, func(e *env) op.SwiGLU {
 		return op.SwiGLU{H: e.out("h", 8), GU: e.f32(Floats(1, 16, 1)), Rows: 2, I: 4}
 	}, op.Pass.SwiGLU, []badCase[op.SwiGLU]{
@@ -207,6 +238,18 @@ func RunSwiGLU(t *testing.T, be op.Backend, o Options) {
 		{"h_I32", errDType, func(e *env, a *op.SwiGLU) { a.H = e.retyped(a.H) }},
 		{"missing_gu", errArg, func(e *env, a *op.SwiGLU) { a.GU = noTensor }},
 	})
+}
+
+// swigluEntry is SwiGLU over c.T rows of I = c.D: gu Floats(seed+5, 3).
+func swigluEntry(c EltCase, seed uint64) entry {
+	return entry{name: c.Name(), short: c.Short, bytes: 12 * float64(c.T) * float64(c.D),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			gu := Floats(seed+5, 2*c.T*c.D, 3)
+			Hh := e.out("h", c.T*c.D)
+			a := op.SwiGLU{H: Hh, GU: e.f32(gu), Rows: c.T, I: c.D}
+			return func(p op.Pass) error { return p.SwiGLU(a) },
+				func(t *testing.T, s *suite) { s.close(t, "h", f32s(Hh), RefSwiGLU(gu, c.T, c.D)) }
+		}}
 }
 
 // RunRowSigmoidScale runs EltCases through Pass.RowSigmoidScale against x * sigmoid(s[row]).

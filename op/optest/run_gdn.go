@@ -3,6 +3,7 @@ package optest
 import (
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/stratakernels/strata/op"
@@ -94,58 +95,12 @@ var scanModes = []struct {
 // RunGDNScan runs GDNCases through Pass.GDNScan in each ScanMode against RefGDNScan (q and k
 // l2-normalised by RefL2Norm), comparing o and the final state; for T > 64 also in ScanAuto as
 // two ops of one Pass split at 64 and at 37 (the second continuing from the state the first
-// wrote).
+// wrote). The "normqk" variants (ScanAuto and Recurrent; split at 37 for T > 64) give the raw q
+// and k with NormQK set, against the scan of RefL2Norm's float64 values, and require Q and K
+// unchanged.
 func RunGDNScan(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "GDNScan")
-	for _, c := range GDNCases() {
-		in, p := c.Inputs(), c.Params()
-		q, k := gdnScanInputs(c, in)
-		var oRef, stRef []float64
-		ref := func() {
-			if oRef == nil {
-				oRef, stRef = RefGDNScan(p, To64(q), To64(k), To64(in.V), To64(in.G), To64(in.Beta), To64(in.State))
-			}
-		}
-		type variant struct {
-			name  string
-			mode  op.ScanMode
-			split int
-		}
-		var vs []variant
-		for _, m := range scanModes {
-			vs = append(vs, variant{m.name, m.mode, 0})
-		}
-		if c.T > 64 {
-			vs = append(vs, variant{"auto_split64", op.ScanAuto, 64}, variant{"auto_split37", op.ScanAuto, 37})
-		}
-		for _, v := range vs {
-			s.run(t, c.FullName()+"/"+v.name, c.Short, func(t *testing.T) {
-				T, qk, vd := c.T, c.Hk*c.Dk, c.Hv*c.Dv
-				e := newEnv(t, be)
-				O, St := e.out("o", T*vd), e.f32(in.State)
-				Q, K, V, G, Beta := e.f32(q), e.f32(k), e.f32(in.V), e.f32(in.G), e.f32(in.Beta)
-				e.pass(func(ps op.Pass) error {
-					for _, r := range [][2]int{{0, v.split}, {v.split, T}} {
-						if r[0] == r[1] {
-							continue
-						}
-						pp := p
-						pp.T = r[1] - r[0]
-						sl := func(x op.Tensor, w int) op.Tensor { return x.Slice(r[0]*w, r[1]*w) }
-						err := ps.GDNScan(op.GDNScan{O: sl(O, vd), State: St, Q: sl(Q, qk), K: sl(K, qk), V: sl(V, vd),
-							G: sl(G, c.Hv), Beta: sl(Beta, c.Hv), P: pp, Mode: v.mode})
-						if err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				ref()
-				s.close(t, "o", f32s(O), oRef)
-				s.close(t, "state", f32s(St), stRef)
-			})
-		}
-	}
+	s.runEntries(t, be, gdnScanEntries())
 	c := GDNCase{T: 5, Hk: 2, Hv: 6, Dk: 4, Dv: 4, ConvK: 4, Seed: 3}
 	T, HkDk, HvDv := c.T, c.Hk*c.Dk, c.Hv*c.Dv
 	runBad(t, s, be, func(e *env) op.GDNScan {
@@ -164,6 +119,104 @@ func RunGDNScan(t *testing.T, be op.Backend, o Options) {
 		{"state_I32", errDType, func(e *env, a *op.GDNScan) { a.State = e.retyped(a.State) }},
 		{"missing_g", errArg, func(e *env, a *op.GDNScan) { a.G = noTensor }},
 	})
+}
+
+// gdnScanVariant is one way of running a GDNScan case: its mode, split into two ops at split
+// (0: one op), with raw q and k and NormQK.
+type gdnScanVariant struct {
+	name  string
+	mode  op.ScanMode
+	split int
+	norm  bool
+}
+
+func gdnScanVariants(c GDNCase) []gdnScanVariant {
+	var vs []gdnScanVariant
+	for _, m := range scanModes {
+		vs = append(vs, gdnScanVariant{m.name, m.mode, 0, false})
+	}
+	if c.T > 64 {
+		vs = append(vs, gdnScanVariant{"auto_split64", op.ScanAuto, 64, false}, gdnScanVariant{"auto_split37", op.ScanAuto, 37, false})
+	}
+	vs = append(vs, gdnScanVariant{"normqk", op.ScanAuto, 0, true}, gdnScanVariant{"normqk_recurrent", op.Recurrent, 0, true})
+	if c.T > 64 {
+		vs = append(vs, gdnScanVariant{"normqk_split37", op.ScanAuto, 37, true})
+	}
+	return vs
+}
+
+// gdnScanEntries are the GDNScan table: every GDNCase in each of its variants (the variants of
+// a case share its two references).
+func gdnScanEntries() []entry {
+	var es []entry
+	for _, c := range GDNCases() {
+		var refs [2]struct {
+			once  sync.Once
+			o, st []float64
+		}
+		ref := func(norm bool) ([]float64, []float64) {
+			r := &refs[0]
+			if norm {
+				r = &refs[1]
+			}
+			r.once.Do(func() {
+				in := c.Inputs()
+				q, k := To64(in.Q), To64(in.K)
+				if norm {
+					q, k = RefL2Norm(q, c.Dk, 1/math.Sqrt(float64(c.Dk))), RefL2Norm(k, c.Dk, 1)
+				} else {
+					qs, ks := gdnScanInputs(c, in)
+					q, k = To64(qs), To64(ks)
+				}
+				r.o, r.st = RefGDNScan(c.Params(), q, k, To64(in.V), To64(in.G), To64(in.Beta), To64(in.State))
+			})
+			return r.o, r.st
+		}
+		for _, v := range gdnScanVariants(c) {
+			es = append(es, gdnScanEntry(c, v, ref))
+		}
+	}
+	return es
+}
+
+// gdnScanEntry is one GDNScan case in variant v against ref(v.norm) (o and the final state);
+// flops are the recurrence's 6 Dk Dv per token and value head (S^T k, k delta^T, S^T q:
+// Model.PrefillFLOPs' count), whatever algorithm runs.
+func gdnScanEntry(c GDNCase, v gdnScanVariant, ref func(norm bool) (o, state []float64)) entry {
+	return entry{name: c.FullName() + "/" + v.name, short: c.Short, flops: 6 * float64(c.T*c.Hv) * float64(c.Dk*c.Dv),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			in, p := c.Inputs(), c.Params()
+			q, k := in.Q, in.K
+			if !v.norm {
+				q, k = gdnScanInputs(c, in)
+			}
+			T, qk, vd := c.T, c.Hk*c.Dk, c.Hv*c.Dv
+			O, St := e.out("o", T*vd), e.f32(in.State)
+			Q, K, V, G, Beta := e.f32(q), e.f32(k), e.f32(in.V), e.f32(in.G), e.f32(in.Beta)
+			call := func(ps op.Pass) error {
+				for _, r := range [][2]int{{0, v.split}, {v.split, T}} {
+					if r[0] == r[1] {
+						continue
+					}
+					pp := p
+					pp.T = r[1] - r[0]
+					sl := func(x op.Tensor, w int) op.Tensor { return x.Slice(r[0]*w, r[1]*w) }
+					err := ps.GDNScan(op.GDNScan{O: sl(O, vd), State: St, Q: sl(Q, qk), K: sl(K, qk), V: sl(V, vd),
+						G: sl(G, c.Hv), Beta: sl(Beta, c.Hv), P: pp, Mode: v.mode, NormQK: v.norm})
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return call, func(t *testing.T, s *suite) {
+				wo, ws := ref(v.norm)
+				s.close(t, "o", f32s(O), wo)
+				s.close(t, "state", f32s(St), ws)
+				exactF32(t, "q (not modified)", f32s(Q), q)
+				exactF32(t, "k (not modified)", f32s(K), k)
+			}
+		}}
 }
 
 // RunGDNPost runs GDNCases through Pass.GDNPost with both gate activations, out of place and in

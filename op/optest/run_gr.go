@@ -9,7 +9,7 @@ import (
 
 // grWeights builds a GRCase's module from seed: Norm Floats(seed, 0.3), Down (seed+1, 0.05), Up
 // (seed+2, 0.2), Inj (seed+3, 0.05) in the case's dtype.
-func grWeights(t *testing.T, c GRCase, seed uint64) *op.GRWeights {
+func grWeights(t tb, c GRCase, seed uint64) *op.GRWeights {
 	S, D, R := c.S, c.D, c.R
 	g := &op.GRWeights{S: S, D: D, R: R, Norm: Floats(seed, S*D, 0.3)}
 	g.Down = mustMatrix(t, seed+1, R, S*D, c.DType, 0.05)
@@ -26,27 +26,7 @@ func grWeights(t *testing.T, c GRCase, seed uint64) *op.GRWeights {
 // 23000+10i, H 23500+i) with quantized Down, Up and Inj.
 func RunGRRead(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "GRRead")
-	for i, c := range GRCases() {
-		for _, normed := range []bool{false, true} {
-			s.run(t, fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, func(t *testing.T) {
-				s.grReadCase(t, be, c, grWeights(t, c, uint64(900+10*i)), uint64(950+i), normed)
-			})
-		}
-	}
-	for i, c := range QGRCases() {
-		for _, normed := range []bool{false, true} {
-			s.runQ(t, fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, func(t *testing.T) {
-				S, D, R, seed := c.GR.S, c.GR.D, c.GR.R, uint64(23000+10*i)
-				g := &op.GRWeights{S: S, D: D, R: R, Norm: Floats(seed, S*D, 0.3)}
-				g.Down = c.Q.matrix(t, seed+1, R, S*D, 0.05)
-				g.Up = c.Q.matrix(t, seed+2, S*D, R, 0.2)
-				if c.GR.Inject {
-					g.Inj = c.Q.matrix(t, seed+3, S, S*D, 0.05)
-				}
-				s.grReadCase(t, be, c.GR, g, uint64(23500+i), normed)
-			})
-		}
-	}
+	s.runEntries(t, be, grReadEntries())
 	g := grWeights(t, GRCase{S: 2, D: 8, R: 3, Inject: true, DType: op.F32}, 1)
 	mixer := *g
 	mixer.Inj = nil
@@ -68,29 +48,63 @@ func RunGRRead(t *testing.T, be op.Backend, o Options) {
 	})
 }
 
-// grReadCase runs one GRRead case with weights g and H seeded hSeed (normalised first when
-// normed).
-func (s *suite) grReadCase(t *testing.T, be op.Backend, c GRCase, g *op.GRWeights, hSeed uint64, normed bool) {
-	H := Floats(hSeed, c.T*c.S*c.D, 2)
-	if normed {
-		H = round32(RefRMSNorm1p(To64(H), c.S, c.D, g.Norm, eps))
+// grReadEntries are the GRRead table: GRCases, then QGRCases, each from the raw and from the
+// normalised streams.
+func grReadEntries() []entry {
+	var es []entry
+	for i, c := range GRCases() {
+		for _, normed := range []bool{false, true} {
+			es = append(es, grReadEntry(fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, c, Quant{}, uint64(900+10*i), uint64(950+i), normed))
+		}
 	}
-	e := newEnv(t, be)
-	X := e.out("x", c.T*c.D)
-	var Beta op.Tensor
+	for i, c := range QGRCases() {
+		for _, normed := range []bool{false, true} {
+			es = append(es, grReadEntry(fmt.Sprintf("%s/normed%v", c.Name(), normed), c.Short, c.GR, c.Q, uint64(23000+10*i), uint64(23500+i), normed))
+		}
+	}
+	return es
+}
+
+// grReadEntry is one GRRead case: weights grWeights(c, wSeed) (with q set: Down, Up and Inj
+// quantized by q at the same seeds), H Floats(hSeed, 2) (normalised first when normed).
+func grReadEntry(name string, short bool, c GRCase, q Quant, wSeed, hSeed uint64, normed bool) entry {
+	S, D, R, T := float64(c.S), float64(c.D), float64(c.R), float64(c.T)
+	flops := 2 * T * 2 * R * S * D
 	if c.Inject {
-		Beta = e.out("beta", c.T*c.S)
+		flops += 2 * T * S * S * D
 	}
-	Ht := e.f32(H)
-	e.pass(func(p op.Pass) error {
-		return p.GRRead(op.GRRead{X: X, Beta: Beta, H: Ht, Normed: normed, T: c.T, G: g, Eps: eps})
-	})
-	wx, wb := RefGRRead(H, normed, c.T, g, eps)
-	s.close(t, "x", f32s(X), wx)
-	if c.Inject {
-		s.close(t, "beta", f32s(Beta), wb)
-	}
-	exactF32(t, "H (not modified)", f32s(Ht), H)
+	return entry{name: name, short: short, quant: q.Bits > 0, flops: flops, build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+		var g *op.GRWeights
+		if q.Bits > 0 {
+			g = &op.GRWeights{S: c.S, D: c.D, R: c.R, Norm: Floats(wSeed, c.S*c.D, 0.3)}
+			g.Down = q.matrix(e.t, wSeed+1, c.R, c.S*c.D, 0.05)
+			g.Up = q.matrix(e.t, wSeed+2, c.S*c.D, c.R, 0.2)
+			if c.Inject {
+				g.Inj = q.matrix(e.t, wSeed+3, c.S, c.S*c.D, 0.05)
+			}
+		} else {
+			g = grWeights(e.t, c, wSeed)
+		}
+		H := Floats(hSeed, c.T*c.S*c.D, 2)
+		if normed {
+			H = round32(RefRMSNorm1p(To64(H), c.S, c.D, g.Norm, eps))
+		}
+		X := e.out("x", c.T*c.D)
+		var Beta op.Tensor
+		if c.Inject {
+			Beta = e.out("beta", c.T*c.S)
+		}
+		Ht := e.f32(H)
+		a := op.GRRead{X: X, Beta: Beta, H: Ht, Normed: normed, T: c.T, G: g, Eps: eps}
+		return func(p op.Pass) error { return p.GRRead(a) }, func(t *testing.T, s *suite) {
+			wx, wb := RefGRRead(H, normed, c.T, g, eps)
+			s.close(t, "x", f32s(X), wx)
+			if c.Inject {
+				s.close(t, "beta", f32s(Beta), wb)
+			}
+			exactF32(t, "H (not modified)", f32s(Ht), H)
+		}
+	}}
 }
 
 // RunGRWrite runs CombineCases through Pass.GRWrite, with and without Hn, against RefGRWrite
@@ -141,35 +155,7 @@ func RunGRWrite(t *testing.T, be op.Backend, o Options) {
 // and combineInputs; shared Seed+5, norm Seed+6).
 func RunGRApplyMoEC(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "GRApplyMoEC")
-	for _, c := range CombineCases() {
-		for _, v := range []struct{ shared, hn bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-			s.run(t, fmt.Sprintf("%s/shared%v_Hn%v", c.Name(), v.shared, v.hn), c.Short, func(t *testing.T) {
-				S, D, T, K := c.S, c.D, c.T, c.K
-				H0, beta := Floats(c.Seed, T*S*D, 2), Uniform(c.Seed+1, T*S, 0, 2)
-				ye, rk, w := combineInputs(c)
-				shared, norm := Floats(c.Seed+5, T*D, 0.5), Floats(c.Seed+6, S*D, 0.3)
-				e := newEnv(t, be)
-				H := e.f32(H0)
-				a := op.GRApplyMoEC{H: H, Beta: e.f32(beta), YE: e.f32(ye), RK: e.i32(rk), W: e.f32(w), T: T, S: S, K: K, D: D}
-				u := RefMoECombine(ye, rk, w, T, K, D)
-				if v.shared {
-					a.Shared = e.f32(shared)
-					for j := range u {
-						u[j] += float64(shared[j])
-					}
-				}
-				if v.hn {
-					a.Hn, a.Norm, a.Eps = e.out("Hn", T*S*D), norm, eps
-				}
-				e.pass(func(p op.Pass) error { return p.GRApplyMoEC(a) })
-				want := RefGRWrite(H0, beta, u, T, S, D)
-				s.close(t, "H", f32s(H), want)
-				if v.hn {
-					s.close(t, "Hn", f32s(a.Hn), RefRMSNorm1p(want, S, D, norm, eps))
-				}
-			})
-		}
-	}
+	s.runEntries(t, be, grApplyEntries())
 	runBad(t, s, be, func(e *env) op.GRApplyMoEC {
 		return op.GRApplyMoEC{H: e.f32(Floats(1, 2*16, 1)), Hn: e.out("Hn", 2*16), Beta: e.f32(Floats(2, 4, 1)),
 			YE: e.f32(Floats(3, 3*8, 1)), RK: e.i32([]int32{0, 2, 1, -1}), W: e.f32(Floats(4, 4, 1)),
@@ -190,10 +176,53 @@ func RunGRApplyMoEC(t *testing.T, be op.Backend, o Options) {
 	})
 }
 
+// grApplyEntries are the GRApplyMoEC table: every CombineCase without and with Shared and Hn.
+func grApplyEntries() []entry {
+	var es []entry
+	for _, c := range CombineCases() {
+		for _, v := range []struct{ shared, hn bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			es = append(es, grApplyEntry(c, v.shared, v.hn))
+		}
+	}
+	return es
+}
+
+// grApplyEntry is one GRApplyMoEC case (see RunGRApplyMoEC), with Shared and Hn as asked.
+func grApplyEntry(c CombineCase, shared, hn bool) entry {
+	S, D, T, K := c.S, c.D, c.T, c.K
+	return entry{name: fmt.Sprintf("%s/shared%v_Hn%v", c.Name(), shared, hn), short: c.Short, flops: 2 * float64(T*K) * float64(D),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			H0, beta := Floats(c.Seed, T*S*D, 2), Uniform(c.Seed+1, T*S, 0, 2)
+			ye, rk, w := combineInputs(c)
+			sh, norm := Floats(c.Seed+5, T*D, 0.5), Floats(c.Seed+6, S*D, 0.3)
+			H := e.f32(H0)
+			a := op.GRApplyMoEC{H: H, Beta: e.f32(beta), YE: e.f32(ye), RK: e.i32(rk), W: e.f32(w), T: T, S: S, K: K, D: D}
+			if shared {
+				a.Shared = e.f32(sh)
+			}
+			if hn {
+				a.Hn, a.Norm, a.Eps = e.out("Hn", T*S*D), norm, eps
+			}
+			return func(p op.Pass) error { return p.GRApplyMoEC(a) }, func(t *testing.T, s *suite) {
+				u := RefMoECombine(ye, rk, w, T, K, D)
+				if shared {
+					for j := range u {
+						u[j] += float64(sh[j])
+					}
+				}
+				want := RefGRWrite(H0, beta, u, T, S, D)
+				s.close(t, "H", f32s(H), want)
+				if hn {
+					s.close(t, "Hn", f32s(a.Hn), RefRMSNorm1p(want, S, D, norm, eps))
+				}
+			}
+		}}
+}
+
 // pleWeights builds a PLECase's layer from seed: Table (seed, scale 1), Key (seed+1, 0.2),
 // Value (seed+2, 0.2) in the case's dtype, NormKey / NormQuery / NormConv Floats(seed+3..5,
 // 0.3), ConvW Floats(seed+6, 0.5).
-func pleWeights(t *testing.T, c PLECase, seed uint64) *op.PLEWeights {
+func pleWeights(t tb, c PLECase, seed uint64) *op.PLEWeights {
 	S, D, E := c.S, c.D, c.Heads*c.HeadDim
 	w := &op.PLEWeights{S: S, D: D, EmbedDim: E, HeadDim: c.HeadDim, Dilation: c.Dilation}
 	w.Table = mustMatrix(t, seed, c.Rows, c.HeadDim, c.DType, 1)
@@ -209,10 +238,11 @@ func pleWeights(t *testing.T, c PLECase, seed uint64) *op.PLEWeights {
 // RunPLEApply runs PLECases through Pass.PLEApply against RefPLEApply (weights seeded
 // 2000+10i, H 2100+i, ids 2200+i, the first and last table rows among them): over the whole
 // stream from a zero conv state, in two ops of one Pass split at Split (the second reading the
-// state the first wrote), and from a non-zero state (Floats 2300+i), each also with the table
-// rows gathered by the caller (PLEApply.Emb, no W.Table); H and the final conv state are
-// compared. Then QPLECases (weights 24000+10i, inputs from 24500+i) with a quantized
-// table, Key and Value.
+// state the first wrote), and from a non-zero state (Floats 2300+i); H and the final conv state
+// are compared. The "parts" variants give the table as PLEApply.Parts (4 row blocks, views of
+// the same data; also split in two ops) and must give the bits of the same run over W.Table
+// (not for the FP8Block tables, whose 128-row scale blocks do not split in 4 parts of 300 rows).
+// Then QPLECases (weights 24000+10i, inputs from 24500+i) with a quantized table, Key and Value.
 func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "PLEApply")
 	for i, c := range PLECases() {
@@ -224,6 +254,9 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	}
 	for i, c := range QPLECases() {
 		for _, v := range pleVariants(c.PLE) {
+			if v.parts && c.Q.FP8 {
+				continue // the case's 300 rows do not split into parts of whole 128-row scale blocks
+			}
 			s.runQ(t, c.Name()+"/"+v.name, c.Short, func(t *testing.T) {
 				p, seed := c.PLE, uint64(24000+10*i)
 				w := pleWeights(t, p, seed)
@@ -240,6 +273,11 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 	wideTable.Table = mustMatrix(t, 9, 10, 4, op.F32, 1)
 	noTable := *w
 	noTable.Table = nil
+	parts, err := TableParts(w.Table, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf16Part := mustMatrix(t, 10, 5, 3, op.BF16, 1)
 	runBad(t, s, be, func(e *env) op.PLEApply {
 		return op.PLEApply{H: e.f32(Floats(1, 2*16, 1)), T: 2, IDs: e.i32([]int32{0, 9, 2, 3}), W: w,
 			ConvState: e.f32(make([]float32, w.ConvStateLen())), Eps: eps}
@@ -253,30 +291,79 @@ func RunPLEApply(t *testing.T, be op.Backend, o Options) {
 		{"ids_F32", errDType, func(e *env, a *op.PLEApply) { a.IDs = e.retyped(a.IDs) }},
 		{"missing_state", errArg, func(e *env, a *op.PLEApply) { a.ConvState = noTensor }},
 		{"table_width", errShape, func(e *env, a *op.PLEApply) { a.W = &wideTable }},
-		{"no_table_no_emb", errArg, func(e *env, a *op.PLEApply) { a.W = &noTable }},
-		{"short_emb", errShape, func(e *env, a *op.PLEApply) { a.W, a.Emb = &noTable, e.f32(make([]float32, 2*6-1)) }},
-		{"emb_I32", errDType, func(e *env, a *op.PLEApply) { a.W, a.Emb = &noTable, e.i32(make([]int32, 2*6)) }},
+		{"no_table", errArg, func(e *env, a *op.PLEApply) { a.W = &noTable }},
+		{"table_and_parts", errArg, func(e *env, a *op.PLEApply) { a.Parts, a.PartRows = parts, 5 }},
+		{"part_rows_zero", errShape, func(e *env, a *op.PLEApply) { a.W, a.Parts = &noTable, parts }},
+		{"part_rows", errShape, func(e *env, a *op.PLEApply) { a.W, a.Parts, a.PartRows = &noTable, parts, 4 }},
+		{"part_width", errShape, func(e *env, a *op.PLEApply) {
+			a.W, a.Parts, a.PartRows = &noTable, []*op.Matrix{parts[0], mustMatrix(t, 11, 5, 4, op.F32, 1)}, 5
+		}},
+		{"part_dtypes", errDType, func(e *env, a *op.PLEApply) {
+			a.W, a.Parts, a.PartRows = &noTable, []*op.Matrix{parts[0], bf16Part}, 5
+		}},
+		{"nil_part", errArg, func(e *env, a *op.PLEApply) { a.W, a.Parts, a.PartRows = &noTable, []*op.Matrix{parts[0], nil}, 5 }},
 		{"value_id_past_table", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, 1, 2, 10}) }},
 		{"value_negative_id", errArg, func(e *env, a *op.PLEApply) { a.IDs = e.i32([]int32{0, -1, 2, 3}) }},
+		{"value_id_past_parts", errArg, func(e *env, a *op.PLEApply) {
+			a.W, a.Parts, a.PartRows, a.IDs = &noTable, parts, 5, e.i32([]int32{0, 1, 2, 10})
+		}},
 	})
 }
 
 // pleVariant is one way of running a PLE case: whole or split in two ops, from a zero or a
-// random conv state.
+// random conv state, over W.Table or its parts.
 type pleVariant struct {
-	name     string
-	split    int
-	state    bool
-	gathered bool // the table rows gathered by the caller (PLEApply.Emb, W.Table nil)
+	name  string
+	split int
+	state bool
+	parts bool // the table as PLEApply.Parts (4 row blocks), compared bitwise with W.Table
 }
 
 func pleVariants(c PLECase) []pleVariant {
-	vs := []pleVariant{{"whole", 0, false, false}, {"state", 0, true, false}, {"gathered", 0, true, true}}
+	vs := []pleVariant{{"whole", 0, false, false}, {"state", 0, true, false}, {"parts", 0, true, true}}
 	if c.Split > 0 {
 		vs = append(vs, pleVariant{fmt.Sprintf("split%d", c.Split), c.Split, false, false},
-			pleVariant{fmt.Sprintf("split%d_gathered", c.Split), c.Split, false, true})
+			pleVariant{fmt.Sprintf("split%d_parts", c.Split), c.Split, false, true})
 	}
 	return vs
+}
+
+// TableParts splits a table m [N, K] (F32, BF16, F16, QAffine, QFloat or FP8Block) into row
+// blocks of rows rows each, each a view of m's storage: PLEApply.Parts of the same table. rows
+// must divide N, and for FP8Block be a multiple of op.FP8BlockSize (a part keeps whole scale
+// blocks). Errors wrap op.ErrShape.
+func TableParts(m *op.Matrix, rows int) ([]*op.Matrix, error) {
+	if rows <= 0 || m.N%rows != 0 || (m.DType == op.FP8Block && rows%op.FP8BlockSize != 0) {
+		return nil, fmt.Errorf("TableParts: %w: %v table of %d rows into parts of %d", op.ErrShape, m.DType, m.N, rows)
+	}
+	var parts []*op.Matrix
+	for lo := 0; lo < m.N; lo += rows {
+		p := &op.Matrix{N: rows, K: m.K, DType: m.DType}
+		switch m.DType {
+		case op.F32:
+			p.F32 = m.F32[lo*m.K : (lo+rows)*m.K]
+		case op.QAffine:
+			q, cw, ng := m.Q, m.K*m.Q.Bits/32, m.K/m.Q.Group
+			p.Q = &op.Quant{Bits: q.Bits, Group: q.Group, ScaleDType: q.ScaleDType, Codes: q.Codes[lo*cw : (lo+rows)*cw],
+				Scales: q.Scales[lo*ng : (lo+rows)*ng], Biases: q.Biases[lo*ng : (lo+rows)*ng]}
+		case op.QFloat:
+			q, cw, ng := m.QF, m.K*m.QF.Mode.Bits()/32, m.K/m.QF.Mode.Group()
+			p.QF = &op.QuantFloat{Mode: q.Mode, Codes: q.Codes[lo*cw : (lo+rows)*cw], Scales: q.Scales[lo*ng : (lo+rows)*ng]}
+		case op.FP8Block:
+			f, gc := m.FP8, m.FP8.Grid[1]
+			b0, b1 := lo/op.FP8BlockSize, (lo+rows)/op.FP8BlockSize
+			p.FP8 = &op.BlockFP8{Codes: f.Codes[lo*m.K : (lo+rows)*m.K], ScaleDType: f.ScaleDType, Grid: op.FP8Grid(rows, m.K)}
+			if f.ScaleDType == op.F32 {
+				p.FP8.ScalesF32 = f.ScalesF32[b0*gc : b1*gc]
+			} else {
+				p.FP8.Scales = f.Scales[b0*gc : b1*gc]
+			}
+		default:
+			p.U16 = m.U16[lo*m.K : (lo+rows)*m.K]
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
 }
 
 // pleCase runs one PLE case with weights w, inputs seeded from seed (H seed, ids seed+100, the
@@ -290,37 +377,45 @@ func (s *suite) pleCase(t *testing.T, be op.Backend, c PLECase, w *op.PLEWeights
 	if v.state {
 		st0 = Floats(seed+200, len(st0), 1)
 	}
-	e := newEnv(t, be)
-	H, IDs, St := e.f32(H0), e.i32(ids), e.f32(st0)
-	wp, E := w, c.Heads*c.HeadDim
-	var Emb op.Tensor
-	if v.gathered {
-		table, rows := Widen(w.Table), make([]float32, len(ids)*c.HeadDim)
-		for i, id := range ids {
-			copy(rows[i*c.HeadDim:(i+1)*c.HeadDim], table[int(id)*c.HeadDim:])
+	run := func(parts bool) (H, St []float32) {
+		e := newEnv(t, be)
+		Ht, IDs, Stt := e.f32(H0), e.i32(ids), e.f32(st0)
+		wp := w
+		var tab []*op.Matrix
+		if parts {
+			var err error
+			if tab, err = TableParts(w.Table, c.Rows/4); err != nil {
+				t.Fatal(err)
+			}
+			wg := *w
+			wg.Table = nil
+			wp = &wg
 		}
-		Emb = e.f32(rows)
-		wg := *w
-		wg.Table = nil
-		wp = &wg
+		e.pass(func(p op.Pass) error {
+			for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
+				if r[1] == r[0] {
+					continue
+				}
+				a := op.PLEApply{H: Ht.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
+					W: wp, Parts: tab, ConvState: Stt, Eps: eps}
+				if parts {
+					a.PartRows = c.Rows / 4
+				}
+				if err := p.PLEApply(a); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return f32s(Ht), f32s(Stt)
 	}
-	e.pass(func(p op.Pass) error {
-		for _, r := range [][2]int{{0, v.split}, {v.split, c.T}} {
-			if r[1] == r[0] {
-				continue
-			}
-			a := op.PLEApply{H: H.Slice(r[0]*C, r[1]*C), T: r[1] - r[0], IDs: IDs.Slice(r[0]*c.Heads, r[1]*c.Heads),
-				W: wp, ConvState: St, Eps: eps}
-			if Emb != nil {
-				a.IDs, a.Emb = nil, Emb.Slice(r[0]*E, r[1]*E)
-			}
-			if err := p.PLEApply(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	H, St := run(v.parts)
 	wantH, wantSt := RefPLEApply(H0, c.T, ids, w, st0, eps)
-	s.close(t, "H", f32s(H), wantH)
-	s.close(t, "convState", f32s(St), wantSt)
+	s.close(t, "H", H, wantH)
+	s.close(t, "convState", St, wantSt)
+	if v.parts {
+		H1, St1 := run(false)
+		exactF32(t, "H (parts against the whole table)", H, H1)
+		exactF32(t, "convState (parts against the whole table)", St, St1)
+	}
 }

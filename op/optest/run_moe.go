@@ -114,7 +114,7 @@ func routeWeights(idx []int32, prob []float64, c MoECase) []float64 {
 }
 
 // moeExperts builds case i's experts (gate_up seeded 1000i+2e, down 1000i+2e+1, scale 0.1).
-func moeExperts(t *testing.T, c MoECase, i int) *op.Experts {
+func moeExperts(t tb, c MoECase, i int) *op.Experts {
 	ex := &op.Experts{E: c.E, D: c.D, I: c.I}
 	for e := 0; e < c.E; e++ {
 		ex.GateUp = append(ex.GateUp, mustMatrix(t, uint64(1000*i+2*e), 2*c.I, c.D, c.DType, 0.1))
@@ -129,27 +129,7 @@ func moeExperts(t *testing.T, c MoECase, i int) *op.Experts {
 // Then QMoECases (experts seeded 30000+1000i, x 29000+i, logits 29500+i).
 func RunMoEExperts(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "MoEExperts")
-	for i, c := range MoECases() {
-		s.run(t, c.Name(), c.Short, func(t *testing.T) {
-			s.moeExpertsCase(t, be, c, moeExperts(t, c, i), uint64(700+i), uint64(800+i))
-		})
-	}
-	for i, c := range QMoECases() {
-		s.runQ(t, c.Name(), c.Short, func(t *testing.T) {
-			ex := &op.Experts{E: c.E, D: c.D, I: c.I}
-			seed := uint64(30000 + 1000*i)
-			for e := 0; e < c.E; e++ {
-				if c.Split {
-					ex.GateUp = append(ex.GateUp, c.Q.matrix(t, seed+uint64(3*e), c.I, c.D, 0.1))
-					ex.Up = append(ex.Up, c.UpQ.matrix(t, seed+uint64(3*e+1), c.I, c.D, 0.1))
-				} else {
-					ex.GateUp = append(ex.GateUp, c.Q.matrix(t, seed+uint64(3*e), 2*c.I, c.D, 0.1))
-				}
-				ex.Down = append(ex.Down, c.DownQ.matrix(t, seed+uint64(3*e+2), c.D, c.I, 0.1))
-			}
-			s.moeExpertsCase(t, be, c.moe(), ex, uint64(29000+i), uint64(29500+i))
-		})
-	}
+	s.runEntries(t, be, moeExpertsEntries())
 	gu, _, _ := RandMatrix(1, 8, 6, op.F32, 1)
 	dn, _, _ := RandMatrix(2, 6, 4, op.BF16, 1)
 	ex := &op.Experts{E: 2, D: 6, I: 4, GateUp: []*op.Matrix{gu, gu}, Down: []*op.Matrix{dn, dn}}
@@ -183,27 +163,65 @@ func RunMoEExperts(t *testing.T, be op.Backend, o Options) {
 	})
 }
 
-// moeExpertsCase runs one MoEExperts case with experts ex, x seeded xSeed and the slots routed
-// over logits seeded lSeed (with the case's empty slots).
-func (s *suite) moeExpertsCase(t *testing.T, be op.Backend, c MoECase, ex *op.Experts, xSeed, lSeed uint64) {
-	x := Floats(xSeed, c.T*c.D, 1)
-	_, idx, _ := RefTopKRoute(moeLogits(c, lSeed), c.T, c.E, c.K, c.Norm)
-	used := 0
-	for j := range idx {
-		if c.Empty(j) {
-			idx[j] = -1
+// moeExpertsEntries are the MoEExperts table: MoECases, then QMoECases.
+func moeExpertsEntries() []entry {
+	var es []entry
+	for i, c := range MoECases() {
+		es = append(es, moeExpertsEntry(c.Name(), c.Short, false, c, func(t tb) *op.Experts { return moeExperts(t, c, i) },
+			uint64(700+i), uint64(800+i)))
+	}
+	for i, c := range QMoECases() {
+		es = append(es, moeExpertsEntry(c.Name(), c.Short, true, c.moe(), func(t tb) *op.Experts { return c.experts(t, uint64(30000+1000*i)) },
+			uint64(29000+i), uint64(29500+i)))
+	}
+	return es
+}
+
+// experts builds the case's quantized experts from seed (expert e: gate or gate_up seed+3e, up
+// seed+3e+1, down seed+3e+2, scale 0.1).
+func (c QMoECase) experts(t tb, seed uint64) *op.Experts {
+	ex := &op.Experts{E: c.E, D: c.D, I: c.I}
+	for e := 0; e < c.E; e++ {
+		if c.Split {
+			ex.GateUp = append(ex.GateUp, c.Q.matrix(t, seed+uint64(3*e), c.I, c.D, 0.1))
+			ex.Up = append(ex.Up, c.UpQ.matrix(t, seed+uint64(3*e+1), c.I, c.D, 0.1))
 		} else {
+			ex.GateUp = append(ex.GateUp, c.Q.matrix(t, seed+uint64(3*e), 2*c.I, c.D, 0.1))
+		}
+		ex.Down = append(ex.Down, c.DownQ.matrix(t, seed+uint64(3*e+2), c.D, c.I, 0.1))
+	}
+	return ex
+}
+
+// moeExpertsEntry is one MoEExperts case with the experts of experts, x Floats(xSeed, 1) and
+// the slots routed over logits seeded lSeed (with the case's empty slots); flops count the
+// products of the used slots (gate, up and down: 6 D I per slot).
+func moeExpertsEntry(name string, short, quant bool, c MoECase, experts func(t tb) *op.Experts, xSeed, lSeed uint64) entry {
+	used := 0
+	for j := 0; j < c.T*c.K; j++ {
+		if !c.Empty(j) {
 			used++
 		}
 	}
-	e := newEnv(t, be)
-	YE, RK := e.out("ye", c.T*c.K*c.D), e.outI32("rk", c.T*c.K)
-	a := op.MoEExperts{YE: YE, RK: RK, X: e.f32(x), Idx: e.i32(idx), T: c.T, K: c.K, Ex: ex}
-	e.pass(func(p op.Pass) error { return p.MoEExperts(a) })
-	wantYE, wantRK := RefMoEExperts(x, c.T, c.K, idx, ex)
-	exactI32(t, "rk", i32s(RK), wantRK)
-	ye := f32s(YE)
-	s.close(t, "ye", ye[:used*c.D], wantYE[:used*c.D]) // later rows are unspecified
+	return entry{name: name, short: short, quant: quant, flops: 6 * float64(used) * float64(c.D) * float64(c.I),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			ex := experts(e.t)
+			x := Floats(xSeed, c.T*c.D, 1)
+			_, idx, _ := RefTopKRoute(moeLogits(c, lSeed), c.T, c.E, c.K, c.Norm)
+			for j := range idx {
+				if c.Empty(j) {
+					idx[j] = -1
+				}
+			}
+			YE, RK := e.out("ye", c.T*c.K*c.D), e.outI32("rk", c.T*c.K)
+			a := op.MoEExperts{YE: YE, RK: RK, X: e.f32(x), Idx: e.i32(idx), T: c.T, K: c.K, Ex: ex}
+			return func(p op.Pass) error { return p.MoEExperts(a) }, func(t *testing.T, s *suite) {
+				wantYE, wantRK := RefMoEExperts(x, c.T, c.K, idx, ex)
+				exactI32(t, "rk", i32s(RK), wantRK)
+				ye := f32s(YE)
+				s.close(t, "ye", ye[:used*c.D], wantYE[:used*c.D]) // later rows are unspecified
+			}
+		}}
 }
 
 // combineInputs returns case c's expert rows ye [Rows, D] (Floats seed+2), slot rows rk

@@ -4,5 +4,5 @@ package blas
 
 import "time"
 
-// threadCPU is not measured here (see cputime_linux_test.go).
+// threadCPU is not measured here (see cputime_linux.go).
 func threadCPU() (time.Duration, bool) { return 0, false }
