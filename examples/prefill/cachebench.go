@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/stratakernels/strata/strata"
@@ -30,7 +31,7 @@ const (
 //     spacing), interleaved;
 //  2. a second prompt sharing benchShared tokens of a benchLong-token one, resumed from memory
 //     and from the directory (a new cache on it, as a new process would open it), against a
-//     cold prefill of the long prompt without the cache, twice;
+//     cold prefill of the long prompt without the cache, three times;
 //  3. a chat of benchTurns turns, each adding benchTurn tokens on a fresh session: resumed from
 //     memory, and from the directory by a new cache per turn, against adding the same tokens to
 //     a live session without the cache, interleaved turn by turn.
@@ -144,8 +145,9 @@ func runCacheBench(ctx context.Context, dev *strata.Device, dir, cacheDir string
 			time.Duration(float64(tWrite)*float64(bytes)/float64(fi.Size())).Round(time.Millisecond), e/2, (time.Duration(e/2) * perToken).Round(time.Millisecond))
 	}
 
-	fmt.Println("\n2. a prompt sharing 90% of a long one")
-	for rep := range 2 {
+	fmt.Println("\n2. a prompt sharing 90% of a long one (time: wall, and this process's CPU time)")
+	var memR, diskR, memC, diskC []float64
+	for rep := range 3 {
 		A := random(benchLong)
 		B1 := append(slices.Clone(A[:benchShared]), random(benchLong-benchShared)...)
 		B2 := append(slices.Clone(A[:benchShared]), random(benchLong-benchShared)...)
@@ -158,16 +160,18 @@ func runCacheBench(ctx context.Context, dev *strata.Device, dir, cacheDir string
 		if err != nil {
 			return err
 		}
-		tPlain, err := plain(s, A, 0)
+		var tPlain timing
+		err = tPlain.of(func() error { _, err := plain(s, A, 0); return err })
 		s.Close()
 		if err != nil {
 			return err
 		}
-		cold, err := cachedRun(ctx, c, newSession, A)
+		var tCold, tMem, tDisk timing
+		cold, err := cachedRun(ctx, c, newSession, A, &tCold)
 		if err != nil {
 			return err
 		}
-		mem, err := cachedRun(ctx, c, newSession, B1)
+		mem, err := cachedRun(ctx, c, newSession, B1, &tMem)
 		if err != nil {
 			return err
 		}
@@ -175,24 +179,28 @@ func runCacheBench(ctx context.Context, dev *strata.Device, dir, cacheDir string
 		if err != nil {
 			return err
 		}
-		disk, err := cachedRun(ctx, c2, newSession, B2)
+		disk, err := cachedRun(ctx, c2, newSession, B2, &tDisk)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("   rep %d: cold prefill without the cache %v; through the cache %v (%.3fx; %d checkpoints, %.1f MiB, %v)\n", rep+1,
-			tPlain.Round(time.Millisecond), cold.Total.Round(time.Millisecond), ratio(cold.Total, tPlain), cold.Checkpoints, mibOf(cold.CheckpointBytes), cold.CheckpointTime.Round(time.Millisecond))
+		fmt.Printf("   rep %d: cold prefill without the cache %v; through the cache %v (%.3fx wall, %.3fx CPU; %d checkpoints, %.1f MiB, %v)\n", rep+1,
+			tPlain, tCold, tCold.ratio(tPlain), tCold.cpuRatio(tPlain), cold.Checkpoints, mibOf(cold.CheckpointBytes), cold.CheckpointTime.Round(time.Millisecond))
 		for _, x := range []struct {
 			what string
 			res  *strata.PromptCacheResult
-		}{{"memory", mem}, {"disk", disk}} {
-			fmt.Printf("          second prompt from %-6s reused %d of %d, %v = %.3f of the cold prefill (restore %v, checkpoints %v)\n", x.what, x.res.Reused, x.res.Tokens,
-				x.res.Total.Round(time.Millisecond), ratio(x.res.Total, tPlain), x.res.Restore.Round(time.Millisecond), x.res.CheckpointTime.Round(time.Millisecond))
+			t    timing
+		}{{"memory", mem, tMem}, {"disk", disk, tDisk}} {
+			fmt.Printf("          second prompt from %-6s reused %d of %d, %v = %.3f (wall) / %.3f (CPU) of the cold prefill (restore %v, checkpoints %v)\n", x.what,
+				x.res.Reused, x.res.Tokens, x.t, x.t.ratio(tPlain), x.t.cpuRatio(tPlain), x.res.Restore.Round(time.Millisecond), x.res.CheckpointTime.Round(time.Millisecond))
 		}
+		memR, diskR = append(memR, tMem.ratio(tPlain)), append(diskR, tDisk.ratio(tPlain))
+		memC, diskC = append(memC, tMem.cpuRatio(tPlain)), append(diskC, tDisk.cpuRatio(tPlain))
 		fmt.Printf("          held after them: the first cache's memory %d checkpoints, %.1f of %.0f MiB; the directory %d files, %.1f of %.0f MiB\n",
 			mem.MemoryCheckpoints, mibOf(mem.MemoryBytes), mibOf(budget), disk.DiskCheckpoints, mibOf(disk.DiskBytes), mibOf(budget))
 	}
+	fmt.Printf("   median of the 3: from memory %.3f wall / %.3f CPU, from disk %.3f wall / %.3f CPU of the cold prefill\n", median(memR), median(memC), median(diskR), median(diskC))
 
-	fmt.Printf("\n3. a chat of %d turns of %d tokens, each turn on a fresh session\n", benchTurns, benchTurn)
+	fmt.Printf("\n3. a chat of %d turns of %d tokens, each turn on a fresh session (time: wall, and this process's CPU time)\n", benchTurns, benchTurn)
 	live, err := newSession()
 	if err != nil {
 		return err
@@ -204,16 +212,17 @@ func runCacheBench(ctx context.Context, dev *strata.Device, dir, cacheDir string
 	}
 	chatDir := filepath.Join(cacheDir, "chat")
 	var prompt []int32
-	var sumRef, sumMem, sumDisk time.Duration
-	var maxMem int64
+	var sumRef, sumMem, sumDisk timing
+	var maxMem, maxDisk int64
+	var turnMem, turnDisk []float64
 	for turn := range benchTurns {
 		add := random(benchTurn)
 		prompt = append(prompt, add...)
-		tRef, err := plain(live, add, 0)
-		if err != nil {
+		var tRef, tMem, tDisk timing
+		if err := tRef.of(func() error { _, err := plain(live, add, 0); return err }); err != nil {
 			return err
 		}
-		mem, err := cachedRun(ctx, cm, newSession, prompt)
+		mem, err := cachedRun(ctx, cm, newSession, prompt, &tMem)
 		if err != nil {
 			return err
 		}
@@ -221,18 +230,24 @@ func runCacheBench(ctx context.Context, dev *strata.Device, dir, cacheDir string
 		if err != nil {
 			return err
 		}
-		disk, err := cachedRun(ctx, cd, newSession, prompt)
+		disk, err := cachedRun(ctx, cd, newSession, prompt, &tDisk)
 		if err != nil {
 			return err
 		}
-		sumRef, sumMem, sumDisk = sumRef+tRef, sumMem+mem.Total, sumDisk+disk.Total
-		maxMem = max(maxMem, mem.MemoryBytes)
-		fmt.Printf("   turn %2d (%5d tokens): live session %v; cache from memory %v (%.3fx, reused %d), from disk %v (%.3fx, reused %d); memory %.1f MiB, disk %.1f MiB\n",
-			turn+1, len(prompt), tRef.Round(time.Millisecond), mem.Total.Round(time.Millisecond), ratio(mem.Total, tRef), mem.Reused,
-			disk.Total.Round(time.Millisecond), ratio(disk.Total, tRef), disk.Reused, mibOf(mem.MemoryBytes), mibOf(disk.DiskBytes))
+		sumRef.add(tRef)
+		sumMem.add(tMem)
+		sumDisk.add(tDisk)
+		maxMem, maxDisk = max(maxMem, mem.MemoryBytes), max(maxDisk, disk.DiskBytes)
+		turnMem, turnDisk = append(turnMem, tMem.cpuRatio(tRef)), append(turnDisk, tDisk.cpuRatio(tRef))
+		fmt.Printf("   turn %2d (%5d tokens): live session %v; cache from memory %v (%.3fx wall, %.3fx CPU; reused %d), from disk %v (%.3fx, %.3fx; reused %d); memory %.1f MiB, disk %.1f MiB\n",
+			turn+1, len(prompt), tRef, tMem, tMem.ratio(tRef), tMem.cpuRatio(tRef), mem.Reused,
+			tDisk, tDisk.ratio(tRef), tDisk.cpuRatio(tRef), disk.Reused, mibOf(mem.MemoryBytes), mibOf(disk.DiskBytes))
 	}
-	fmt.Printf("   all turns: live %v; from memory %v (%.3fx); from disk %v (%.3fx); cache memory at most %.1f MiB of %.0f MiB\n",
-		sumRef.Round(time.Millisecond), sumMem.Round(time.Millisecond), ratio(sumMem, sumRef), sumDisk.Round(time.Millisecond), ratio(sumDisk, sumRef), mibOf(maxMem), mibOf(budget))
+	fmt.Printf("   all turns: live %v; from memory %v (%.3fx wall, %.3fx CPU); from disk %v (%.3fx wall, %.3fx CPU)\n",
+		sumRef, sumMem, sumMem.ratio(sumRef), sumMem.cpuRatio(sumRef), sumDisk, sumDisk.ratio(sumRef), sumDisk.cpuRatio(sumRef))
+	fmt.Printf("   per turn, CPU time: from memory median %.3fx, max %.3fx; from disk median %.3fx, max %.3fx\n",
+		median(turnMem), slices.Max(turnMem), median(turnDisk), slices.Max(turnDisk))
+	fmt.Printf("   held: memory at most %.1f MiB, the directory at most %.1f MiB, of the %.0f MiB budget\n", mibOf(maxMem), mibOf(maxDisk), mibOf(budget))
 	fmt.Printf("\npeak RSS %.0f MiB; load average %s\n", mibOf(vmHWM()), loadAvg())
 	if !everySet {
 		fmt.Printf("(spacing: the default, %d tokens)\n", strata.DefaultCheckpointEvery)
@@ -240,15 +255,59 @@ func runCacheBench(ctx context.Context, dev *strata.Device, dir, cacheDir string
 	return nil
 }
 
-// cachedRun prefills prompt through the cache on a fresh session and returns what it did.
-func cachedRun(ctx context.Context, c *strata.PromptCache, newSession func() (*strata.Session, error), prompt []int32) (*strata.PromptCacheResult, error) {
+// cachedRun prefills prompt through the cache on a fresh session, timed into t, and returns what
+// the cache did.
+func cachedRun(ctx context.Context, c *strata.PromptCache, newSession func() (*strata.Session, error), prompt []int32, t *timing) (*strata.PromptCacheResult, error) {
 	s, err := newSession()
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	_, res, err := c.Prefill(ctx, s, prompt, strata.PrefillOptions{})
+	var res *strata.PromptCacheResult
+	err = t.of(func() error {
+		var err error
+		_, res, err = c.Prefill(ctx, s, prompt, strata.PrefillOptions{})
+		return err
+	})
 	return res, err
+}
+
+// timing is the wall and CPU time (this process's, user and system: less disturbed by other
+// jobs on a shared machine than the wall time) of a piece of work.
+type timing struct{ wall, cpu time.Duration }
+
+// of runs fn and records its times.
+func (t *timing) of(fn func() error) error {
+	c0, w0 := cpuTime(), time.Now()
+	err := fn()
+	t.wall, t.cpu = time.Since(w0), cpuTime()-c0
+	return err
+}
+
+func (t *timing) add(o timing) { t.wall += o.wall; t.cpu += o.cpu }
+
+func (t timing) ratio(o timing) float64    { return float64(t.wall) / float64(o.wall) }
+func (t timing) cpuRatio(o timing) float64 { return float64(t.cpu) / float64(o.cpu) }
+
+func (t timing) String() string {
+	return fmt.Sprintf("%v (CPU %v)", t.wall.Round(time.Millisecond), t.cpu.Round(time.Millisecond))
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(x []float64) float64 {
+	y := slices.Sorted(slices.Values(x))
+	if len(y)%2 == 1 {
+		return y[len(y)/2]
+	}
+	return (y[len(y)/2-1] + y[len(y)/2]) / 2
 }
 
 // stateBytes is the size of a session state of pos tokens of m (the data of its state file).
@@ -256,8 +315,6 @@ func stateBytes(m *strata.Model, pos int) int64 {
 	per, fixed := m.StateBytes()
 	return fixed + int64(pos)*per
 }
-
-func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
 // loadAvg is /proc/loadavg's three load averages, or "unknown".
 func loadAvg() string {
