@@ -22,6 +22,7 @@ const (
 	kindSession
 	kindSnapshot
 	kindTokenizer
+	kindPromptCache
 )
 
 func (k kind) String() string {
@@ -36,6 +37,8 @@ func (k kind) String() string {
 		return "strata_snapshot"
 	case kindTokenizer:
 		return "strata_tokenizer"
+	case kindPromptCache:
+		return "strata_prompt_cache"
 	}
 	return "unknown"
 }
@@ -68,7 +71,7 @@ func (t *handleTable) check(h uintptr, k kind) error {
 		return fmt.Errorf("%w: NULL %s", errInvalidHandle, k)
 	}
 	if got := kind(h & (1<<kindBits - 1)); got != k {
-		if got >= kindDevice && got <= kindTokenizer {
+		if got >= kindDevice && got <= kindPromptCache {
 			return fmt.Errorf("%w: %#x is a %s handle, not a %s", errInvalidHandle, h, got, k)
 		}
 		return fmt.Errorf("%w: %#x is not a %s handle", errInvalidHandle, h, k)

@@ -101,6 +101,21 @@ func (so *sessionObj) enter() error {
 
 func (so *sessionObj) leave() { so.busy.Store(false) }
 
+// cancellable returns the context of a prefill about to run on the session, which
+// strata_session_cancel cancels until done is called.
+func (so *sessionObj) cancellable() (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	so.mu.Lock()
+	so.cancel = cancel
+	so.mu.Unlock()
+	return ctx, func() {
+		so.mu.Lock()
+		so.cancel = nil
+		so.mu.Unlock()
+		cancel()
+	}
+}
+
 type snapshotObj struct{ sn *strata.Snapshot }
 
 func getObj[T any](h uintptr, k kind) (T, error) {
@@ -315,16 +330,8 @@ func sessionPrefill(h uintptr, tokens []int32, req prefillReq, out prefillOut) (
 		case lo == 0 && req.hiddenIn != nil:
 			return fmt.Errorf("%w: hidden_in given to a model that starts at layer 0 (it embeds the tokens itself)", strata.ErrInvalidArgument)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		so.mu.Lock()
-		so.cancel = cancel
-		so.mu.Unlock()
-		defer func() {
-			so.mu.Lock()
-			so.cancel = nil
-			so.mu.Unlock()
-			cancel()
-		}()
+		ctx, done := so.cancellable()
+		defer done()
 		lg, err := so.s.Prefill(ctx, tokens, strata.PrefillOptions{AllLogits: req.all, Step: req.step, Hidden: req.hiddenIn})
 		if err != nil {
 			return err

@@ -11,7 +11,8 @@
  *  - Every function except the version, default-params and last-error functions returns a
  *    strata_status; STRATA_OK (0) is success. On failure nothing the caller passed is
  *    modified unless the function says otherwise, and strata_last_error() returns a message.
- *  - Handles (strata_device*, strata_model*, strata_session*, strata_snapshot*) are opaque
+ *  - Handles (strata_device*, strata_model*, strata_session*, strata_snapshot*,
+ *    strata_prompt_cache*, strata_tokenizer*) are opaque
  *    values; they do not point to memory the caller may read. A handle of the wrong kind, an
  *    unknown or an already freed handle gives STRATA_ERR_INVALID_HANDLE, never a crash. Handle
  *    values are never reused within a process.
@@ -23,7 +24,7 @@
  *  - Params structs start with struct_size; fill them with the matching *_default_params()
  *    and change the fields you need, so that fields appended in later versions keep their
  *    defaults. A NULL params pointer means the defaults.
- *  - Thread safety: devices, models and snapshots may be used from many threads at once. A
+ *  - Thread safety: devices, models, snapshots and prompt caches may be used from many threads at once. A
  *    session is used by one thread at a time: a call on a session that another thread is
  *    using returns STRATA_ERR_BUSY and changes nothing (strata_session_cancel is the
  *    exception: it may be called from any thread).
@@ -42,11 +43,23 @@ extern "C" {
 
 /* Version of this interface. Increases when functions, struct fields or codes are added, or when
  * a declaration changes (version 2: the op-level entry points take the device they run on
- * first; prefill steps and pipeline stages); status codes and struct layouts of one version never change. */
-#define STRATA_ABI_VERSION 2
+ * first; prefill steps and pipeline stages; version 3: session state files, the session's token
+ * ids and the prompt cache); status codes and struct layouts of one version never change. */
+#define STRATA_ABI_VERSION 3
 
 /* strata_prefill_params.step by default: tokens run at once within a prefill call. */
 #define STRATA_DEFAULT_STEP 2048
+
+/* strata_prompt_cache_params defaults: the memory budget in bytes (2 GiB) and the checkpoint
+ * spacing in tokens. */
+#define STRATA_DEFAULT_PROMPT_CACHE_BYTES 2147483648LL
+#define STRATA_DEFAULT_CHECKPOINT_EVERY 1024
+
+/* Where strata_prompt_cache_prefill resumed (strata_prompt_cache_result.source). */
+#define STRATA_CACHE_MISS    0  /* nothing reused: the whole prompt was prefilled */
+#define STRATA_CACHE_SESSION 1  /* the session's own state (its tokens were a prefix) */
+#define STRATA_CACHE_MEMORY  2  /* a checkpoint held in memory */
+#define STRATA_CACHE_DISK    3  /* a state file of the cache directory */
 
 /* Status codes. Stable; new codes are only appended. */
 typedef int32_t strata_status;
@@ -97,6 +110,7 @@ typedef struct strata_device strata_device;
 typedef struct strata_model strata_model;
 typedef struct strata_session strata_session;
 typedef struct strata_snapshot strata_snapshot;
+typedef struct strata_prompt_cache strata_prompt_cache;
 
 /* A tensor in host memory for the op-level entry points: row-major, dims shape[0..ndim-1].
  * Only C-contiguous layouts are accepted in this version: strides must be NULL or equal to the
@@ -179,6 +193,37 @@ typedef struct strata_prefill_params {
   float*       hidden_out;
   size_t       hidden_out_cap;
 } strata_prefill_params;
+
+typedef struct strata_prompt_cache_params {
+  size_t      struct_size;  /* sizeof(strata_prompt_cache_params) */
+  /* NULL or "" (default): checkpoints in memory only. Else a directory (created if missing)
+   * where every checkpoint is also kept as a session state file; processes that share it share
+   * the checkpoints. Copied during strata_prompt_cache_new. */
+  const char* dir;
+  int64_t     bytes;        /* memory budget in bytes; 0: 2 GiB; default STRATA_DEFAULT_PROMPT_CACHE_BYTES */
+  int64_t     disk_bytes;   /* budget of dir's state files (of every model sharing it); 0 (default): bytes */
+  /* checkpoint spacing in tokens: a prefill through the cache runs in steps of at most every
+   * tokens and keeps a checkpoint after each step that ends every or more tokens after the last
+   * one, and at the end of each call; 0: the default, STRATA_DEFAULT_CHECKPOINT_EVERY */
+  int64_t     every;
+} strata_prompt_cache_params;
+
+typedef struct strata_prompt_cache_result {
+  size_t  struct_size;         /* set by the caller: sizeof(strata_prompt_cache_result) */
+  int64_t reused;              /* prompt tokens restored from a checkpoint (or held by the session) */
+  int64_t tokens;              /* prompt tokens */
+  int32_t source;              /* STRATA_CACHE_* */
+  int64_t checkpoints;         /* checkpoints taken by this call */
+  int64_t checkpoint_bytes;    /* their bytes (states, token ids, logits) */
+  int64_t skipped;             /* checkpoints kept nowhere: larger than the budgets */
+  double  restore_seconds;     /* putting the checkpoint into the session */
+  double  checkpoint_seconds;  /* taking the checkpoints (copies and disk writes) */
+  double  total_seconds;       /* the whole call */
+  int64_t memory_checkpoints;  /* after the call: checkpoints in memory and their bytes */
+  int64_t memory_bytes;
+  int64_t disk_checkpoints;    /* this model's state files in dir, and the bytes of all of dir's */
+  int64_t disk_bytes;
+} strata_prompt_cache_result;
 
 typedef struct strata_attention_params {
   size_t  struct_size;                /* sizeof(strata_attention_params) */
@@ -354,6 +399,71 @@ strata_status strata_snapshot_position(strata_snapshot* snapshot, int64_t* out);
 
 /* Releases the snapshot. */
 strata_status strata_snapshot_free(strata_snapshot* snapshot);
+
+/* ---- session state files and the prompt cache ---------------------------------------------
+ * A session state file (safetensors; README.md describes it) holds a session's whole state: every
+ * state by layer and role, the token ids it was made from, the position, the model's fingerprint
+ * (its config, tensor table and a sample of its weights) and the stage's layer range, with
+ * CRC-32C checksums of the header and the data. It loads into a session of the same checkpoint
+ * and stage on any backend. */
+
+/* Writes the session's state to path (NUL-terminated UTF-8) atomically: a temporary file in the
+ * same directory, flushed to disk and renamed over path, so path never holds a partial file.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (path NULL, or the file cannot be written: the
+ * message names it), CHECKPOINT (the model's files could not be read for its fingerprint),
+ * BUSY. */
+strata_status strata_session_save(strata_session* session, const char* path);
+
+/* Replaces the session's state (position, token ids, every state) with the file's. The file is
+ * read and checked whole before the session changes: on error the session is unchanged.
+ * Errors (the message names the file and what does not match): CHECKPOINT (missing, not a state
+ * file, truncated, a checksum mismatch), UNSUPPORTED (a newer format version),
+ * INVALID_ARGUMENT (another model's, checkpoint's or stage's file; path NULL), CAPACITY (more
+ * tokens than the session's max_context), OUT_OF_MEMORY, INVALID_HANDLE, BUSY. */
+strata_status strata_session_load(strata_session* session, const char* path);
+
+/* Stores the number of token ids the session's state was made from (its position) in *n_ids
+ * and, when ids_out is not NULL, the ids in ids_out[0..*n_ids) (every successful prefill
+ * appends its tokens; reset, restore and load set them). With ids_out NULL and cap 0 it only
+ * counts; with cap < *n_ids it writes no id and returns SHAPE (*n_ids set). Errors:
+ * INVALID_ARGUMENT (n_ids NULL, ids_out NULL with cap > 0), INVALID_HANDLE, SHAPE, BUSY. */
+strata_status strata_session_tokens(strata_session* session, int32_t* ids_out, size_t cap, size_t* n_ids);
+
+/* Returns the default prompt cache parameters (struct_size set). */
+strata_prompt_cache_params strata_prompt_cache_default_params(void);
+
+/* Makes a prompt cache for the sessions of a whole model (not a pipeline stage): checkpoints of
+ * session states at step boundaries and at the end of every call, kept under a byte budget in
+ * memory (and, with params->dir, on disk), the least recently used first out. params may be NULL.
+ * On success *out receives a handle the caller frees with strata_prompt_cache_free; the cache
+ * keeps the model alive until then. A cache may be used by many sessions from many threads at
+ * once. Errors: INVALID_ARGUMENT (a negative budget or spacing, a budget smaller than one
+ * checkpoint of every tokens: the message gives both sizes; a directory that cannot be created
+ * or written: the message names it), UNSUPPORTED (a pipeline stage), INVALID_HANDLE, CHECKPOINT. */
+strata_status strata_prompt_cache_new(strata_model* model, const strata_prompt_cache_params* params,
+                                      strata_prompt_cache** out);
+
+/* Releases the cache's memory (its files stay in the directory). */
+strata_status strata_prompt_cache_free(strata_prompt_cache* cache);
+
+/* Runs the prompt tokens[0..n_tokens) (the whole sequence, from position 0) in session, a
+ * session of the cache's model: the session's state is replaced by the deepest checkpoint whose
+ * tokens are a prefix of the prompt (its own state when its tokens are one), and only the rest
+ * is prefilled, in steps of at most the cache's every tokens; the logits equal bitwise those of
+ * a prefill split at that checkpoint. logits_out receives the last token's logits [vocab], or
+ * with params->all_logits those of every prefilled token, [n_tokens - result->reused, vocab]
+ * (at least one token is then prefilled); logits_cap must hold [n_tokens, vocab] floats for
+ * all_logits, [vocab] otherwise (checked before any work); *n_written (when not NULL) receives
+ * the floats written. params may be NULL; hidden_in and hidden_out must be NULL. result, when
+ * not NULL (its struct_size set), receives what the cache did. A failed or cancelled call
+ * (strata_session_cancel) leaves the session as it was; checkpoints that cannot be kept or
+ * written are skipped without failing the call. Errors: as strata_session_prefill, and
+ * INVALID_ARGUMENT (a session of another model), INVALID_HANDLE (cache or session). */
+strata_status strata_prompt_cache_prefill(strata_prompt_cache* cache, strata_session* session,
+                                          const int32_t* tokens, size_t n_tokens,
+                                          const strata_prefill_params* params, float* logits_out,
+                                          size_t logits_cap, size_t* n_written,
+                                          strata_prompt_cache_result* result);
 
 /* One-shot prefill: opens the default device, loads checkpoint_dir, prefills n_tokens tokens in
  * a fresh session and releases everything. Arguments and errors as strata_model_load and

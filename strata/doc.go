@@ -23,6 +23,14 @@
 // capped by a Go memory limit): a prefill or session that would not fit fails with
 // ErrOutOfMemory naming both figures instead of the process running out of memory.
 //
+// State that outlives the call. A session's whole state (with the token ids it was made from)
+// goes to a session state file (Session.SaveState, SaveStateFile: safetensors, tied to the
+// checkpoint by Model.Fingerprint and to the stage, checksummed) and comes back in another
+// process or on another backend (LoadState, LoadStateFile), continuing bitwise. A PromptCache
+// keeps checkpoints of session states at step boundaries and at the end of every call, in
+// memory and in a directory, under byte budgets, and resumes a prompt from the deepest one whose
+// tokens are a prefix of it, with the bits of a prefill split there.
+//
 // Pipeline stages. LoadOptions.Layers loads a half-open range of decoder layers (the
 // embedding with the first, the head with the last); chained through PrefillOptions.Hidden and
 // Logits.Hidden (the residual streams [T, S*D]) the stages give the whole model's logits

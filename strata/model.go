@@ -58,6 +58,7 @@ type Model struct {
 	// use is held shared by every session call in flight and exclusively by Close, so Close
 	// waits for running prefills before it unmaps the weights.
 	use sync.RWMutex
+	fp  fingerprint // computed on first use (Fingerprint)
 }
 
 // layer is one loaded decoder layer: its plan and the weights of its blocks (exactly one mixer

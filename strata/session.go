@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -117,6 +118,7 @@ type Session struct {
 	m       *Model
 	maxCtx  int
 	pos     int
+	ids     []int32 // the token ids of the cache's content, ids[i] at position i (len == pos)
 	state   *cache
 	scratch op.Scratch // activations of the prefill, reused by every layer and later prefills
 	busy    atomic.Bool
@@ -175,6 +177,18 @@ func (s *Session) MaxContext() int { return s.maxCtx }
 // Model returns the session's model.
 func (s *Session) Model() *Model { return s.m }
 
+// Tokens returns a copy of the token ids the session's state was made from, one per position
+// (len == Position()): every successful prefill appends its tokens (a pipeline stage fed Hidden
+// included), Reset empties them, Restore and LoadState set them with the state. Errors wrap
+// ErrBusy or ErrClosed.
+func (s *Session) Tokens() ([]int32, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	return append([]int32(nil), s.ids...), nil
+}
+
 func (s *Session) acquire() error {
 	if s == nil {
 		return wrapf(ErrInvalidArgument, nil, "nil session")
@@ -231,6 +245,7 @@ func (s *Session) Reset() error {
 	s.state.free(s.m.dev.be)
 	s.state = st
 	s.pos = 0
+	s.ids = nil
 	return nil
 }
 
@@ -241,6 +256,7 @@ func (s *Session) Reset() error {
 type Snapshot struct {
 	m   *Model
 	pos int
+	ids []int32 // the token ids of the state (Session.Tokens)
 	st  *snapshotState
 }
 
@@ -252,13 +268,26 @@ func (sn *Snapshot) Position() int {
 	return sn.pos
 }
 
-// Snapshot copies the session's state into host memory.
+// Tokens returns a copy of the token ids the snapshot's state was made from (nil for nil).
+func (sn *Snapshot) Tokens() []int32 {
+	if sn == nil {
+		return nil
+	}
+	return append([]int32(nil), sn.ids...)
+}
+
+// Snapshot copies the session's state (and its token ids) into host memory.
 func (s *Session) Snapshot() (*Snapshot, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
 	defer s.release()
-	return &Snapshot{m: s.m, pos: s.pos, st: s.state.snapshot(s.pos)}, nil
+	return s.snapshotLocked(), nil
+}
+
+// snapshotLocked is Snapshot for a caller that holds the session.
+func (s *Session) snapshotLocked() *Snapshot {
+	return &Snapshot{m: s.m, pos: s.pos, ids: append([]int32(nil), s.ids...), st: s.state.snapshot(s.pos)}
 }
 
 // Restore replaces the session's state with a copy of the snapshot's. Errors wrap
@@ -269,6 +298,11 @@ func (s *Session) Restore(sn *Snapshot) error {
 		return err
 	}
 	defer s.release()
+	return s.restoreLocked(sn)
+}
+
+// restoreLocked is Restore for a caller that holds the session.
+func (s *Session) restoreLocked(sn *Snapshot) error {
 	if sn == nil || sn.st == nil {
 		return wrapf(ErrInvalidArgument, nil, "nil snapshot")
 	}
@@ -287,15 +321,22 @@ func (s *Session) Restore(sn *Snapshot) error {
 		st.free(s.m.dev.be)
 		return err
 	}
+	s.swapState(st, sn.pos, append([]int32(nil), sn.ids...))
+	return nil
+}
+
+// swapState replaces the session's cache by st holding pos tokens made from ids, freeing the
+// old one.
+func (s *Session) swapState(st *cache, pos int, ids []int32) {
 	s.state.free(s.m.dev.be)
 	s.state = st
-	s.pos = sn.pos
-	return nil
+	s.pos = pos
+	s.ids = ids
 }
 
 // Equal reports whether two snapshots hold bitwise identical state (tests, debugging).
 func (sn *Snapshot) Equal(o *Snapshot) bool {
-	if sn == nil || o == nil || sn.m != o.m || sn.pos != o.pos {
+	if sn == nil || o == nil || sn.m != o.m || sn.pos != o.pos || !slices.Equal(sn.ids, o.ids) {
 		return false
 	}
 	return sn.st.equal(o.st)
@@ -316,6 +357,16 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 		return nil, err
 	}
 	defer s.release()
+	return s.prefillLocked(ctx, tokens, opts, nil)
+}
+
+// afterStep, when given to prefillLocked, is called after each step with the session holding
+// pos tokens and the step's logits (the last token's row in the last step); the prompt cache
+// takes its checkpoints there.
+type afterStep func(pos int, lg *Logits)
+
+// prefillLocked is Prefill for a caller that holds the session.
+func (s *Session) prefillLocked(ctx context.Context, tokens []int32, opts PrefillOptions, hook afterStep) (*Logits, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -389,6 +440,7 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 	fail := func(err error) (*Logits, error) {
 		s.state.restore(saved)
 		s.pos = pos0
+		s.ids = s.ids[:pos0]
 		if cbPanic != nil {
 			return nil, wrapf(ErrInvalidArgument, nil, "PrefillOptions.Progress panicked (%v); the prefill was abandoned and the session is unchanged", cbPanic)
 		}
@@ -414,6 +466,10 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 			return fail(err)
 		}
 		s.pos += end - at
+		s.ids = append(s.ids, tokens[at:end]...)
+		if hook != nil {
+			hook(s.pos, lg)
+		}
 		out.Rows += lg.Rows
 		out.Data = append(out.Data, lg.Data...)
 		out.Hidden = append(out.Hidden, lg.Hidden...)

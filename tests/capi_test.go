@@ -236,13 +236,14 @@ func TestCExampleGoldens(t *testing.T) {
 
 // TestCABIChecks runs tests/c/abi_checks.c: NULL pointers, wrong dtypes and shapes, freed,
 // double-freed and forged handles, buffers too small, one session from two threads, many
-// threads on one model, snapshots, the op descriptors. (The race detector does not run in a C
-// host: its runtime cannot map its shadow memory when libstrata is loaded by a C program, so
-// data races are checked by go test -race ./capi, which drives the same code from goroutines.)
+// threads on one model, snapshots, state files and the prompt cache, the op descriptors. (The
+// race detector does not run in a C host: its runtime cannot map its shadow memory when
+// libstrata is loaded by a C program, so data races are checked by go test -race ./capi, which
+// drives the same code from goroutines.)
 func TestCABIChecks(t *testing.T) {
 	dir := library(t)
 	exe := compile(t, dir, "c/abi_checks.c", "abi_checks")
-	out, err := exec.Command(exe, tinyQ4).CombinedOutput()
+	out, err := exec.Command(exe, tinyQ4, t.TempDir()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

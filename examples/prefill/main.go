@@ -11,6 +11,8 @@
 //	go run ./examples/prefill --model DIR --prompt "Hello" (text in through DIR/tokenizer.json; --tokenize prints the ids)
 //	go run ./examples/prefill --bench
 //	go run ./examples/prefill --model DIR --inspect
+//	go run ./examples/prefill --model DIR --tokens-file ids.txt --save-state s.state   (then --load-state s.state --tokens ...: the continuation)
+//	go run ./examples/prefill --model DIR --tokens-file ids.txt --prompt-cache DIR     (a later prompt sharing a prefix resumes from a checkpoint)
 //
 // --bench measures the device's GEMM peak P (a 2048^3 float32 MatMul), then each op at the real
 // model's shapes (op/optest's benchmark cases, timed by optest.Time on the device's backend:
@@ -76,6 +78,12 @@ func run() error {
 		benchReps  = flag.Int("bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator)")
 		widen      = flag.Int64("widen-budget", 0, "bytes of float32 weight copies of 16-bit weights to make at load (0: none, -1: all; see BENCHMARKS.md)")
 		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
+		saveState  = flag.String("save-state", "", "after the prefill, write the session's state to FILE (a session state file, written atomically)")
+		loadState  = flag.String("load-state", "", "before the prefill, load the session's state from FILE; the tokens given are its continuation")
+		cacheDir   = flag.String("prompt-cache", "", "prompt cache directory: resume from the deepest checkpoint whose tokens are a prefix of the prompt, keep new ones there")
+		cacheBytes = flag.Int64("prompt-cache-bytes", strata.DefaultPromptCacheBytes, "prompt cache budget in bytes, in memory and in the --prompt-cache directory")
+		cacheEvery = flag.Int("prompt-cache-every", strata.DefaultCheckpointEvery, "prompt cache checkpoint spacing in tokens")
+		benchCache = flag.Bool("bench-cache", false, "benchmark the prompt cache on the generated model (--preset; see BENCHMARKS.md): a prompt sharing 90% of a longer one, a chat of turns, checkpoint costs")
 	)
 	tf := registerTextFlags()
 	flag.Parse()
@@ -93,7 +101,7 @@ func run() error {
 	if flagSet("seed") && (*tokensArg != "" || *tokensFile != "" || flagSet("prompt") || flagSet("prompt-file")) {
 		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens, --tokens-file, --prompt or --prompt-file")
 	}
-	for _, name := range []string{"prompt", "tokens", "tokens-file", "prompt-file", "tokenizer", "save-logits"} {
+	for _, name := range []string{"prompt", "tokens", "tokens-file", "prompt-file", "tokenizer", "save-logits", "save-state", "load-state", "prompt-cache"} {
 		if flagSet(name) && flag.Lookup(name).Value.String() == "" {
 			return fmt.Errorf("--%s is empty", name)
 		}
@@ -106,6 +114,9 @@ func run() error {
 	}
 	if *inspect {
 		return runInspect(*modelDir, *preset)
+	}
+	if err := checkStateFlags(*saveState, *loadState, *cacheDir, *cacheBytes, *cacheEvery, *chunk, *benchCache); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name string
@@ -175,6 +186,15 @@ func run() error {
 		}
 		return runBench(ctx, dev, *modelDir, *benchT, *widen, bstep, ops, !emu || flagSet("bench-tokens"))
 	}
+	if *benchCache {
+		dir := *modelDir
+		if dir == "" {
+			if dir, err = defaultModel(*preset); err != nil {
+				return err
+			}
+		}
+		return runCacheBench(ctx, dev, dir, *cacheDir, *cacheBytes, *cacheEvery, flagSet("prompt-cache-every"))
+	}
 	dir := *modelDir
 	if dir == "" {
 		if dir, err = defaultModel(*preset); err != nil {
@@ -223,9 +243,17 @@ func run() error {
 		bar.Finish()
 	}
 	loadTime := time.Since(t0)
+	held := 0 // tokens of a --load-state file
+	if *loadState != "" {
+		in, err := strata.ReadStateInfo(*loadState)
+		if err != nil {
+			return fmt.Errorf("--load-state: %w", err)
+		}
+		held = in.Position
+	}
 	capacity := *maxCtx
 	if capacity == 0 {
-		capacity = max(len(tokens), 4096)
+		capacity = max(held+len(tokens), 4096)
 	}
 	sess, err := m.NewSession(strata.SessionOptions{MaxContext: capacity})
 	if err != nil {
@@ -237,7 +265,17 @@ func run() error {
 	fmt.Printf("kernels   %s\n", dev.Kernels())
 	fmt.Printf("model     %s\n", m.Describe())
 	fmt.Printf("          %s (loaded in %v)\n", homeRel(dir), loadTime.Round(time.Millisecond))
+	if *loadState != "" {
+		t0 := time.Now()
+		if err := sess.LoadStateFile(*loadState); err != nil {
+			return err
+		}
+		fmt.Printf("state     loaded %s: %d tokens in %v\n", *loadState, sess.Position(), time.Since(t0).Round(time.Millisecond))
+	}
 	fmt.Printf("prompt    %d tokens%s", len(tokens), tf.describe())
+	if held > 0 {
+		fmt.Printf(" after the %d loaded", held)
+	}
 	if *chunk > 0 {
 		fmt.Printf(" in calls of %d", *chunk)
 	}
@@ -262,6 +300,13 @@ func run() error {
 	var total strata.Stats
 	var all []float32
 	var last *strata.Logits
+	var pc *strata.PromptCache
+	var cacheRes *strata.PromptCacheResult
+	if *cacheDir != "" {
+		if pc, err = strata.NewPromptCache(m, strata.PromptCacheOptions{Dir: *cacheDir, Bytes: *cacheBytes, Every: *cacheEvery}); err != nil {
+			return err
+		}
+	}
 	for at := 0; at < len(tokens); at += call {
 		end := min(at+call, len(tokens))
 		opts := strata.PrefillOptions{AllLogits: *allLogits, Step: pstep}
@@ -270,8 +315,12 @@ func run() error {
 				pbar.Set(int(1000 * (float64(at) + float64(end-at)*float64(done)/float64(n)) / float64(len(tokens))))
 			}
 		}
-		lg, err := sess.Prefill(ctx, tokens[at:end], opts)
-		if err != nil {
+		var lg *strata.Logits
+		if pc != nil {
+			if lg, cacheRes, err = pc.Prefill(ctx, sess, tokens, opts); err != nil {
+				return fmt.Errorf("prefill through the prompt cache: %w", err)
+			}
+		} else if lg, err = sess.Prefill(ctx, tokens[at:end], opts); err != nil {
 			return fmt.Errorf("prefill of tokens %d..%d: %w", at, end-1, err)
 		}
 		total.Tokens += lg.Stats.Tokens
@@ -289,6 +338,45 @@ func run() error {
 	if pbar != nil {
 		pbar.Finish()
 	}
+	if cacheRes != nil {
+		fmt.Println(cacheLine(cacheRes, *cacheBytes, *cacheDir))
+	}
+	if total.Tokens == 0 {
+		fmt.Println("prefill   none: the whole prompt came from the prompt cache")
+	} else {
+		printStats(total)
+	}
+	if dev.Backend() != "cpu" {
+		fmt.Printf("ran       %s\n", dev.Kernels())
+	}
+	row := last.Row(last.Rows - 1)
+	fmt.Printf("top-5     next token after position %d:", sess.Position()-1)
+	for _, id := range topK(row, 5) {
+		fmt.Printf("  %d%s (%.4f)", id, tf.tokenText(id), row[id])
+	}
+	fmt.Println()
+	if *saveState != "" {
+		t0 := time.Now()
+		if err := sess.SaveStateFile(*saveState); err != nil {
+			return err
+		}
+		fi, _ := os.Stat(*saveState)
+		fmt.Printf("state     saved %s: %d tokens, %.1f MiB in %v\n", *saveState, sess.Position(), float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
+	}
+	if saveFile != nil {
+		f := saveFile
+		saveFile = nil
+		if err := writeNPY(f, all, row, last.Rows, m.Vocab(), *allLogits); err != nil {
+			os.Remove(*saveLogits)
+			return fmt.Errorf("--save-logits: %w", err)
+		}
+		fmt.Printf("saved     %s\n", *saveLogits)
+	}
+	return nil
+}
+
+// printStats prints the prefill line and the time of each stage.
+func printStats(total strata.Stats) {
 	fmt.Printf("prefill   %d tokens in %v: %.1f tokens/s\n", total.Tokens, total.Total.Round(time.Millisecond),
 		float64(total.Tokens)/total.Total.Seconds())
 	var staged time.Duration
@@ -304,25 +392,6 @@ func run() error {
 		fmt.Printf("  %-14s %9.1f ms  %5.1f%%  (GPU time of the command buffers; no per-stage timing on this device)\n", "device",
 			float64(total.Device.Microseconds())/1000, 100*total.Device.Seconds()/total.Total.Seconds())
 	}
-	if dev.Backend() != "cpu" {
-		fmt.Printf("ran       %s\n", dev.Kernels())
-	}
-	row := last.Row(last.Rows - 1)
-	fmt.Printf("top-5     next token after position %d:", sess.Position()-1)
-	for _, id := range topK(row, 5) {
-		fmt.Printf("  %d%s (%.4f)", id, tf.tokenText(id), row[id])
-	}
-	fmt.Println()
-	if saveFile != nil {
-		f := saveFile
-		saveFile = nil
-		if err := writeNPY(f, all, row, len(tokens), m.Vocab(), *allLogits); err != nil {
-			os.Remove(*saveLogits)
-			return fmt.Errorf("--save-logits: %w", err)
-		}
-		fmt.Printf("saved     %s\n", *saveLogits)
-	}
-	return nil
 }
 
 // parseIDs reads token ids separated by commas, white space or both (a file's newlines, CRLF

@@ -24,11 +24,13 @@ from .errors import (BackendError, BusyError, CancelledError, CapacityError, Che
                      InternalError, InvalidArgumentError, InvalidHandleError, OutOfMemoryError, ShapeError,
                      UnsupportedError, status_name)
 from .ops import attention, gdn_scan, moe_combine
+from .promptcache import DEFAULT_CHECKPOINT_EVERY, DEFAULT_PROMPT_CACHE_BYTES, PromptCache
 from .tokenizer import Tokenizer
 
 __all__ = [
     "ABI_VERSION", "library", "library_path", "version", "set_log_callback",
     "DEFAULT_STEP", "Device", "Model", "Session", "Snapshot", "prefill", "Tokenizer",
+    "PromptCache", "DEFAULT_PROMPT_CACHE_BYTES", "DEFAULT_CHECKPOINT_EVERY",
     "attention", "gdn_scan", "moe_combine",
     "Error", "InvalidArgumentError", "InvalidHandleError", "ShapeError", "DTypeError", "CapacityError",
     "CheckpointError", "BackendError", "OutOfMemoryError", "CancelledError", "InternalError", "BusyError",

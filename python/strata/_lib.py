@@ -7,11 +7,14 @@ import os
 import sys
 import threading
 from typing import Optional
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int32, c_int64,
-                    c_size_t, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int32,
+                    c_int64, c_size_t, c_void_p)
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 DEFAULT_STEP = 2048  # STRATA_DEFAULT_STEP
+DEFAULT_PROMPT_CACHE_BYTES = 2 << 30  # STRATA_DEFAULT_PROMPT_CACHE_BYTES
+DEFAULT_CHECKPOINT_EVERY = 1024  # STRATA_DEFAULT_CHECKPOINT_EVERY
+CACHE_SOURCES = {0: "", 1: "session", 2: "memory", 3: "disk"}  # STRATA_CACHE_*
 
 # Status codes (strata_status), stable and appended only.
 OK = 0
@@ -74,6 +77,19 @@ class PrefillParams(Structure):
                 ("hidden_out", POINTER(c_float)), ("hidden_out_cap", c_size_t)]
 
 
+class PromptCacheParams(Structure):
+    _fields_ = [("struct_size", c_size_t), ("dir", c_char_p), ("bytes", c_int64), ("disk_bytes", c_int64),
+                ("every", c_int64)]
+
+
+class PromptCacheResult(Structure):
+    _fields_ = [("struct_size", c_size_t), ("reused", c_int64), ("tokens", c_int64), ("source", c_int32),
+                ("checkpoints", c_int64), ("checkpoint_bytes", c_int64), ("skipped", c_int64),
+                ("restore_seconds", c_double), ("checkpoint_seconds", c_double), ("total_seconds", c_double),
+                ("memory_checkpoints", c_int64), ("memory_bytes", c_int64), ("disk_checkpoints", c_int64),
+                ("disk_bytes", c_int64)]
+
+
 class AttentionParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("pos0", c_int64), ("scale", c_float),
                 ("sel_dense", POINTER(Tensor)), ("sel_offsets", POINTER(Tensor)), ("sel_tokens", POINTER(Tensor))]
@@ -120,6 +136,15 @@ PROTOTYPES = {
     "strata_session_restore": (strata_status, [_h, _h]),
     "strata_snapshot_position": (strata_status, [_h, POINTER(c_int64)]),
     "strata_snapshot_free": (strata_status, [_h]),
+    "strata_session_save": (strata_status, [_h, c_char_p]),
+    "strata_session_load": (strata_status, [_h, c_char_p]),
+    "strata_session_tokens": (strata_status, [_h, POINTER(c_int32), c_size_t, POINTER(c_size_t)]),
+    "strata_prompt_cache_default_params": (PromptCacheParams, []),
+    "strata_prompt_cache_new": (strata_status, [_h, POINTER(PromptCacheParams), POINTER(_h)]),
+    "strata_prompt_cache_free": (strata_status, [_h]),
+    "strata_prompt_cache_prefill": (strata_status, [_h, _h, POINTER(c_int32), c_size_t, POINTER(PrefillParams),
+                                                    POINTER(c_float), c_size_t, POINTER(c_size_t),
+                                                    POINTER(PromptCacheResult)]),
     "strata_prefill": (strata_status, [c_char_p, POINTER(c_int32), c_size_t, POINTER(PrefillParams),
                                        POINTER(c_float), c_size_t, POINTER(c_size_t)]),
     "strata_attention_default_params": (AttentionParams, []),

@@ -291,6 +291,30 @@ class Session(_Handle):
             raise InvalidArgumentError(f"snapshot must be a strata.Snapshot, got {type(snapshot).__name__}")
         check(self._lib.strata_session_restore(self._h, snapshot._h), self._lib)
 
+    def save(self, path: PathLike) -> None:
+        """Writes the whole state to a session state file at path (safetensors: numpy and MLX read
+        it; README.md describes it), atomically: a temporary file flushed and renamed over path.
+        Raises InvalidArgumentError when the file cannot be written (the message names it)."""
+        check(self._lib.strata_session_save(self._h, _path(path, "path")), self._lib)
+
+    def load(self, path: PathLike) -> None:
+        """Replaces the state (position, token ids, every state) with a state file's, made by the
+        same checkpoint and stage on any backend. On error the session is unchanged:
+        CheckpointError (missing, not a state file, truncated, corrupt), UnsupportedError (a newer
+        format version), InvalidArgumentError (another model's, checkpoint's or stage's file),
+        CapacityError (more tokens than max_context)."""
+        check(self._lib.strata_session_load(self._h, _path(path, "path")), self._lib)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The token ids the state was made from, int32 [position]."""
+        n = c_size_t()
+        check(self._lib.strata_session_tokens(self._h, None, 0, byref(n)), self._lib)
+        out = np.empty(n.value, dtype=np.int32)
+        check(self._lib.strata_session_tokens(self._h, out.ctypes.data_as(ctypes.POINTER(c_int32)), out.size,
+                                              byref(n)), self._lib)
+        return out
+
 
 class Snapshot(_Handle):
     """A session state taken by Session.snapshot()."""

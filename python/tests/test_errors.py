@@ -34,6 +34,10 @@ def test_status_codes_match_header(strata):
     for name, value in defs.items():
         assert lib.strata_status_name(int(value)).decode() == "STRATA_" + name
     assert int(re.search(r"#define STRATA_ABI_VERSION (\d+)", header).group(1)) == strata.ABI_VERSION
+    assert int(re.search(r"#define STRATA_DEFAULT_PROMPT_CACHE_BYTES (\d+)LL", header).group(1)) == _lib.DEFAULT_PROMPT_CACHE_BYTES
+    assert int(re.search(r"#define STRATA_DEFAULT_CHECKPOINT_EVERY (\d+)", header).group(1)) == _lib.DEFAULT_CHECKPOINT_EVERY
+    sources = {int(v): k.lower() for k, v in re.findall(r"#define STRATA_CACHE_(\w+)\s+(\d+)", header)}
+    assert {k: v if v != "miss" else "" for k, v in sources.items()} == _lib.CACHE_SOURCES
 
 
 def test_struct_layouts_match_c(strata, tmp_path):
@@ -46,7 +50,9 @@ def test_struct_layouts_match_c(strata, tmp_path):
                "strata_device_props": _lib.DeviceProps, "strata_model_params": _lib.ModelParams,
                "strata_model_props": _lib.ModelProps, "strata_session_params": _lib.SessionParams,
                "strata_prefill_params": _lib.PrefillParams, "strata_attention_params": _lib.AttentionParams,
-               "strata_gdn_params": _lib.GDNParams, "strata_moe_params": _lib.MoEParams}
+               "strata_gdn_params": _lib.GDNParams, "strata_moe_params": _lib.MoEParams,
+               "strata_prompt_cache_params": _lib.PromptCacheParams,
+               "strata_prompt_cache_result": _lib.PromptCacheResult}
     lines = []
     for cname, cls in structs.items():
         lines.append(f'printf("{cname} %zu\\n", sizeof({cname}));')

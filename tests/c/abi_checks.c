@@ -1,6 +1,7 @@
 /*
  * abi_checks: misuse of libstrata through its C interface must give statuses and messages,
- * never a crash. Usage: abi_checks MODEL_DIR. Prints one line per check and exits 1 if any
+ * never a crash. Usage: abi_checks MODEL_DIR [SCRATCH_DIR] (state files and the prompt cache are
+ * checked when a scratch directory is given). Prints one line per check and exits 1 if any
  * failed. Run by tests/capi_test.go (also against a library built with -race).
  */
 #include <pthread.h>
@@ -90,8 +91,8 @@ static void* shared_worker(void* p) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: abi_checks MODEL_DIR\n");
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: abi_checks MODEL_DIR [SCRATCH_DIR]\n");
     return 2;
   }
   const char* dir = argv[1];
@@ -371,6 +372,58 @@ int main(int argc, char** argv) {
     check_status("hidden_out to a whole model", strata_session_prefill(s2, toks, 1, &r2, got, 512, NULL), STRATA_ERR_INVALID_ARGUMENT, "holds the head");
     strata_session_free(s2);
     expect("two chained stages == the whole model, bitwise, for every split", all_equal);
+  }
+
+  /* session state files and the prompt cache */
+  if (argc == 3) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/s.state", argv[2]);
+    strata_session *a = NULL, *b = NULL;
+    strata_session_new(model, NULL, &a);
+    strata_session_new(model, NULL, &b);
+    int32_t p40[40], ids[64];
+    for (int i = 0; i < 40; i++) p40[i] = (i * 37 + 5) % 512;
+    float la[512], lb[512];
+    check_status("prefill 30 tokens", strata_session_prefill(a, p40, 30, NULL, NULL, 0, NULL), STRATA_OK, NULL);
+    check_status("session_save NULL path", strata_session_save(a, NULL), STRATA_ERR_INVALID_ARGUMENT, "path is NULL");
+    check_status("session_save", strata_session_save(a, path), STRATA_OK, NULL);
+    check_status("session_load", strata_session_load(b, path), STRATA_OK, NULL);
+    size_t n = 0;
+    check_status("session_tokens count", strata_session_tokens(b, NULL, 0, &n), STRATA_OK, NULL);
+    expect("session_tokens: 30 ids", n == 30);
+    check_status("session_tokens buffer too small", strata_session_tokens(b, ids, 10, &n), STRATA_ERR_SHAPE, "holds 10 ids");
+    check_status("session_tokens", strata_session_tokens(b, ids, 64, &n), STRATA_OK, NULL);
+    expect("the loaded session's ids", n == 30 && memcmp(ids, p40, 30 * sizeof(int32_t)) == 0);
+    strata_session_prefill(a, p40 + 30, 10, NULL, la, 512, NULL);
+    strata_session_prefill(b, p40 + 30, 10, NULL, lb, 512, NULL);
+    expect("a loaded session continues bitwise", memcmp(la, lb, sizeof la) == 0);
+    check_status("session_load missing file", strata_session_load(b, "/nonexistent/x.state"), STRATA_ERR_CHECKPOINT, "/nonexistent/x.state");
+    int64_t pos = -1;
+    strata_session_position(b, &pos);
+    expect("a refused file left the session", pos == 40);
+
+    strata_prompt_cache* pc = NULL;
+    strata_prompt_cache_params cp = strata_prompt_cache_default_params();
+    cp.bytes = 1000;
+    check_status("prompt cache budget below one checkpoint", strata_prompt_cache_new(model, &cp, &pc), STRATA_ERR_INVALID_ARGUMENT, "smaller than one checkpoint");
+    cp = strata_prompt_cache_default_params();
+    cp.every = 16, cp.dir = argv[2];
+    check_status("prompt_cache_new", strata_prompt_cache_new(model, &cp, &pc), STRATA_OK, NULL);
+    strata_prompt_cache_result res = {.struct_size = sizeof res};
+    check_status("cache prefill, cold", strata_prompt_cache_prefill(pc, a, p40, 40, NULL, la, 512, NULL, &res), STRATA_OK, NULL);
+    expect("cold: nothing reused, 3 checkpoints", res.reused == 0 && res.tokens == 40 && res.source == STRATA_CACHE_MISS && res.checkpoints == 3);
+    check_status("cache prefill, the same prompt", strata_prompt_cache_prefill(pc, b, p40, 40, NULL, lb, 512, NULL, &res), STRATA_OK, NULL);
+    expect("the whole prompt from memory, the same logits", res.reused == 40 && res.source == STRATA_CACHE_MEMORY && memcmp(la, lb, sizeof la) == 0);
+    strata_prefill_params ap = strata_prefill_default_params();
+    ap.all_logits = 1;
+    check_status("cache prefill all logits, buffer short", strata_prompt_cache_prefill(pc, b, p40, 40, &ap, la, 512, NULL, &res), STRATA_ERR_SHAPE, "logits_cap");
+    res.struct_size = 8;
+    check_status("cache result struct_size too small", strata_prompt_cache_prefill(pc, b, p40, 40, NULL, la, 512, NULL, &res), STRATA_ERR_INVALID_ARGUMENT, "struct_size");
+    check_status("cache prefill, session as the cache", strata_prompt_cache_prefill((strata_prompt_cache*)a, b, p40, 40, NULL, la, 512, NULL, NULL), STRATA_ERR_INVALID_HANDLE, "not a strata_prompt_cache");
+    check_status("prompt_cache_free", strata_prompt_cache_free(pc), STRATA_OK, NULL);
+    check_status("prompt_cache double free", strata_prompt_cache_free(pc), STRATA_ERR_INVALID_HANDLE, "already freed");
+    strata_session_free(a);
+    strata_session_free(b);
   }
 
   /* one-shot */

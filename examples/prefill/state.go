@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stratakernels/strata/strata"
+)
+
+// checkStateFlags refuses combinations of the state and prompt-cache flags that mean nothing,
+// and a --save-state file whose directory does not exist (before a long prefill, not after).
+func checkStateFlags(save, load, cacheDir string, cacheBytes int64, every, chunk int, bench bool) error {
+	for _, name := range []string{"prompt-cache-bytes", "prompt-cache-every"} {
+		if flagSet(name) && cacheDir == "" && !bench {
+			return fmt.Errorf("--%s applies with --prompt-cache DIR (or --bench-cache)", name)
+		}
+	}
+	switch {
+	case cacheBytes <= 0:
+		return fmt.Errorf("--prompt-cache-bytes %d: must be > 0", cacheBytes)
+	case every <= 0:
+		return fmt.Errorf("--prompt-cache-every %d: must be > 0", every)
+	case load != "" && cacheDir != "":
+		return fmt.Errorf("give --load-state or --prompt-cache, not both (the prompt cache finds the state a prompt continues itself)")
+	case chunk > 0 && cacheDir != "":
+		return fmt.Errorf("--chunk does not apply with --prompt-cache (the cache prefills the prompt's rest in steps of --prompt-cache-every)")
+	case bench && (save != "" || load != ""):
+		return fmt.Errorf("--bench-cache takes no --save-state or --load-state")
+	}
+	if save != "" {
+		if fi, err := os.Stat(filepath.Dir(save)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--save-state %s: its directory does not exist", save)
+		}
+	}
+	return nil
+}
+
+// cacheLine is the CLI's report of one prompt-cache prefill:
+//
+//	cache     reused R of N tokens (WHERE; checkpoints; total; what the cache holds)
+func cacheLine(res *strata.PromptCacheResult, budget int64, dir string) string {
+	where := "miss"
+	switch res.From {
+	case "memory", "disk":
+		where = fmt.Sprintf("checkpoint from %s, restored in %v", res.From, res.Restore.Round(time.Millisecond))
+	case "session":
+		where = "the session's own state"
+	}
+	s := fmt.Sprintf("cache     reused %d of %d tokens (%s; %s taken, %.1f MiB in %v",
+		res.Reused, res.Tokens, where, plural(res.Checkpoints, "checkpoint"), mibOf(res.CheckpointBytes), res.CheckpointTime.Round(time.Millisecond))
+	if res.Skipped > 0 {
+		s += fmt.Sprintf(", %d over the budget", res.Skipped)
+	}
+	s += fmt.Sprintf("; total %v; memory %s, %.1f of %.1f MiB", res.Total.Round(time.Millisecond),
+		plural(res.MemoryCheckpoints, "checkpoint"), mibOf(res.MemoryBytes), mibOf(budget))
+	if dir != "" {
+		s += fmt.Sprintf("; %s %s, %.1f of %.1f MiB", homeRel(dir), plural(res.DiskCheckpoints, "file"), mibOf(res.DiskBytes), mibOf(budget))
+	}
+	return s + ")"
+}
+
+func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
