@@ -19,9 +19,10 @@ import (
 // router, the shared-expert gate and in_proj_ba as F8_E4M3 with BF16, or F32, block scales; the
 // grouped in_proj_qkvz and the shared expert's gate and up rows regrouped in whole blocks) and
 // from its mlx-lm mxfp4 conversion (the router and shared-expert gate at 8-bit affine) equal its
-// logits on the float32 Hugging Face checkpoint of the same weights within 1e-4, on the CPU and
-// the emulator, prompt a one-shot and in calls of 37 + 1 + rest, prompt b one-shot (CPU). Inspect
-// describes each, and the loaded model holds the weights Inspect predicts.
+// logits on the float32 Hugging Face checkpoint of the same weights within 1e-4 on the CPU, prompts
+// a and b one-shot and prompt a in calls of 37 + 1 + rest: the decoding alone, strata against
+// itself (TestFormatGoldens runs the same cases on both backends against transformers). Inspect
+// describes each, and the model loaded on either backend holds the weights Inspect predicts.
 func TestFormatsMatchFloatCopy(t *testing.T) {
 	root := t.TempDir()
 	a, b := modeltest.PromptIDs(t, "a"), modeltest.PromptIDs(t, "b")
@@ -54,24 +55,21 @@ func TestFormatsMatchFloatCopy(t *testing.T) {
 				if backend == "emu" && testing.Short() {
 					continue
 				}
-				m := modeltest.Load(t, backend, dir)
-				if got := m.Info().ResidentBytes; got != in.ResidentBytes {
+				if got := modeltest.Load(t, backend, dir).Info().ResidentBytes; got != in.ResidentBytes {
 					t.Errorf("%s: loaded model holds %d bytes of weights, Inspect predicted %d", backend, got, in.ResidentBytes)
 				}
-				for _, r := range []struct {
-					what   string
-					ids    []int32
-					want   []float32
-					splits []int
-				}{{"a", a, wa, nil}, {"a in calls of 37 + 1 + rest", a, wa, []int{37, 1}}, {"b", b, wb, nil}} {
-					if backend == "emu" && r.what == "b" {
-						continue
-					}
-					d := modeltest.MaxAbsDiff(modeltest.Prefill(t, m, r.ids, r.splits...), r.want)
-					t.Logf("%s, prompt %s: max|diff| %.3g against the float32 copy", backend, r.what, d)
-					if d > 1e-4 {
-						t.Errorf("%s, prompt %s: max|diff| %.3g > 1e-4", backend, r.what, d)
-					}
+			}
+			m := modeltest.Load(t, "cpu", dir)
+			for _, r := range []struct {
+				what   string
+				ids    []int32
+				want   []float32
+				splits []int
+			}{{"a", a, wa, nil}, {"a in calls of 37 + 1 + rest", a, wa, []int{37, 1}}, {"b", b, wb, nil}} {
+				d := modeltest.MaxAbsDiff(modeltest.Prefill(t, m, r.ids, r.splits...), r.want)
+				t.Logf("prompt %s: max|diff| %.3g against the float32 copy", r.what, d)
+				if d > 1e-4 {
+					t.Errorf("prompt %s: max|diff| %.3g > 1e-4", r.what, d)
 				}
 			}
 		})

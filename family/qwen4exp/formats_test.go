@@ -25,10 +25,10 @@ var (
 )
 
 type fixtureDirs struct {
-	once      sync.Once
-	dir, f32  string
-	err, ferr error
-	f32once   sync.Once
+	once          sync.Once
+	dir, sum, f32 string // sum: the sha256 of dir's model.safetensors
+	err, ferr     error
+	f32once       sync.Once
 }
 
 func TestMain(m *testing.M) {
@@ -52,6 +52,13 @@ func entry(name string) *fixtureDirs {
 // fixture is the folder of the format fixture name.
 func fixture(t testing.TB, name string) string {
 	t.Helper()
+	dir, _ := written(t, name)
+	return dir
+}
+
+// written is the folder of the format fixture name and the sha256 of its model.safetensors.
+func written(t testing.TB, name string) (dir, sum string) {
+	t.Helper()
 	e := entry(name)
 	e.once.Do(func() {
 		f, ok := modelgen.FormatFixtureNamed(name)
@@ -61,12 +68,12 @@ func fixture(t testing.TB, name string) string {
 		}
 		writeMu.Lock()
 		defer writeMu.Unlock()
-		e.dir, _, e.err = f.Write(root)
+		e.dir, e.sum, e.err = f.Write(root)
 	})
 	if e.err != nil {
 		t.Fatal(e.err)
 	}
-	return e.dir
+	return e.dir, e.sum
 }
 
 // floatCopy is the float32 Hugging Face checkpoint of the exact weights of fixture name.
@@ -99,33 +106,26 @@ func converted() []modelgen.FormatFixture {
 // Qwen3.8-Flash-Next (mlx-vlm at 3, 4 and 8 bits in both norm conventions, mxfp4, nvfp4, mxfp8,
 // the FP8 release's layout: packed weights, switch_mlp experts, the n-gram table's 128 quantized
 // row blocks, conv1d [C, K, 1], gains read as stored or as stored - 1) equal its logits on the
-// float32 Hugging Face checkpoint of the same weights within 1e-4, on the CPU and the emulator,
-// prompt a one-shot and in calls of 37 + 1 + rest, prompt b one-shot (CPU).
+// float32 Hugging Face checkpoint of the same weights within 1e-4 on the CPU, prompts a and b
+// one-shot and prompt a in calls of 37 + 1 + rest: the decoding alone, strata against itself.
+// TestFormatGoldens runs the same cases on both backends against transformers.
 func TestFormatsMatchFloatCopy(t *testing.T) {
 	a, b := modeltest.PromptIDs(t, "a"), modeltest.PromptIDs(t, "b")
 	for _, f := range converted() {
 		t.Run(f.Name, func(t *testing.T) {
 			want := modeltest.Load(t, "cpu", floatCopy(t, f.Name))
 			wa, wb := modeltest.Prefill(t, want, a), modeltest.Prefill(t, want, b)
-			for _, backend := range []string{"cpu", "emu"} {
-				if backend == "emu" && testing.Short() {
-					continue
-				}
-				m := modeltest.Load(t, backend, fixture(t, f.Name))
-				for _, r := range []struct {
-					what   string
-					ids    []int32
-					want   []float32
-					splits []int
-				}{{"a", a, wa, nil}, {"a in calls of 37 + 1 + rest", a, wa, []int{37, 1}}, {"b", b, wb, nil}} {
-					if backend == "emu" && r.what == "b" {
-						continue // the emulator is slow: prompt a covers one-shot and continuation
-					}
-					d := modeltest.MaxAbsDiff(modeltest.Prefill(t, m, r.ids, r.splits...), r.want)
-					t.Logf("%s, prompt %s: max|diff| %.3g against the float32 copy", backend, r.what, d)
-					if d > 1e-4 {
-						t.Errorf("%s, prompt %s: max|diff| %.3g > 1e-4", backend, r.what, d)
-					}
+			m := modeltest.Load(t, "cpu", fixture(t, f.Name))
+			for _, r := range []struct {
+				what   string
+				ids    []int32
+				want   []float32
+				splits []int
+			}{{"a", a, wa, nil}, {"a in calls of 37 + 1 + rest", a, wa, []int{37, 1}}, {"b", b, wb, nil}} {
+				d := modeltest.MaxAbsDiff(modeltest.Prefill(t, m, r.ids, r.splits...), r.want)
+				t.Logf("prompt %s: max|diff| %.3g against the float32 copy", r.what, d)
+				if d > 1e-4 {
+					t.Errorf("prompt %s: max|diff| %.3g > 1e-4", r.what, d)
 				}
 			}
 		})

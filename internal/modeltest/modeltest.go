@@ -1,6 +1,7 @@
 // Package modeltest holds the helpers the model tests of the family folders share: the prompts of
-// the repository's goldens, loading a checkpoint on a backend, prefilling a prompt in calls, and
-// copying a checkpoint with edits (the damaged inputs of the bad-input tests).
+// the repository's goldens, loading a checkpoint on a backend, prefilling a prompt in calls,
+// copying a checkpoint with edits (the damaged inputs of the bad-input tests), and the format
+// fixtures' transformers goldens with the cases run against them.
 package modeltest
 
 import (

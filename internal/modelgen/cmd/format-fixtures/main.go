@@ -1,6 +1,7 @@
 // Command format-fixtures writes the format fixture set (modelgen.FormatFixtures): the generated
 // Qwen3.8-Flash-Next and Qwen3-Next checkpoints and their mlx-vlm, mlx-lm and FP8 forms, the
-// inputs of the transformers goldens made by goldens.py beside this file:
+// inputs of the transformers goldens made by goldens.py beside this file (kept, with the
+// fixtures.json they were made from, in testdata/; its README says how):
 //
 //	go run ./internal/modelgen/cmd/format-fixtures DIR
 //	python3 internal/modelgen/cmd/format-fixtures/goldens.py DIR testdata/goldens/model_goldens.safetensors OUT

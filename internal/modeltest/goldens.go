@@ -1,0 +1,109 @@
+package modeltest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stratakernels/strata/internal/safetensors"
+)
+
+// formatGoldens is the folder of the format fixture set's transformers goldens, beside the
+// command and script that made them (its README says how).
+var formatGoldens = filepath.Join("internal", "modelgen", "cmd", "format-fixtures", "testdata")
+
+// GoldenTol is the largest |logit - golden| a golden case allows: float32 kernels against a
+// float64 reference over a few hundred tokens.
+const GoldenTol = 1e-4
+
+// FormatGoldens are transformers' float64 logits of the format fixtures (modelgen.FormatFixtures)
+// on the values each file holds, rounded to float32 (NAME.a.logits [96, vocab], NAME.b.logits
+// [300, vocab]), with the sha256 of the model.safetensors each was computed from (fixtures.json).
+type FormatGoldens struct {
+	f    *safetensors.File
+	sums map[string]string
+}
+
+// OpenFormatGoldens opens the goldens and their manifest, closed with the test.
+func OpenFormatGoldens(t testing.TB) *FormatGoldens {
+	t.Helper()
+	dir := filepath.Join(Root(), formatGoldens)
+	raw, err := os.ReadFile(filepath.Join(dir, "fixtures.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest []struct{ Name, SHA256 string }
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		t.Fatalf("%s/fixtures.json: %v", formatGoldens, err)
+	}
+	g := &FormatGoldens{sums: map[string]string{}}
+	for _, e := range manifest {
+		g.sums[e.Name] = e.SHA256
+	}
+	if g.f, err = safetensors.Open(filepath.Join(dir, "goldens.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.f.Close() })
+	return g
+}
+
+// CheckSum fails the test unless sum (FormatFixture.Write's, hex) is the sha256 of the file the
+// goldens of fixture name were computed from: a changed generator needs new goldens.
+func (g *FormatGoldens) CheckSum(t testing.TB, name, sum string) {
+	t.Helper()
+	want, ok := g.sums[name]
+	if !ok {
+		t.Fatalf("%s: no goldens for this fixture (%s/fixtures.json)", name, formatGoldens)
+	}
+	if sum != want {
+		t.Fatalf("%s: the written model.safetensors has sha256 %s, the goldens were made from %s: regenerate them (%s/README.md)", name, sum, want, formatGoldens)
+	}
+}
+
+// Logits is the golden NAME.PROMPT.logits, [T, vocab] row-major.
+func (g *FormatGoldens) Logits(t testing.TB, name, prompt string) []float32 {
+	t.Helper()
+	tn, err := g.f.Tensor(name + "." + prompt + ".logits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tn.Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Compare runs format fixture name (written in dir, its sum checked) on the CPU and, unless
+// -short, on the emulator, and fails the test where a case's logits are more than GoldenTol from
+// the goldens: prompt a one-shot, prompt a in calls of 37 + 1 + rest, prompt b one-shot. It logs
+// every case's max|diff| and returns the CPU logits of prompt a one-shot.
+func (g *FormatGoldens) Compare(t *testing.T, name, dir string) []float32 {
+	t.Helper()
+	a, b := PromptIDs(t, "a"), PromptIDs(t, "b")
+	cases := []struct {
+		what, prompt string
+		ids          []int32
+		splits       []int
+	}{{"a one-shot", "a", a, nil}, {"a in calls of 37 + 1 + rest", "a", a, []int{37, 1}}, {"b one-shot", "b", b, nil}}
+	var out []float32
+	for _, backend := range []string{"cpu", "emu"} {
+		if backend == "emu" && testing.Short() {
+			continue
+		}
+		m := Load(t, backend, dir)
+		for _, c := range cases {
+			got := Prefill(t, m, c.ids, c.splits...)
+			d := MaxAbsDiff(got, g.Logits(t, name, c.prompt))
+			t.Logf("%s on %s, prompt %s: max|diff| %.3g against transformers float64", name, backend, c.what, d)
+			if d > GoldenTol {
+				t.Errorf("%s on %s, prompt %s: max|diff| %.3g > %g", name, backend, c.what, d, GoldenTol)
+			}
+			if backend == "cpu" && out == nil {
+				out = got
+			}
+		}
+	}
+	return out
+}
