@@ -30,6 +30,37 @@ func strata_session_load(s *C.strata_session, path *C.char) (st C.strata_status)
 	return statusOf(sessionLoad(handle(unsafe.Pointer(s)), C.GoString(path)))
 }
 
+//export strata_mlx_lm_default_params
+func strata_mlx_lm_default_params() (p C.strata_mlx_lm_params) {
+	defer guardValue("strata_mlx_lm_default_params")
+	p.struct_size = C.size_t(unsafe.Sizeof(p))
+	return p
+}
+
+//export strata_session_save_mlx_lm
+func strata_session_save_mlx_lm(s *C.strata_session, path *C.char, params *C.strata_mlx_lm_params) (st C.strata_status) {
+	defer guard("strata_session_save_mlx_lm", &st)
+	if path == nil {
+		return statusOf(errArg("strata_session_save_mlx_lm: path is NULL"))
+	}
+	var opts strata.MLXLMOptions
+	if params != nil {
+		if err := checkSize("strata_mlx_lm_params", params.struct_size, unsafe.Sizeof(*params)); err != nil {
+			return statusOf(err)
+		}
+		if params.format != nil {
+			opts.Format = C.GoString(params.format)
+		}
+		if params.dtype != nil {
+			opts.DType = C.GoString(params.dtype)
+		}
+		if params.model != nil {
+			opts.Model = C.GoString(params.model)
+		}
+	}
+	return statusOf(sessionSaveMLXLM(handle(unsafe.Pointer(s)), C.GoString(path), opts))
+}
+
 //export strata_session_tokens
 func strata_session_tokens(s *C.strata_session, ids *C.int32_t, cap C.size_t, n *C.size_t) (st C.strata_status) {
 	defer guard("strata_session_tokens", &st)

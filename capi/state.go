@@ -19,6 +19,10 @@ func sessionLoad(h uintptr, path string) error {
 	return withSession(h, func(so *sessionObj) error { return so.s.LoadStateFile(path) })
 }
 
+func sessionSaveMLXLM(h uintptr, path string, opts strata.MLXLMOptions) error {
+	return withSession(h, func(so *sessionObj) error { return so.s.SaveMLXLMCache(path, opts) })
+}
+
 func sessionTokens(h uintptr) ([]int32, error) {
 	var ids []int32
 	err := withSession(h, func(so *sessionObj) error {

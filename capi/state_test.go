@@ -144,3 +144,62 @@ func TestPromptCacheCalls(t *testing.T) {
 		t.Fatalf("double free of a prompt cache: %v", err)
 	}
 }
+
+// TestSessionSaveMLXLM: the C defaults are the Go API's (every string NULL); a Qwen3-Next
+// session's file is the Go API's byte for byte; a qwen4_exp session, a bad dtype, an unknown
+// handle and a freed session are refused with their statuses and no file.
+func TestSessionSaveMLXLM(t *testing.T) {
+	if p := strata_mlx_lm_default_params(); p.format != nil || p.dtype != nil || p.model != nil || p.struct_size == 0 {
+		t.Fatal("strata_mlx_lm_default_params: want struct_size set and every string NULL")
+	}
+	dev, err := deviceOpen(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deviceFree(dev)
+	model, err := modelLoad(dev, testdata("qwen3next-tiny"), strata.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer modelFree(model)
+	ids, _ := goldenPrompt(t)
+	s := newSession(t, model, 128)
+	defer sessionFree(s)
+	prefill(t, s, ids[:40], false, 512)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.safetensors")
+	opts := strata.MLXLMOptions{Format: "legacy", DType: "float32", Model: "org/model"}
+	if err := sessionSaveMLXLM(s, path, opts); err != nil {
+		t.Fatal(err)
+	}
+	so, err := getObj[*sessionObj](s, kindSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goPath := filepath.Join(dir, "go.safetensors")
+	if err := so.s.SaveMLXLMCache(goPath, opts); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(path)
+	b, _ := os.ReadFile(goPath)
+	if len(a) == 0 || !slices.Equal(a, b) {
+		t.Fatal("the C call's file differs from the Go API's")
+	}
+	bad := filepath.Join(dir, "bad.safetensors")
+	if err := sessionSaveMLXLM(s, bad, strata.MLXLMOptions{DType: "int8"}); !sameStatus(err, strata.ErrInvalidArgument) || !strings.Contains(err.Error(), `"int8"`) {
+		t.Fatalf("dtype int8: %v", err)
+	}
+	_, q4 := openTiny(t)
+	s4 := newSession(t, q4, 64)
+	defer sessionFree(s4)
+	prefill(t, s4, ids[:8], false, 512)
+	if err := sessionSaveMLXLM(s4, bad, strata.MLXLMOptions{}); !sameStatus(err, strata.ErrUnsupported) || !strings.Contains(err.Error(), "qwen4_exp") {
+		t.Fatalf("a qwen4_exp session: %v, want STRATA_ERR_UNSUPPORTED naming qwen4_exp", err)
+	}
+	if err := sessionSaveMLXLM(12345, bad, strata.MLXLMOptions{}); !sameStatus(err, errInvalidHandle) {
+		t.Fatalf("an unknown handle: %v", err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused export left %s", bad)
+	}
+}

@@ -44,8 +44,9 @@ extern "C" {
 /* Version of this interface. Increases when functions, struct fields or codes are added, or when
  * a declaration changes (version 2: the op-level entry points take the device they run on
  * first; prefill steps and pipeline stages; version 3: session state files, the session's token
- * ids and the prompt cache); status codes and struct layouts of one version never change. */
-#define STRATA_ABI_VERSION 3
+ * ids and the prompt cache; version 4: the session written as an mlx-lm prompt-cache file);
+ * status codes and struct layouts of one version never change. */
+#define STRATA_ABI_VERSION 4
 
 /* strata_prefill_params.step by default: tokens run at once within a prefill call. */
 #define STRATA_DEFAULT_STEP 2048
@@ -207,6 +208,21 @@ typedef struct strata_prompt_cache_params {
    * one, and at the end of each call; 0: the default, STRATA_DEFAULT_CHECKPOINT_EVERY */
   int64_t     every;
 } strata_prompt_cache_params;
+
+typedef struct strata_mlx_lm_params {
+  size_t      struct_size;  /* sizeof(strata_mlx_lm_params) */
+  /* "new" (NULL or "", the default: mlx-lm after PR #1632 of 2026-08-22; mlx >= 0.32.1 loads its
+   * empty arrays) or "legacy" (mlx-lm before it). */
+  const char* format;
+  /* dtype of keys, values and conv states: "bfloat16", "float16" or "float32" (the session's
+   * float32 states exactly); NULL or "" (default): the model's dtype as mlx-lm runs it (its
+   * embedding table's, or that table's scales' when MLX-quantized). The recurrent states are
+   * float32 in every case. */
+  const char* dtype;
+  /* the metadata "model": the model mlx_lm.generate loads (Hugging Face id or directory); NULL
+   * or "" (default): the absolute path of the checkpoint directory. */
+  const char* model;
+} strata_mlx_lm_params;
 
 typedef struct strata_prompt_cache_result {
   size_t  struct_size;         /* set by the caller: sizeof(strata_prompt_cache_result) */
@@ -428,6 +444,25 @@ strata_status strata_session_load(strata_session* session, const char* path);
  * counts; with cap < *n_ids it writes no id and returns SHAPE (*n_ids set). Errors:
  * INVALID_ARGUMENT (n_ids NULL, ids_out NULL with cap > 0), INVALID_HANDLE, SHAPE, BUSY. */
 strata_status strata_session_tokens(strata_session* session, int32_t* ids_out, size_t cap, size_t* n_ids);
+
+/* Returns the default strata_mlx_lm_params (struct_size set, every string NULL). */
+strata_mlx_lm_params strata_mlx_lm_default_params(void);
+
+/* Writes the session's state to path (NUL-terminated UTF-8, ending in ".safetensors") as the
+ * prompt-cache file mlx-lm's save_prompt_cache writes for qwen3_next, qwen3_5 and qwen3_5_moe, so
+ * that `mlx_lm.generate --prompt-cache-file path` continues after the session's tokens: per
+ * attention layer a KVCache (keys after k_norm and RoPE, values, [1, Hkv, T, head_dim]), per
+ * GDN layer an ArraysCache (conv state [1, K-1, channels]: the [q | k | v] projection rows before
+ * the conv, oldest first; recurrent state [1, Hv, Dv, Dk] float32), metadata "model" and
+ * "tokenizer_config" ("{}"). The values are the session's own states (read back from the device
+ * on Metal), converted to the dtype only. Written atomically as strata_session_save writes; on
+ * error nothing is written and the session is unchanged. params may be NULL (the defaults).
+ * Errors: UNSUPPORTED (a family mlx-lm has no model for, e.g. qwen4_exp; layer_types that
+ * disagree with full_attention_interval, by which mlx-lm places the attention layers; a
+ * pipeline stage), INVALID_ARGUMENT (path NULL or not ending in .safetensors, an unknown format
+ * or dtype, an empty session, a state the dtype cannot hold, a file that cannot be written),
+ * INVALID_HANDLE, BUSY. */
+strata_status strata_session_save_mlx_lm(strata_session* session, const char* path, const strata_mlx_lm_params* params);
 
 /* Returns the default prompt cache parameters (struct_size set). */
 strata_prompt_cache_params strata_prompt_cache_default_params(void);

@@ -137,6 +137,15 @@ func (Family) ReadConfig(top *hfconfig.Object, c *hfconfig.Config) []string {
 	return unsupported
 }
 
+// MLXLMModel: mlx-lm runs the dense models as qwen3_5 and the MoE ones as qwen3_5_moe
+// (family.MLXLM).
+func (Family) MLXLMModel(c *hfconfig.Config) string {
+	if moe[c.ModelType] {
+		return "qwen3_5_moe"
+	}
+	return "qwen3_5"
+}
+
 // Validate: the MoE model has experts.
 func (Family) Validate(c *hfconfig.Config) []string {
 	if moe[c.ModelType] && c.Experts <= 0 {

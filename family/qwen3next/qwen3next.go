@@ -41,6 +41,9 @@ func (Family) ReadConfig(top *hfconfig.Object, c *hfconfig.Config) []string {
 	return unsupported
 }
 
+// MLXLMModel: mlx-lm runs Qwen3-Next as qwen3_next (family.MLXLM).
+func (Family) MLXLMModel(*hfconfig.Config) string { return "qwen3_next" }
+
 // Validate has nothing to add to hfconfig's checks.
 func (Family) Validate(*hfconfig.Config) []string { return nil }
 

@@ -54,11 +54,15 @@ type Config struct {
 	// multi-token-prediction head stored under mtp.*, which prefill does not run.
 	MTPLayers int
 
-	Vocab, D, Layers  int // vocab_size, hidden_size, num_hidden_layers
-	LayerTypes        []LayerType
-	Eps               float64 // rms_norm_eps
-	TieWordEmbeddings bool    // tie_word_embeddings: lm_head reuses embed_tokens (no lm_head tensor)
-	MaxPositions      int     // max_position_embeddings
+	Vocab, D, Layers int // vocab_size, hidden_size, num_hidden_layers
+	LayerTypes       []LayerType
+	// FullAttentionInterval is full_attention_interval as written (default 4), also where
+	// layer_types decides the layers: MLX readers place layer i's attention by (i+1) % interval
+	// and ignore layer_types (family.MLXLMLayout compares the two).
+	FullAttentionInterval int
+	Eps                   float64 // rms_norm_eps
+	TieWordEmbeddings     bool    // tie_word_embeddings: lm_head reuses embed_tokens (no lm_head tensor)
+	MaxPositions          int     // max_position_embeddings
 
 	// Attention: num_attention_heads, num_key_value_heads, head_dim, and
 	// RotaryDim = int(HeadDim * partial_rotary_factor).

@@ -200,6 +200,7 @@ func ReadRope(c *Config, o *Object, prf float64) (unsupported []string) {
 // "attention"); attn is the type of the derived attention layers.
 func ReadLayerTypes(c *Config, o *Object, attn LayerType, names map[string]LayerType) {
 	interval := o.Int("full_attention_interval", 4)
+	c.FullAttentionInterval = interval
 	list, ok := o.Strs("layer_types")
 	if !ok {
 		if interval <= 0 {
