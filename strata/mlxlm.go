@@ -122,6 +122,23 @@ func (s *Session) SaveMLXLMCache(path string, opts MLXLMOptions) error {
 	return writeFileAtomic(path, func(w io.Writer) error { return writeMLXLM(w, ts, meta) })
 }
 
+// MLXLMModel returns the mlx-lm model module that runs this model (qwen3_next, qwen3_5 or
+// qwen3_5_moe: mlx_lm/models/NAME.py), or why its sessions cannot be written as an mlx-lm
+// prompt cache: errors wrap ErrUnsupported and name a family mlx-lm has no model for (qwen4_exp),
+// the first layer whose layer_types entry disagrees with the full_attention_interval mlx-lm
+// places the attention layers by, or a pipeline stage (LoadOptions.Layers), whose sessions do not
+// hold every layer. A host checks it before a long prefill it means to export.
+func (m *Model) MLXLMModel() (string, error) {
+	mod, err := family.MLXLMLayout(m.cfg)
+	if err != nil {
+		return "", err
+	}
+	if m.lo != 0 || m.hi != m.cfg.Layers {
+		return "", wrapf(ErrUnsupported, nil, "a pipeline stage (layers %d:%d of %d) does not hold every layer's state; mlx-lm's cache holds all of them", m.lo, m.hi, m.cfg.Layers)
+	}
+	return mod, nil
+}
+
 // mlxlmTensors checks the export and lists the file's tensors (in name order) and metadata.
 func (s *Session) mlxlmTensors(opts MLXLMOptions) ([]mlxlmTensor, map[string]string, error) {
 	m := s.m
@@ -132,11 +149,8 @@ func (s *Session) mlxlmTensors(opts MLXLMOptions) ([]mlxlmTensor, map[string]str
 	if format != MLXLMFormatNew && format != MLXLMFormatLegacy {
 		return nil, nil, wrapf(ErrInvalidArgument, nil, "mlx-lm cache format %q: %q (mlx-lm after PR #1632) or %q", opts.Format, MLXLMFormatNew, MLXLMFormatLegacy)
 	}
-	if _, err := family.MLXLMLayout(m.cfg); err != nil {
+	if _, err := m.MLXLMModel(); err != nil {
 		return nil, nil, err
-	}
-	if m.lo != 0 || m.hi != m.cfg.Layers {
-		return nil, nil, wrapf(ErrUnsupported, nil, "a pipeline stage (layers %d:%d of %d) does not hold every layer's state; mlx-lm's cache holds all of them", m.lo, m.hi, m.cfg.Layers)
 	}
 	if s.pos == 0 {
 		return nil, nil, wrapf(ErrInvalidArgument, nil, "the session is empty (position 0); mlx-lm saves no cache of no tokens")

@@ -13,6 +13,7 @@
 //	go run ./examples/prefill --model DIR --inspect
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --save-state s.state   (then --load-state s.state --tokens ...: the continuation)
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --prompt-cache DIR     (a later prompt sharing a prefix resumes from a checkpoint)
+//	go run ./examples/prefill --model DIR --prompt "..." --save-mlx-lm-cache c.safetensors --mlx-lm-model ID   (then mlx_lm.generate --model ID --prompt-cache-file c.safetensors continues)
 //
 // --bench measures the device's GEMM peak P (a 2048^3 float32 MatMul), then each op at the real
 // model's shapes (op/optest's benchmark cases, timed by optest.Time on the device's backend:
@@ -83,6 +84,10 @@ func run() error {
 		cacheDir   = flag.String("prompt-cache", "", "prompt cache directory: resume from the deepest checkpoint whose tokens are a prefix of the prompt, keep new ones there")
 		cacheBytes = flag.Int64("prompt-cache-bytes", strata.DefaultPromptCacheBytes, "prompt cache budget in bytes, in memory and in the --prompt-cache directory")
 		cacheEvery = flag.Int("prompt-cache-every", strata.DefaultCheckpointEvery, "prompt cache checkpoint spacing in tokens")
+		saveMLXLM  = flag.String("save-mlx-lm-cache", "", "after the prefill, write the session as an mlx-lm prompt-cache FILE (.safetensors, written atomically) that mlx_lm.generate --prompt-cache-file continues (qwen3_next, qwen3_5, qwen3_5_moe)")
+		mlxFormat  = flag.String("mlx-lm-format", strata.MLXLMFormatNew, "--save-mlx-lm-cache format: new (mlx-lm after PR #1632; needs mlx >= 0.32.1) or legacy")
+		mlxDType   = flag.String("mlx-lm-dtype", "", "--save-mlx-lm-cache dtype of keys, values and conv states: bfloat16, float16 or float32 (default: the model's, as mlx-lm runs it; float32 keeps the states exact)")
+		mlxModel   = flag.String("mlx-lm-model", "", "--save-mlx-lm-cache metadata \"model\": the model mlx_lm.generate loads (default: the checkpoint directory)")
 		benchCache = flag.Bool("bench-cache", false, "benchmark the prompt cache on the generated model (--preset; see BENCHMARKS.md): a prompt sharing 90% of a longer one, a chat of turns, checkpoint costs")
 	)
 	tf := registerTextFlags()
@@ -101,7 +106,7 @@ func run() error {
 	if flagSet("seed") && (*tokensArg != "" || *tokensFile != "" || flagSet("prompt") || flagSet("prompt-file")) {
 		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens, --tokens-file, --prompt or --prompt-file")
 	}
-	for _, name := range []string{"prompt", "tokens", "tokens-file", "prompt-file", "tokenizer", "save-logits", "save-state", "load-state", "prompt-cache"} {
+	for _, name := range []string{"prompt", "tokens", "tokens-file", "prompt-file", "tokenizer", "save-logits", "save-state", "load-state", "prompt-cache", "save-mlx-lm-cache"} {
 		if flagSet(name) && flag.Lookup(name).Value.String() == "" {
 			return fmt.Errorf("--%s is empty", name)
 		}
@@ -116,6 +121,10 @@ func run() error {
 		return runInspect(*modelDir, *preset)
 	}
 	if err := checkStateFlags(*saveState, *loadState, *cacheDir, *cacheBytes, *cacheEvery, *chunk, *benchCache); err != nil {
+		return err
+	}
+	mlxOpts := strata.MLXLMOptions{Format: *mlxFormat, DType: *mlxDType, Model: *mlxModel}
+	if err := checkMLXLMFlags(*saveMLXLM, mlxOpts, *benchCache); err != nil {
 		return err
 	}
 	for _, f := range []struct {
@@ -243,6 +252,11 @@ func run() error {
 		bar.Finish()
 	}
 	loadTime := time.Since(t0)
+	if *saveMLXLM != "" {
+		if _, err := m.MLXLMModel(); err != nil {
+			return fmt.Errorf("--save-mlx-lm-cache: %w", err)
+		}
+	}
 	held := 0 // tokens of a --load-state file
 	if *loadState != "" {
 		in, err := strata.ReadStateInfo(*loadState)
@@ -362,6 +376,14 @@ func run() error {
 		}
 		fi, _ := os.Stat(*saveState)
 		fmt.Printf("state     saved %s: %d tokens, %.1f MiB in %v\n", *saveState, sess.Position(), float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
+	}
+	if *saveMLXLM != "" {
+		t0 := time.Now()
+		if err := sess.SaveMLXLMCache(*saveMLXLM, mlxOpts); err != nil {
+			return err
+		}
+		fi, _ := os.Stat(*saveMLXLM)
+		fmt.Printf("mlx-lm    saved %s: %d tokens (%s format), %.1f MiB in %v\n", *saveMLXLM, sess.Position(), *mlxFormat, float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
 	}
 	if saveFile != nil {
 		f := saveFile

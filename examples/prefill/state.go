@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stratakernels/strata/strata"
@@ -33,6 +34,35 @@ func checkStateFlags(save, load, cacheDir string, cacheBytes int64, every, chunk
 		if fi, err := os.Stat(filepath.Dir(save)); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--save-state %s: its directory does not exist", save)
 		}
+	}
+	return nil
+}
+
+// checkMLXLMFlags refuses the --mlx-lm-* flags without --save-mlx-lm-cache, and a format, dtype
+// or file name the export would refuse, before a long prefill rather than after it.
+func checkMLXLMFlags(path string, opts strata.MLXLMOptions, bench bool) error {
+	if path == "" {
+		for _, name := range []string{"mlx-lm-format", "mlx-lm-dtype", "mlx-lm-model"} {
+			if flagSet(name) {
+				return fmt.Errorf("--%s applies with --save-mlx-lm-cache FILE", name)
+			}
+		}
+		return nil
+	}
+	switch {
+	case bench:
+		return fmt.Errorf("--bench-cache takes no --save-mlx-lm-cache")
+	case !strings.HasSuffix(path, ".safetensors"):
+		return fmt.Errorf("--save-mlx-lm-cache %s: the name must end in .safetensors (mlx reads a prompt cache by that extension)", path)
+	case opts.Format != strata.MLXLMFormatNew && opts.Format != strata.MLXLMFormatLegacy:
+		return fmt.Errorf("--mlx-lm-format %q: new or legacy", opts.Format)
+	case opts.DType != "" && opts.DType != "bfloat16" && opts.DType != "float16" && opts.DType != "float32":
+		return fmt.Errorf("--mlx-lm-dtype %q: bfloat16, float16 or float32", opts.DType)
+	case flagSet("mlx-lm-model") && opts.Model == "":
+		return fmt.Errorf("--mlx-lm-model is empty")
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--save-mlx-lm-cache %s: its directory does not exist", path)
 	}
 	return nil
 }

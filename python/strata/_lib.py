@@ -10,7 +10,7 @@ from typing import Optional
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int32,
                     c_int64, c_size_t, c_void_p)
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 DEFAULT_STEP = 2048  # STRATA_DEFAULT_STEP
 DEFAULT_PROMPT_CACHE_BYTES = 2 << 30  # STRATA_DEFAULT_PROMPT_CACHE_BYTES
 DEFAULT_CHECKPOINT_EVERY = 1024  # STRATA_DEFAULT_CHECKPOINT_EVERY
@@ -77,6 +77,10 @@ class PrefillParams(Structure):
                 ("hidden_out", POINTER(c_float)), ("hidden_out_cap", c_size_t)]
 
 
+class MLXLMParams(Structure):
+    _fields_ = [("struct_size", c_size_t), ("format", c_char_p), ("dtype", c_char_p), ("model", c_char_p)]
+
+
 class PromptCacheParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("dir", c_char_p), ("bytes", c_int64), ("disk_bytes", c_int64),
                 ("every", c_int64)]
@@ -139,6 +143,8 @@ PROTOTYPES = {
     "strata_session_save": (strata_status, [_h, c_char_p]),
     "strata_session_load": (strata_status, [_h, c_char_p]),
     "strata_session_tokens": (strata_status, [_h, POINTER(c_int32), c_size_t, POINTER(c_size_t)]),
+    "strata_mlx_lm_default_params": (MLXLMParams, []),
+    "strata_session_save_mlx_lm": (strata_status, [_h, c_char_p, POINTER(MLXLMParams)]),
     "strata_prompt_cache_default_params": (PromptCacheParams, []),
     "strata_prompt_cache_new": (strata_status, [_h, POINTER(PromptCacheParams), POINTER(_h)]),
     "strata_prompt_cache_free": (strata_status, [_h]),

@@ -305,6 +305,29 @@ class Session(_Handle):
         CapacityError (more tokens than max_context)."""
         check(self._lib.strata_session_load(self._h, _path(path, "path")), self._lib)
 
+    def save_mlx_lm(self, path: PathLike, format: str = "new", dtype: Optional[str] = None,
+                    model: Optional[str] = None) -> None:
+        """Writes the state as an mlx-lm prompt-cache file at path (ending in .safetensors), so that
+        `mlx_lm.generate --prompt-cache-file path` continues after the session's tokens
+        (qwen3_next, qwen3_5, qwen3_5_moe): per attention layer a KVCache (keys after k_norm and
+        RoPE, values [1, Hkv, T, head_dim]), per GDN layer an ArraysCache (conv state
+        [1, K-1, channels], recurrent state [1, Hv, Dv, Dk] float32). format: "new" (mlx-lm after
+        PR #1632; loading its empty arrays needs mlx >= 0.32.1) or "legacy"; dtype of keys,
+        values and conv states: "bfloat16", "float16", "float32" or None (the model's, as mlx-lm
+        runs it); model: the metadata "model" mlx_lm.generate loads (None: the checkpoint
+        directory). Written atomically; on error nothing is written. Raises UnsupportedError (a
+        family mlx-lm has no model for, e.g. qwen4_exp; layer_types that disagree with
+        full_attention_interval; a pipeline stage) or InvalidArgumentError (an unknown format or
+        dtype, an empty session, a name without .safetensors)."""
+        p = self._lib.strata_mlx_lm_default_params()
+        for field, value in (("format", format), ("dtype", dtype), ("model", model)):
+            if value is None:
+                continue
+            if not isinstance(value, str) or "\0" in value:
+                raise InvalidArgumentError(f"{field} must be a string without NUL bytes, got {value!r}")
+            setattr(p, field, value.encode())
+        check(self._lib.strata_session_save_mlx_lm(self._h, _path(path, "path"), byref(p)), self._lib)
+
     @property
     def tokens(self) -> np.ndarray:
         """The token ids the state was made from, int32 [position]."""
