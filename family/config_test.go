@@ -47,8 +47,9 @@ func TestLoadTiny(t *testing.T) {
 	}
 	want3 := &hfconfig.Config{
 		ModelType: "qwen3_next", Family: "qwen3_next", Architectures: []string{"Qwen3NextForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
-		LayerTypes: []hfconfig.LayerType{hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.FullAttention},
-		Eps:        1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 10000,
+		LayerTypes:            []hfconfig.LayerType{hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.FullAttention},
+		FullAttentionInterval: 4,
+		Eps:                   1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 10000,
 		Hk: 2, Hv: 6, Dk: 128, Dv: 128, ConvK: 4, GateAct: "silu",
 		Experts: 12, TopK: 10, MoEI: 32, SharedI: 32, NormTopK: true,
 		DenseI: 64, MLPOnlyLayers: []int{}, DecoderSparseStep: 1, Streams: 1,
@@ -62,8 +63,9 @@ func TestLoadTiny(t *testing.T) {
 	}
 	want4 := &hfconfig.Config{
 		ModelType: "qwen4_exp_text", Family: "qwen4_exp", Architectures: []string{"Qwen4ExpForCausalLM"}, Vocab: 512, D: 256, Layers: 4,
-		LayerTypes: []hfconfig.LayerType{hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.SparseAttention},
-		Eps:        1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, MRoPESection: []int{11, 11, 10},
+		LayerTypes:            []hfconfig.LayerType{hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.LinearAttention, hfconfig.SparseAttention},
+		FullAttentionInterval: 4,
+		Eps:                   1e-6, MaxPositions: 4096, Hq: 12, Hkv: 1, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, MRoPESection: []int{11, 11, 10},
 		Hk: 2, Hv: 6, Dk: 128, Dv: 128, ConvK: 4, GateAct: "sigmoid",
 		Experts: 12, TopK: 10, MoEI: 32, SharedI: 32, NormTopK: true, DecoderSparseStep: 1,
 		Streams: 4, HCRank: 32, IdxHeads: 4, IdxKVHeads: 1, IdxDim: 128, IdxBudget: 32, IdxRatio: 4,

@@ -51,7 +51,7 @@ func TestPublishedConfigs(t *testing.T) {
 	want := map[string]*hfconfig.Config{
 		flashNext: {
 			ModelType: "qwen4_exp", Family: "qwen4_exp", Architectures: []string{"Qwen4ExpForConditionalGeneration"}, MTPLayers: 1,
-			Vocab: 248320, D: 2560, Layers: 48, LayerTypes: q4Types, Eps: 1e-6, MaxPositions: 262144,
+			Vocab: 248320, D: 2560, Layers: 48, LayerTypes: q4Types, FullAttentionInterval: 4, Eps: 1e-6, MaxPositions: 262144,
 			Hq: 24, Hkv: 2, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, MRoPESection: []int{11, 11, 10}, Hk: 16, Hv: 48, Dk: 128, Dv: 128, ConvK: 4, GateAct: "sigmoid",
 			Experts: 512, TopK: 10, MoEI: 640, SharedI: 640, NormTopK: true, DecoderSparseStep: 1, Streams: 4, HCRank: 320,
 			IdxHeads: 4, IdxKVHeads: 1, IdxDim: 128, IdxBudget: 2048, IdxRatio: 4,
@@ -60,7 +60,7 @@ func TestPublishedConfigs(t *testing.T) {
 		},
 		qwen3Next: {
 			ModelType: "qwen3_next", Family: "qwen3_next", Architectures: []string{"Qwen3NextForCausalLM"},
-			Vocab: 151936, D: 2048, Layers: 48, LayerTypes: q3Types, Eps: 1e-6, MaxPositions: 262144,
+			Vocab: 151936, D: 2048, Layers: 48, LayerTypes: q3Types, FullAttentionInterval: 4, Eps: 1e-6, MaxPositions: 262144,
 			Hq: 16, Hkv: 2, HeadDim: 256, RotaryDim: 64, RopeTheta: 1e7, Hk: 16, Hv: 32, Dk: 128, Dv: 128, ConvK: 4, GateAct: "silu",
 			Experts: 512, TopK: 10, MoEI: 512, SharedI: 512, NormTopK: true, DenseI: 5120, MLPOnlyLayers: []int{},
 			DecoderSparseStep: 1, Streams: 1, EOS: []int{151645},

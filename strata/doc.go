@@ -29,7 +29,10 @@
 // process or on another backend (LoadState, LoadStateFile), continuing bitwise. A PromptCache
 // keeps checkpoints of session states at step boundaries and at the end of every call, in
 // memory and in a directory, under byte budgets, and resumes a prompt from the deepest one whose
-// tokens are a prefix of it, with the bits of a prefill split there.
+// tokens are a prefix of it, with the bits of a prefill split there. Session.SaveMLXLMCache
+// writes the session as the prompt-cache file mlx-lm's save_prompt_cache writes (Qwen3-Next and
+// Qwen3.5 / Qwen3.6, both mlx-lm formats), which `mlx_lm.generate --prompt-cache-file`
+// continues.
 //
 // Pipeline stages. LoadOptions.Layers loads a half-open range of decoder layers (the
 // embedding with the first, the head with the last); chained through PrefillOptions.Hidden and

@@ -87,9 +87,9 @@ func (t *mlxlmTensor) size() int64 {
 // byte is written, so on error w receives nothing. Errors wrap ErrUnsupported (a family mlx-lm
 // has no model for, such as qwen4_exp; layer_types that disagree with the
 // full_attention_interval mlx-lm places layers by; a pipeline stage, which does not hold every
-// layer; a table dtype with no default), ErrInvalidArgument (an unknown format or dtype, an empty
-// session, metadata that is not a string, a state that does not fit the dtype: non-finite or
-// beyond its range), ErrBusy, ErrClosed or the writer's error.
+// layer; an embedding table whose format gives no default dtype), ErrInvalidArgument (an unknown
+// format or dtype, an empty session, a state the dtype cannot hold: non-finite or beyond its
+// range), ErrBusy, ErrClosed or the writer's error.
 func (s *Session) WriteMLXLMCache(w io.Writer, opts MLXLMOptions) error {
 	if err := s.acquire(); err != nil {
 		return err

@@ -18,13 +18,15 @@ from test_mlxlm_ref import MODELS, checkpoint, generated, golden_logits, goldens
 
 N = 88  # tokens strata prefills; the reference decodes positions N..95 from the exported cache
 FORMATS = {"new": R.CURRENT, "legacy": R.LEGACY}
-# Measured (-s): the float32 export continued 8 steps is 7e-6 .. 1.2e-5 from the goldens on the
-# cpu and on emu (the goldens' own floor is 1e-5 for qwen3next, 1e-6 for the qwen35 pair), its
-# states 2e-6 .. 1e-5 from the reference's (float32 prefill vs float64 decode); the bfloat16
-# export moves the logits by up to about 6e-3 (mlxlm_ref's own bfloat16 files do the same).
-TOL_F32 = 1e-4
+# Measured (-s), cpu and emu alike: the float32 export continued over positions 88..95 is 4.0e-6
+# to 5.3e-6 from the goldens and 1.5e-6 to 5.3e-6 from the reference continuing its own cache; the
+# exported states are 1.4e-5 to 2.3e-5 from the reference's (a float32 prefill against a float64
+# decode); the bfloat16 export moves the logits by 4.9e-3 to 8.8e-3 (as mlxlm_ref's own bfloat16
+# files do, test_mlxlm_ref.py).
+TOL_GOLDEN = 1e-4  # the issue's bound, for the float32 export
+TOL_OWN_F32 = 2e-5
+TOL_STATE_F32 = 5e-5
 TOL_BF16 = 2e-2
-TOL_STATE_F32 = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +103,10 @@ def test_export_continues_as_the_goldens(name, backend, strata, ref_models, gold
                 dg, do = max_diff(got, want), max_diff(got, ref_logits)
                 print(f"\n{name} {be} {fmt} {act}: states vs the reference's {ds:.3g}; positions {N}..95 "
                       f"continued from the file: max |logits - golden| {dg:.3g}, vs the reference's own cache {do:.3g}")
-                tol = TOL_F32 if act == "F32" else TOL_BF16
-                assert dg <= tol and do <= tol
                 if act == "F32":
-                    assert ds <= TOL_STATE_F32
+                    assert dg <= TOL_GOLDEN and do <= TOL_OWN_F32 and ds <= TOL_STATE_F32
+                else:
+                    assert dg <= TOL_BF16 and do <= TOL_BF16
         # the bfloat16 file holds the float32 file's values rounded once to nearest even
         f32 = R.load_prompt_cache(str(tmp_path / "new-float32.safetensors"), R.CURRENT)
         bf = R.load_prompt_cache(str(tmp_path / "new-None.safetensors"), R.CURRENT)

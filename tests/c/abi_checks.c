@@ -387,6 +387,21 @@ int main(int argc, char** argv) {
     check_status("prefill 30 tokens", strata_session_prefill(a, p40, 30, NULL, NULL, 0, NULL), STRATA_OK, NULL);
     check_status("session_save NULL path", strata_session_save(a, NULL), STRATA_ERR_INVALID_ARGUMENT, "path is NULL");
     check_status("session_save", strata_session_save(a, path), STRATA_OK, NULL);
+    {
+      char mpath[4096];
+      snprintf(mpath, sizeof mpath, "%s/m.safetensors", argv[2]);
+      strata_mlx_lm_params mp = strata_mlx_lm_default_params();
+      expect("mlx_lm default params", mp.struct_size == sizeof mp && !mp.format && !mp.dtype && !mp.model);
+      check_status("save_mlx_lm NULL path", strata_session_save_mlx_lm(a, NULL, NULL), STRATA_ERR_INVALID_ARGUMENT, "path is NULL");
+      mp.struct_size = 1;
+      check_status("save_mlx_lm struct_size too small", strata_session_save_mlx_lm(a, mpath, &mp), STRATA_ERR_INVALID_ARGUMENT, "struct_size");
+      mp = strata_mlx_lm_default_params();
+      mp.format = "legacy", mp.dtype = "float32";
+      check_status("save_mlx_lm of a qwen4_exp session", strata_session_save_mlx_lm(a, mpath, &mp), STRATA_ERR_UNSUPPORTED, "qwen4_exp family");
+      FILE* f = fopen(mpath, "rb");
+      expect("a refused mlx-lm export writes no file", f == NULL);
+      if (f) fclose(f);
+    }
     check_status("session_load", strata_session_load(b, path), STRATA_OK, NULL);
     size_t n = 0;
     check_status("session_tokens count", strata_session_tokens(b, NULL, 0, &n), STRATA_OK, NULL);
