@@ -401,3 +401,37 @@ func BenchmarkAttention(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQSAAttention times the --bench op line of sparse attention at long context (op/optest's
+// Attention/qsa_2pass case at T 2048 after 30000 cached tokens: 24 / 2 heads of 256, 2051 keys
+// a row) beside the GEMM peak P of the same run (optest.BenchPeak), each by optest.Time (median
+// of 3 after a warm-up), and reports the op's ms, GFLOP/s and percent of P. Run it with
+// -benchtime 1x: every iteration times both cases afresh.
+func BenchmarkQSAAttention(b *testing.B) {
+	b.Logf("kernels: %s", AttentionKernel())
+	o := optest.BenchOptions{LongT: 2048, Pos0: 30000}
+	var sparse optest.Case
+	for _, c := range optest.BenchCases(o) {
+		if c.Name == "Attention/qsa_2pass/T2048_pos30000_h4_dim128_r4_b2048" {
+			sparse = c
+		}
+	}
+	if sparse.Name == "" {
+		b.Fatal("no Attention/qsa_2pass/T2048_pos30000 case in optest.BenchCases")
+	}
+	for b.Loop() {
+		peak, err := optest.Time(Backend{}, optest.BenchPeak(o), 3)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := optest.Time(Backend{}, sparse, 3)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("P %.1f GFLOP/s; %s %.0f ms (min %.0f), %.1f GFLOP/s, %.1f%% of P", peak.GFLOPS(), r.Name,
+			float64(r.Median.Microseconds())/1000, float64(r.Min.Microseconds())/1000, r.GFLOPS(), 100*r.GFLOPS()/peak.GFLOPS())
+		b.ReportMetric(float64(r.Median.Microseconds())/1000, "ms")
+		b.ReportMetric(r.GFLOPS(), "GFLOP/s")
+		b.ReportMetric(100*r.GFLOPS()/peak.GFLOPS(), "%P")
+	}
+}
