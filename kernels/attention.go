@@ -40,8 +40,9 @@ const (
 // malformed selection (wrong T, offsets, tokens not strictly ascending, out of range or beyond
 // the causal limit, an empty sparse row). Nothing is written when an error is returned.
 //
-// Work is split over (KV head, query tile) units; each unit owns its output rows and computes
-// them in a fixed order, so results are bitwise identical across runs and GOMAXPROCS.
+// Work: dense rows are split over (KV head, query tile) units, each owning its output rows;
+// sparse rows run key-chunk-major (attnSparse). Every output row is computed in a fixed order
+// whatever the worker count, so results are bitwise identical across runs and GOMAXPROCS.
 func attention(o, lse []float32, q, k, v []float32, p op.AttnParams, sel *op.Selection) error {
 	a := op.Attention{O: op.HostF32(o), Q: op.HostF32(q), K: op.HostF32(k), V: op.HostF32(v), P: p, Sel: sel}
 	if lse != nil {
@@ -75,15 +76,25 @@ func execAttention(a op.Attention) error {
 		lse = a.LSE.F32()
 	}
 	hpg := p.Hq / p.Hkv
-	tiles := attnPlanTiles(p, hpg, sel)
+	tiles, sparse := attnPlanTiles(p, hpg, sel)
+	attnDense(o, lse, q, k, v, p, hpg, tiles)
+	attnSparse(o, lse, q, k, v, p, hpg, sel, sparse)
+	return nil
+}
+
+// attnDense runs the dense tiles, each for every KV head.
+func attnDense(o, lse, q, k, v []float32, p op.AttnParams, hpg int, tiles []attnTile) {
 	nUnits := len(tiles) * p.Hkv
+	if nUnits == 0 {
+		return
+	}
 	rowsMax := 0
 	for _, tl := range tiles {
 		rowsMax = max(rowsMax, (tl.t1-tl.t0)*hpg)
 	}
 	run := func(ws *attnScratch, u int) {
 		tl := tiles[u/p.Hkv]
-		attnTileRun(ws, o, lse, q, k, v, p, hpg, u%p.Hkv, tl, sel)
+		attnTileRun(ws, o, lse, q, k, v, p, hpg, u%p.Hkv, tl)
 	}
 	workers := min(runtime.GOMAXPROCS(0), nUnits)
 	if workers <= 1 {
@@ -91,7 +102,7 @@ func execAttention(a op.Attention) error {
 		for u := 0; u < nUnits; u++ {
 			run(ws, u)
 		}
-		return nil
+		return
 	}
 	// Units are claimed dynamically (most expensive first) for balance; every unit writes only
 	// its own rows and does not depend on which worker runs it, so the result is deterministic.
@@ -112,27 +123,22 @@ func execAttention(a op.Attention) error {
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
-// attnTile is a run of query tokens [t0, t1) processed together for one KV head. A sparse tile
-// holds one token whose keys come from its selection list.
+// attnTile is a run of dense query tokens [t0, t1) processed together for one KV head.
 type attnTile struct {
 	t0, t1 int
-	sparse bool
 	cost   int64
 }
 
-// attnPlanTiles groups dense rows into tiles of about attnTileRows score rows and gives each
-// sparse row its own tile, ordered by decreasing cost (keys x rows), ties by position.
-func attnPlanTiles(p op.AttnParams, hpg int, sel *op.Selection) []attnTile {
+// attnPlanTiles groups the dense rows into tiles of about attnTileRows score rows, ordered by
+// decreasing cost (keys x rows), ties by position, and lists the sparse rows (ascending) apart.
+func attnPlanTiles(p op.AttnParams, hpg int, sel *op.Selection) (tiles []attnTile, sparse []int) {
 	bt := max(1, (attnTileRows+hpg-1)/hpg)
-	var tiles []attnTile
 	t := 0
 	for t < p.T {
 		if sel != nil && !sel.Dense[t] {
-			n := int64(sel.Offsets[t+1] - sel.Offsets[t])
-			tiles = append(tiles, attnTile{t0: t, t1: t + 1, sparse: true, cost: n * int64(hpg)})
+			sparse = append(sparse, t)
 			t++
 			continue
 		}
@@ -144,5 +150,5 @@ func attnPlanTiles(p op.AttnParams, hpg int, sel *op.Selection) []attnTile {
 		t = t1
 	}
 	sort.SliceStable(tiles, func(i, j int) bool { return tiles[i].cost > tiles[j].cost })
-	return tiles
+	return tiles, sparse
 }

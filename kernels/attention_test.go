@@ -209,30 +209,114 @@ func attnFirstBitDiff(a, b []float32) int {
 
 func TestAttentionDeterministic(t *testing.T) { forEachKernel(t, testAttentionDeterministic) }
 
+// testAttentionDeterministic: the same bits at GOMAXPROCS 2 (twice), 1, 3 and 4, dense and
+// sparse, the sparse rows in one key chunk and in chunks of one key block (the chunk loop
+// with its barriers, and the units of every chunk spread over the workers).
 func testAttentionDeterministic(t *testing.T) {
 	c := optest.AttentionCase{T: 300, Pos0: 200, Hq: 24, Hkv: 2, D: 64, Seed: 99}
 	q, k, v := c.Inputs()
 	p := attnParams(c)
 	sel := attnRandomSelection(rand.New(rand.NewPCG(3, 4)), c.T, c.Pos0)
-	for _, s := range []*op.Selection{nil, sel} {
-		run := func(procs int) ([]float32, []float32) {
-			prev := runtime.GOMAXPROCS(procs)
-			defer runtime.GOMAXPROCS(prev)
+	for _, chunkKeys := range []int{0, attnBlockKeys} {
+		for _, s := range []*op.Selection{nil, sel} {
+			run := func(procs int) ([]float32, []float32) {
+				defer attnSetChunk(chunkKeys, c.D)()
+				prev := runtime.GOMAXPROCS(procs)
+				defer runtime.GOMAXPROCS(prev)
+				o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
+				if err := attention(o, lse, q, k, v, p, s); err != nil {
+					t.Fatal(err)
+				}
+				return o, lse
+			}
+			o1, l1 := run(2)
+			o2, l2 := run(2)
+			o3, l3 := run(1)
+			o4, l4 := run(4)
+			o5, l5 := run(3)
+			for i, pair := range [][2][]float32{{o1, o2}, {l1, l2}, {o1, o3}, {l1, l3}, {o1, o4}, {l1, l4}, {o1, o5}, {l1, l5}} {
+				if j := attnFirstBitDiff(pair[0], pair[1]); j >= 0 {
+					t.Fatalf("chunk %d keys, selection %v, comparison %d: element %d differs: %v vs %v", chunkKeys, s != nil, i, j, pair[0][j], pair[1][j])
+				}
+			}
+		}
+	}
+}
+
+// attnSetChunk sets the sparse pass's key chunk to keys positions at head dim d (0: leave the
+// default) and returns a function that restores it.
+func attnSetChunk(keys, d int) (restore func()) {
+	prev := attnChunkBytes
+	if keys > 0 {
+		attnChunkBytes = keys * 8 * d
+	}
+	return func() { attnChunkBytes = prev }
+}
+
+func TestAttentionSparseChunks(t *testing.T) { forEachKernel(t, testAttentionSparseChunks) }
+
+// testAttentionSparseChunks runs the sparse rows in key chunks of 1, 2 and 3 key blocks and in
+// the default chunk: each against the float64 reference (the bound of the listed-selection
+// test), and a list of every position bitwise equal to dense attention (the chunks are
+// multiples of the dense tiles' key blocks). Then the real head shape (24 / 2 heads of 256)
+// after 3000 cached positions, where the default chunk (1008 positions) splits every row.
+func testAttentionSparseChunks(t *testing.T) {
+	c := optest.AttentionCase{T: 70, Pos0: 400, Hq: 6, Hkv: 2, D: 64, Seed: 17}
+	q, k, v := c.Inputs()
+	p := attnParams(c)
+	sel := attnRandomSelection(rand.New(rand.NewPCG(5, 6)), c.T, c.Pos0)
+	full := &op.Selection{T: c.T, Dense: make([]bool, c.T), Offsets: make([]int32, c.T+1)}
+	for tt := 0; tt < c.T; tt++ {
+		full.Offsets[tt] = int32(len(full.Tokens))
+		for pos := 0; pos <= c.Pos0+tt; pos++ {
+			full.Tokens = append(full.Tokens, int32(pos))
+		}
+	}
+	full.Offsets[c.T] = int32(len(full.Tokens))
+	wo, wl := attnNaive(q, k, v, p, sel)
+	od, ld := make([]float32, len(q)), make([]float32, c.T*c.Hq)
+	if err := attention(od, ld, q, k, v, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, blocks := range []int{1, 2, 3, 0} {
+		func() {
+			defer attnSetChunk(blocks*attnBlockKeys, c.D)()
+			if n := attnChunkKeys(c.D); blocks > 0 && n != blocks*attnBlockKeys {
+				t.Fatalf("chunk of %d keys, want %d", n, blocks*attnBlockKeys)
+			}
 			o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
-			if err := attention(o, lse, q, k, v, p, s); err != nil {
+			if err := attention(o, lse, q, k, v, p, sel); err != nil {
 				t.Fatal(err)
 			}
-			return o, lse
-		}
-		o1, l1 := run(2)
-		o2, l2 := run(2)
-		o3, l3 := run(1)
-		o4, l4 := run(4)
-		for i, pair := range [][2][]float32{{o1, o2}, {l1, l2}, {o1, o3}, {l1, l3}, {o1, o4}, {l1, l4}} {
-			if j := attnFirstBitDiff(pair[0], pair[1]); j >= 0 {
-				t.Fatalf("selection %v, comparison %d: element %d differs: %v vs %v", s != nil, i, j, pair[0][j], pair[1][j])
+			if dO, dL := attnRelDiff(o, wo), attnRelDiff(lse, wl); dO > 1e-5 || dL > 1e-5 {
+				t.Fatalf("chunks of %d blocks: o rel diff %.3g, lse rel diff %.3g", blocks, dO, dL)
 			}
-		}
+			if err := attention(o, lse, q, k, v, p, full); err != nil {
+				t.Fatal(err)
+			}
+			if i := attnFirstBitDiff(o, od); i >= 0 {
+				t.Fatalf("chunks of %d blocks, full list vs dense: o[%d] = %v vs %v", blocks, i, o[i], od[i])
+			}
+			if i := attnFirstBitDiff(lse, ld); i >= 0 {
+				t.Fatalf("chunks of %d blocks, full list vs dense: lse[%d] = %v vs %v", blocks, i, lse[i], ld[i])
+			}
+		}()
+	}
+
+	big := optest.AttentionCase{T: 24, Pos0: 3000, Hq: 24, Hkv: 2, D: 256, Seed: 18}
+	if n := attnChunkKeys(big.D); n >= big.Pos0/2 {
+		t.Fatalf("default chunk of %d keys at D=%d: the case would not split its rows", n, big.D)
+	}
+	q, k, v = big.Inputs()
+	p = attnParams(big)
+	sel = attnRandomSelection(rand.New(rand.NewPCG(7, 8)), big.T, big.Pos0)
+	o, lse := make([]float32, len(q)), make([]float32, big.T*big.Hq)
+	if err := attention(o, lse, q, k, v, p, sel); err != nil {
+		t.Fatal(err)
+	}
+	wo, wl = attnNaive(q, k, v, p, sel)
+	if dO, dL := attnRelDiff(o, wo), attnRelDiff(lse, wl); dO > 1e-5 || dL > 1e-5 {
+		t.Fatalf("T=%d pos0=%d D=%d: o rel diff %.3g, lse rel diff %.3g", big.T, big.Pos0, big.D, dO, dL)
 	}
 }
 
@@ -315,5 +399,39 @@ func BenchmarkAttention(b *testing.B) {
 			}
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// BenchmarkQSAAttention times the --bench op line of sparse attention at long context (op/optest's
+// Attention/qsa_2pass case at T 2048 after 30000 cached tokens: 24 / 2 heads of 256, 2051 keys
+// a row) beside the GEMM peak P of the same run (optest.BenchPeak), each by optest.Time (median
+// of 3 after a warm-up), and reports the op's ms, GFLOP/s and percent of P. Run it with
+// -benchtime 1x: every iteration times both cases afresh.
+func BenchmarkQSAAttention(b *testing.B) {
+	b.Logf("kernels: %s", AttentionKernel())
+	o := optest.BenchOptions{LongT: 2048, Pos0: 30000}
+	var sparse optest.Case
+	for _, c := range optest.BenchCases(o) {
+		if c.Name == "Attention/qsa_2pass/T2048_pos30000_h4_dim128_r4_b2048" {
+			sparse = c
+		}
+	}
+	if sparse.Name == "" {
+		b.Fatal("no Attention/qsa_2pass/T2048_pos30000 case in optest.BenchCases")
+	}
+	for b.Loop() {
+		peak, err := optest.Time(Backend{}, optest.BenchPeak(o), 3)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := optest.Time(Backend{}, sparse, 3)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("P %.1f GFLOP/s; %s %.0f ms (min %.0f), %.1f GFLOP/s, %.1f%% of P", peak.GFLOPS(), r.Name,
+			float64(r.Median.Microseconds())/1000, float64(r.Min.Microseconds())/1000, r.GFLOPS(), 100*r.GFLOPS()/peak.GFLOPS())
+		b.ReportMetric(float64(r.Median.Microseconds())/1000, "ms")
+		b.ReportMetric(r.GFLOPS(), "GFLOP/s")
+		b.ReportMetric(100*r.GFLOPS()/peak.GFLOPS(), "%P")
 	}
 }

@@ -9,7 +9,7 @@ import (
 // attnScratch is one worker's tile memory, reused across the units it runs.
 type attnScratch struct {
 	qT     []float32   // packed queries, transposed: [D, rp]
-	ot     []float32   // output accumulators [rp, D]
+	ot     []float32   // output accumulators of a dense tile [rp, D]
 	st     []float32   // scores, then probabilities: [attnBlockKeys, rp] (key-major)
 	kbuf   []float32   // keys of a sparse block, gathered: [attnBlockKeys, D]
 	m, l   []float32   // running max and sum of each row
@@ -42,16 +42,15 @@ func newAttnScratch(rowsMax, d int) *attnScratch {
 	}
 }
 
-// attnTileRun computes the output rows of query tokens [tl.t0, tl.t1) and query heads
+// attnTileRun computes the output rows of the dense query tokens [tl.t0, tl.t1) and query heads
 // g*hpg..g*hpg+hpg-1 (KV head g). Row r of the tile is token t0 + r/hpg, head g*hpg + r%hpg.
 // The row count is padded to a multiple of 8; pad rows have zero queries and are never
 // written out.
 //
 // Per key block: scores S^T = K_block Q^T (keys x rows, into st), the online softmax over each
 // row (column of st), then O = alpha O + P V_block. Both products run on the shared panel
-// kernel (fmaGemm); K rows are read in place for dense tiles and gathered for sparse ones,
-// V rows through a row table.
-func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p op.AttnParams, hpg, g int, tl attnTile, sel *op.Selection) {
+// kernel (fmaGemm); K rows are read in place, V rows through a row table.
+func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p op.AttnParams, hpg, g int, tl attnTile) {
 	d := p.D
 	rows := (tl.t1 - tl.t0) * hpg
 	rp := attnRowPad(rows)
@@ -75,29 +74,14 @@ func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p op.AttnParams, hp
 		l[r] = 0
 	}
 	ldkv := p.Hkv * d
-	if tl.sparse {
-		list := sel.Tokens[sel.Offsets[tl.t0]:sel.Offsets[tl.t0+1]]
-		for i := 0; i < len(list); i += attnBlockKeys {
-			nc := min(attnBlockKeys, len(list)-i)
-			for c := 0; c < nc; c++ {
-				pos := int(list[i+c])
-				ws.keyPos[c] = pos
-				copy(ws.kbuf[c*d:(c+1)*d], k[pos*ldkv+g*d:pos*ldkv+g*d+d])
-				ws.vRows[c] = &v[pos*ldkv+g*d]
-			}
-			_ = v[int(list[i+nc-1])*ldkv+g*d+d-1]
-			attnBlock(ws, rp, d, nc, p.Scale, false, ws.kbuf, d)
+	minLimit, maxLimit := p.Pos0+tl.t0, p.Pos0+tl.t1-1
+	for kb := 0; kb <= maxLimit; kb += attnBlockKeys {
+		nc := min(attnBlockKeys, maxLimit+1-kb)
+		for c := 0; c < nc; c++ {
+			ws.keyPos[c] = kb + c
 		}
-	} else {
-		minLimit, maxLimit := p.Pos0+tl.t0, p.Pos0+tl.t1-1
-		for kb := 0; kb <= maxLimit; kb += attnBlockKeys {
-			nc := min(attnBlockKeys, maxLimit+1-kb)
-			for c := 0; c < nc; c++ {
-				ws.keyPos[c] = kb + c
-			}
-			fmaRowTable(ws.vRows[:nc], v[kb*ldkv+g*d:], ldkv, d)
-			attnBlock(ws, rp, d, nc, p.Scale, kb+nc-1 > minLimit, k[kb*ldkv+g*d:], ldkv)
-		}
+		fmaRowTable(ws.vRows[:nc], v[kb*ldkv+g*d:], ldkv, d)
+		attnBlock(ws, ot, rows, rp, d, nc, p.Scale, kb+nc-1 > minLimit, k[kb*ldkv+g*d:], ldkv)
 	}
 	for r := 0; r < rows; r++ {
 		t := tl.t0 + r/hpg
@@ -113,10 +97,11 @@ func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p op.AttnParams, hp
 }
 
 // attnBlock folds one block of nc keys (rows of kb with stride ldk; values through ws.vRows)
-// into the running softmax of rp rows. Masked scores (key position past the row's causal
+// into the running softmax of rp rows (ws.m, ws.l) and the accumulators ot [rows, d] of the
+// first rows of them (the pad rows past rows get no output). Masked scores (key position past the row's causal
 // limit) become -Inf and contribute exact zeros, so a dense tile gives bitwise the same rows
 // as the explicit list 0..pos0+t.
-func attnBlock(ws *attnScratch, rp, d, nc int, scale float32, mask bool, kb []float32, ldk int) {
+func attnBlock(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32, mask bool, kb []float32, ldk int) {
 	st := ws.st[:nc*rp]
 	clear(st)
 	fmaGemm(st, rp, kb, ldk, 1, ws.qTRows, nc, rp, d)
@@ -139,12 +124,12 @@ func attnBlock(ws *attnScratch, rp, d, nc int, scale float32, mask bool, kb []fl
 	} else {
 		attnSoftmaxGo(ws, st, rp, nc, scale)
 	}
-	for r := 0; r < rp; r++ {
+	for r := 0; r < rows; r++ {
 		if a := ws.alpha[r]; a != 1 {
-			attnScaleRow(ws.ot[r*d:(r+1)*d], a)
+			attnScaleRow(ot[r*d:(r+1)*d], a)
 		}
 	}
-	fmaGemm(ws.ot[:rp*d], d, st, 1, rp, ws.vRows[:nc], rp, d, nc)
+	fmaGemm(ot[:rows*d], d, st, 1, rp, ws.vRows[:nc], rows, d, nc)
 }
 
 // attnSoftmaxGo is the portable online-softmax step of every row (exp in float64).
