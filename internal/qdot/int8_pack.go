@@ -247,3 +247,7 @@ func PackInt8(w Int8Weights, k Kernel) (*Int8Packed, error) {
 }
 
 func (p *Int8Packed) int8Source() (*i8src, error) { return p.src, nil }
+
+// Bytes is the memory of the packed panels: the code words and the per-panel scales (and
+// biases) as float32.
+func (p *Int8Packed) Bytes() int64 { return 4 * int64(len(p.words)+len(p.wsb)) }
