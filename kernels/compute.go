@@ -267,3 +267,20 @@ func matMulCompute(ys [][]float32, ldy int, x []float32, T int, ws []*op.Matrix,
 	}
 	return nil
 }
+
+// ComputeKernels describes what each compute mode runs on this CPU and build, whatever the
+// model: the int8 and bf16 kernels (and why bf16 is emulated) and the weight formats each mode
+// takes, the rest running in f32.
+func ComputeKernels() string {
+	b16 := qdot.BestBF16()
+	bw := qdot.BF16Name(b16)
+	if b16 != qdot.AVX512BF16 {
+		if why := qdot.BF16Choice(); why != "" {
+			bw += ": " + why
+		} else {
+			bw += ", no AVX512_BF16 on this CPU"
+		}
+	}
+	return fmt.Sprintf("int8 %s (activations in blocks of %d) for MLX affine and FP8 weights, the rest in f32; "+
+		"bf16 %s for BF16, FP8 and MLX affine weights, the rest in f32; f32 %s", qdot.Int8Name(qdot.BestInt8()), int8Block, bw, BLASImpl())
+}
