@@ -171,21 +171,124 @@ func measure(sum *accuracy, rows *int, got, want []float32, vocab int) {
 	}
 }
 
-// computeBounds are the bounds TestComputeAccuracy holds for each mode, over every golden model
-// and both prompts, set from the measured values (ComputeAccuracy below) with margin.
-var computeBounds = map[string]accuracy{
-	"f32":  {maxRel: 1e-3, meanRel: 1e-4, top1: 1, top5: 1},
-	"bf16": {maxRel: 1, meanRel: 1, top1: 0, top5: 0},
-	"int8": {maxRel: 1, meanRel: 1, top1: 0, top5: 0},
+// measuredAccuracy is what TestComputeAccuracy measured on an AMD EPYC (Zen 3, AVX2: the int8
+// kernel avx2, bf16 its FMA emulation) per golden model and mode; the test holds each model to
+// bounds with margin around these (computeBound). The int8 and bf16 kernels of other CPUs give
+// the same bits (package internal/qdot), so the figures hold there too. f32 rows are the golden
+// tests' accuracy; int8 on a checkpoint without MLX affine or FP8 weights is f32.
+var measuredAccuracy = map[string]map[string]accuracy{
+	"qwen3next-tiny": {
+		"f32":  {4.51e-06, 1.08e-06, 1.0000, 1.0000},
+		"bf16": {0.0339, 0.0049, 0.9874, 0.9914},
+		"int8": {4.51e-06, 1.08e-06, 1.0000, 1.0000},
+	},
+	"qwen4exp-tiny": {
+		"f32":  {1.3e-06, 5.43e-07, 1.0000, 1.0000},
+		"bf16": {0.034, 0.00306, 1.0000, 0.9949},
+		"int8": {1.3e-06, 5.43e-07, 1.0000, 1.0000},
+	},
+	"qwen35-tiny": {
+		"f32":  {3.26e-06, 9.19e-07, 1.0000, 1.0000},
+		"bf16": {0.0155, 0.00506, 0.9874, 0.9949},
+		"int8": {3.26e-06, 9.19e-07, 1.0000, 1.0000},
+	},
+	"qwen35moe-tiny": {
+		"f32":  {2.19e-06, 8.57e-07, 1.0000, 1.0000},
+		"bf16": {0.297, 0.0143, 0.9798, 0.9793},
+		"int8": {2.19e-06, 8.57e-07, 1.0000, 1.0000},
+	},
+	"qwen35-tiny-mlx4": {
+		"f32":  {2.71e-06, 8.8e-07, 1.0000, 1.0000},
+		"bf16": {0.0254, 0.00664, 0.9899, 0.9894},
+		"int8": {0.0627, 0.0204, 0.9646, 0.9687},
+	},
+	"qwen35moe-tiny-mlx4": {
+		"f32":  {2e-06, 8.17e-07, 1.0000, 1.0000},
+		"bf16": {0.233, 0.0122, 0.9773, 0.9823},
+		"int8": {0.216, 0.0358, 0.9545, 0.9556},
+	},
+	"qwen4exp-fmt": {
+		"f32":  {1.07e-06, 3.95e-07, 1.0000, 1.0000},
+		"bf16": {0.0401, 0.00311, 0.9949, 0.9970},
+		"int8": {1.07e-06, 3.95e-07, 1.0000, 1.0000},
+	},
+	"qwen4exp-fmt-mlx3": {
+		"f32":  {6.99e-07, 3.45e-07, 1.0000, 1.0000},
+		"bf16": {0.0553, 0.0038, 0.9924, 0.9949},
+		"int8": {0.051, 0.00929, 0.9924, 0.9899},
+	},
+	"qwen4exp-fmt-mlx4": {
+		"f32":  {6.84e-07, 3.75e-07, 1.0000, 1.0000},
+		"bf16": {0.0568, 0.00427, 0.9899, 0.9924},
+		"int8": {0.0536, 0.00977, 0.9773, 0.9869},
+	},
+	"qwen4exp-fmt-mlx4-shifted": {
+		"f32":  {7.21e-07, 3.7e-07, 1.0000, 1.0000},
+		"bf16": {0.0549, 0.00431, 0.9874, 0.9939},
+		"int8": {0.0436, 0.00956, 0.9798, 0.9859},
+	},
+	"qwen4exp-fmt-mlx8-shifted": {
+		"f32":  {8.13e-07, 4.15e-07, 1.0000, 1.0000},
+		"bf16": {0.0434, 0.00423, 0.9949, 0.9960},
+		"int8": {0.0483, 0.00979, 0.9874, 0.9838},
+	},
+	"qwen4exp-fmt-mxfp4": {
+		"f32":  {7.6e-07, 3.75e-07, 1.0000, 1.0000},
+		"bf16": {0.0701, 0.00084, 1.0000, 1.0000},
+		"int8": {0.07, 0.00174, 0.9975, 0.9985},
+	},
+	"qwen4exp-fmt-nvfp4": {
+		"f32":  {6.66e-07, 3.7e-07, 1.0000, 1.0000},
+		"bf16": {0.0416, 0.000307, 1.0000, 1.0000},
+		"int8": {0.0437, 0.00153, 1.0000, 0.9960},
+	},
+	"qwen4exp-fmt-mxfp8": {
+		"f32":  {7.48e-07, 3.9e-07, 1.0000, 1.0000},
+		"bf16": {0.0211, 0.000159, 1.0000, 1.0000},
+		"int8": {0.0529, 0.0015, 0.9949, 0.9975},
+	},
+	"qwen4exp-fmt-fp8": {
+		"f32":  {8.32e-07, 4.04e-07, 1.0000, 1.0000},
+		"bf16": {0.0378, 0.00293, 0.9924, 0.9965},
+		"int8": {0.0313, 0.0016, 0.9949, 0.9985},
+	},
+	"qwen3next-fmt": {
+		"f32":  {4.84e-06, 6.79e-07, 1.0000, 1.0000},
+		"bf16": {0.0852, 0.00606, 0.9975, 0.9929},
+		"int8": {4.84e-06, 6.79e-07, 1.0000, 1.0000},
+	},
+	"qwen3next-fmt-fp8": {
+		"f32":  {8.54e-06, 6.91e-07, 1.0000, 1.0000},
+		"bf16": {0.163, 0.00643, 0.9924, 0.9909},
+		"int8": {0.199, 0.0277, 0.9520, 0.9641},
+	},
+	"qwen3next-fmt-fp8-f32": {
+		"f32":  {5.8e-06, 6.86e-07, 1.0000, 1.0000},
+		"bf16": {0.137, 0.00573, 0.9899, 0.9879},
+		"int8": {0.201, 0.0284, 0.9343, 0.9646},
+	},
+	"qwen3next-fmt-mxfp4": {
+		"f32":  {2.18e-06, 6.38e-07, 1.0000, 1.0000},
+		"bf16": {0.168, 0.00362, 0.9975, 0.9955},
+		"int8": {0.269, 0.0102, 0.9823, 0.9838},
+	},
+}
+
+// computeBound is the bound a measured accuracy is held to: errors within 1.5x (and 2e-6 over)
+// the measured ones, agreement at most 0.02 below.
+func computeBound(m accuracy) accuracy {
+	return accuracy{maxRel: 1.5*m.maxRel + 2e-6, meanRel: 1.5*m.meanRel + 2e-6, top1: m.top1 - 0.02, top5: m.top5 - 0.02}
 }
 
 // TestComputeAccuracy loads every golden model (goldenModels) in each compute mode on the CPU,
 // prefills prompts a and b one-shot and measures the logits against transformers' float64
-// goldens (accuracy), logging one line per model and mode and failing where a mode leaves its
-// bounds (computeBounds); f32's figures are those of the golden tests (within 1e-4 of the
-// goldens). In int8 and bf16 modes, prompt a in calls of 37 + 1 + rest must give the one-shot
-// logits bitwise where every product of the model runs through the mode (the rows of a
-// product depend only on their own activations), and in any case within the mode's bounds.
+// goldens (accuracy), logging one line per model and mode (and the figures in the form of
+// measuredAccuracy, to measure anew) and failing where a model leaves the bounds around its
+// measured accuracy (computeBound). f32's figures are those of the golden tests (well within
+// 1e-4 of the goldens); a mode whose weights all run in f32 must give them too. The
+// op-level invariants (kernels, thread counts, row chunks) are kernels' TestComputeMatMul and
+// TestComputeExperts: at the model level a continuation's other ops (the GDN state, the caches)
+// change the activations by rounding, which quantization may turn into a code one step off.
 func TestComputeAccuracy(t *testing.T) {
 	root := t.TempDir()
 	worst := map[string]*accuracy{}
@@ -212,9 +315,12 @@ func TestComputeAccuracy(t *testing.T) {
 				sum.top1 /= float64(rows)
 				sum.top5 /= float64(rows)
 				t.Logf("%s %s: %v (%s)", gm.name, mode, sum, m.Compute())
-				b := computeBounds[mode]
-				if sum.maxRel > b.maxRel || sum.meanRel > b.meanRel || sum.top1 < b.top1 || sum.top5 < b.top5 {
-					t.Errorf("%s in %s: %v outside the bounds %v", gm.name, mode, sum, b)
+				t.Logf("measured: %q: {%.3g, %.3g, %.4f, %.4f},", mode, sum.maxRel, sum.meanRel, sum.top1, sum.top5)
+				meas, ok := measuredAccuracy[gm.name][mode]
+				if !ok {
+					t.Errorf("%s in %s: no measured accuracy to hold it to", gm.name, mode)
+				} else if b := computeBound(meas); sum.maxRel > b.maxRel || sum.meanRel > b.meanRel || sum.top1 < b.top1 || sum.top5 < b.top5 {
+					t.Errorf("%s in %s: %v outside the bounds %v (measured %v)", gm.name, mode, sum, b, meas)
 				}
 				w := worst[mode]
 				if w == nil {
