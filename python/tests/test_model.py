@@ -153,3 +153,18 @@ def test_compute_modes(strata, device, q4_goldens):
     for bad in ("fp16", "INT8", "", None, 8):
         with pytest.raises(strata.InvalidArgumentError, match="compute"):
             strata.Model(device, TINY_Q4, compute=bad)
+
+
+def test_compute_refused_by_the_c_abi(strata, device):
+    """strata_model_params.compute with another name is INVALID_ARGUMENT naming it (the C check,
+    under Python's own)."""
+    import ctypes
+    from strata.errors import check
+    lib = device._lib
+    p = lib.strata_model_default_params()
+    p.compute = b"fp16"
+    h = ctypes.c_void_p()
+    st = lib.strata_model_load(device._h, os.fsencode(TINY_Q4), ctypes.byref(p), ctypes.byref(h))
+    with pytest.raises(strata.InvalidArgumentError, match='compute mode "fp16"'):
+        check(st, lib)
+    assert h.value is None
