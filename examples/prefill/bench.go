@@ -168,7 +168,7 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 	if dev.Backend() != "cpu" {
 		return nil // the compute modes are a CPU option
 	}
-	return benchCompute(ctx, os.Stdout, dev, q3, Ts, widen, step)
+	return benchCompute(ctx, os.Stdout, dev, q3, Ts, widen, step, 1)
 }
 
 // opLine is one op's figures: the median time, and GFLOP/s with the fraction of P for a case

@@ -59,7 +59,7 @@ func TestBenchComputeSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := benchCompute(context.Background(), &out, dev, dir, []int{8}, 0, 0); err != nil {
+	if err := benchCompute(context.Background(), &out, dev, dir, []int{8}, 0, 0, 2); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())

@@ -76,7 +76,7 @@ func run() error {
 		bench      = flag.Bool("bench", false, "benchmark: GEMM peak, each op at real shapes (see --bench-op-tokens), the qwen4exp-slice model, the qwen3next-slice model and its MLX 4- and 8-bit conversions (see --bench-tokens)")
 		benchT     = flag.String("bench-tokens", "512,2048", "--bench slice runs: comma-separated T (T tokens from position 0) or P+T (T tokens timed after P untimed ones, e.g. 30000+2048); on the emulator the slices run only when it is given")
 		benchOpT   = flag.Int("bench-op-tokens", 0, "--bench op cases: tokens of the per-op cases, 4x that for the GEMM peak and the long-context ones (0: 512, or 8 on the emulator)")
-		benchReps  = flag.Int("bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator)")
+		benchReps  = flag.Int("bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator); --bench-compute: interleaved runs of each mode, the median reported (0: 1)")
 		compute    = flag.String("compute", "f32", "compute mode of the linear layers' products: f32, bf16 or int8 (CPU only; see README)")
 		benchComp  = flag.Bool("bench-compute", false, "benchmark only the compute modes: the qwen3next slice in bf16, MLX 4-bit and MLX 8-bit, each mode at the --bench-tokens lengths (default 512, 2048), one `compute` line each")
 		widen      = flag.Int64("widen-budget", 0, "bytes of float32 weight copies of 16-bit weights to make at load (0: none, -1: all; see BENCHMARKS.md)")
@@ -97,7 +97,7 @@ func run() error {
 		return fmt.Errorf("--model is empty: give a checkpoint directory, or leave --model out for the generated model")
 	}
 	for _, name := range []string{"bench-tokens", "bench-op-tokens", "bench-reps"} {
-		if flagSet(name) && !*bench && (name != "bench-tokens" || !*benchComp) {
+		if flagSet(name) && !*bench && (name == "bench-op-tokens" || !*benchComp) {
 			return fmt.Errorf("--%s applies to --bench runs only", name)
 		}
 	}
@@ -203,7 +203,11 @@ func run() error {
 		if bstep == 0 {
 			bstep = strata.OneShot
 		}
-		return runComputeBench(ctx, dev, *benchT, *widen, bstep)
+		reps := *benchReps
+		if reps == 0 {
+			reps = 1
+		}
+		return runComputeBench(ctx, dev, *benchT, *widen, bstep, reps)
 	}
 	if *benchCache {
 		dir := *modelDir
