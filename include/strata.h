@@ -44,10 +44,11 @@ extern "C" {
 /* Version of this interface. Increases when functions, struct fields or codes are added, or when
  * a declaration changes (version 2: the op-level entry points take the device they run on
  * first; prefill steps and pipeline stages; version 3: session state files, the session's token
- * ids and the prompt cache; version 4: strata_model_params.compute, so a host built against an
- * older header passes a smaller struct_size and gets INVALID_ARGUMENT until rebuilt); status codes
- * and struct layouts of one version never change. */
-#define STRATA_ABI_VERSION 4
+ * ids and the prompt cache; version 4: the session written as an mlx-lm prompt-cache file;
+ * version 5: strata_model_params.compute and strata_model_compute, so a host built against an
+ * older header passes a smaller struct_size and gets INVALID_ARGUMENT until rebuilt); status
+ * codes and struct layouts of one version never change. */
+#define STRATA_ABI_VERSION 5
 
 /* strata_prefill_params.step by default: tokens run at once within a prefill call. */
 #define STRATA_DEFAULT_STEP 2048

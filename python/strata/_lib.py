@@ -10,7 +10,7 @@ from typing import Optional
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int32,
                     c_int64, c_size_t, c_void_p)
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 DEFAULT_STEP = 2048  # STRATA_DEFAULT_STEP
 DEFAULT_PROMPT_CACHE_BYTES = 2 << 30  # STRATA_DEFAULT_PROMPT_CACHE_BYTES
 DEFAULT_CHECKPOINT_EVERY = 1024  # STRATA_DEFAULT_CHECKPOINT_EVERY
