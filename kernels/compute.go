@@ -24,7 +24,10 @@ import (
 //     per call); activations rounded to bfloat16 (RoundBF16); VDPBF16PS where the CPU has
 //     AVX512_BF16 and it wins the timing of qdot.BestBF16, else its FMA emulation (the same
 //     bits but for subnormal partial sums). F16 and F32 weights (rounding them to bfloat16
-//     would change them) and QFloat run in f32.
+//     would change them) and QFloat run in f32. The emulation runs where the instruction is
+//     missing although it is slower than f32 there (on a Zen 3, 0.4-0.6x on the qwen3next
+//     slice: BENCHMARKS.md), so that the mode's results are those of every CPU; f32 is the
+//     mode for speed on such CPUs, int8 faster still.
 //
 // Every element of a product depends only on its row of x and its column of W (the activation
 // blocks are per row, the kernels' arithmetic is fixed by the definitions), so the results do
@@ -197,7 +200,7 @@ func (c *computeState) report() string {
 			if why := qdot.BF16Choice(); why != "" {
 				s += why + ")"
 			} else {
-				s += "the CPU lacks AVX512_BF16; emulated with FMA on widened pairs, the same bits but for subnormal partial sums)"
+				s += "the CPU lacks AVX512_BF16; emulated with FMA on widened pairs, the same bits but for subnormal partial sums, and slower than f32)"
 			}
 		}
 	}
