@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/stratakernels/strata/strata"
@@ -89,6 +90,12 @@ func strata_model_load(d *C.strata_device, dir *C.char, params *C.strata_model_p
 			return statusOf(errArg("strata_model_load: layers [%d, %d) out of range", lo, hi))
 		}
 		opts.Layers = [2]int{int(lo), int(hi)}
+		if params.compute != nil {
+			opts.Compute = C.GoString(params.compute)
+			if !slices.Contains(strata.ComputeModes, opts.Compute) {
+				return statusOf(errArg("strata_model_load: compute mode %q (want f32, bf16 or int8)", opts.Compute))
+			}
+		}
 	}
 	h, err := modelLoad(handle(unsafe.Pointer(d)), C.GoString(dir), opts)
 	if err != nil {
@@ -142,6 +149,23 @@ func strata_device_kernels(d *C.strata_device, buf *C.char, cap C.size_t, n *C.s
 		return statusOf(err)
 	}
 	full := copyCString(kernels, buf, cap)
+	if n != nil {
+		*n = full
+	}
+	return C.STRATA_OK
+}
+
+//export strata_model_compute
+func strata_model_compute(m *C.strata_model, buf *C.char, cap C.size_t, n *C.size_t) (st C.strata_status) {
+	defer guard("strata_model_compute", &st)
+	if buf == nil && cap > 0 {
+		return statusOf(errArg("strata_model_compute: buf is NULL with cap %d", uint64(cap)))
+	}
+	var rep string
+	if err := withModel(handle(unsafe.Pointer(m)), func(md *strata.Model) error { rep = md.Compute(); return nil }); err != nil {
+		return statusOf(err)
+	}
+	full := copyCString(rep, buf, cap)
 	if n != nil {
 		*n = full
 	}

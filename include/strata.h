@@ -44,9 +44,11 @@ extern "C" {
 /* Version of this interface. Increases when functions, struct fields or codes are added, or when
  * a declaration changes (version 2: the op-level entry points take the device they run on
  * first; prefill steps and pipeline stages; version 3: session state files, the session's token
- * ids and the prompt cache; version 4: the session written as an mlx-lm prompt-cache file);
- * status codes and struct layouts of one version never change. */
-#define STRATA_ABI_VERSION 4
+ * ids and the prompt cache; version 4: the session written as an mlx-lm prompt-cache file;
+ * version 5: strata_model_params.compute and strata_model_compute, so a host built against an
+ * older header passes a smaller struct_size and gets INVALID_ARGUMENT until rebuilt); status
+ * codes and struct layouts of one version never change. */
+#define STRATA_ABI_VERSION 5
 
 /* strata_prefill_params.step by default: tokens run at once within a prefill call. */
 #define STRATA_DEFAULT_STEP 2048
@@ -158,6 +160,14 @@ typedef struct strata_model_params {
    * returns its own (hidden_out) instead of logits. */
   int64_t            layer_lo;
   int64_t            layer_hi;
+  /* The compute mode of the linear layers' products, a NUL-terminated name (copied during
+   * strata_model_load): NULL or "f32" (default: float32, today's results), "bf16" (activations
+   * rounded to bfloat16, BF16/FP8/MLX weights as bfloat16, float32 sums: VDPBF16PS or its FMA
+   * emulation) or "int8" (activations quantized per row and block of 32, MLX affine and FP8
+   * codes as integers, int32 sums; weights packed at load). Weights a mode does not take run
+   * in f32. A CPU option: another name, or a mode other than f32 on metal or emu, is
+   * INVALID_ARGUMENT naming it. strata_model_compute says what ran. */
+  const char*        compute;
 } strata_model_params;
 
 typedef struct strata_model_props {
@@ -347,6 +357,11 @@ strata_status strata_model_info(strata_model* model, strata_model_props* info);
  * strata_last_error does, and stores the full length (without the NUL) in *len when len is not
  * NULL. Errors: INVALID_HANDLE, INVALID_ARGUMENT (buf NULL with cap > 0). */
 strata_status strata_model_describe(strata_model* model, char* buf, size_t cap, size_t* len);
+
+/* Copies the model's compute report (strata_model_params.compute: the mode, the kernel each
+ * weight format ran through, how many matrices, and why any ran in f32) into buf like
+ * strata_model_describe does. Errors: INVALID_HANDLE, INVALID_ARGUMENT (buf NULL with cap > 0). */
+strata_status strata_model_compute(strata_model* model, char* buf, size_t cap, size_t* len);
 
 /* ---- session ---------------------------------------------------------------------------- */
 

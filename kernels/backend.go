@@ -45,8 +45,18 @@ func (Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
 func (Backend) Free(op.Tensor) {}
 
 // NewWeights implements op.Backend: weights are read in place, or as the float32 copies
-// Weights.Prepare makes within o.WidenBudget.
-func (Backend) NewWeights(o op.WeightOptions) op.Weights { return &hostWeights{budget: o.WidenBudget} }
+// Weights.Prepare makes within o.WidenBudget, or (o.Compute int8 or bf16) through the compute
+// forms Prepare makes (compute.go). A compute mode outside op.ComputeModes runs as f32 and
+// Weights.Compute names it (strata.LoadModel refuses it before it gets here).
+func (Backend) NewWeights(o op.WeightOptions) op.Weights {
+	w := &hostWeights{budget: o.WidenBudget}
+	if o.Compute.Valid() != nil {
+		w.bad = o.Compute
+		o.Compute = op.ComputeF32
+	}
+	w.c = newComputeState(o.Compute)
+	return w
+}
 
 // NewScratch implements op.Backend.
 func (Backend) NewScratch() op.Scratch { return &scratch{m: map[string]*op.Host{}} }
@@ -66,13 +76,30 @@ type hostWeights struct {
 	mu     sync.Mutex
 	budget int64 // bytes of float32 copies allowed; negative: no limit
 	bytes  int64 // bytes of float32 copies made
+	c      *computeState
+	bad    op.ComputeMode // a mode outside op.ComputeModes asked for (run as f32)
 }
 
-// Prepare implements op.Weights: a float32 copy of a BF16 or F16 matrix while the copies made so
-// far plus this one stay within the budget, else m.
+// Prepare implements op.Weights. In a compute mode (int8, bf16) a matrix whose format the mode
+// takes comes back as a copy of m carrying its compute form (op.Matrix.Compute: int8 panels
+// packed once, or the bf16 operand). Otherwise: a float32 copy of a BF16 or F16 matrix while the
+// copies made so far plus this one stay within the budget, else m.
 func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 	if err := m.Validate("Weights.Prepare"); err != nil {
 		return nil, err
+	}
+	if w.c.mode != op.ComputeF32 {
+		f, why, err := w.c.form(m)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			w.c.note(f.String(), f.bytes)
+			cp := *m
+			cp.Compute = f
+			return &cp, nil
+		}
+		w.c.note(fmt.Sprintf("f32 for %s (%s)", weightFormat(m), why), 0)
 	}
 	if m.DType != op.BF16 && m.DType != op.F16 {
 		return m, nil // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
@@ -88,10 +115,21 @@ func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 	return widenF32(m)
 }
 
+// Bytes implements op.Weights: the float32 copies and the packed int8 panels made at load.
 func (w *hostWeights) Bytes() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.bytes
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.bytes + w.c.bytes
+}
+
+// Compute implements op.Weights (computeState.report).
+func (w *hostWeights) Compute() string {
+	if w.bad != op.ComputeF32 {
+		return fmt.Sprintf("f32 (%v is no compute mode)", w.bad)
+	}
+	return w.c.report()
 }
 
 func (w *hostWeights) Release() {}

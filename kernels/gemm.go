@@ -161,6 +161,9 @@ func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel boo
 	if T == 0 {
 		return nil
 	}
+	if computeOf(w) != nil {
+		return matMulCompute([][]float32{y}, ldy, x, T, []*op.Matrix{w}, parallel)
+	}
 	N, K := w.N, w.K
 	nb := gemmBlockRows(N, K)
 	nblk := (N + nb - 1) / nb

@@ -147,7 +147,7 @@ func execMoEExperts(a op.MoEExperts) error {
 	// experts to fill the cores; else experts one at a time, each GEMM parallel inside. The
 	// GEMM blocks, and so the bits, are the same either way.
 	workers := 1
-	if blas.Concurrent() {
+	if blas.Concurrent() || allCompute(ex) {
 		workers = min(runtime.GOMAXPROCS(0), len(order))
 	}
 	perExpert := workers > 1 && len(order) >= 2*workers
@@ -160,10 +160,14 @@ func execMoEExperts(a op.MoEExperts) error {
 			t := int(slots[r0+r]) / K
 			copy(xg[r*D:(r+1)*D], x[t*D:(t+1)*D])
 		}
-		if err := matMul(gu[:n*2*I], 2*I, xg[:n*D], n, ex.GateUp[e], !perExpert); err != nil {
+		if g := computeOf(ex.GateUp[e]); ex.Split() && g != nil && computeOf(ex.Up[e]) != nil && computeOf(ex.Up[e]).mode == g.mode {
+			// gate and up of one quantization of the rows (the bits of two separate products)
+			if err := matMulCompute([][]float32{gu[:n*2*I], gu[I : n*2*I]}, 2*I, xg[:n*D], n, []*op.Matrix{ex.GateUp[e], ex.Up[e]}, !perExpert); err != nil {
+				return fmt.Errorf("expert %d gate and up: %w", e, err)
+			}
+		} else if err := matMul(gu[:n*2*I], 2*I, xg[:n*D], n, ex.GateUp[e], !perExpert); err != nil {
 			return fmt.Errorf("expert %d: %w", e, err)
-		}
-		if ex.Split() {
+		} else if ex.Split() {
 			// gate columns [0, I) written above, up columns [I, 2I) beside them
 			if err := matMul(gu[I:n*2*I], 2*I, xg[:n*D], n, ex.Up[e], !perExpert); err != nil {
 				return fmt.Errorf("expert %d up: %w", e, err)
@@ -202,6 +206,17 @@ func execMoEExperts(a op.MoEExperts) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// allCompute reports whether every product of the experts runs through a compute form (qdot's
+// kernels run concurrently whatever the BLAS).
+func allCompute(ex *op.Experts) bool {
+	for e := range ex.E {
+		if computeOf(ex.GateUp[e]) == nil || computeOf(ex.Down[e]) == nil || ex.Split() && computeOf(ex.Up[e]) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // swigluRows writes h[r, i] = silu(gu[r, i]) * gu[r, I+i] for rows r of gu [rows, 2I].

@@ -113,6 +113,8 @@ type Weights struct {
 	exps  map[*op.Experts]expertStacks
 	vecs  map[vecKey]*Tensor
 	bytes int64
+	// ignored is the compute mode of WeightOptions when it was not f32 (run as f32).
+	ignored op.ComputeMode
 }
 
 // stack is one projection of a layer's routed experts on the device: E dense matrices in one
@@ -140,12 +142,26 @@ type vecKey struct {
 // NewWeights implements op.Backend: an empty weight store on b. o.WidenBudget is ignored (the
 // GEMMs widen 16-bit weights in registers: float32 copies would double the upload for nothing,
 // and a partial budget would mix the dtypes of a layer's experts, which the grouped GEMM
-// refuses); a non-zero budget is logged as ignored.
+// refuses); a non-zero budget is logged as ignored. o.Compute other than f32 is logged as
+// ignored too (the Metal GEMMs run float32 arithmetic only; Weights.Compute says so).
 func (b *Backend) NewWeights(o op.WeightOptions) op.Weights {
 	if o.WidenBudget != 0 {
 		b.logf("metal: WidenBudget %d ignored: the GEMMs widen 16-bit weights in registers", o.WidenBudget)
 	}
-	return b.newWeights()
+	w := b.newWeights()
+	if o.Compute != op.ComputeF32 {
+		b.logf("metal: compute mode %v ignored: the Metal GEMMs run f32 only", o.Compute)
+		w.ignored = o.Compute
+	}
+	return w
+}
+
+// Compute implements op.Weights: the Metal GEMMs run f32 (a mode asked for is named as ignored).
+func (w *Weights) Compute() string {
+	if w.ignored != op.ComputeF32 {
+		return fmt.Sprintf("f32 (compute mode %v ignored: the Metal GEMMs run f32 only)", w.ignored)
+	}
+	return "f32"
 }
 
 // Prepare implements op.Weights: m itself (weights are uploaded in their file format).

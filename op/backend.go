@@ -41,6 +41,12 @@ type WeightOptions struct {
 	// whose kernels widen 16-bit weights in registers (Metal) makes none whatever the budget and
 	// says so once in its log.
 	WidenBudget int64
+	// Compute is the arithmetic of the linear-layer products (ComputeMode; the zero value is
+	// ComputeF32, today's float32 numerics). The CPU store gives each matrix whose format the
+	// mode takes a ComputeForm at Prepare (packed once) and runs the rest in f32; Weights.Compute
+	// says which ran with which kernel and why. The Metal backend runs f32 only: it logs that it
+	// ignores another mode (strata.LoadModel refuses one on Metal).
+	Compute ComputeMode
 }
 
 // Weights is a per-model weight store of one Backend (Backend.NewWeights).
@@ -56,6 +62,11 @@ type Weights interface {
 	// Bytes is the weight memory the store made: the uploads to the device (Metal), the float32
 	// copies of Prepare (CPU); weights read in place count nothing.
 	Bytes() int64
+	// Compute describes the store's compute mode: the mode, the kernel of each weight format
+	// it ran through, how many matrices, and why any ran in f32, e.g. "int8: avx2 (vpmaddubsw)
+	// with activations in blocks of 32 for 124 MLX 4-bit matrices; f32 for 2 F32 matrices (no
+	// int8 form)".
+	Compute() string
 	Release()
 }
 

@@ -21,6 +21,10 @@ type Matrix struct {
 	Q     *Quant      // DType QAffine
 	FP8   *BlockFP8   // DType FP8Block (weights_fp.go)
 	QF    *QuantFloat // DType QFloat (weights_fp.go)
+	// Compute is the backend's form of this matrix for a compute mode other than f32, set on
+	// the copy Weights.Prepare returns (the CPU's int8 or bf16 operands; WeightOptions.Compute);
+	// nil: the products read the fields above in float32.
+	Compute ComputeForm
 }
 
 // Quant is an MLX affine-quantized weight [N, K] (mlx.core.quantize, mode "affine"): row n holds

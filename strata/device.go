@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/stratakernels/strata/emu"
@@ -188,6 +189,14 @@ func (d *Device) Kernels() string {
 	}
 	return d.be.Kernels()
 }
+
+// ComputeModes are the names LoadOptions.Compute takes: "f32" (the default), "bf16", "int8".
+var ComputeModes = slices.Clone(op.ComputeModes)
+
+// ComputeKernels describes what each compute mode (LoadOptions.Compute) runs on this machine's
+// CPU: the int8 and bf16 kernels and the weight formats each takes (Model.Compute says what a
+// loaded model ran).
+func ComputeKernels() string { return kernels.ComputeKernels() }
 
 func (d *Device) logf(level LogLevel, format string, args ...any) {
 	if d == nil || d.log == nil {

@@ -71,8 +71,8 @@ type ModelInfo struct {
 	// ResidentBytes is the weight memory of the loaded model: quantized modules packed (codes,
 	// scales, biases) and 16-bit weights as stored, memory-mapped or copied where the loader
 	// regroups rows; norms and other vectors widened to float32. Inspect reports what loading
-	// would hold; Model.Info what the loaded model holds (float32 copies of LoadOptions.WidenBudget
-	// included).
+	// would hold (in f32); Model.Info what the loaded model holds (float32 copies of
+	// LoadOptions.WidenBudget and the int8 panels of LoadOptions.Compute "int8" included).
 	ResidentBytes int64
 	// PLEBuffersChecked is how many PLE layers store their int64 hash constants
 	// (layer_multipliers, ngram_heads_offsets, ngram_heads_vocab_sizes), each checked equal

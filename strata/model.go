@@ -34,6 +34,18 @@ type LoadOptions struct {
 	// theirs (Logits.Hidden) when hi < layers; chained stages give the whole model's logits
 	// bitwise. The zero value loads every layer.
 	Layers [2]int
+	// Compute is the arithmetic of the linear layers' products (dense projections, routed and
+	// shared experts, lm_head): "f32" (or "", the default: float32, results unchanged), "bf16"
+	// (activations rounded to bfloat16, BF16, FP8 and MLX affine weights as bfloat16, float32
+	// sums in VDPBF16PS order: the instruction where the CPU has AVX512_BF16, else its FMA
+	// emulation) or "int8" (activations quantized per row and block of 32 to int8, MLX affine
+	// and FP8 codes used as integers with their scales, int32 sums: VNNI, AVX2 maddubs or NEON
+	// SDOT; int8 weights packed once at load). Weights a mode does not take (int8: BF16, F16,
+	// F32, MLX float modes; bf16: F16, F32, MLX float modes) run in f32. Model.Compute says what
+	// ran with which kernel and why; BENCHMARKS.md gives the speed and the accuracy against the
+	// float64 goldens. A CPU option: the metal backend refuses a mode other than f32. Another
+	// name is refused (ErrInvalidArgument, naming it).
+	Compute string
 }
 
 // Model is a loaded checkpoint: its config, its family's plan and its weights (bf16/f16 weights
@@ -196,6 +208,13 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	if dev == nil {
 		return nil, wrapf(ErrInvalidArgument, nil, "nil device")
 	}
+	mode, err := op.ParseComputeMode(opts.Compute)
+	if err != nil {
+		return nil, wrapf(ErrInvalidArgument, nil, "LoadOptions.Compute: compute mode %q (want f32, bf16 or int8)", opts.Compute)
+	}
+	if mode != op.ComputeF32 && dev.be.Name() != "cpu" {
+		return nil, wrapf(ErrInvalidArgument, nil, "LoadOptions.Compute %q: compute modes are a CPU option; the %s backend runs f32 only", opts.Compute, dev.be.Name())
+	}
 	if err := checkpointDir(dir); err != nil {
 		return nil, err
 	}
@@ -218,6 +237,7 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	} else if n > 0 {
 		dev.logf(LogInfo, "widened %d weight matrices to float32 (%d MiB)", n, bytes>>20)
 	}
+	dev.logf(LogInfo, "compute %s", m.weights.Compute())
 	m.info.ResidentBytes = m.residentBytes()
 	dev.logf(LogInfo, "loaded %s from %s", m.Describe(), dir)
 	dev.logf(LogInfo, "resident weights %.1f MiB (checkpoint tensors %.1f MiB%s)", float64(m.info.ResidentBytes)/(1<<20),
@@ -234,7 +254,8 @@ func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir st
 	}
 	plan := res.Plan
 	l := newLoader(ck, res, opts.Progress)
-	m := &Model{dev: dev, cfg: cfg, plan: plan, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights(op.WeightOptions{WidenBudget: opts.WidenBudget})}
+	mode, _ := op.ParseComputeMode(opts.Compute) // checked by LoadModel
+	m := &Model{dev: dev, cfg: cfg, plan: plan, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights(op.WeightOptions{WidenBudget: opts.WidenBudget, Compute: mode})}
 	m.lo, m.hi = opts.Layers[0], opts.Layers[1]
 	if m.lo == 0 && m.hi == 0 {
 		m.hi = cfg.Layers
@@ -508,12 +529,16 @@ func (m *Model) weightRefs() (experts, rest, other []**op.Matrix, vecs [][]float
 // float32 vectors).
 func (m *Model) residentBytes() int64 {
 	experts, rest, other, vecs := m.weightRefs()
-	seen := map[*op.Matrix]bool{}
+	seen := map[any]bool{}
 	var n int64
 	for _, p := range append(append(experts, rest...), other...) {
-		if w := *p; w != nil && !seen[w] { // nil: a pipeline stage without the embedding or head
-			seen[w] = true
+		if w := *p; w != nil && !seen[dataKey(w)] { // nil: a pipeline stage without the embedding or head
+			seen[dataKey(w)] = true
 			n += w.Bytes()
+		}
+		if w := *p; w != nil && w.Compute != nil && !seen[w.Compute] {
+			seen[w.Compute] = true
+			n += w.Compute.Bytes()
 		}
 	}
 	for _, v := range vecs {
@@ -521,6 +546,30 @@ func (m *Model) residentBytes() int64 {
 	}
 	return n
 }
+
+// dataKey identifies a matrix's data, so that a copy carrying a compute form (op.Matrix.Compute)
+// and the matrix it came from (a tied embedding) count once.
+func dataKey(w *op.Matrix) any {
+	switch {
+	case w.Q != nil:
+		return w.Q
+	case w.FP8 != nil:
+		return w.FP8
+	case w.QF != nil:
+		return w.QF
+	case len(w.F32) > 0:
+		return &w.F32[0]
+	case len(w.U16) > 0:
+		return &w.U16[0]
+	}
+	return w
+}
+
+// Compute describes the compute mode the model's products run in (LoadOptions.Compute): the
+// mode, the kernel for each weight format, how many matrices, and why any ran in f32, e.g.
+// "int8 (activations in blocks of 32, ...): int8 avx2 (vpmaddubsw) for MLX 4-bit (groups of
+// 64): 1036; f32 for BF16 (int8 would requantize the weights): 9".
+func (m *Model) Compute() string { return m.weights.Compute() }
 
 // prepareWeights hands the weight matrices to the backend's store (op.Weights.Prepare) in
 // priority order, routed experts first, then the other products in load order, and keeps the
@@ -539,8 +588,10 @@ func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 		}
 		if got != w {
 			*p = got
-			n++
-			bytes += got.Bytes()
+			if got.Compute == nil { // else the same data with its compute form
+				n++
+				bytes += got.Bytes()
+			}
 		}
 	}
 	return n, bytes, nil

@@ -55,9 +55,10 @@ type benchOps struct{ T, reps int }
 
 // runBench prints the GEMM peak P, the per-op figures, the slice-model figures, and those of
 // each slice beside its FP8, MLX and mxfp4 forms (benchFormats; the qwen4exp slice's only when
-// --model does not replace it). With slices false
-// only the peak and the ops run.
-func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, step int, ops benchOps, slices bool) error {
+// --model does not replace it), loaded in compute mode compute, then the compute lines
+// (benchCompute: every mode on the qwen3next slice's bf16, MLX 4-bit and 8-bit forms). With
+// slices false only the peak and the ops run.
+func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, compute string, step int, ops benchOps, slices bool) error {
 	runs, err := parseBenchTokens(tokensList)
 	if err != nil {
 		return err
@@ -94,12 +95,12 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 		}
 	}
 	t0 := time.Now()
-	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: widen})
+	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: widen, Compute: compute})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB, step %d\n", m.Describe(), time.Since(t0).Round(time.Millisecond), widen>>20, step)
+	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB, step %d\ncompute   %s\n", m.Describe(), time.Since(t0).Round(time.Millisecond), widen>>20, step, m.Compute())
 	var firstCost float64 // seconds per token of the first run
 	for i, run := range runs {
 		r := rand.New(rand.NewPCG(1, uint64(run.pos0+run.T)))
@@ -152,7 +153,7 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 	}
 	if modelDir == "" {
 		fmt.Println("\nqwen4exp-slice and its FP8, MLX 4-bit and mxfp4 forms")
-		if err := benchFormats(ctx, os.Stdout, dev, dir, filepath.Dir(dir), qwen4expFormats, Ts, widen, step); err != nil {
+		if err := benchFormats(ctx, os.Stdout, dev, dir, filepath.Dir(dir), qwen4expFormats, Ts, widen, compute, step); err != nil {
 			return err
 		}
 	}
@@ -161,7 +162,13 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 		return err
 	}
 	fmt.Println("\nqwen3next-slice (4 layers of Qwen3-Next-80B-A3B at real width, 64 experts) and its FP8, MLX and mxfp4 forms")
-	return benchFormats(ctx, os.Stdout, dev, q3, filepath.Dir(q3), qwen3nextFormats, Ts, widen, step)
+	if err := benchFormats(ctx, os.Stdout, dev, q3, filepath.Dir(q3), qwen3nextFormats, Ts, widen, compute, step); err != nil {
+		return err
+	}
+	if dev.Backend() != "cpu" {
+		return nil // the compute modes are a CPU option
+	}
+	return benchCompute(ctx, os.Stdout, dev, q3, Ts, widen, step, 1)
 }
 
 // opLine is one op's figures: the median time, and GFLOP/s with the fraction of P for a case

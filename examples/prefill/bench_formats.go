@@ -52,22 +52,14 @@ func fp8Of(release string) *modelgen.FP8Options {
 // bytes and the process's peak RSS while it is loaded and run (the high-water mark is reset
 // before each model where Linux allows it, /proc/self/clear_refs, after the conversions' memory
 // is returned). widen is the bf16 model's LoadOptions.WidenBudget; quantized and FP8 weights stay
-// packed whatever it is; step is PrefillOptions.Step.
-func benchFormats(ctx context.Context, w io.Writer, dev *strata.Device, dir, cache string, formats []benchFormat, Ts []int, widen int64, step int) error {
+// packed whatever it is; compute is LoadOptions.Compute; step is PrefillOptions.Step.
+func benchFormats(ctx context.Context, w io.Writer, dev *strata.Device, dir, cache string, formats []benchFormat, Ts []int, widen int64, compute string, step int) error {
 	type model struct{ label, dir string }
 	models := []model{{"bf16", dir}}
 	for _, f := range formats {
-		out := filepath.Join(cache, filepath.Base(dir)+"-"+f.suffix)
-		if _, err := os.Stat(filepath.Join(out, "config.json")); err != nil {
-			fmt.Fprintf(os.Stderr, "converting %s to %s into %s\n", homeRel(dir), f.label, homeRel(out))
-			if f.mlx != nil {
-				err = modelgen.ConvertMLX(dir, out, *f.mlx)
-			} else {
-				err = modelgen.ConvertFP8(dir, out, *f.fp8)
-			}
-			if err != nil {
-				return fmt.Errorf("%s conversion: %w", f.label, err)
-			}
+		out, err := formatDir(dir, cache, f)
+		if err != nil {
+			return err
 		}
 		models = append(models, model{f.label, out})
 	}
@@ -75,12 +67,12 @@ func benchFormats(ctx context.Context, w io.Writer, dev *strata.Device, dir, cac
 		runtime.GC()
 		debug.FreeOSMemory()
 		resetHWM()
-		m, err := strata.LoadModel(dev, md.dir, strata.LoadOptions{WidenBudget: widen})
+		m, err := strata.LoadModel(dev, md.dir, strata.LoadOptions{WidenBudget: widen, Compute: compute})
 		if err != nil {
 			return fmt.Errorf("%s: %w", md.label, err)
 		}
 		info := m.Info()
-		fmt.Fprintf(w, "%-10s %s: checkpoint %s, resident weights %s\n", md.label, homeRel(md.dir), size(info.TensorBytes), size(info.ResidentBytes))
+		fmt.Fprintf(w, "%-10s %s: checkpoint %s, resident weights %s; compute %s\n", md.label, homeRel(md.dir), size(info.TensorBytes), size(info.ResidentBytes), m.Compute())
 		for _, T := range Ts {
 			r := rand.New(rand.NewPCG(1, uint64(T)))
 			tokens := make([]int32, T)
@@ -107,4 +99,23 @@ func benchFormats(ctx context.Context, w io.Writer, dev *strata.Device, dir, cac
 		}
 	}
 	return nil
+}
+
+// formatDir is the folder of form f of the checkpoint in dir, converted into cache once.
+func formatDir(dir, cache string, f benchFormat) (string, error) {
+	out := filepath.Join(cache, filepath.Base(dir)+"-"+f.suffix)
+	if _, err := os.Stat(filepath.Join(out, "config.json")); err == nil {
+		return out, nil
+	}
+	fmt.Fprintf(os.Stderr, "converting %s to %s into %s\n", homeRel(dir), f.label, homeRel(out))
+	var err error
+	if f.mlx != nil {
+		err = modelgen.ConvertMLX(dir, out, *f.mlx)
+	} else {
+		err = modelgen.ConvertFP8(dir, out, *f.fp8)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s conversion: %w", f.label, err)
+	}
+	return out, nil
 }

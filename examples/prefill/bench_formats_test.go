@@ -28,7 +28,7 @@ func TestBenchFormatsSmoke(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out bytes.Buffer
-		if err := benchFormats(context.Background(), &out, dev, dir, t.TempDir(), c.formats, []int{8}, 0, 0); err != nil {
+		if err := benchFormats(context.Background(), &out, dev, dir, t.TempDir(), c.formats, []int{8}, 0, "", 0); err != nil {
 			t.Fatal(err)
 		}
 		t.Log("\n" + out.String())
@@ -37,10 +37,38 @@ func TestBenchFormatsSmoke(t *testing.T) {
 			labels = append(labels, f.label)
 		}
 		for _, label := range labels {
-			head := regexp.MustCompile(`(?m)^` + label + ` +\S+: checkpoint [0-9.]+ [kM]B, resident weights [0-9.]+ [kM]B$`)
+			head := regexp.MustCompile(`(?m)^` + label + ` +\S+: checkpoint [0-9.]+ [kM]B, resident weights [0-9.]+ [kM]B; compute f32$`)
 			run := regexp.MustCompile(`(?m)^  ` + label + ` +T=8 +[0-9.]+ tokens/s +[0-9.]+ GFLOP/s +peak RSS [0-9]+ MiB$`)
 			if !head.MatchString(out.String()) || !run.MatchString(out.String()) {
 				t.Errorf("%s: output lacks the %s lines", c.preset, label)
+			}
+		}
+	}
+}
+
+// TestBenchComputeSmoke runs the compute lines of --bench at small sizes (the qwen3next format
+// preset in place of the slice, T = 8; no timing is checked): every form and mode prints its
+// line in the documented form, and says what it ran.
+func TestBenchComputeSmoke(t *testing.T) {
+	dev, err := strata.Open(strata.Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "qwen3next-fmt")
+	if err := modelgen.Generate(dir, modelgen.Presets["qwen3next-fmt"]); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := benchCompute(context.Background(), &out, dev, dir, []int{8}, 0, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, m := range []string{"bf16", "mlx4", "mlx8"} {
+		for _, mode := range []string{"f32", "bf16", "int8"} {
+			line := regexp.MustCompile(`(?m)^compute qwen3next-slice-` + m + ` T=8 ` + mode + ` [0-9]+\.[0-9] tokens/s [0-9]+\.[0-9]{2}x f32$`)
+			said := regexp.MustCompile(`(?m)^  qwen3next-slice-` + m + ` ` + mode + `: ` + mode)
+			if !line.MatchString(out.String()) || !said.MatchString(out.String()) {
+				t.Errorf("no compute line (or no report) for %s in %s", m, mode)
 			}
 		}
 	}

@@ -13,19 +13,21 @@ import (
 
 // runInspect is --inspect: it checks the checkpoint as loading would (strata.Inspect: config.json,
 // the shard index, every tensor header, the PLE buffers) without loading it and prints the
-// summary. Only --model, --preset and -v may accompany it.
-func runInspect(modelDir, preset string) error {
+// summary, with the compute line: what the mode of --compute (default f32) would run on this
+// CPU for the checkpoint's weight formats. Only --model, --preset, --compute and -v may
+// accompany it.
+func runInspect(modelDir, preset, compute string) error {
 	var other []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "inspect", "model", "preset", "v":
+		case "inspect", "model", "preset", "compute", "v":
 		default:
 			other = append(other, "--"+f.Name)
 		}
 	})
 	if len(other) > 0 {
 		sort.Strings(other)
-		return fmt.Errorf("--inspect takes only --model (or --preset): drop %s", strings.Join(other, ", "))
+		return fmt.Errorf("--inspect takes only --model (or --preset) and --compute: drop %s", strings.Join(other, ", "))
 	}
 	dir := modelDir
 	if dir == "" {
@@ -39,6 +41,7 @@ func runInspect(modelDir, preset string) error {
 		return err
 	}
 	printInfo(os.Stdout, info)
+	fmt.Printf("%-10s %s selected; on this CPU: %s\n", "compute", compute, strata.ComputeKernels())
 	if len(info.Truncated) > 0 {
 		return fmt.Errorf("%s: %s cut short (the headers agree with the model; loading needs the data)",
 			dir, plural(len(info.Truncated), "shard"))

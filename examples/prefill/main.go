@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,7 +77,9 @@ func run() error {
 		bench      = flag.Bool("bench", false, "benchmark: GEMM peak, each op at real shapes (see --bench-op-tokens), the qwen4exp-slice model, the qwen3next-slice model and its MLX 4- and 8-bit conversions (see --bench-tokens)")
 		benchT     = flag.String("bench-tokens", "512,2048", "--bench slice runs: comma-separated T (T tokens from position 0) or P+T (T tokens timed after P untimed ones, e.g. 30000+2048); on the emulator the slices run only when it is given")
 		benchOpT   = flag.Int("bench-op-tokens", 0, "--bench op cases: tokens of the per-op cases, 4x that for the GEMM peak and the long-context ones (0: 512, or 8 on the emulator)")
-		benchReps  = flag.Int("bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator)")
+		benchReps  = flag.Int("bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator); --bench-compute: interleaved runs of each mode, the median reported (0: 1)")
+		compute    = flag.String("compute", "f32", "compute mode of the linear layers' products: f32, bf16 or int8 (CPU only; see README)")
+		benchComp  = flag.Bool("bench-compute", false, "benchmark only the compute modes: the qwen3next slice in bf16, MLX 4-bit and MLX 8-bit, each mode at the --bench-tokens lengths (default 512, 2048), one `compute` line each")
 		widen      = flag.Int64("widen-budget", 0, "bytes of float32 weight copies of 16-bit weights to make at load (0: none, -1: all; see BENCHMARKS.md)")
 		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
 		saveState  = flag.String("save-state", "", "after the prefill, write the session's state to FILE (a session state file, written atomically)")
@@ -99,9 +102,18 @@ func run() error {
 		return fmt.Errorf("--model is empty: give a checkpoint directory, or leave --model out for the generated model")
 	}
 	for _, name := range []string{"bench-tokens", "bench-op-tokens", "bench-reps"} {
-		if flagSet(name) && !*bench {
+		if flagSet(name) && !*bench && (name == "bench-op-tokens" || !*benchComp) {
 			return fmt.Errorf("--%s applies to --bench runs only", name)
 		}
+	}
+	if !slices.Contains(strata.ComputeModes, *compute) {
+		return fmt.Errorf("--compute %q: want one of %s", *compute, strings.Join(strata.ComputeModes, ", "))
+	}
+	if *benchComp && *bench {
+		return fmt.Errorf("--bench-compute runs the compute lines of --bench alone: give one of them")
+	}
+	if *benchComp && flagSet("compute") {
+		return fmt.Errorf("--bench-compute runs every compute mode: drop --compute")
 	}
 	if flagSet("seed") && (*tokensArg != "" || *tokensFile != "" || flagSet("prompt") || flagSet("prompt-file")) {
 		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens, --tokens-file, --prompt or --prompt-file")
@@ -118,7 +130,7 @@ func run() error {
 		return fmt.Errorf("unknown preset %q (have %s)", *preset, strings.Join(presetNames(), ", "))
 	}
 	if *inspect {
-		return runInspect(*modelDir, *preset)
+		return runInspect(*modelDir, *preset, *compute)
 	}
 	if err := checkStateFlags(*saveState, *loadState, *cacheDir, *cacheBytes, *cacheEvery, *chunk, *benchCache); err != nil {
 		return err
@@ -193,7 +205,18 @@ func run() error {
 		case ops.reps == 0:
 			ops.reps = 3
 		}
-		return runBench(ctx, dev, *modelDir, *benchT, *widen, bstep, ops, !emu || flagSet("bench-tokens"))
+		return runBench(ctx, dev, *modelDir, *benchT, *widen, *compute, bstep, ops, !emu || flagSet("bench-tokens"))
+	}
+	if *benchComp {
+		bstep := *step
+		if bstep == 0 {
+			bstep = strata.OneShot
+		}
+		reps := *benchReps
+		if reps == 0 {
+			reps = 1
+		}
+		return runComputeBench(ctx, dev, *benchT, *widen, bstep, reps)
 	}
 	if *benchCache {
 		dir := *modelDir
@@ -235,7 +258,7 @@ func run() error {
 	}
 	t0 := time.Now()
 	var bar *progressbar.ProgressBar
-	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: *widen, Progress: func(done, total int64, name string) {
+	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: *widen, Compute: *compute, Progress: func(done, total int64, name string) {
 		if total < 256<<20 { // small checkpoints load in a blink
 			return
 		}
@@ -276,7 +299,7 @@ func run() error {
 	defer sess.Close()
 
 	fmt.Printf("backend   %s\n", dev.Backend())
-	fmt.Printf("kernels   %s\n", dev.Kernels())
+	fmt.Printf("kernels   %s; compute %s\n", dev.Kernels(), m.Compute())
 	fmt.Printf("model     %s\n", m.Describe())
 	fmt.Printf("          %s (loaded in %v)\n", homeRel(dir), loadTime.Round(time.Millisecond))
 	if *loadState != "" {

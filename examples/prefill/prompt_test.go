@@ -149,6 +149,10 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "1", "--seed", "5"}, "--seed picks random token ids"},
 		{[]string{"--model", dir, "--tokens", "1,,2"}, "empty entry in the token list"},
 		{[]string{"--model", dir, "--tokens", "1,2,"}, "empty entry in the token list"},
+		{[]string{"--model", dir, "--tokens", "1", "--compute", "fp16"}, `--compute "fp16": want one of f32, bf16, int8`},
+		{[]string{"--bench", "--bench-compute"}, "give one of them"},
+		{[]string{"--bench-compute", "--compute", "int8"}, "--bench-compute runs every compute mode"},
+		{[]string{"--model", dir, "--inspect", "--compute", "int4"}, `--compute "int4"`},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {

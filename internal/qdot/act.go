@@ -78,7 +78,12 @@ func QuantizeInt8(dst *Int8Act, x []float32, T, K, block int) error {
 // patterns; NaN and the infinities lie above the largest finite value). A code is x * 127/amax
 // in float64 rounded to nearest even by the 1.5 * 2^52 addition (exact for |v| < 2^51; |v| <=
 // 127 here), so it never exceeds 127 in magnitude.
+// Where the CPU has AVX2 the same arithmetic runs in act_amd64.s (VCVTPS2PD, VMULPD, and
+// VCVTPD2DQ in the default rounding mode, nearest even), bitwise these results.
 func quantBlock(q []int8, x []float32) (scale float32, sum int32) {
+	if quantAsm {
+		return quantBlockAsm(q, x)
+	}
 	var amax uint32
 	for _, v := range x {
 		amax = max(amax, math.Float32bits(v)&0x7fffffff)
@@ -104,6 +109,25 @@ func quantBlock(q []int8, x []float32) (scale float32, sum int32) {
 		d[4], d[5], d[6], d[7] = int8(c1), int8(c3), int8(c5), int8(c7)
 		sum += c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7
 	}
+	return float32(am / 127), sum
+}
+
+// quantAsm selects the AVX2 quantization kernels (a variable so that the tests run both).
+var quantAsm = hasQuantAsm
+
+// quantBlockAsm is quantBlock on the AVX2 kernels (len(x) a multiple of 32).
+func quantBlockAsm(q []int8, x []float32) (scale float32, sum int32) {
+	amax := amaxBitsAVX2(&x[0], len(x))
+	switch {
+	case amax > 0x7f7fffff:
+		clear(q)
+		return float32(math.NaN()), 0
+	case amax == 0:
+		clear(q)
+		return 0, 0
+	}
+	am := float64(math.Float32frombits(amax))
+	sum = codesAVX2(&q[0], &x[0], len(x), 127/am)
 	return float32(am / 127), sum
 }
 

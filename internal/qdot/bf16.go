@@ -67,15 +67,33 @@ func (w *Affine) bf16Source() (*bsrc, error) {
 	}
 	q := make([]int32, w.K)
 	s, b := make([]float32, w.K/w.Group), make([]float32, w.K/w.Group)
+	// With fewer codes than a group has elements (2 to 4 bits; 5 bits in groups of 64 or 128),
+	// each group's values are made once per code and looked up.
+	var lut []uint16
+	if 1<<w.Bits < w.Group {
+		lut = make([]uint16, 1<<w.Bits)
+	}
 	var mu sync.Mutex
 	return &bsrc{N: w.N, K: w.K, kblock: w.K, row: func(n int, dst []uint16) {
 		mu.Lock()
 		defer mu.Unlock()
 		w.affineRow(n, q)
 		w.affineScales(n, s, b)
-		for k, c := range q {
-			g := k / w.Group
-			dst[k] = ToBF16(float32(float64(s[g])*float64(c) + float64(b[g])))
+		for g := range s {
+			qg, dg := q[g*w.Group:(g+1)*w.Group], dst[g*w.Group:(g+1)*w.Group]
+			sg, bg := float64(s[g]), float64(b[g])
+			if lut == nil {
+				for k, c := range qg {
+					dg[k] = ToBF16(float32(sg*float64(c) + bg))
+				}
+				continue
+			}
+			for c := range lut {
+				lut[c] = ToBF16(float32(sg*float64(c) + bg))
+			}
+			for k, c := range qg {
+				dg[k] = lut[c]
+			}
 		}
 	}}, nil
 }

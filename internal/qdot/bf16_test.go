@@ -267,3 +267,31 @@ func TestBestBF16(t *testing.T) {
 		t.Fatal("no reason given for the choice")
 	}
 }
+
+// TestAffineBF16Rows: an MLX weight's bfloat16 rows (a table per group where the codes are
+// fewer than the group's elements) are element by element ToBF16(float32(s q + b)), the
+// product and sum in float64, for every bit width and group size.
+func TestAffineBF16Rows(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, bits := range AffineBits {
+		for _, g := range AffineGroups {
+			const N, K = 3, 384
+			w, _ := quantizeAffine(randWeights(r, N, K), N, K, bits, g)
+			src, err := w.bf16Source()
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := make([]uint16, K)
+			for n := 0; n < N; n++ {
+				src.row(n, row)
+				for k := 0; k < K; k++ {
+					gi := n*(K/g) + k/g
+					v := float64(widen16(w.Scales[gi], w.F16))*float64(w.affineCode(n, k)) + float64(widen16(w.Biases[gi], w.F16))
+					if want := ToBF16(float32(v)); row[k] != want {
+						t.Fatalf("%d bits, groups of %d: W[%d, %d] = %#04x, want %#04x", bits, g, n, k, row[k], want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -236,10 +236,14 @@ func PackInt8(w Int8Weights, k Kernel) (*Int8Packed, error) {
 	ng := src.K / src.group
 	panels := ceilDiv(src.N, panelCols)
 	p := &Int8Packed{plan: plan, k: k, words: make([]uint32, panels*wr*panelCols), wsb: make([]float32, panels*ng*2*panelCols)}
-	pk := i8packer{src: src, plan: plan}
-	for i := 0; i < panels; i++ {
-		pk.pack(p.words[i*wr*panelCols:(i+1)*wr*panelCols], p.wsb[i*ng*2*panelCols:(i+1)*ng*2*panelCols], i*panelCols)
-	}
+	// Panels are independent: packed on up to GOMAXPROCS goroutines (a large weight takes
+	// seconds on one core).
+	parallelRows(panels, 8, func(i0, i1 int) {
+		pk := i8packer{src: src, plan: plan}
+		for i := i0; i < i1; i++ {
+			pk.pack(p.words[i*wr*panelCols:(i+1)*wr*panelCols], p.wsb[i*ng*2*panelCols:(i+1)*ng*2*panelCols], i*panelCols)
+		}
+	})
 	ps := *src
 	ps.row, ps.words, ps.packed = nil, nil, p
 	p.src = &ps
@@ -247,3 +251,7 @@ func PackInt8(w Int8Weights, k Kernel) (*Int8Packed, error) {
 }
 
 func (p *Int8Packed) int8Source() (*i8src, error) { return p.src, nil }
+
+// Bytes is the memory of the packed panels: the code words and the per-panel scales (and
+// biases) as float32.
+func (p *Int8Packed) Bytes() int64 { return 4 * int64(len(p.words)+len(p.wsb)) }

@@ -497,3 +497,54 @@ func TestInt8Packed(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeAsm: the AVX2 quantization kernels give bitwise the portable loop's codes, scales
+// and sums, in blocks of 32, 64 and 128: random rows, a block of exact halves (amax 127, so
+// codes RNE(k + 0.5) of both signs), subnormals and signed zeros, a zero block, NaN and an
+// infinity.
+func TestQuantizeAsm(t *testing.T) {
+	if !hasQuantAsm {
+		t.Skip("no AVX2 quantization kernel on this CPU and build")
+	}
+	defer func(v bool) { quantAsm = v }(quantAsm)
+	r := rand.New(rand.NewPCG(11, 12))
+	const T, K = 9, 512
+	x := randActs(r, T, K)
+	for i := 0; i < 128; i++ {
+		x[i] = float32(i%127) - 63.5 // exact halves
+	}
+	x[0] = 127
+	for i := 128; i < 192; i++ {
+		x[i] = math.Float32frombits(uint32(r.IntN(1 << 23))) // subnormals
+	}
+	x[130] = float32(math.Copysign(0, -1))
+	for i := K; i < K+128; i++ {
+		x[i] = 0
+	}
+	x[2*K+33] = float32(math.NaN())
+	x[3*K+200] = float32(math.Inf(1))
+	for i := 4 * K; i < 5*K; i++ {
+		x[i] *= 1e30
+	}
+	for _, block := range Blocks {
+		var a, b Int8Act
+		quantAsm = true
+		if err := QuantizeInt8(&a, x, T, K, block); err != nil {
+			t.Fatal(err)
+		}
+		quantAsm = false
+		if err := QuantizeInt8(&b, x, T, K, block); err != nil {
+			t.Fatal(err)
+		}
+		for i := range b.q {
+			if a.q[i] != b.q[i] {
+				t.Fatalf("block %d: code %d (row %d) %d, portable %d", block, i, i/K, a.q[i], b.q[i])
+			}
+		}
+		for i := range b.scale {
+			if math.Float32bits(a.scale[i]) != math.Float32bits(b.scale[i]) || a.sum[i] != b.sum[i] {
+				t.Fatalf("block %d: block %d scale %g sum %d, portable %g %d", block, i, a.scale[i], a.sum[i], b.scale[i], b.sum[i])
+			}
+		}
+	}
+}

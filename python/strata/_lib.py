@@ -10,7 +10,7 @@ from typing import Optional
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int32,
                     c_int64, c_size_t, c_void_p)
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 DEFAULT_STEP = 2048  # STRATA_DEFAULT_STEP
 DEFAULT_PROMPT_CACHE_BYTES = 2 << 30  # STRATA_DEFAULT_PROMPT_CACHE_BYTES
 DEFAULT_CHECKPOINT_EVERY = 1024  # STRATA_DEFAULT_CHECKPOINT_EVERY
@@ -59,7 +59,7 @@ class DeviceProps(Structure):
 
 class ModelParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("progress", PROGRESS_FN), ("progress_user_data", c_void_p),
-                ("layer_lo", c_int64), ("layer_hi", c_int64)]
+                ("layer_lo", c_int64), ("layer_hi", c_int64), ("compute", c_char_p)]
 
 
 class ModelProps(Structure):
@@ -127,6 +127,7 @@ PROTOTYPES = {
     "strata_model_free": (strata_status, [_h]),
     "strata_model_info": (strata_status, [_h, POINTER(ModelProps)]),
     "strata_model_describe": (strata_status, [_h, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "strata_model_compute": (strata_status, [_h, c_char_p, c_size_t, POINTER(c_size_t)]),
     "strata_session_default_params": (SessionParams, []),
     "strata_session_new": (strata_status, [_h, POINTER(SessionParams), POINTER(_h)]),
     "strata_session_free": (strata_status, [_h]),

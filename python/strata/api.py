@@ -119,13 +119,17 @@ class Model(_Handle):
     total_bytes, tensor_name) while loading. layers=(lo, hi) loads one pipeline stage: decoder
     layers [lo, hi) only (plus the embedding when lo == 0 and the head when hi is the layer
     count); its sessions take the previous stage's residual streams (Session.prefill's hidden)
-    when lo > 0 and return their own instead of logits when hi < layers. None: the whole model."""
+    when lo > 0 and return their own instead of logits when hi < layers. None: the whole model.
+    compute is the arithmetic of the linear layers' products: "f32" (default, float32), "bf16"
+    (activations and weights as bfloat16, float32 sums) or "int8" (activations quantized per row
+    and block of 32, MLX affine and FP8 codes as integers); a CPU option (InvalidArgumentError on
+    metal or emu, and for another name). Model.compute_report() says what ran."""
 
     _free = "strata_model_free"
 
     def __init__(self, device: Device, checkpoint_dir: PathLike,
                  progress: Optional[Callable[[int, int, str], None]] = None,
-                 layers: Optional[Tuple[int, int]] = None) -> None:
+                 layers: Optional[Tuple[int, int]] = None, compute: str = "f32") -> None:
         if not isinstance(device, Device):
             raise InvalidArgumentError(f"device must be a strata.Device, got {type(device).__name__}")
         checkpoint_dir = _path(checkpoint_dir)
@@ -138,6 +142,10 @@ class Model(_Handle):
             if not 0 <= layers[0] < layers[1] < 2**31:
                 raise InvalidArgumentError(f"layers {tuple(layers)!r} is not a non-empty range [lo, hi)")
             p.layer_lo, p.layer_hi = int(layers[0]), int(layers[1])
+        if not isinstance(compute, str) or compute not in ("f32", "bf16", "int8"):
+            raise InvalidArgumentError(f"compute must be 'f32', 'bf16' or 'int8', got {compute!r}")
+        compute_b = compute.encode()  # kept alive through the load
+        p.compute = compute_b
         keep = None
         if progress is not None:
             keep = _lib.PROGRESS_FN(lambda d, t, n, ud: progress(int(d), int(t), n.decode()))
@@ -162,6 +170,15 @@ class Model(_Handle):
         check(self._lib.strata_model_describe(self._h, None, 0, byref(n)), self._lib)
         buf = ctypes.create_string_buffer(n.value + 1)
         check(self._lib.strata_model_describe(self._h, buf, n.value + 1, None), self._lib)
+        return buf.value.decode()
+
+    def compute_report(self) -> str:
+        """What the compute mode ran: the mode, the kernel of each weight format, how many
+        matrices, and why any ran in f32."""
+        n = c_size_t()
+        check(self._lib.strata_model_compute(self._h, None, 0, byref(n)), self._lib)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        check(self._lib.strata_model_compute(self._h, buf, n.value + 1, None), self._lib)
         return buf.value.decode()
 
     def session(self, max_context: int = 0) -> "Session":

@@ -132,3 +132,39 @@ def test_pipeline_stages(strata, device, model, q4_goldens):
     for bad in ((2, 1), (0, L + 1), (-1, 2), (1,), "0,2", (0.0, 1)):
         with pytest.raises(strata.InvalidArgumentError):
             strata.Model(device, TINY_Q4, layers=bad)
+
+
+def test_compute_modes(strata, device, q4_goldens):
+    """Model(compute=...): each mode loads and says what ran; the tiny model's weights are bf16,
+    which int8 mode runs in f32 (bitwise the default logits) and bf16 mode through the bf16
+    kernels (within its rounding of the goldens); bad names are refused."""
+    ids, want = q4_goldens["a.input_ids"], q4_goldens["a.logits"]
+    logits = {}
+    for mode in ("f32", "bf16", "int8"):
+        with strata.Model(device, TINY_Q4, compute=mode) as m:
+            assert m.compute_report().startswith(mode)
+            if mode == "int8":
+                assert "f32 for BF16 (int8 would requantize the weights)" in m.compute_report()
+            with m.session() as s:
+                logits[mode] = s.prefill(ids, all_logits=True)
+    assert np.array_equal(logits["int8"], logits["f32"])
+    assert max_diff(logits["f32"], want) <= TOL
+    assert 0 < max_diff(logits["bf16"], want) <= 0.5
+    for bad in ("fp16", "INT8", "", None, 8):
+        with pytest.raises(strata.InvalidArgumentError, match="compute"):
+            strata.Model(device, TINY_Q4, compute=bad)
+
+
+def test_compute_refused_by_the_c_abi(strata, device):
+    """strata_model_params.compute with another name is INVALID_ARGUMENT naming it (the C check,
+    under Python's own)."""
+    import ctypes
+    from strata.errors import check
+    lib = device._lib
+    p = lib.strata_model_default_params()
+    p.compute = b"fp16"
+    h = ctypes.c_void_p()
+    st = lib.strata_model_load(device._h, os.fsencode(TINY_Q4), ctypes.byref(p), ctypes.byref(h))
+    with pytest.raises(strata.InvalidArgumentError, match='compute mode "fp16"'):
+        check(st, lib)
+    assert h.value is None

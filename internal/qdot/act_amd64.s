@@ -1,0 +1,115 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX2 kernels of QuantizeInt8 (act.go quantBlock): the largest magnitude of a block, and its
+// codes in octet order with their sum.
+
+// octetIdx reorders 8 int32 lanes into octet order (elements 0 2 4 6 1 3 5 7); packIdx puts the
+// dwords of the two lane-wise packs back in element order.
+DATA octetIdx<>+0(SB)/4, $0
+DATA octetIdx<>+4(SB)/4, $2
+DATA octetIdx<>+8(SB)/4, $4
+DATA octetIdx<>+12(SB)/4, $6
+DATA octetIdx<>+16(SB)/4, $1
+DATA octetIdx<>+20(SB)/4, $3
+DATA octetIdx<>+24(SB)/4, $5
+DATA octetIdx<>+28(SB)/4, $7
+GLOBL octetIdx<>(SB), RODATA|NOPTR, $32
+
+DATA packIdx<>+0(SB)/4, $0
+DATA packIdx<>+4(SB)/4, $4
+DATA packIdx<>+8(SB)/4, $1
+DATA packIdx<>+12(SB)/4, $5
+DATA packIdx<>+16(SB)/4, $2
+DATA packIdx<>+20(SB)/4, $6
+DATA packIdx<>+24(SB)/4, $3
+DATA packIdx<>+28(SB)/4, $7
+GLOBL packIdx<>(SB), RODATA|NOPTR, $32
+
+DATA absMask<>+0(SB)/4, $0x7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $4
+
+// func amaxBitsAVX2(x *float32, n int) uint32: the largest of the bits of |x[i]| (n a
+// multiple of 32, n > 0). Non-negative floats order as their bit patterns.
+TEXT ·amaxBitsAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VPBROADCASTD absMask<>(SB), Y15
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+amaxLoop:
+	VPAND 0(SI), Y15, Y4
+	VPAND 32(SI), Y15, Y5
+	VPAND 64(SI), Y15, Y6
+	VPAND 96(SI), Y15, Y7
+	VPMAXUD Y4, Y0, Y0
+	VPMAXUD Y5, Y1, Y1
+	VPMAXUD Y6, Y2, Y2
+	VPMAXUD Y7, Y3, Y3
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JNZ amaxLoop
+	VPMAXUD Y1, Y0, Y0
+	VPMAXUD Y3, Y2, Y2
+	VPMAXUD Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, AX
+	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// CODES8 converts the 8 floats at off(SI) to int32 codes RNE(x * inv) (float64 product, the
+// default rounding mode: nearest even) in Yd, adds them to Y14 and puts them in octet order.
+#define CODES8(off, Yd, Xd) \
+	VCVTPS2PD off(SI), Y4 \
+	VCVTPS2PD off+16(SI), Y5 \
+	VMULPD Y15, Y4, Y4 \
+	VMULPD Y15, Y5, Y5 \
+	VCVTPD2DQY Y4, Xd \
+	VCVTPD2DQY Y5, X6 \
+	VINSERTI128 $1, X6, Yd, Yd \
+	VPADDD Yd, Y14, Y14 \
+	VPERMD Yd, Y13, Yd
+
+// func codesAVX2(q *int8, x *float32, n int, inv float64) int32: q[i] = RNE(x[i] * inv) in
+// octet order (n a multiple of 32, n > 0, |x * inv| <= 127), returning the sum of the codes.
+TEXT ·codesAVX2(SB), NOSPLIT, $0-36
+	MOVQ q+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD inv+24(FP), Y15
+	VMOVDQU octetIdx<>(SB), Y13
+	VMOVDQU packIdx<>(SB), Y12
+	VPXOR Y14, Y14, Y14
+codesLoop:
+	CODES8(0, Y0, X0)
+	CODES8(32, Y1, X1)
+	CODES8(64, Y2, X2)
+	CODES8(96, Y3, X3)
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD Y0, Y12, Y0
+	VMOVDQU Y0, 0(DI)
+	ADDQ $128, SI
+	ADDQ $32, DI
+	SUBQ $32, CX
+	JNZ codesLoop
+	VEXTRACTI128 $1, Y14, X1
+	VPADDD X1, X14, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD X1, X0, X0
+	VMOVD X0, AX
+	MOVL AX, ret+32(FP)
+	VZEROUPPER
+	RET
