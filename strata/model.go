@@ -71,6 +71,9 @@ type Model struct {
 	// waits for running prefills before it unmaps the weights.
 	use sync.RWMutex
 	fp  fingerprint // computed on first use (Fingerprint)
+	// mode is LoadOptions.Compute: state files and prompt-cache checkpoints record it, since a
+	// state made in one mode continues with other bits in another.
+	mode op.ComputeMode
 }
 
 // layer is one loaded decoder layer: its plan and the weights of its blocks (exactly one mixer
@@ -231,11 +234,14 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
+	m.mode = mode
 	if n, bytes, err := m.prepareWeights(); err != nil {
 		ck.Close()
 		return nil, wrapf(ErrCheckpoint, err, "preparing weights")
 	} else if n > 0 {
 		dev.logf(LogInfo, "widened %d weight matrices to float32 (%d MiB)", n, bytes>>20)
+	} else if opts.WidenBudget != 0 && mode == op.ComputeBF16 {
+		dev.logf(LogInfo, "widen budget unused: in compute mode bf16 the 16-bit weights are read as bfloat16, not widened")
 	}
 	dev.logf(LogInfo, "compute %s", m.weights.Compute())
 	m.info.ResidentBytes = m.residentBytes()

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"github.com/stratakernels/strata/op"
 	"slices"
 	"sync"
 	"time"
@@ -136,7 +137,7 @@ func NewPromptCache(m *Model, opts PromptCacheOptions) (*PromptCache, error) {
 		if c.diskBytes < one {
 			return nil, wrapf(ErrInvalidArgument, nil, "prompt cache disk budget of %d bytes is smaller than one checkpoint of %d tokens (%d bytes)", c.diskBytes, c.every, one)
 		}
-		if c.disk, err = openDiskTier(opts.Dir, fmt.Sprintf("%.16s-L%d-%d", c.fp, m.lo, m.hi), c.diskBytes); err != nil {
+		if c.disk, err = openDiskTier(opts.Dir, c.tierName(), c.diskBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -169,6 +170,17 @@ func (m *Model) StateBytes() (perToken, fixed int64) {
 	return perToken, fixed
 }
 
+// tierName is the folder of the cache directory that holds this model's checkpoints: its
+// fingerprint, its stage and, for a compute mode other than f32, the mode (a checkpoint
+// continues with the bits of the mode that made it, so the modes keep apart).
+func (c *PromptCache) tierName() string {
+	name := fmt.Sprintf("%.16s-L%d-%d", c.fp, c.m.lo, c.m.hi)
+	if c.m.mode != op.ComputeF32 {
+		name += "-" + c.m.mode.String()
+	}
+	return name
+}
+
 // Every is the cache's checkpoint spacing in tokens.
 func (c *PromptCache) Every() int { return c.every }
 
@@ -178,6 +190,9 @@ func (c *PromptCache) Every() int { return c.every }
 func (c *PromptCache) prefixKey(ids []int32) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "strata prompt cache v1\n%s\n%d:%d\n", c.fp, c.m.lo, c.m.hi)
+	if c.m.mode != op.ComputeF32 {
+		fmt.Fprintf(h, "compute %s\n", c.m.mode)
+	}
 	b := make([]byte, 4*len(ids))
 	for i, id := range ids {
 		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))

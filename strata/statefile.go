@@ -3,6 +3,7 @@ package strata
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash"
@@ -32,7 +33,9 @@ import (
 // with i the checkpoint's layer index and the roles of family.State. Metadata (all strings):
 // format ("strata.session"), format_version, family, model_type, model_fingerprint
 // (Model.Fingerprint), layers ("lo:hi", the stage) and num_layers, position, backend (the
-// backend that wrote it; informational: a file loads on any backend), data_crc32c (CRC-32C of the
+// backend that wrote it; informational: a file loads on any backend), compute (the compute mode
+// of the model that wrote it, LoadOptions.Compute; a file loads only into a model of the same
+// mode, and a file without it was written in f32), data_crc32c (CRC-32C of the
 // data section, 8 hex digits) and header_crc32c (CRC-32C of the file's first 8 + N bytes, the
 // length and the JSON header with its padding, as written with this value's 8 digits all "0").
 // safetensors has no checksum of its own; these two catch truncation and flipped bits anywhere
@@ -51,6 +54,7 @@ const (
 	mdFamily      = "family"
 	mdModelType   = "model_type"
 	mdFingerprint = "model_fingerprint"
+	mdCompute     = "compute"
 	mdLayers      = "layers"
 	mdNumLayers   = "num_layers"
 	mdPosition    = "position"
@@ -173,6 +177,7 @@ func stateMetadata(m *Model, pos int) (map[string]string, error) {
 		mdNumLayers:   strconv.Itoa(m.cfg.Layers),
 		mdPosition:    strconv.Itoa(pos),
 		mdBackend:     m.dev.be.Name(),
+		mdCompute:     m.mode.String(),
 	}, nil
 }
 
@@ -397,6 +402,10 @@ func checkStateModel(m *Model, name string, md map[string]string) error {
 	if md[mdFingerprint] != fp {
 		return stateError(ErrInvalidArgument, nil, name, "made by another checkpoint: model_fingerprint %.16s..., this model's (%s) is %.16s...", md[mdFingerprint], m.dir, fp)
 	}
+	// A file without the key was written before compute modes existed: in f32.
+	if mode := cmp.Or(md[mdCompute], op.ComputeF32.String()); mode != m.mode.String() {
+		return stateError(ErrInvalidArgument, nil, name, "made in compute mode %s, this model runs %s (LoadOptions.Compute): its continuation would not have the bits of either", mode, m.mode)
+	}
 	if stage := fmt.Sprintf("%d:%d", m.lo, m.hi); md[mdLayers] != stage || md[mdNumLayers] != strconv.Itoa(m.cfg.Layers) {
 		return stateError(ErrInvalidArgument, nil, name, "holds the states of layers %s of %s, this model loads layers %s of %d (LoadOptions.Layers)", md[mdLayers], md[mdNumLayers], stage, m.cfg.Layers)
 	}
@@ -575,6 +584,7 @@ type StateInfo struct {
 	Layers      [2]int // the stage [lo, hi) of NumLayers
 	NumLayers   int
 	Backend     string // the backend that wrote it
+	Compute     string // the compute mode of the model that wrote it (LoadOptions.Compute)
 	Version     int    // format version
 	Bytes       int64  // header and data section
 	Logits      bool   // whether it holds the next-token logits (a prompt-cache checkpoint)
@@ -600,6 +610,7 @@ func ReadStateInfo(path string) (StateInfo, error) {
 	}
 	in.Position, _ = strconv.Atoi(md[mdPosition])
 	in.Family, in.ModelType, in.Fingerprint, in.Backend = md[mdFamily], md[mdModelType], md[mdFingerprint], md[mdBackend]
+	in.Compute = cmp.Or(md[mdCompute], op.ComputeF32.String())
 	fmt.Sscanf(md[mdLayers], "%d:%d", &in.Layers[0], &in.Layers[1])
 	in.NumLayers, _ = strconv.Atoi(md[mdNumLayers])
 	in.Bytes = f.DataStart() + f.DataSize()

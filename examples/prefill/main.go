@@ -79,7 +79,7 @@ func run() error {
 		benchOpT   = flag.Int("bench-op-tokens", 0, "--bench op cases: tokens of the per-op cases, 4x that for the GEMM peak and the long-context ones (0: 512, or 8 on the emulator)")
 		benchReps  = flag.Int("bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator); --bench-compute: interleaved runs of each mode, the median reported (0: 1)")
 		compute    = flag.String("compute", "f32", "compute mode of the linear layers' products: f32, bf16 or int8 (CPU only; see README)")
-		benchComp  = flag.Bool("bench-compute", false, "benchmark only the compute modes: the qwen3next slice in bf16, MLX 4-bit and MLX 8-bit, each mode at the --bench-tokens lengths (default 512, 2048), one `compute` line each")
+		benchComp  = flag.Bool("bench-compute", false, "benchmark only the compute modes: the qwen3next slice in bf16, MLX 4-bit and MLX 8-bit, each mode at the --bench-tokens lengths (default 512, 2048), one compute line each")
 		widen      = flag.Int64("widen-budget", 0, "bytes of float32 weight copies of 16-bit weights to make at load (0: none, -1: all; see BENCHMARKS.md)")
 		inspect    = flag.Bool("inspect", false, "check the checkpoint as loading would (config.json, shard index, every tensor header) without loading it, print its summary and exit")
 		saveState  = flag.String("save-state", "", "after the prefill, write the session's state to FILE (a session state file, written atomically)")
@@ -138,6 +138,9 @@ func run() error {
 	mlxOpts := strata.MLXLMOptions{Format: *mlxFormat, DType: *mlxDType, Model: *mlxModel}
 	if err := checkMLXLMFlags(*saveMLXLM, mlxOpts, *benchCache); err != nil {
 		return err
+	}
+	if *saveMLXLM != "" && *saveState != "" && filepath.Clean(*saveMLXLM) == filepath.Clean(*saveState) {
+		return fmt.Errorf("--save-state and --save-mlx-lm-cache name the same file %s (the second would replace the first)", *saveState)
 	}
 	for _, f := range []struct {
 		name string

@@ -135,6 +135,8 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 	if err := os.Truncate(shard, st.Size()-64); err != nil {
 		t.Fatal(err)
 	}
+	outDir := t.TempDir()
+	out := filepath.Join(outDir, "s.safetensors")
 	for _, c := range []struct {
 		args []string
 		msg  string
@@ -153,6 +155,10 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--bench", "--bench-compute"}, "give one of them"},
 		{[]string{"--bench-compute", "--compute", "int8"}, "--bench-compute runs every compute mode"},
 		{[]string{"--model", dir, "--inspect", "--compute", "int4"}, `--compute "int4"`},
+		{[]string{"--model", dir, "--tokens", "7", "--save-state", out, "--save-mlx-lm-cache", out}, "name the same file"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-state", outDir}, "is a directory"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-state", filepath.Join(shard, "s.safetensors")}, "is not a directory"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-mlx-lm-cache", filepath.Join(outDir, "missing", "c.safetensors")}, "its directory does not exist"},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {

@@ -31,11 +31,34 @@ func checkStateFlags(save, load, cacheDir string, cacheBytes int64, every, chunk
 		return fmt.Errorf("--bench-cache takes no --save-state or --load-state")
 	}
 	if save != "" {
-		if fi, err := os.Stat(filepath.Dir(save)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("--save-state %s: its directory does not exist", save)
-		}
+		return checkOutputFile("save-state", save)
 	}
 	return nil
+}
+
+// checkOutputFile refuses, before a long prefill rather than after it, an output file of flag
+// --name that could not be written: a directory that is missing, not a directory or not
+// writable (a probe file is created in it and removed), or a path that is a directory.
+func checkOutputFile(name, path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case os.IsNotExist(err):
+		return fmt.Errorf("--%s %s: its directory does not exist", name, path)
+	case err != nil:
+		return fmt.Errorf("--%s %s: %v", name, path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--%s %s: %s is not a directory", name, path, dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("--%s %s: is a directory", name, path)
+	}
+	probe, err := os.CreateTemp(dir, ".strata-probe-*")
+	if err != nil {
+		return fmt.Errorf("--%s %s: its directory is not writable: %v", name, path, err)
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
 }
 
 // checkMLXLMFlags refuses the --mlx-lm-* flags without --save-mlx-lm-cache, and a format, dtype
@@ -61,10 +84,7 @@ func checkMLXLMFlags(path string, opts strata.MLXLMOptions, bench bool) error {
 	case flagSet("mlx-lm-model") && opts.Model == "":
 		return fmt.Errorf("--mlx-lm-model is empty")
 	}
-	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--save-mlx-lm-cache %s: its directory does not exist", path)
-	}
-	return nil
+	return checkOutputFile("save-mlx-lm-cache", path)
 }
 
 // cacheLine is the CLI's report of one prompt-cache prefill:
