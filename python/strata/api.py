@@ -335,13 +335,13 @@ class Session(_Handle):
         directory). Written atomically; on error nothing is written. Raises UnsupportedError (a
         family mlx-lm has no model for, e.g. qwen4_exp; layer_types that disagree with
         full_attention_interval; a pipeline stage) or InvalidArgumentError (an unknown format or
-        dtype, an empty session, a name without .safetensors)."""
+        dtype, an empty string for any of the three, an empty session, a name without .safetensors)."""
         p = self._lib.strata_mlx_lm_default_params()
         for field, value in (("format", format), ("dtype", dtype), ("model", model)):
             if value is None:
                 continue
-            if not isinstance(value, str) or "\0" in value:
-                raise InvalidArgumentError(f"{field} must be a string without NUL bytes, got {value!r}")
+            if not isinstance(value, str) or "\0" in value or value == "":
+                raise InvalidArgumentError(f"{field} must be a non-empty string without NUL bytes (None: the default), got {value!r}")
             setattr(p, field, value.encode())
         check(self._lib.strata_session_save_mlx_lm(self._h, _path(path, "path"), byref(p)), self._lib)
 

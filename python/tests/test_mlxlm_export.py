@@ -145,7 +145,9 @@ def test_export_refusals(strata, device, tmp_path):
         (session(g), {"format": "current"}, strata.InvalidArgumentError, 'format "current"'),
         (session(g), {"dtype": "bf16"}, strata.InvalidArgumentError, 'dtype "bf16"'),
         (session(g, n=0), {}, strata.InvalidArgumentError, "session is empty"),
-        (session(g), {"model": 7}, strata.InvalidArgumentError, "model must be a string"),
+        (session(g), {"model": 7}, strata.InvalidArgumentError, "model must be a non-empty string"),
+        (session(g), {"format": ""}, strata.InvalidArgumentError, "format must be a non-empty string"),
+        (session(g), {"dtype": ""}, strata.InvalidArgumentError, "dtype must be a non-empty string"),
     ]
     for (m, s), kw, err, match in cases:
         try:
