@@ -75,7 +75,7 @@ selftest-emu:
 
 # Many goroutines and threads share one device and model in these packages' tests.
 race:
-	go test -race -count=1 -timeout 20m ./strata ./capi
+	go test -race -count=1 -timeout 30m ./strata ./capi
 
 # STRATA_REQUIRE_MPI: deps has installed mpirun and mpi4py, so the MPI pipeline tests fail rather
 # than skip without them.

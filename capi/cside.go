@@ -87,7 +87,7 @@ static const char* strata_capi_status_name(strata_status s) {
 	return "unknown";
 }
 
-static const char* strata_capi_version(void) { return "strata 0.1.0 (abi 4)"; }
+static const char* strata_capi_version(void) { return "strata 0.1.0 (abi 5)"; }
 */
 import "C"
 
