@@ -23,20 +23,7 @@ type goldenModel struct {
 	golden func(t *testing.T, prompt string) (ids []int32, logits []float32)
 }
 
-// tensorF32 and tensorI32 read one tensor of a goldens file.
-func tensorF32(t *testing.T, f *safetensors.File, name string) []float32 {
-	t.Helper()
-	tn, err := f.Tensor(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := tn.Float32()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
+// tensorI32 reads one int32 tensor of a goldens file (tensorF32 the float ones).
 func tensorI32(t *testing.T, f *safetensors.File, name string) []int32 {
 	t.Helper()
 	tn, err := f.Tensor(name)

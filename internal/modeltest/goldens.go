@@ -64,7 +64,13 @@ func (g *FormatGoldens) CheckSum(t testing.TB, name, sum string) {
 // Logits is the golden NAME.PROMPT.logits, [T, vocab] row-major.
 func (g *FormatGoldens) Logits(t testing.TB, name, prompt string) []float32 {
 	t.Helper()
-	tn, err := g.f.Tensor(name + "." + prompt + ".logits")
+	return tensorF32(t, g.f, name+"."+prompt+".logits")
+}
+
+// tensorF32 reads tensor name of a goldens file as float32, failing t when it cannot.
+func tensorF32(t testing.TB, f *safetensors.File, name string) []float32 {
+	t.Helper()
+	tn, err := f.Tensor(name)
 	if err != nil {
 		t.Fatal(err)
 	}
