@@ -81,12 +81,13 @@ func QuantizeInt8(dst *Int8Act, x []float32, T, K, block int) error {
 // Where the CPU has AVX2 the same arithmetic runs in act_amd64.s (VCVTPS2PD, VMULPD, and
 // VCVTPD2DQ in the default rounding mode, nearest even), bitwise these results.
 func quantBlock(q []int8, x []float32) (scale float32, sum int32) {
-	if quantAsm {
-		return quantBlockAsm(q, x)
-	}
 	var amax uint32
-	for _, v := range x {
-		amax = max(amax, math.Float32bits(v)&0x7fffffff)
+	if quantAsm {
+		amax = amaxBitsAVX2(&x[0], len(x))
+	} else {
+		for _, v := range x {
+			amax = max(amax, math.Float32bits(v)&0x7fffffff)
+		}
 	}
 	switch {
 	case amax > 0x7f7fffff:
@@ -98,6 +99,9 @@ func quantBlock(q []int8, x []float32) (scale float32, sum int32) {
 	}
 	am := float64(math.Float32frombits(amax))
 	inv := 127 / am
+	if quantAsm {
+		return float32(am / 127), codesAVX2(&q[0], &x[0], len(x), inv)
+	}
 	const magic = 0x1.8p52
 	rne := func(v float32) int32 { return int32(int64(float64(float64(v)*inv)+magic) - int64(magic)) }
 	for j := 0; j < len(x); j += 8 {
@@ -112,24 +116,9 @@ func quantBlock(q []int8, x []float32) (scale float32, sum int32) {
 	return float32(am / 127), sum
 }
 
-// quantAsm selects the AVX2 quantization kernels (a variable so that the tests run both).
+// quantAsm selects the AVX2 quantization kernels (amaxBitsAVX2, codesAVX2; len(x) a multiple
+// of 32), a variable so that the tests run both.
 var quantAsm = hasQuantAsm
-
-// quantBlockAsm is quantBlock on the AVX2 kernels (len(x) a multiple of 32).
-func quantBlockAsm(q []int8, x []float32) (scale float32, sum int32) {
-	amax := amaxBitsAVX2(&x[0], len(x))
-	switch {
-	case amax > 0x7f7fffff:
-		clear(q)
-		return float32(math.NaN()), 0
-	case amax == 0:
-		clear(q)
-		return 0, 0
-	}
-	am := float64(math.Float32frombits(amax))
-	sum = codesAVX2(&q[0], &x[0], len(x), 127/am)
-	return float32(am / 127), sum
-}
 
 // BF16Act is an activation matrix x [T, K] rounded to bfloat16 (RoundBF16).
 type BF16Act struct {
