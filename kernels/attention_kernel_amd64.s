@@ -208,3 +208,132 @@ sloop:
 sdone:
 	VZEROUPPER
 	RET
+
+// func attnScores4x3(st *float32, rp int, q **float32, nq4 int, keys **float32, nk3 int, n int, pf **float32)
+//
+// st[c*rp + r] = q_r . k_c (n floats, n a positive multiple of 8) for the query rows q_r the
+// table q points to (4*nq4 entries) and the key rows k_c of the table keys (3*nk3 entries):
+// key triples in order, within each the query rows four at a time. Each dot product is eight
+// lane sums accumulated by FMA in order of the index, then added pairwise (lanes 0+1, 2+3, 4+5,
+// 6+7; then 01+23, 45+67; then the two halves). Spread over the products, the rows of the next
+// key triple and the rows of the table pf (3*nk3 entries, n floats each; the value rows the
+// caller reads next) are prefetched, one row of each per group of four query rows (three at
+// most a triple).
+TEXT ·attnScores4x3(SB), NOSPLIT, $8-64
+	MOVQ nk3+40(FP), AX
+	TESTQ AX, AX
+	JZ   sdone4
+	MOVQ st+0(FP), AX
+	MOVQ AX, stb-8(SP)            // st row of the triple's first key
+	MOVQ keys+32(FP), SI
+	MOVQ n+48(FP), DX
+	SHLQ $2, DX                   // row length in bytes
+
+ktrip:
+	MOVQ (SI), R11
+	MOVQ 8(SI), R12
+	MOVQ 16(SI), R13
+	MOVQ nq4+24(FP), R15
+	MOVQ stb-8(SP), CX            // lane of the quad's first query row in the first key's row
+hquad:
+	// Query rows of quad qi = nq4 - R15; prefetch rows m = min(qi, 2) of pf's triple and of the
+	// next key triple (of this one on the last triple).
+	MOVQ nq4+24(FP), AX
+	SUBQ R15, AX
+	MOVQ AX, R8
+	SHLQ $5, R8
+	ADDQ q+16(FP), R8
+	MOVQ 8(R8), R9
+	MOVQ 16(R8), R10
+	MOVQ 24(R8), R14
+	MOVQ (R8), R8
+	CMPQ AX, $2
+	JLE  mok
+	MOVQ $2, AX
+mok:
+	SHLQ $3, AX
+	MOVQ SI, BX
+	SUBQ keys+32(FP), BX
+	ADDQ pf+56(FP), BX
+	MOVQ (BX)(AX*1), BX
+	MOVQ (SI)(AX*1), DI
+	CMPQ nk3+40(FP), $1
+	JEQ  lastk
+	MOVQ 24(SI)(AX*1), DI
+lastk:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	XORQ AX, AX
+dloop4:
+	VMOVUPS (R11)(AX*1), Y12
+	VMOVUPS (R12)(AX*1), Y13
+	VMOVUPS (R13)(AX*1), Y14
+	VMOVUPS (R8)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS (R9)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	PREFETCHT0 (BX)(AX*1)
+	PREFETCHT0 (DI)(AX*1)
+	VMOVUPS (R10)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	VMOVUPS (R14)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ $32, AX
+	CMPQ AX, DX
+	JLT  dloop4
+
+	// Y0..Y3: key 0 with rows 0..3; Y4..Y7 key 1; Y8..Y11 key 2. Sums of Y0..Y7 into one
+	// vector (key 0 in the low half, key 1 in the high), of Y8..Y11 into a half.
+	VHADDPS Y1, Y0, Y0
+	VHADDPS Y3, Y2, Y2
+	VHADDPS Y5, Y4, Y4
+	VHADDPS Y7, Y6, Y6
+	VHADDPS Y9, Y8, Y8
+	VHADDPS Y11, Y10, Y10
+	VHADDPS Y2, Y0, Y0
+	VHADDPS Y6, Y4, Y4
+	VHADDPS Y10, Y8, Y8
+	VPERM2F128 $0x20, Y4, Y0, Y1
+	VPERM2F128 $0x31, Y4, Y0, Y2
+	VADDPS Y2, Y1, Y1
+	VEXTRACTF128 $1, Y8, X9
+	VADDPS X9, X8, X8
+	VEXTRACTF128 $1, Y1, X2
+	MOVQ rp+8(FP), R8
+	SHLQ $2, R8                   // row stride of st in bytes
+	VMOVUPS X1, (CX)
+	VMOVUPS X2, (CX)(R8*1)
+	VMOVUPS X8, (CX)(R8*2)
+	ADDQ $16, CX                  // the next four lanes
+	DECQ R15
+	JNZ  hquad
+
+	MOVQ rp+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R8
+	ADDQ R8, stb-8(SP)            // three st rows on
+	ADDQ $24, SI
+	DECQ nk3+40(FP)
+	JNZ  ktrip
+sdone4:
+	VZEROUPPER
+	RET
+

@@ -11,14 +11,18 @@ type attnScratch struct {
 	qT     []float32   // packed queries, transposed: [D, rp]
 	ot     []float32   // output accumulators of a dense tile [rp, D]
 	st     []float32   // scores, then probabilities: [attnBlockKeys, rp] (key-major)
-	kbuf   []float32   // keys of a sparse block, gathered: [attnBlockKeys, D]
+	kbuf   []float32   // keys of a sparse block gathered for the panel kernel: [attnBlockKeys, D]
 	m, l   []float32   // running max and sum of each row
 	alpha  []float32   // rescale factor of each row for the current block
 	limit  []int       // causal limit (absolute position) of each row
 	keyPos []int       // positions of the current key block
 	qTRows []*float32  // row table of qT
 	qRows  [][]float32 // the tile's query rows in q
+	kRows  [][]float32 // key rows of the current sparse block in k
 	vRows  []*float32  // value rows of the current key block
+	qPtr   []*float32  // query rows of attnScores4x3, padded to groups of 4
+	kPtr   []*float32  // key rows of attnScores4x3, padded to groups of 3
+	nPtr   []*float32  // rows attnScores4x3 prefetches, as kPtr
 }
 
 // attnRowPad rounds the tile's row count up to the 8 rows of the vector softmax.
@@ -38,7 +42,11 @@ func newAttnScratch(rowsMax, d int) *attnScratch {
 		keyPos: make([]int, attnBlockKeys),
 		qTRows: make([]*float32, d),
 		qRows:  make([][]float32, rp),
+		kRows:  make([][]float32, attnBlockKeys),
 		vRows:  make([]*float32, attnBlockKeys),
+		qPtr:   make([]*float32, rp),
+		kPtr:   make([]*float32, attnBlockKeys),
+		nPtr:   make([]*float32, attnBlockKeys),
 	}
 }
 
@@ -98,15 +106,15 @@ func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p op.AttnParams, hp
 
 // attnBlock folds one block of nc keys (rows of kb with stride ldk; values through ws.vRows)
 // into the running softmax of rp rows (ws.m, ws.l) and the accumulators ot [rows, d] of the
-// first rows of them (the pad rows past rows get no output). Masked scores (key position past the row's causal
-// limit) become -Inf and contribute exact zeros, so a dense tile gives bitwise the same rows
-// as the explicit list 0..pos0+t.
+// first rows of them (the pad rows past rows get no output): scores S^T = K_block Q^T on the
+// panel kernel (queries through ws.qTRows), then attnFold. Masked scores (key position past the
+// row's causal limit) become -Inf and contribute exact zeros.
 func attnBlock(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32, mask bool, kb []float32, ldk int) {
 	st := ws.st[:nc*rp]
 	clear(st)
 	fmaGemm(st, rp, kb, ldk, 1, ws.qTRows, nc, rp, d)
-	negInf := float32(math.Inf(-1))
 	if mask {
+		negInf := float32(math.Inf(-1))
 		for c := 0; c < nc; c++ {
 			pos := ws.keyPos[c]
 			row := st[c*rp : (c+1)*rp]
@@ -117,6 +125,15 @@ func attnBlock(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32
 			}
 		}
 	}
+	attnFold(ws, ot, rows, rp, d, nc, scale)
+}
+
+// attnFold is the online-softmax step of one block of nc keys whose raw scores are in ws.st
+// ([nc, rp], key-major): each row's max, sum and rescale factor updated (ws.m, ws.l, ws.alpha),
+// the scores turned into probabilities, the accumulators ot [rows, d] rescaled, then
+// O += P V_block on the panel kernel (values through ws.vRows).
+func attnFold(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32) {
+	st := ws.st[:nc*rp]
 	if useAsmVec() {
 		for r := 0; r < rp; r += 8 {
 			attnSoftmax8(&st[r], rp, nc, scale, &ws.m[r], &ws.l[r], &ws.alpha[r])

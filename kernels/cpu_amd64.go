@@ -31,3 +31,10 @@ func gdnScaleCopy8(dst, src *float32, n int, s float32)
 //
 //go:noescape
 func gdnRHS8(dst, v, ks *float32, n int, b, e float32)
+
+// attnScores4x3 writes st[c*rp + r] = q_r . k_c (n floats, n a positive multiple of 8) for the
+// 4*nq4 query rows and 3*nk3 key rows of the tables q and keys, prefetching the 3*nk3 rows of
+// pf on the way (attention_kernel_amd64.s).
+//
+//go:noescape
+func attnScores4x3(st *float32, rp int, q **float32, nq4 int, keys **float32, nk3 int, n int, pf **float32)

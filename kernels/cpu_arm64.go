@@ -18,3 +18,7 @@ func gdnScaleCopy8(dst, src *float32, n int, s float32) {
 func gdnRHS8(dst, v, ks *float32, n int, b, e float32) {
 	panic("kernels: no arm64 element-wise kernel")
 }
+
+func attnScores4x3(st *float32, rp int, q **float32, nq4 int, keys **float32, nk3 int, n int, pf **float32) {
+	panic("kernels: no arm64 dot-product kernel")
+}
