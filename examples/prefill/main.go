@@ -52,6 +52,10 @@ import (
 // maxPromptTokens is the largest context a session takes (strata.SessionOptions.MaxContext).
 const maxPromptTokens = 1 << 24
 
+// maxBenchOpTokens bounds --bench-op-tokens: its GEMM peak and long-context cases run 4x the
+// tokens, about 2 GiB of float32 operands at this bound.
+const maxBenchOpTokens = 1 << 14
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "prefill:", err)
@@ -71,7 +75,7 @@ func run() error {
 		step       = flag.Int("step", strata.DefaultStep, "most tokens a prefill call runs at once; longer prompts run in steps within the call (0: one shot)")
 		backend    = flag.String("backend", "auto", "backend: auto, cpu, metal or emu (the Metal kernels on the MSL emulator)")
 		allLogits  = flag.Bool("all-logits", false, "compute logits for every token, not only the last")
-		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, else [vocab])")
+		saveLogits = flag.String("save-logits", "", "write logits as float32 .npy ([T, vocab] with --all-logits, the rows of the tokens this run prefilled: with --prompt-cache those after the reused prefix; else [vocab])")
 		maxCtx     = flag.Int("max-context", 0, "session capacity in tokens (default: prompt length, at least 4096)")
 		verbose    = flag.Bool("v", false, "log library messages to stderr")
 		bench      = flag.Bool("bench", false, "benchmark: GEMM peak, each op at real shapes (see --bench-op-tokens), the qwen4exp-slice model, the qwen3next-slice model and its MLX 4- and 8-bit conversions (see --bench-tokens)")
@@ -153,6 +157,12 @@ func run() error {
 	}
 	if *widen < -1 {
 		return fmt.Errorf("--widen-budget %d: want bytes >= 0, or -1 for all", *widen)
+	}
+	if flagSet("random-tokens") && *randomN == 0 {
+		return fmt.Errorf("--random-tokens 0: give N >= 1 (without the flag the default prompt runs)")
+	}
+	if *benchOpT > maxBenchOpTokens {
+		return fmt.Errorf("--bench-op-tokens %d: at most %d (the GEMM peak and the long-context cases run 4x that)", *benchOpT, maxBenchOpTokens)
 	}
 	if *randomN > maxPromptTokens {
 		return fmt.Errorf("--random-tokens %d: at most %d tokens (a session's largest context)", *randomN, maxPromptTokens)
@@ -414,11 +424,17 @@ func run() error {
 	if saveFile != nil {
 		f := saveFile
 		saveFile = nil
-		if err := writeNPY(f, all, row, last.Rows, m.Vocab(), *allLogits); err != nil {
+		rows := len(all) / m.Vocab() // every chunk's rows, not only the last chunk's
+		if err := writeNPY(f, all, row, rows, m.Vocab(), *allLogits); err != nil {
 			os.Remove(*saveLogits)
 			return fmt.Errorf("--save-logits: %w", err)
 		}
-		fmt.Printf("saved     %s\n", *saveLogits)
+		if *allLogits {
+			// A prompt-cache hit prefills only the tokens after the reused prefix.
+			fmt.Printf("saved     %s: logits [%d, %d] of positions %d..%d\n", *saveLogits, rows, m.Vocab(), sess.Position()-rows, sess.Position()-1)
+		} else {
+			fmt.Printf("saved     %s: logits [%d] of position %d\n", *saveLogits, m.Vocab(), sess.Position()-1)
+		}
 	}
 	return nil
 }

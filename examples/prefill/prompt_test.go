@@ -3,11 +3,14 @@ package main
 import (
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"codeberg.org/sbinet/npyio/npy"
 )
 
 const tinyQ4 = "../../testdata/qwen4exp-tiny"
@@ -153,6 +156,8 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "1,2,"}, "empty entry in the token list"},
 		{[]string{"--model", dir, "--tokens", "1", "--compute", "fp16"}, `--compute "fp16": want one of f32, bf16, int8`},
 		{[]string{"--bench", "--bench-compute"}, "give one of them"},
+		{[]string{"--model", dir, "--random-tokens", "0"}, "--random-tokens 0: give N >= 1"},
+		{[]string{"--bench", "--bench-op-tokens", "100000000"}, "--bench-op-tokens 100000000: at most 16384"},
 		{[]string{"--bench-compute", "--compute", "int8"}, "--bench-compute runs every compute mode"},
 		{[]string{"--model", dir, "--inspect", "--compute", "int4"}, `--compute "int4"`},
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", out, "--save-mlx-lm-cache", out}, "name the same file"},
@@ -163,6 +168,45 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%v: error %v, want one containing %q", c.args, err, c.msg)
+		}
+	}
+}
+
+// TestSaveAllLogitsChunked: --all-logits --save-logits with --chunk writes every chunk's rows,
+// [T, vocab], each row within chunked prefill's bound of the one-shot file's.
+func TestSaveAllLogitsChunked(t *testing.T) {
+	dir := t.TempDir()
+	load := func(name string, args ...string) []float32 {
+		path := filepath.Join(dir, name)
+		out, err := runMain(t, append([]string{"--model", tinyQ4, "--backend", "cpu", "--random-tokens", "40", "--all-logits", "--save-logits", path}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "logits [40, 512] of positions 0..39") {
+			t.Errorf("no saved line with the rows' positions in:\n%s", out)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		r, err := npy.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh := r.Header.Descr.Shape; len(sh) != 2 || sh[0] != 40 || sh[1] != 512 {
+			t.Fatalf("%s: shape %v, want [40 512]", name, sh)
+		}
+		var v []float32
+		if err := r.Read(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	one, chunked := load("one.npy"), load("chunked.npy", "--chunk", "16")
+	for i := range one {
+		if d := math.Abs(float64(one[i] - chunked[i])); d > 1e-4 {
+			t.Fatalf("row %d, logit %d: one-shot %v, chunked %v", i/512, i%512, one[i], chunked[i])
 		}
 	}
 }

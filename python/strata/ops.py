@@ -110,6 +110,11 @@ def attention(q, k, v, pos0=0, scale=None, selection=None, out=None, lse=None, r
         raise InvalidArgumentError(f"scale must be a number or None, got {scale!r}")
     if scale is not None and scale == 0:
         raise InvalidArgumentError("scale 0 would zero every score: give None for the default 1/sqrt(D)")
+    if scale is not None and math.isfinite(float(scale)):
+        with np.errstate(over="ignore", under="ignore"):
+            s32 = np.float32(scale)
+        if s32 == 0 or not np.isfinite(s32):
+            raise InvalidArgumentError(f"scale {scale!r} is outside float32's range (it would be {float(s32)!r}, and the library takes a float32): give a scale whose float32 is nonzero and finite, or None for 1/sqrt(D)")
     _flag(return_lse, "return_lse")
     if Hq % Hkv:
         raise InvalidArgumentError(f"Hkv {Hkv} does not divide Hq {Hq}")

@@ -175,6 +175,9 @@ def test_op_arguments_of_the_wrong_kind(strata):
     kv = np.zeros((4, 1, 4), np.float32)
     with pytest.raises(strata.InvalidArgumentError, match="scale 0"):
         strata.attention(q, kv, kv, scale=0.0)
+    for scale in (1e-50, 1e50):  # nonzero and finite in float64, 0 or inf as the float32 the library takes
+        with pytest.raises(strata.InvalidArgumentError, match="outside float32's range"):
+            strata.attention(q, kv, kv, scale=scale)
     with pytest.raises(strata.InvalidArgumentError, match="return_lse must be a bool"):
         strata.attention(q, kv, kv, return_lse="no")
     for sel in (5, (None, None)):
