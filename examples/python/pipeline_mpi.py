@@ -205,15 +205,42 @@ def wait(req: "MPI.Request", status: Optional["MPI.Status"] = None) -> None:
         delay = min(2 * delay, 1e-3)
 
 
-def received(req: "MPI.Request", want: int) -> str:
+class TooLong(Exception):
+    """A message longer than the buffer it was meant for (drained, never written into it)."""
+
+
+class ProbedRecv:
+    """A receive into buf (float32) from source on comm that matches the message with a probe
+    first and checks its length: a longer one is drained into a scratch buffer and raises TooLong
+    instead of reaching buf (a truncated receive can write past its buffer in some MPI
+    transports). Test(status) is MPI.Request.Test's, the receives of one comm and source completed
+    in the order they were made, as MPI matches them."""
+
+    def __init__(self, comm: "MPI.Comm", buf: np.ndarray, source: int) -> None:
+        self.comm, self.buf, self.source = comm, buf, source
+        self.req: Optional["MPI.Request"] = None
+
+    def Test(self, status: Optional["MPI.Status"] = None) -> bool:
+        if self.req is None:
+            st = MPI.Status()
+            msg = self.comm.Improbe(source=self.source, status=st)
+            if msg is None:
+                return False
+            n = st.Get_count(MPI.FLOAT)
+            if n > self.buf.size:
+                msg.Recv([np.empty(n, np.float32), MPI.FLOAT])
+                raise TooLong(n)
+            self.req = msg.Irecv([self.buf, MPI.FLOAT])
+        return self.req.Test(status)
+
+
+def received(req: ProbedRecv, want: int) -> str:
     """Waits for a receive into a buffer of want floats and returns how many arrived, as text:
-    "more than {want}" when the message was longer than the buffer (MPI's truncation error)."""
+    "more than {want}" when the message was longer than the buffer."""
     st = MPI.Status()
     try:
         wait(req, st)
-    except MPI.Exception as e:
-        if e.Get_error_class() != MPI.ERR_TRUNCATE:
-            raise
+    except TooLong:
         return f"more than {want}"
     return str(st.Get_count(MPI.FLOAT))
 
@@ -243,9 +270,9 @@ class Stage:
         while self.sends and self.sends[0][0].Test():
             self.sends.popleft()
 
-    def post_recv(self, rows: int) -> Tuple[np.ndarray, "MPI.Request"]:
+    def post_recv(self, rows: int) -> Tuple[np.ndarray, ProbedRecv]:
         buf = np.empty((rows, self.model.hidden_size), np.float32)
-        return buf, self.hidden.Irecv([buf, MPI.FLOAT], source=self.rank - 1)
+        return buf, ProbedRecv(self.hidden, buf, self.rank - 1)
 
     def run(self, tokens: np.ndarray, chunk: int, all_logits: bool, max_context: int) -> Optional[np.ndarray]:
         """Runs every chunk through this stage; returns the logits on rank 0, None elsewhere."""
@@ -258,7 +285,7 @@ class Stage:
             if not last:  # receive the last stage's logits straight into out
                 parts = ([(f"chunk {c}", out[a:b]) for c, (a, b) in enumerate(bounds)] if all_logits
                          else [("the last token", out)])
-                pending = [(what, p, self.logits.Irecv([p, MPI.FLOAT], source=self.ranks - 1)) for what, p in parts]
+                pending = [(what, p, ProbedRecv(self.logits, p, self.ranks - 1)) for what, p in parts]
         nxt = None if first else self.post_recv(bounds[0][1] - bounds[0][0])
         with self.model.session(max_context or max(T, 4096)) as s:
             for c, (a, b) in enumerate(bounds):
