@@ -196,11 +196,10 @@ func (c *computeState) report() string {
 		s += fmt.Sprintf(" (activations in blocks of %d, weights packed at load: %.1f MiB)", int8Block, float64(c.bytes)/(1<<20))
 	case op.ComputeBF16:
 		if c.b16k != qdot.AVX512BF16 {
-			s += " (no VDPBF16PS: "
 			if why := qdot.BF16Choice(); why != "" {
-				s += why + ")"
+				s += " (VDPBF16PS not used: " + why + ")"
 			} else {
-				s += "the CPU lacks AVX512_BF16; emulated with FMA on widened pairs, the same bits but for subnormal partial sums, and slower than f32)"
+				s += " (no VDPBF16PS: the CPU lacks AVX512_BF16; emulated with FMA on widened pairs, the same bits but for subnormal partial sums, and slower than f32)"
 			}
 		}
 	}
