@@ -35,6 +35,17 @@ const (
 // Pos0+T-1 are ignored); o [T, Hq, D]; lse [T, Hq] receives the natural log-sum-exp of the scaled
 // scores of each row (lse may be nil).
 //
+// NaN and Inf are not scanned for; they propagate under IEEE rules through the formula above
+// into the rows that attend them, and only those. A NaN in a query row, or in a key row it
+// attends, makes its output row and its lse NaN; a NaN in element j of a value row it attends
+// makes element j of its output NaN (the other elements and lse are as without it). Infinities
+// give what the arithmetic gives: a score of +Inf makes the row NaN (exp(Inf - Inf)), one of
+// -Inf weighs its key 0, an infinite value element makes the output element infinite or NaN.
+// A row's output and lse never depend on the key and value rows it does not attend (later
+// positions, unlisted ones, other KV heads): masked scores are set to -Inf whatever the key
+// held and masked value rows are never multiplied, not even by a zero weight. Every kernel set
+// (AVX-512, AVX2, NEON, portable) follows the rule.
+//
 // Errors: op.ErrShape for non-positive sizes (T = 0 included) or slice lengths that do not match;
 // op.ErrInvalidArgument for HPG not dividing Hq, a negative Pos0, a non-finite or non-positive Scale, or a
 // malformed selection (wrong T, offsets, tokens not strictly ascending, out of range or beyond

@@ -112,10 +112,11 @@ GLOBL attnExpC<>(SB), RODATA|NOPTR, $416
 
 // EXP(x, t0, t1, t2, t3) replaces the 8 lanes of x <= 0 by exp(x): n = round(x log2 e),
 // r = x - n ln2 (ln2 split in two, as Cephes expf), exp(r) by its degree-7 polynomial, times 2^n
-// built in the exponent bits. Lanes below -87 (where 2^n would leave the normal range), -Inf and
-// NaN give exactly 0, so masked scores contribute nothing. Relative error about 1e-7.
+// built in the exponent bits. Lanes below -87 (where 2^n would leave the normal range) and -Inf
+// give exactly 0, so masked scores contribute nothing; NaN lanes stay NaN (the mask is "not
+// less than -87", true for NaN, and the polynomial carries the NaN). Relative error about 1e-7.
 #define EXP(x, t0, t1, t2, t3) \
-	VCMPPS $0x1d, attnExpC<>+32(SB), x, t0; \
+	VCMPPS $0x15, attnExpC<>+32(SB), x, t0; \
 	VMULPS attnExpC<>+0(SB), x, t1; \
 	VROUNDPS $0, t1, t1; \
 	VFNMADD231PS attnExpC<>+64(SB), t1, x; \
@@ -140,7 +141,9 @@ GLOBL attnExpC<>(SB), RODATA|NOPTR, $416
 // The online-softmax step of 8 score rows: st holds the raw scores of the rows at st[c*rp+i],
 // i < 8, for the nc keys of the block (-Inf where masked). With s = scale*st: mNew = max(m,
 // max_c s), st = exp(s - mNew), alpha = exp(m - mNew), l = l*alpha + sum_c st (the sum in key
-// order), m = mNew.
+// order), m = mNew. A NaN score is left out of the max (an unordered VMAXPS lane returns the
+// running max, its Intel second source) and gives a NaN probability, so its row's sum is NaN:
+// IEEE propagation, as the portable attnSoftmaxGo computes it.
 TEXT ·attnSoftmax8(SB), NOSPLIT, $0-56
 	MOVQ st+0(FP), DI
 	MOVQ rp+8(FP), R8

@@ -148,7 +148,7 @@ func attnSparseUnit(ws *attnScratch, o, q, k, v []float32, p op.AttnParams, hpg,
 		}
 		_ = v[int(list[i+nc-1])*ldkv+g*d+d-1]
 		attnScores(ws, rp, qRows, ws.kRows[:nc], ws.vRows[:nc])
-		attnFold(ws, ot, hpg, rp, d, nc, p.Scale)
+		attnFold(ws, ot, hpg, rp, d, nc, p.Scale, false)
 	}
 	copy(m, ws.m[:hpg])
 	copy(l, ws.l[:hpg])

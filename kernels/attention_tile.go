@@ -107,8 +107,10 @@ func attnTileRun(ws *attnScratch, o, lse, q, k, v []float32, p op.AttnParams, hp
 // attnBlock folds one block of nc keys (rows of kb with stride ldk; values through ws.vRows)
 // into the running softmax of rp rows (ws.m, ws.l) and the accumulators ot [rows, d] of the
 // first rows of them (the pad rows past rows get no output): scores S^T = K_block Q^T on the
-// panel kernel (queries through ws.qTRows), then attnFold. Masked scores (key position past the
-// row's causal limit) become -Inf and contribute exact zeros.
+// panel kernel (queries through ws.qTRows), then attnFold. With mask set (ws.keyPos the block's
+// positions, ascending and contiguous; ws.limit non-decreasing over the rows), masked scores (key
+// position past the row's causal limit) become -Inf, whatever the key held, and the value rows
+// past a row's limit never enter its sum (attnMaskedPV).
 func attnBlock(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32, mask bool, kb []float32, ldk int) {
 	st := ws.st[:nc*rp]
 	clear(st)
@@ -125,14 +127,15 @@ func attnBlock(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32
 			}
 		}
 	}
-	attnFold(ws, ot, rows, rp, d, nc, scale)
+	attnFold(ws, ot, rows, rp, d, nc, scale, mask)
 }
 
 // attnFold is the online-softmax step of one block of nc keys whose raw scores are in ws.st
 // ([nc, rp], key-major): each row's max, sum and rescale factor updated (ws.m, ws.l, ws.alpha),
 // the scores turned into probabilities, the accumulators ot [rows, d] rescaled, then
-// O += P V_block on the panel kernel (values through ws.vRows).
-func attnFold(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32) {
+// O += P V_block on the panel kernel (values through ws.vRows), each row over the keys it
+// attends when masked is set (attnMaskedPV), else over all nc.
+func attnFold(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32, masked bool) {
 	st := ws.st[:nc*rp]
 	if useAsmVec() {
 		for r := 0; r < rp; r += 8 {
@@ -146,10 +149,40 @@ func attnFold(ws *attnScratch, ot []float32, rows, rp, d, nc int, scale float32)
 			attnScaleRow(ot[r*d:(r+1)*d], a)
 		}
 	}
+	if masked {
+		attnMaskedPV(ws, ot, rows, rp, d, nc)
+		return
+	}
 	fmaGemm(ot[:rows*d], d, st, 1, rp, ws.vRows[:nc], rows, d, nc)
 }
 
-// attnSoftmaxGo is the portable online-softmax step of every row (exp in float64).
+// attnMaskedPV is O += P V_block for a dense block whose last keys lie past the causal limit of
+// some rows (ws.keyPos ascending and contiguous, ws.limit non-decreasing over the rows): a row
+// multiplies only the value rows it attends, so that one it must not attend never enters its sum
+// (a zero weight would not hide a NaN or an infinity there: 0 * NaN is NaN). The keys every row
+// attends run as one product over all rows, the rest per run of rows with the same limit (the
+// query heads of one token); a product split along k gives the bits of one call, so each
+// element sums its terms in key order as the unmasked blocks do.
+func attnMaskedPV(ws *attnScratch, ot []float32, rows, rp, d, nc int) {
+	st, kb := ws.st[:nc*rp], ws.keyPos[0]
+	visible := func(r int) int { return max(0, min(nc, ws.limit[r]-kb+1)) }
+	all := visible(0)
+	fmaGemm(ot[:rows*d], d, st, 1, rp, ws.vRows[:all], rows, d, all)
+	for r0 := 0; r0 < rows; {
+		r1 := r0 + 1
+		for r1 < rows && ws.limit[r1] == ws.limit[r0] {
+			r1++
+		}
+		if n := visible(r0); n > all {
+			fmaGemm(ot[r0*d:r1*d], d, st[all*rp+r0:], 1, rp, ws.vRows[all:n], r1-r0, d, n-all)
+		}
+		r0 = r1
+	}
+}
+
+// attnSoftmaxGo is the portable online-softmax step of every row (exp in float64), as
+// attnSoftmax8 computes it: NaN scores are left out of the max and give NaN probabilities, so a
+// NaN score makes its row's sum NaN; -Inf scores give exact zeros.
 func attnSoftmaxGo(ws *attnScratch, st []float32, rp, nc int, scale float32) {
 	negInf := float32(math.Inf(-1))
 	for r := 0; r < rp; r++ {
@@ -163,15 +196,6 @@ func attnSoftmaxGo(ws *attnScratch, st []float32, rp, nc int, scale float32) {
 			}
 		}
 		mNew := max(mOld, bmax)
-		if mNew == negInf {
-			// No visible key yet for this row (only a pad row can get here); keep the
-			// probabilities finite.
-			for c := 0; c < nc; c++ {
-				st[c*rp+r] = 0
-			}
-			ws.alpha[r] = 1
-			continue
-		}
 		var sum float32
 		for c := 0; c < nc; c++ {
 			e := float32(math.Exp(float64(st[c*rp+r] - mNew)))

@@ -64,7 +64,7 @@ func TestKernelNames(t *testing.T) {
 
 // TestAttnSoftmax8: the vector online-softmax step against float64 on scores spread over the
 // whole exp range, masked (-Inf) scores giving exact zeros, a first block (m = -Inf) and a
-// later one (rescale alpha).
+// later one (rescale alpha); then a NaN score, which must reach its row's sum.
 func TestAttnSoftmax8(t *testing.T) {
 	if !hasAsmVec {
 		t.Skip("no vector softmax kernel on this CPU or build")
@@ -128,6 +128,26 @@ func TestAttnSoftmax8(t *testing.T) {
 	for c := 0; c < nc; c++ {
 		if !slices.Equal(st[c*rp+8:c*rp+16], raw[c*rp+8:c*rp+16]) {
 			t.Fatalf("key %d: rows past the 8 changed", c)
+		}
+	}
+
+	// A NaN score (row 2, key 17) is left out of the max and gives a NaN probability and sum,
+	// as the portable step computes it; the other rows are as without it.
+	poisoned := slices.Clone(raw)
+	poisoned[17*rp+2] = float32(math.NaN())
+	st2, m2, l2, a2 := slices.Clone(poisoned), slices.Clone(m0), slices.Clone(l0), make([]float32, 8)
+	attnSoftmax8(&st2[0], rp, nc, scale, &m2[0], &l2[0], &a2[0])
+	if !math.IsNaN(float64(st2[17*rp+2])) || !math.IsNaN(float64(l2[2])) || m2[2] != m[2] || a2[2] != alpha[2] {
+		t.Fatalf("NaN score: probability %v, l %v, m %v (want %v), alpha %v (want %v)", st2[17*rp+2], l2[2], m2[2], m[2], a2[2], alpha[2])
+	}
+	for r := 0; r < 8; r++ {
+		for c := 0; c < nc; c++ {
+			if (r != 2 || c != 17) && math.Float32bits(st2[c*rp+r]) != math.Float32bits(st[c*rp+r]) {
+				t.Fatalf("NaN score at row 2 key 17: row %d key %d changed: %v, was %v", r, c, st2[c*rp+r], st[c*rp+r])
+			}
+		}
+		if r != 2 && (l2[r] != l[r] || m2[r] != m[r] || a2[r] != alpha[r]) {
+			t.Fatalf("NaN score at row 2: row %d's state changed", r)
 		}
 	}
 }

@@ -111,6 +111,13 @@ func (a QSAIndex) Check() error {
 // log-sum-exp of the scaled scores. Q, O [T, Hq, D]; K, V the cache [>= Pos0+T, Hkv, D] (later rows
 // ignored). Source: eager_attention_forward of Qwen3NextAttention / Qwen4ExpTextAttention with
 // the causal and QSA masks, computed as a blocked online softmax (FlashAttention).
+//
+// NaN and Inf are not scanned for. On the CPU backend (package kernels) they propagate under
+// IEEE rules into the rows that attend them and only those: a NaN in Q[t, h], or in a key row
+// that row attends, makes O[t, h] and LSE[t, h] NaN; a NaN in element j of an attended value
+// row makes element j of O[t, h] NaN; an infinity gives what the formula's arithmetic gives
+// (a +Inf score makes the row NaN); rows that do not attend a position (later ones, unlisted
+// ones, other KV heads) are bitwise as without it.
 type Attention struct {
 	O, LSE, Q, K, V Tensor // F32; LSE may be nil
 	P               AttnParams
