@@ -195,12 +195,16 @@ func (c *computeState) report() string {
 	case op.ComputeInt8:
 		s += fmt.Sprintf(" (activations in blocks of %d, weights packed at load: %.1f MiB)", int8Block, float64(c.bytes)/(1<<20))
 	case op.ComputeBF16:
-		if c.b16k != qdot.AVX512BF16 {
-			if why := qdot.BF16Choice(); why != "" {
-				s += " (VDPBF16PS not used: " + why + ")"
-			} else {
-				s += " (no VDPBF16PS: the CPU lacks AVX512_BF16; emulated with FMA on widened pairs, the same bits but for subnormal partial sums, and slower than f32)"
-			}
+		best, why := qdot.BestBF16(), qdot.BF16Choice()
+		switch {
+		case c.b16k != best: // a kernel a test picked
+			s += fmt.Sprintf(" (%s picked, not this CPU's best, %s)", qdot.BF16Name(c.b16k), qdot.BF16Name(best))
+		case why != "" && c.b16k == qdot.AVX512BF16:
+			s += " (VDPBF16PS: " + why + ")"
+		case why != "":
+			s += " (VDPBF16PS not used: " + why + ")"
+		case c.b16k != qdot.AVX512BF16:
+			s += " (no VDPBF16PS: the CPU lacks AVX512_BF16; emulated with FMA on widened pairs, the same bits but for subnormal partial sums, and slower than f32)"
 		}
 	}
 	if len(c.routes) == 0 {

@@ -29,6 +29,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -43,6 +44,7 @@ import (
 	"time"
 
 	"codeberg.org/sbinet/npyio/npy"
+	"github.com/google/renameio/v2"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/stratakernels/strata/internal/modelgen"
@@ -171,20 +173,12 @@ func run() error {
 	if err != nil || done {
 		return err
 	}
-	// Open the output first: a bad path should fail before a long prefill, not after it.
-	var saveFile *os.File
+	// Check the output first: a bad path should fail before a long prefill, not after it. The
+	// file itself is written only at the end (saveNPY), so a failed run leaves it as it was.
 	if *saveLogits != "" {
-		f, err := os.Create(*saveLogits)
-		if err != nil {
-			return fmt.Errorf("--save-logits: %w", err)
+		if err := checkOutputFile("save-logits", *saveLogits); err != nil {
+			return err
 		}
-		saveFile = f
-		defer func() {
-			if saveFile != nil { // not written: do not leave an empty file behind
-				saveFile.Close()
-				os.Remove(*saveLogits)
-			}
-		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -266,6 +260,9 @@ func run() error {
 			return fmt.Errorf("token id %d (prompt index %d) is outside the model's vocabulary [0, %d)", id, i, info.Vocab)
 		}
 	}
+	if *maxCtx > 0 && len(tokens) > *maxCtx {
+		return fmt.Errorf("--max-context %d: the prompt has %d tokens; give at least %d, or leave the flag out", *maxCtx, len(tokens), len(tokens))
+	}
 	if len(tokens) > maxPromptTokens {
 		return fmt.Errorf("prompt of %d tokens: at most %d (a session's largest context)", len(tokens), maxPromptTokens)
 	}
@@ -304,6 +301,8 @@ func run() error {
 	capacity := *maxCtx
 	if capacity == 0 {
 		capacity = max(held+len(tokens), 4096)
+	} else if held+len(tokens) > capacity {
+		return fmt.Errorf("--max-context %d: --load-state holds %d tokens and the prompt has %d; give at least %d", capacity, held, len(tokens), held+len(tokens))
 	}
 	sess, err := m.NewSession(strata.SessionOptions{MaxContext: capacity})
 	if err != nil {
@@ -421,13 +420,10 @@ func run() error {
 		fi, _ := os.Stat(*saveMLXLM)
 		fmt.Printf("mlx-lm    saved %s: %d tokens (%s format), %.1f MiB in %v\n", *saveMLXLM, sess.Position(), *mlxFormat, float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
 	}
-	if saveFile != nil {
-		f := saveFile
-		saveFile = nil
+	if *saveLogits != "" {
 		rows := len(all) / m.Vocab() // every chunk's rows, not only the last chunk's
-		if err := writeNPY(f, all, row, rows, m.Vocab(), *allLogits); err != nil {
-			os.Remove(*saveLogits)
-			return fmt.Errorf("--save-logits: %w", err)
+		if err := saveNPY(*saveLogits, all, row, rows, m.Vocab(), *allLogits); err != nil {
+			return fmt.Errorf("--save-logits %s: %w", *saveLogits, err)
 		}
 		if *allLogits {
 			// A prompt-cache hit prefills only the tokens after the reused prefix.
@@ -583,7 +579,12 @@ func topK(row []float32, k int) []int {
 }
 
 // writeNPY writes the logits to f and closes it.
-func writeNPY(f *os.File, all, last []float32, T, vocab int, allRows bool) error {
+// saveNPY writes the logits to path as float32 .npy: [T, vocab] of all with allRows, else the
+// [vocab] of last. A regular file (or a new one) is replaced whole or not at all: the bytes go to
+// a temporary file beside it, renamed over it once complete (renameio), so a failed write leaves
+// what path held. Anything else that exists there (a device, a pipe) is written in place, never
+// removed or replaced.
+func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error {
 	var v any = last
 	if allRows {
 		rows := make([][]float32, T)
@@ -592,11 +593,30 @@ func writeNPY(f *os.File, all, last []float32, T, vocab int, allRows bool) error
 		}
 		v = rows
 	}
-	if err := npy.Write(f, v); err != nil {
-		f.Close()
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		if err := npy.Write(f, v); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	pf, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644))
+	if err != nil {
 		return err
 	}
-	return f.Close()
+	defer pf.Cleanup()
+	bw := bufio.NewWriterSize(pf, 1<<20)
+	if err := npy.Write(bw, v); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return pf.CloseAtomicallyReplace()
 }
 
 // homeRel shortens paths under the home directory to ~/... for display.

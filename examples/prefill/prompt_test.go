@@ -164,11 +164,57 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", outDir}, "is a directory"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", filepath.Join(shard, "s.safetensors")}, "is not a directory"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-mlx-lm-cache", filepath.Join(outDir, "missing", "c.safetensors")}, "its directory does not exist"},
+		{[]string{"--model", dir, "--tokens", "1,2,3", "--max-context", "2"}, "--max-context 2: the prompt has 3 tokens; give at least 3"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-logits", filepath.Join(outDir, "missing", "l.npy")}, "its directory does not exist"},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%v: error %v, want one containing %q", c.args, err, c.msg)
 		}
+	}
+}
+
+// TestSaveLogitsKeepsFileOnFailure: a run that fails after its flags were checked (loading a
+// cut shard) leaves an existing --save-logits file as it was, and a run that succeeds replaces
+// it whole, leaving no temporary file beside it.
+func TestSaveLogitsKeepsFileOnFailure(t *testing.T) {
+	dir := checkpointWithTokenizer(t)
+	shard := filepath.Join(dir, "model-00002-of-00002.safetensors")
+	st, err := os.Stat(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outDir := t.TempDir()
+	out := filepath.Join(outDir, "l.npy")
+	if err := os.WriteFile(out, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(shard, st.Size()-64); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runMain(t, "--model", dir, "--tokens", "7", "--save-logits", out); err == nil {
+		t.Fatal("a cut shard loaded")
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "keep" {
+		t.Fatalf("after a failed run the file holds %q (%v), want it untouched", b, err)
+	}
+	if _, err := runMain(t, "--model", tinyQ4, "--backend", "cpu", "--tokens", "7", "--save-logits", out); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := npy.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := r.Header.Descr.Shape; len(sh) != 1 || sh[0] != 512 {
+		t.Fatalf("shape %v, want [512]", sh)
+	}
+	if ents, _ := os.ReadDir(outDir); len(ents) != 1 {
+		t.Errorf("%d entries in the output directory, want the one file: %v", len(ents), ents)
 	}
 }
 
