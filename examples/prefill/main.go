@@ -31,6 +31,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -190,6 +191,9 @@ func run() error {
 	dev, err := strata.Open(opts)
 	if err != nil {
 		return err
+	}
+	if *compute != "" && *compute != "f32" && dev.Backend() != "cpu" {
+		return fmt.Errorf("--compute %s: the compute modes are the CPU backend's; --backend %s runs f32 only (give --backend cpu, or leave --compute out)", *compute, dev.Backend())
 	}
 	if *bench {
 		bstep := *step
@@ -469,8 +473,10 @@ func parseIDs(list string) ([]int32, error) {
 	var out []int32
 	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
 		v, err := strconv.ParseInt(f, 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("token %q: %w", f, err)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("token %q: outside the int32 range of token ids", f)
+		} else if err != nil {
+			return nil, fmt.Errorf("token %q: not an integer token id", f)
 		}
 		out = append(out, int32(v))
 	}

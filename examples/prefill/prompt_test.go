@@ -164,6 +164,8 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", outDir}, "is a directory"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", filepath.Join(shard, "s.safetensors")}, "is not a directory"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-mlx-lm-cache", filepath.Join(outDir, "missing", "c.safetensors")}, "its directory does not exist"},
+		{[]string{"--model", dir, "--tokens", "1,99999999999", "--backend", "cpu"}, `token "99999999999": outside the int32 range`},
+		{[]string{"--model", dir, "--tokens", "1", "--backend", "emu", "--compute", "int8"}, "--backend emu runs f32 only (give --backend cpu"},
 		{[]string{"--model", dir, "--tokens", "1,2,3", "--max-context", "2"}, "--max-context 2: the prompt has 3 tokens; give at least 3"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-logits", filepath.Join(outDir, "missing", "l.npy")}, "its directory does not exist"},
 	} {
