@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -203,7 +204,16 @@ func TestSaveLogitsKeepsFileOnFailure(t *testing.T) {
 	if _, err := runMain(t, "--model", tinyQ4, "--backend", "cpu", "--tokens", "7", "--save-logits", out); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(out)
+	readNPY(t, out, 512)
+	if ents, _ := os.ReadDir(outDir); len(ents) != 1 {
+		t.Errorf("%d entries in the output directory, want the one file: %v", len(ents), ents)
+	}
+}
+
+// readNPY reads a float32 .npy file the CLI wrote, failing the test unless its shape is shape.
+func readNPY(t *testing.T, path string, shape ...int) []float32 {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,12 +222,14 @@ func TestSaveLogitsKeepsFileOnFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh := r.Header.Descr.Shape; len(sh) != 1 || sh[0] != 512 {
-		t.Fatalf("shape %v, want [512]", sh)
+	if sh := r.Header.Descr.Shape; !slices.Equal(sh, shape) {
+		t.Fatalf("%s: shape %v, want %v", path, sh, shape)
 	}
-	if ents, _ := os.ReadDir(outDir); len(ents) != 1 {
-		t.Errorf("%d entries in the output directory, want the one file: %v", len(ents), ents)
+	var v []float32
+	if err := r.Read(&v); err != nil {
+		t.Fatal(err)
 	}
+	return v
 }
 
 // TestSaveAllLogitsChunked: --all-logits --save-logits with --chunk writes every chunk's rows,
@@ -233,23 +245,7 @@ func TestSaveAllLogitsChunked(t *testing.T) {
 		if !strings.Contains(out, "logits [40, 512] of positions 0..39") {
 			t.Errorf("no saved line with the rows' positions in:\n%s", out)
 		}
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		r, err := npy.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sh := r.Header.Descr.Shape; len(sh) != 2 || sh[0] != 40 || sh[1] != 512 {
-			t.Fatalf("%s: shape %v, want [40 512]", name, sh)
-		}
-		var v []float32
-		if err := r.Read(&v); err != nil {
-			t.Fatal(err)
-		}
-		return v
+		return readNPY(t, path, 40, 512)
 	}
 	one, chunked := load("one.npy"), load("chunked.npy", "--chunk", "16")
 	for i := range one {
