@@ -23,6 +23,9 @@ const (
 	// QFloat is a weight quantized in one of MLX's floating-point modes (Matrix.QF: mxfp4, nvfp4,
 	// mxfp8): packed float codes with one 8-bit float scale per group, no biases.
 	QFloat
+	// GGML is a weight in one of the block-quantized types of the GGUF format (Matrix.GG:
+	// llama.cpp's Q4_0 ... Q6_K, IQ4_NL, IQ4_XS, MXFP4), kept as the file stores its blocks.
+	GGML
 )
 
 // String names the dtype as safetensors does.
@@ -42,6 +45,8 @@ func (d DType) String() string {
 		return "FP8Block"
 	case QFloat:
 		return "QFloat"
+	case GGML:
+		return "GGML"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }

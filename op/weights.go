@@ -21,6 +21,7 @@ type Matrix struct {
 	Q     *Quant      // DType QAffine
 	FP8   *BlockFP8   // DType FP8Block (weights_fp.go)
 	QF    *QuantFloat // DType QFloat (weights_fp.go)
+	GG    *GGMLBlocks // DType GGML (weights_ggml.go)
 	// Compute is the backend's form of this matrix for a compute mode other than f32, set on
 	// the copy Weights.Prepare returns (the CPU's int8 or bf16 operands; WeightOptions.Compute);
 	// nil: the products read the fields above in float32.
@@ -88,8 +89,10 @@ func (m *Matrix) Validate(op string) error {
 		return m.FP8.validate(op, m.N, m.K)
 	case QFloat:
 		return m.QF.validate(op, m.N, m.K)
+	case GGML:
+		return m.GG.validate(op, m.N, m.K)
 	default:
-		return fmt.Errorf("%s: %w: %v weight (want F32, BF16, F16, QAffine, FP8Block or QFloat)", op, ErrDType, m.DType)
+		return fmt.Errorf("%s: %w: %v weight (want F32, BF16, F16, QAffine, FP8Block, QFloat or GGML)", op, ErrDType, m.DType)
 	}
 	return nil
 }
@@ -127,6 +130,8 @@ func (m *Matrix) format() string {
 		return fmt.Sprintf("%v, %v scales", m.DType, m.FP8.ScaleDType)
 	case QFloat:
 		return fmt.Sprintf("%v %v", m.DType, m.QF.Mode)
+	case GGML:
+		return fmt.Sprintf("%v %v", m.DType, m.GG.Type)
 	}
 	return m.DType.String()
 }
@@ -143,6 +148,8 @@ func (m *Matrix) Bytes() int64 {
 		return m.FP8.bytes()
 	case QFloat:
 		return m.QF.bytes()
+	case GGML:
+		return m.GG.bytes()
 	}
 	return 2 * int64(len(m.U16))
 }
