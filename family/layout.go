@@ -59,6 +59,9 @@ type Layout struct {
 	// GainsWhy saying which signals and what they read.
 	ShiftedGains bool
 	GainsWhy     string
+	// GGUF is the llama.cpp architecture of a GGUF file ("qwen35moe"), "" for a safetensors
+	// checkpoint: its tensors carry llama.cpp's names (family.GGUFPlan).
+	GGUF string
 }
 
 // Layer returns the name of a tensor of decoder layer i, e.g. "model.layers.3.self_attn.q_proj.weight".
@@ -82,6 +85,9 @@ func (l Layout) ConvShape(C, K int) []int64 {
 // Describe names the layout for reports: "prefix model., experts per expert", with the MLX
 // conversion's storage rules when it is one.
 func (l Layout) Describe() string {
+	if l.GGUF != "" {
+		return "GGUF, llama.cpp architecture " + l.GGUF + " (llama.cpp's tensor names, zero-centred norms stored as 1 + w, A_log as -exp(A_log))"
+	}
 	s := "prefix " + l.Text
 	if l.Experts != PerExpert || l.MLX {
 		s += ", experts " + l.Experts.String()

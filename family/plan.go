@@ -73,11 +73,14 @@ type GR struct {
 // GDN is a Gated DeltaNet mixer: projections QKV [2*Hk*dk + Hv*dv, D] (channels q | k | v),
 // Z [Hv*dv, D], B and A [Hv, D], Out [D, Hv*dv]; the depthwise conv over the QKV channels
 // (kernel ConvK, Conv holding channel c's taps at [c*ConvK, (c+1)*ConvK)); A_log and dt_bias [Hv];
-// the gated norm's weight [dv] (plain, not zero-centred) with activation Act. Value head h reads
-// qk head h / (Hv/Hk) (op.Grouped).
+// the gated norm's weight [dv] (plain, not zero-centred) with activation Act. Map says which qk
+// head value head h reads: h / (Hv/Hk) (op.Grouped, the zero value: the Hugging Face and MLX
+// files) or h % Hk (op.Tiled: llama.cpp's Qwen3.5 GGUF files, whose converter reorders the value
+// heads; every per-value-head row, channel and column of the layer is in that order).
 type GDN struct {
 	Hk, Hv, Dk, Dv, ConvK int
 	Act                   op.GateAct
+	Map                   op.HeadMap
 	QKV, Z, B, A, Out     Mat
 	Conv, ALog, DtBias    Vec
 	Norm                  Vec
@@ -195,11 +198,14 @@ func (m Mat) Sub(row, rows int) Mat {
 }
 
 // Vec is a float vector read widened to float32 from a whole tensor. Shifted marks a
-// zero-centred gain stored as 1 + w (an MLX conversion's): the loader reads it as stored - 1.
+// zero-centred gain stored as 1 + w (an MLX conversion's, a GGUF file's): the loader reads it as
+// stored - 1. NegExp marks A_log stored as -exp(A_log) (a GGUF file's ssm_a): the loader reads
+// it as log(-stored), in float64.
 type Vec struct {
 	Tensor  string
 	Len     int
 	Shifted bool
+	NegExp  bool
 }
 
 // Spec is one checkpoint tensor: its name, its shape as stored (a Linear weight [out, in], the

@@ -42,13 +42,22 @@ type fingerprint struct {
 //     Qwen3.8-Flash-Next), so that two checkpoints of the same shapes (a fine-tune, another
 //     seed) are told apart without reading the weights.
 //
+// A model loaded from a GGUF file is fingerprinted from the file alone (ggufFingerprint): its
+// metadata in place of config.json, its tensor table and a sample of its tensors.
+//
 // Two checkpoints that differ only in bytes no window covers get the same fingerprint; a
 // checkpoint re-sharded, or converted to another dtype or layout, gets another one. The value
 // does not depend on the backend, the stage (LoadOptions.Layers) or WidenBudget. It is computed
 // on the first call (from the files as they are then) and kept. Errors wrap ErrCheckpoint (a
 // file that cannot be read).
 func (m *Model) Fingerprint() (string, error) {
-	m.fp.once.Do(func() { m.fp.v, m.fp.err = checkpointFingerprint(m.dir, m.ck) })
+	m.fp.once.Do(func() {
+		if m.gg != nil {
+			m.fp.v, m.fp.err = ggufFingerprint(m.gg)
+			return
+		}
+		m.fp.v, m.fp.err = checkpointFingerprint(m.dir, m.ck)
+	})
 	return m.fp.v, m.fp.err
 }
 

@@ -307,7 +307,7 @@ func (f *fwd) gdn(layer int, w *gdnWeights, x, u op.Tensor) {
 	f.matmul(layer, "in_proj_z", z, x, T, w.z)
 	f.matmul(layer, "in_proj_b", b, x, T, w.b)
 	f.matmul(layer, "in_proj_a", a, x, T, w.a)
-	prm := op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: g0.ConvK, Map: op.Grouped}
+	prm := op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: g0.ConvK, Map: g0.Map}
 	f.do(StageGDN, layer, "gdn_pre", func() error {
 		return p.GDNPre(op.GDNPre{Q: q, K: k, V: v, G: g, Beta: beta, QKV: qkv, A: a, B: b,
 			ConvState: st.get(layer, family.RoleConv), ConvW: w.convW, ALog: w.aLog, DtBias: w.dt, P: prm})

@@ -186,6 +186,8 @@ func checkCheckpoint(cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir strin
 	return res, nil
 }
 
+// newModelInfo describes a checkpoint from its config and check; ck is nil for a GGUF file
+// (whose res.Quant is empty).
 func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, res *family.CheckResult) ModelInfo {
 	l := res.Plan.Layout
 	in := ModelInfo{
@@ -194,7 +196,7 @@ func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, re
 		Hk: c.Hk, Hv: c.Hv, Dk: c.Dk, Dv: c.Dv, Experts: c.Experts, TopK: c.TopK, MoEI: c.MoEI, SharedI: c.SharedI,
 		Vocab: c.Vocab, Streams: res.Plan.Streams, MaxPositions: c.MaxPositions, MTPLayers: c.MTPLayers,
 		Prefix: l.Text, FusedExperts: l.Experts == family.Fused, Layout: l.Describe(), NGramShards: l.NGramParts,
-		Shards: len(ck.Files()), Tensors: res.Tensors, TensorBytes: res.Bytes,
+		Tensors: res.Tensors, TensorBytes: res.Bytes,
 		UsedTensors: res.Used, UsedBytes: res.UsedBytes, PLEBuffersChecked: res.ConstantsChecked,
 		MLX: l.MLX, ShiftedGains: l.ShiftedGains, Gains: l.GainsWhy, ResidentBytes: res.ResidentBytes,
 	}
@@ -262,6 +264,10 @@ func newModelInfo(dir string, c *hfconfig.Config, ck *safetensors.Checkpoint, re
 	for _, g := range res.Skipped {
 		in.Skipped = append(in.Skipped, SkippedTensors{g.Group, g.Tensors, g.Bytes, g.Reason})
 	}
+	if ck == nil { // a GGUF file: the caller sets Shards
+		return in
+	}
+	in.Shards = len(ck.Files())
 	for _, f := range ck.Files() {
 		if f.DataPresent() < f.DataSize() {
 			in.Truncated = append(in.Truncated, TruncatedShard{filepath.Base(f.Path), f.DataPresent(), f.DataSize()})

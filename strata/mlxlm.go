@@ -152,6 +152,9 @@ func (s *Session) mlxlmTensors(opts MLXLMOptions) ([]mlxlmTensor, map[string]str
 	if _, err := m.MLXLMModel(); err != nil {
 		return nil, nil, err
 	}
+	if m.gg != nil {
+		return nil, nil, wrapf(ErrUnsupported, nil, "the model was loaded from the GGUF file %s, whose GDN value heads may be in llama.cpp's tiled order: an mlx-lm cache is exported from a model loaded from its Hugging Face or MLX directory", m.dir)
+	}
 	if s.pos == 0 {
 		return nil, nil, wrapf(ErrInvalidArgument, nil, "the session is empty (position 0); mlx-lm saves no cache of no tokens")
 	}

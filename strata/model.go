@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratakernels/strata/family"
 	_ "github.com/stratakernels/strata/family/all" // every model family strata runs
+	"github.com/stratakernels/strata/internal/gguf"
 	"github.com/stratakernels/strata/internal/hfconfig"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
@@ -58,6 +59,7 @@ type Model struct {
 	plan   *family.Plan
 	dir    string
 	ck     *safetensors.Checkpoint
+	gg     *gguf.File // the GGUF file, in place of ck, of a model loaded from one
 	embed  *op.Matrix // [vocab, D] as stored (gathered and widened or dequantized per token by op.Embed)
 	lmHead *op.Matrix
 	final  read      // the final norm or read-only mixer before lm_head
@@ -191,6 +193,9 @@ func (m *Model) Close() error {
 		return nil
 	}
 	m.weights.Release()
+	if m.gg != nil {
+		return m.gg.Close()
+	}
 	return m.ck.Close()
 }
 
@@ -207,6 +212,14 @@ func (m *Model) Close() error {
 // message names the file and tensor), ErrUnsupported (a format, model type or setting strata does
 // not run, named: e.g. `quantization method "awq" is not supported`), ErrOutOfMemory or
 // ErrInvalidArgument. After an error nothing of the checkpoint stays mapped.
+//
+// dir may instead name a GGUF file (a path ending in .gguf; a split set by any of its
+// NAME-0000i-of-0000N.gguf parts) of a llama.cpp architecture strata maps (qwen3next, qwen35,
+// qwen35moe): the config is read from its metadata and its tensors by llama.cpp's names, every
+// transform of llama.cpp's converter undone (family.GGUFConfig, family.GGUFPlan; docs/FORMATS.md,
+// section GGUF); F32, F16 and BF16 tensors load as those matrices and the block types as op.GGML
+// matrices, views of the mapped file. A GGUF model behaves as a directory's: state files and the
+// prompt cache carry its fingerprint (Fingerprint).
 func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	if dev == nil {
 		return nil, wrapf(ErrInvalidArgument, nil, "nil device")
@@ -218,25 +231,53 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	if mode != op.ComputeF32 && dev.be.Name() != "cpu" {
 		return nil, wrapf(ErrInvalidArgument, nil, "LoadOptions.Compute %q: compute modes are a CPU option; the %s backend runs f32 only", opts.Compute, dev.be.Name())
 	}
-	if err := checkpointDir(dir); err != nil {
-		return nil, err
+	var m *Model
+	if isGGUF(dir) {
+		gg, cfg, res, err := openGGUF(dir, false)
+		if err != nil {
+			return nil, err
+		}
+		l := newLoader(nil, res, opts.Progress)
+		l.gg = gg
+		info := newModelInfo(dir, cfg, nil, res)
+		info.Shards = len(gg.Parts)
+		if m, err = build(dev, cfg, res, l, info, dir, opts); err != nil {
+			gg.Close()
+			return nil, err
+		}
+		m.gg = gg
+	} else {
+		if err := checkpointDir(dir); err != nil {
+			return nil, err
+		}
+		cfg, err := family.Load(dir)
+		if err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "config")
+		}
+		ck, err := safetensors.OpenDir(dir)
+		if err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
+		}
+		res, err := checkCheckpoint(cfg, ck, dir)
+		if err == nil {
+			m, err = build(dev, cfg, res, newLoader(ck, res, opts.Progress), newModelInfo(dir, cfg, ck, res), dir, opts)
+		}
+		if err != nil {
+			ck.Close()
+			return nil, err
+		}
+		m.ck = ck
 	}
-	cfg, err := family.Load(dir)
-	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "config")
-	}
-	ck, err := safetensors.OpenDir(dir)
-	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "checkpoint %s", dir)
-	}
-	m, err := build(dev, cfg, ck, dir, opts)
-	if err != nil {
-		ck.Close()
-		return nil, err
+	closeFile := func() {
+		if m.gg != nil {
+			m.gg.Close()
+		} else {
+			m.ck.Close()
+		}
 	}
 	m.mode = mode
 	if n, bytes, err := m.prepareWeights(); err != nil {
-		ck.Close()
+		closeFile()
 		return nil, wrapf(ErrCheckpoint, err, "preparing weights")
 	} else if n > 0 {
 		dev.logf(LogInfo, "widened %d weight matrices to float32 (%d MiB)", n, bytes>>20)
@@ -251,17 +292,13 @@ func LoadModel(dev *Device, dir string, opts LoadOptions) (*Model, error) {
 	return m, nil
 }
 
-// build checks the checkpoint against the config (family.CheckCheckpoint, the checks Inspect
-// runs) and loads the weights of the stage's layers as the plan names them.
-func build(dev *Device, cfg *hfconfig.Config, ck *safetensors.Checkpoint, dir string, opts LoadOptions) (*Model, error) {
-	res, err := checkCheckpoint(cfg, ck, dir)
-	if err != nil {
-		return nil, err
-	}
+// build loads the weights of the stage's layers as the plan of res (the checks Inspect runs)
+// names them, through l.
+func build(dev *Device, cfg *hfconfig.Config, res *family.CheckResult, l *loader, info ModelInfo, dir string, opts LoadOptions) (*Model, error) {
 	plan := res.Plan
-	l := newLoader(ck, res, opts.Progress)
+	var err error
 	mode, _ := op.ParseComputeMode(opts.Compute) // checked by LoadModel
-	m := &Model{dev: dev, cfg: cfg, plan: plan, dir: dir, ck: ck, info: newModelInfo(dir, cfg, ck, res), weights: dev.be.NewWeights(op.WeightOptions{WidenBudget: opts.WidenBudget, Compute: mode})}
+	m := &Model{dev: dev, cfg: cfg, plan: plan, dir: dir, info: info, weights: dev.be.NewWeights(op.WeightOptions{WidenBudget: opts.WidenBudget, Compute: mode})}
 	m.lo, m.hi = opts.Layers[0], opts.Layers[1]
 	if m.lo == 0 && m.hi == 0 {
 		m.hi = cfg.Layers

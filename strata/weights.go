@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/stratakernels/strata/family"
+	"github.com/stratakernels/strata/internal/gguf"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
 )
@@ -15,6 +16,7 @@ import (
 // stacked tensor is read once and its slices shared.
 type loader struct {
 	ck     *safetensors.Checkpoint
+	gg     *gguf.File // a GGUF file in place of ck (ggufMatrices, ggufVec)
 	quant  map[string]family.QuantTensor
 	shapes map[string][]int64 // the plan's tensors' logical shapes
 	slices map[string][]*op.Matrix
@@ -103,6 +105,9 @@ func (l *loader) tensor(name string, shape ...int64) (*safetensors.Tensor, error
 // vec reads a float vector widened to float32. A gain stored as 1 + w (family.Vec.Shifted) is
 // read as stored - 1.
 func (l *loader) vec(v family.Vec) ([]float32, error) {
+	if l.gg != nil {
+		return l.ggufVec(v)
+	}
 	if _, ok := l.quant[v.Tensor]; ok {
 		return nil, wrapf(ErrCheckpoint, nil, "tensor %s is quantized, but strata reads it as a float vector", v.Tensor)
 	}
@@ -134,6 +139,9 @@ func (l *loader) matrices(name string, e, n, k int) ([]*op.Matrix, error) {
 	stack, lead := max(e, 1), []int64{}
 	if e > 0 {
 		lead = []int64{int64(e)}
+	}
+	if l.gg != nil {
+		return l.ggufMatrices(name, e, n, k)
 	}
 	q, quantized := l.quant[name]
 	if !quantized {
