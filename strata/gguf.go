@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/stratakernels/strata/family"
@@ -150,4 +153,142 @@ func ggufFingerprint(f *gguf.File) (string, error) {
 		writeField(h, d[(len(d)-k)/2:(len(d)-k)/2+k])
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// GGUFInfo describes a GGUF file as InspectGGUF reads it (headers only).
+type GGUFInfo struct {
+	Path         string
+	Parts        int    // files of the split set (1 for a single file)
+	Architecture string // general.architecture
+	Name         string // general.name, "" when absent
+	Metadata     int    // metadata entries
+	Tensors      int
+	TensorBytes  int64
+	// Types are the tensors by class (embedding, output, attention, GDN, router, experts,
+	// shared expert, MLP, norms and vectors, MTP layers, other) and ggml type.
+	Types []GGUFTypeBytes
+	// Tokenizer summarises the tokenizer.ggml.* keys ("" when the file holds none).
+	Tokenizer string
+	// Model is what loading would find (as Inspect reports a directory), nil when the file
+	// would be refused; Refused then says why (every refused tensor named with its type).
+	Model   *ModelInfo
+	Refused string
+}
+
+// GGUFTypeBytes is one class of tensors of one ggml type: count and bytes.
+type GGUFTypeBytes struct {
+	Class, Type string
+	Tensors     int
+	Bytes       int64
+}
+
+// InspectGGUF reads a GGUF file's (or split set's) headers without its data (header-only
+// copies of published files included) and describes it: the tensors by class and type, the
+// tokenizer's keys, and either what loading would find (the checks of LoadModel: the config from
+// the metadata, every tensor of the plan with its shape and a type strata runs) or why it would be
+// refused. Errors wrap ErrCheckpoint for a file the reader refuses (bad magic, version, bounds;
+// the message names the file and the problem).
+func InspectGGUF(path string) (*GGUFInfo, error) {
+	f, err := gguf.OpenHeader(path)
+	if err != nil {
+		return nil, wrapf(ErrCheckpoint, err, "GGUF")
+	}
+	defer f.Close()
+	in := &GGUFInfo{Path: path, Parts: len(f.Parts), Metadata: len(f.Metadata())}
+	in.Architecture, _ = f.String("general.architecture")
+	in.Name, _ = f.String("general.name")
+	layers := -1
+	if n, err := f.Int(in.Architecture + ".block_count"); err == nil {
+		mtp, _ := f.Int(in.Architecture + ".nextn_predict_layers")
+		layers = int(n - mtp)
+	}
+	byKey := map[[2]string]*GGUFTypeBytes{}
+	for _, t := range f.Tensors() {
+		in.Tensors++
+		in.TensorBytes += t.Bytes
+		k := [2]string{ggufClass(t.Name, layers), t.Type.String()}
+		g := byKey[k]
+		if g == nil {
+			g = &GGUFTypeBytes{Class: k[0], Type: k[1]}
+			byKey[k] = g
+		}
+		g.Tensors++
+		g.Bytes += t.Bytes
+	}
+	for _, g := range byKey {
+		in.Types = append(in.Types, *g)
+	}
+	sortTypes(in.Types)
+	if model, err := f.String("tokenizer.ggml.model"); err == nil {
+		pre, _ := f.String("tokenizer.ggml.pre")
+		toks, _ := f.Strings("tokenizer.ggml.tokens")
+		merges, _ := f.Strings("tokenizer.ggml.merges")
+		in.Tokenizer = fmt.Sprintf("%s (pre-tokenizer %q), %d tokens, %d merges", model, pre, len(toks), len(merges))
+		for _, k := range []string{"bos", "eos", "padding"} {
+			if id, err := f.Int("tokenizer.ggml." + k + "_token_id"); err == nil {
+				in.Tokenizer += fmt.Sprintf(", %s %d", k, id)
+			}
+		}
+	}
+	cfg, err := family.GGUFConfig(f)
+	if err == nil {
+		var res *family.CheckResult
+		if res, err = family.CheckGGUF(cfg, f); err == nil {
+			mi := newModelInfo(path, cfg, nil, res)
+			mi.Shards = len(f.Parts)
+			in.Model = &mi
+		}
+	}
+	if err != nil {
+		in.Refused = err.Error()
+	}
+	return in, nil
+}
+
+// ggufClass names the class of a tensor by its llama.cpp name (layers: the decoder layers, -1
+// unknown; blk.N past them is an MTP layer).
+func ggufClass(name string, layers int) string {
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		i := strings.IndexByte(rest, '.')
+		if n, err := strconv.Atoi(rest[:max(i, 0)]); err == nil && layers >= 0 && n >= layers {
+			return "MTP layers"
+		}
+		name = rest[i+1:]
+	}
+	switch {
+	case strings.HasPrefix(name, "token_embd"):
+		return "embedding"
+	case strings.HasPrefix(name, "output."):
+		return "output"
+	case strings.Contains(name, "norm") || name == "ssm_a" || strings.HasPrefix(name, "ssm_dt") || strings.HasPrefix(name, "ssm_conv1d"):
+		return "norms and vectors"
+	case strings.HasSuffix(name, "_exps.weight"):
+		return "experts"
+	case strings.Contains(name, "_shexp"):
+		return "shared expert"
+	case strings.HasPrefix(name, "ffn_gate_inp"):
+		return "router"
+	case strings.HasPrefix(name, "ffn_"):
+		return "MLP"
+	case strings.HasPrefix(name, "attn_qkv") || strings.HasPrefix(name, "attn_gate") || strings.HasPrefix(name, "ssm_"):
+		return "GDN"
+	case strings.HasPrefix(name, "attn_"):
+		return "attention"
+	}
+	return "other"
+}
+
+var ggufClassOrder = []string{"embedding", "output", "attention", "GDN", "router", "experts", "shared expert", "MLP", "norms and vectors", "MTP layers", "other"}
+
+func sortTypes(ts []GGUFTypeBytes) {
+	sort.Slice(ts, func(i, j int) bool {
+		a, b := slices.Index(ggufClassOrder, ts[i].Class), slices.Index(ggufClassOrder, ts[j].Class)
+		if a != b {
+			return a < b
+		}
+		if ts[i].Bytes != ts[j].Bytes {
+			return ts[i].Bytes > ts[j].Bytes
+		}
+		return ts[i].Type < ts[j].Type
+	})
 }

@@ -133,7 +133,20 @@ type TruncatedShard struct {
 // refuses it). Errors wrap ErrCheckpoint (the message names the file and tensor) or
 // ErrUnsupported (the format or value by name, e.g. `quantization method "awq" is not
 // supported`).
+//
+// dir may name a GGUF file instead (LoadModel): its headers are read and checked as loading
+// would (InspectGGUF describes more of it: types by class, tokenizer, refusals).
 func Inspect(dir string) (*ModelInfo, error) {
+	if isGGUF(dir) {
+		f, cfg, res, err := openGGUF(dir, true)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		info := newModelInfo(dir, cfg, nil, res)
+		info.Shards = len(f.Parts)
+		return &info, nil
+	}
 	if err := checkpointDir(dir); err != nil {
 		return nil, err
 	}

@@ -36,6 +36,9 @@ func runInspect(modelDir, preset, compute string) error {
 			return err
 		}
 	}
+	if strings.HasSuffix(strings.ToLower(dir), ".gguf") {
+		return inspectGGUF(dir, compute)
+	}
 	info, err := strata.Inspect(dir)
 	if err != nil {
 		return err
@@ -46,6 +49,42 @@ func runInspect(modelDir, preset, compute string) error {
 		return fmt.Errorf("%s: %s cut short (the headers agree with the model; loading needs the data)",
 			dir, plural(len(info.Truncated), "shard"))
 	}
+	return nil
+}
+
+// inspectGGUF is --inspect of a GGUF file (headers only: header-only copies of published files
+// too): its architecture, tensors by class and type, tokenizer, then the summary of what loading
+// would find, or why strata refuses the file (an error, after the summary).
+func inspectGGUF(path, compute string) error {
+	g, err := strata.InspectGGUF(path)
+	if err != nil {
+		return err
+	}
+	line := func(key, format string, args ...any) { fmt.Printf("%-10s %s\n", key, fmt.Sprintf(format, args...)) }
+	name := ""
+	if g.Name != "" {
+		name = fmt.Sprintf(" (%s)", g.Name)
+	}
+	line("GGUF", "%s, llama.cpp architecture %s%s, %s, %d metadata keys, %d tensors, %s",
+		homeRel(g.Path), g.Architecture, name, plural(g.Parts, "file"), g.Metadata, g.Tensors, size(g.TensorBytes))
+	for i, t := range g.Types {
+		key := ""
+		if i == 0 {
+			key = "types"
+		}
+		line(key, "%-17s %-7s %5d tensors, %s", t.Class, t.Type, t.Tensors, size(t.Bytes))
+	}
+	if g.Tokenizer != "" {
+		line("tokenizer", "%s", g.Tokenizer)
+	} else {
+		line("tokenizer", "none in the file (give --tokenizer FILE or token ids)")
+	}
+	if g.Model == nil {
+		line("refused", "%s", g.Refused)
+		return fmt.Errorf("%s: strata would refuse this file (see above)", path)
+	}
+	printInfo(os.Stdout, g.Model)
+	fmt.Printf("%-10s %s selected; on this CPU: %s\n", "compute", compute, strata.ComputeKernels())
 	return nil
 }
 
@@ -108,11 +147,16 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 	case in.FusedExperts:
 		experts = "experts fused"
 	}
-	line("tensors", "%d in %s, %s; prefix %s, %s", in.Tensors, plural(in.Shards, "shard"), size(in.TensorBytes), in.Prefix, experts)
+	gguf := strings.HasPrefix(in.Layout, "GGUF")
+	if gguf {
+		line("tensors", "%d in %s, %s; %s", in.Tensors, plural(in.Shards, "file"), size(in.TensorBytes), in.Layout)
+	} else {
+		line("tensors", "%d in %s, %s; prefix %s, %s", in.Tensors, plural(in.Shards, "shard"), size(in.TensorBytes), in.Prefix, experts)
+	}
 	switch {
 	case in.Gains != "":
 		line("norms", "zero-centred gains %s", in.Gains)
-	case in.ShiftedGains:
+	case in.ShiftedGains && !gguf:
 		line("norms", "zero-centred gains stored as 1 + w (this layout's convention), read as stored - 1")
 	}
 	for i, s := range in.Skipped {
@@ -133,6 +177,10 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 	}
 	if len(in.Truncated) > 0 {
 		line("check", "failed: config.json, the shard index and every tensor header agree with the model, but the data is incomplete")
+		return
+	}
+	if gguf {
+		line("check", "ok: the metadata and every tensor of the table agree with the model")
 		return
 	}
 	line("check", "ok: config.json, the shard index and every tensor header agree with the model")

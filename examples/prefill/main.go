@@ -11,6 +11,8 @@
 //	go run ./examples/prefill --model DIR --prompt "Hello" (text in through DIR/tokenizer.json; --tokenize prints the ids)
 //	go run ./examples/prefill --bench
 //	go run ./examples/prefill --model DIR --inspect
+//	go run ./examples/prefill --model X.gguf --tokens 1,2,3   (a llama.cpp GGUF file alone: qwen3next, qwen35, qwen35moe)
+//	go run ./examples/prefill --model X.gguf --inspect        (headers only: types by class, tokenizer, what strata refuses)
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --save-state s.state   (then --load-state s.state --tokens ...: the continuation)
 //	go run ./examples/prefill --model DIR --tokens-file ids.txt --prompt-cache DIR     (a later prompt sharing a prefix resumes from a checkpoint)
 //	go run ./examples/prefill --model DIR --prompt "..." --save-mlx-lm-cache c.safetensors --mlx-lm-model ID   (then mlx_lm.generate --model ID --prompt-cache-file c.safetensors continues)
@@ -68,7 +70,7 @@ func main() {
 
 func run() error {
 	var (
-		modelDir   = flag.String("model", "", "Hugging Face checkpoint directory (default: a generated reduced-size Qwen3.8-Flash-Next model)")
+		modelDir   = flag.String("model", "", "Hugging Face or MLX checkpoint directory, or a llama.cpp GGUF file (X.gguf; a split set by any of its parts) (default: a generated reduced-size Qwen3.8-Flash-Next model)")
 		preset     = flag.String("preset", "qwen4exp-small", "generated model to use when --model is not given: "+strings.Join(presetNames(), ", "))
 		tokensArg  = flag.String("tokens", "", "comma-separated token ids")
 		tokensFile = flag.String("tokens-file", "", "file of token ids separated by commas or white space")
@@ -106,7 +108,7 @@ func run() error {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
 	}
 	if *modelDir == "" && flagSet("model") {
-		return fmt.Errorf("--model is empty: give a checkpoint directory, or leave --model out for the generated model")
+		return fmt.Errorf("--model is empty: give a checkpoint directory or a GGUF file, or leave --model out for the generated model")
 	}
 	for _, name := range []string{"bench-tokens", "bench-op-tokens", "bench-reps"} {
 		if flagSet(name) && !*bench && (name == "bench-op-tokens" || !*benchComp) {

@@ -103,6 +103,12 @@ func (tf *textFlags) promptText(haveIDs bool) (text string, ok bool, err error) 
 // is reported on stderr).
 func (tf *textFlags) loadTokenizer(dir string, required bool) error {
 	path := *tf.tokenizerPath
+	if path == "" && strings.HasSuffix(strings.ToLower(dir), ".gguf") {
+		if required {
+			return fmt.Errorf("%s: the tokenizer of a GGUF file (tokenizer.ggml.*) is not read yet: give --tokenizer FILE (a tokenizer.json of the same model), or token ids with --tokens or --tokens-file", dir)
+		}
+		return nil
+	}
 	if path == "" {
 		if dir == "" {
 			if required {
