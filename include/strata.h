@@ -337,7 +337,10 @@ strata_model_params strata_model_default_params(void);
 
 /* Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded
  * safetensors with model.safetensors.index.json; model_type qwen3_next, qwen4_exp_text or
- * qwen4_exp) onto the device. checkpoint_dir is a NUL-terminated UTF-8 path. params may be NULL.
+ * qwen4_exp) onto the device. checkpoint_dir is a NUL-terminated UTF-8 path: a checkpoint
+ * directory, or a llama.cpp GGUF file (a path ending in .gguf; a split set by any of its parts;
+ * architectures qwen3next, qwen35, qwen35moe), read by the same Go loader as strata.LoadModel
+ * (docs/FORMATS.md, section GGUF). params may be NULL.
  * On success *out receives a handle the caller frees with strata_model_free. Errors:
  * INVALID_ARGUMENT (NULL pointers), INVALID_HANDLE (device), CHECKPOINT (the message names the
  * file and tensor), UNSUPPORTED (a quantized checkpoint, another model type or a setting strata

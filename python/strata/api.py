@@ -115,7 +115,10 @@ class Device(_Handle):
 
 
 class Model(_Handle):
-    """A checkpoint loaded on a device. progress, if given, is called as progress(done_bytes,
+    """A checkpoint loaded on a device: checkpoint_dir is a checkpoint directory or a llama.cpp
+    GGUF file ("x.gguf"; a split set by any of its parts; architectures qwen3next, qwen35,
+    qwen35moe), loaded by the same Go code as strata.LoadModel through the C ABI's
+    strata_model_load (docs/FORMATS.md, section GGUF). progress, if given, is called as progress(done_bytes,
     total_bytes, tensor_name) while loading. layers=(lo, hi) loads one pipeline stage: decoder
     layers [lo, hi) only (plus the embedding when lo == 0 and the head when hi is the layer
     count); its sessions take the previous stage's residual streams (Session.prefill's hidden)
