@@ -78,8 +78,11 @@ class TensorInfo:
 
 
 class GGUF:
-    def __init__(self, path):
-        self.path = path
+    """A parsed GGUF file. header_only: a file whose tensor data lies past its end (the header-only
+    copies of published layouts) is accepted; its tensors' data cannot be read."""
+
+    def __init__(self, path, header_only=False):
+        self.path, self.header_only = path, header_only
         with open(path, "rb") as f:
             self.buf = f.read()
         self.pos = 0
@@ -114,7 +117,7 @@ class GGUF:
             if ti.offset % self.alignment:
                 raise GGUFError(f"{path}: tensor {ti.name}: offset {ti.offset} not aligned to {self.alignment}")
             end = self.data_start + ti.offset + ti.nbytes
-            if end > len(self.buf):
+            if end > len(self.buf) and not header_only:
                 raise GGUFError(f"{path}: tensor {ti.name}: data end {end} past the file's {len(self.buf)} bytes")
 
     # --- header primitives
@@ -147,6 +150,8 @@ class GGUF:
 
     # --- tensors
     def raw(self, name):
+        if self.header_only:
+            raise GGUFError(f"{self.path}: header-only, no data for tensor {name}")
         ti = self.tensors[name]
         a = self.data_start + ti.offset
         return np.frombuffer(self.buf, dtype=np.uint8, count=ti.nbytes, offset=a)
@@ -157,8 +162,8 @@ class GGUF:
         return dequantize(ti.type_name, self.raw(name)).reshape(ti.shape)
 
 
-def read_gguf(path):
-    return GGUF(path)
+def read_gguf(path, header_only=False):
+    return GGUF(path, header_only)
 
 
 # ----------------------------------------------------------------------------------------------

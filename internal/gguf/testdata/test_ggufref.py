@@ -146,3 +146,28 @@ def test_bad_files(tmp_path):
     p.write_bytes(data[:len(data) - 100])
     with pytest.raises(ggufref.GGUFError, match="past the file"):
         ggufref.read_gguf(str(p))
+
+
+PUBLISHED = os.path.join(HERE, "published")
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(PUBLISHED) if f.endswith(".gguf")))
+def test_published_header_only(name):
+    """Each header-only copy parses, ends right after its header, and holds its architecture's
+    tensors for every layer at the sizes its metadata gives."""
+    path = os.path.join(PUBLISHED, name)
+    g = ggufref.read_gguf(path, header_only=True)
+    assert os.path.getsize(path) == g.data_start
+    arch = g.meta["general.architecture"]
+    L = g.meta[arch + ".block_count"]
+    n = g.meta[arch + ".full_attention_interval"]
+    D = g.meta[arch + ".embedding_length"]
+    for i in range(L):
+        want = "attn_q.weight" if (i + 1) % n == 0 else "attn_qkv.weight"
+        assert f"blk.{i}.{want}" in g.tensors, (name, i, want)
+    assert g.tensors["token_embd.weight"].ne[0] == D
+    ends = sorted((t.offset, t.offset + t.nbytes) for t in g.tensors.values())
+    assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:]))  # no overlap
+    if arch != "qwen4exp":
+        c = ggufref.config_of(g)
+        assert c["linear_num_value_heads"] * c["linear_value_head_dim"] == g.tensors["blk.0.attn_gate.weight"].ne[1]
