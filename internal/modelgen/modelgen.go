@@ -100,6 +100,20 @@ var Presets = map[string]Spec{
 	"qwen3next-fmt": {Arch: "qwen3_next", D: 128, Layers: 4, Vocab: 512, AttnEvery: 4,
 		Hq: 2, Hkv: 1, HeadDim: 256, Hk: 1, Hv: 2, Dk: 128, Dv: 128, Experts: 8, TopK: 4, MoEI: 32, SharedI: 128,
 		RopeTheta: 1e7, Seed: 22, PerExpertLayout: true},
+	// The sources of the GGUF fixtures (family/*/testdata/gguf): the smallest models that still hold
+	// every layer kind (1 GDN + 1 attention layer) and a GDN with 2 value heads per key head over 2
+	// key heads, so that the converter's regrouping of Qwen3-Next's in_proj_qkvz and its Qwen3.5
+	// V-head reordering both move rows. qwen35-gguf is 256 wide, so llama-quantize's 256-element
+	// block types (Q4_K, Q6_K, IQ4_XS) apply to its rows of D; the other two are 128 wide.
+	"qwen35-gguf": {Arch: "qwen3_5", D: 256, Layers: 2, Vocab: 128, AttnEvery: 2,
+		Hq: 2, Hkv: 1, HeadDim: 32, Hk: 2, Hv: 4, Dk: 32, Dv: 32, DenseI: 64,
+		RopeTheta: 1e7, Seed: 31, Prefix: "model.language_model."},
+	"qwen35moe-gguf": {Arch: "qwen3_5_moe", D: 128, Layers: 2, Vocab: 128, AttnEvery: 2,
+		Hq: 2, Hkv: 1, HeadDim: 32, Hk: 2, Hv: 4, Dk: 32, Dv: 32, Experts: 4, TopK: 2, MoEI: 32, SharedI: 32,
+		RopeTheta: 1e7, Seed: 32, Prefix: "model.language_model."},
+	"qwen3next-gguf": {Arch: "qwen3_next", D: 128, Layers: 2, Vocab: 128, AttnEvery: 2,
+		Hq: 2, Hkv: 1, HeadDim: 32, Hk: 2, Hv: 4, Dk: 32, Dv: 32, Experts: 4, TopK: 2, MoEI: 32, SharedI: 32,
+		RopeTheta: 1e7, Seed: 33, PerExpertLayout: true},
 }
 
 // Generate writes the model of spec into dir (created if needed): config.json (the family's,
