@@ -430,3 +430,53 @@ func TestGGUFRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGGUFFixturesMatchSource: the BF16 files llama.cpp's own converter made of the
+// qwen35-gguf, qwen35moe-gguf and qwen3next-gguf checkpoints (internal/gguf/testdata, README
+// there) load to the logits of their source directories within 1e-4, in one shot and in chunks
+// of 37 + 1 + rest: every transform of the real converter is undone (Qwen3.5's tiled value
+// heads, Qwen3-Next's regrouped qkvz, stacked experts, norms, ssm_a, conv1d).
+func TestGGUFFixturesMatchSource(t *testing.T) {
+	ids := make([]int32, 80)
+	for i := range ids {
+		ids[i] = int32((i*37 + 11) % 128)
+	}
+	for _, c := range []struct{ preset, file string }{
+		{"qwen35-gguf", "qwen35-BF16.gguf"}, {"qwen35moe-gguf", "qwen35moe-BF16.gguf"}, {"qwen3next-gguf", "qwen3next-BF16.gguf"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			md, mg := loadDir(t, genTiny(t, c.preset)), loadDir(t, filepath.Join("..", "internal", "gguf", "testdata", c.file))
+			sd, _ := md.NewSession(SessionOptions{MaxContext: 256})
+			want := prefillAll(t, sd, ids, nil)
+			for _, splits := range [][]int{nil, {37, 1}} {
+				sg, _ := mg.NewSession(SessionOptions{MaxContext: 256})
+				d, scale := maxAbsDiff(prefillAll(t, sg, ids, splits), want)
+				t.Logf("chunks %v: llama.cpp's BF16 file vs its source directory: logits max|diff| %.3g (max|logit| %.3g)", splits, d, scale)
+				if d > 1e-4 {
+					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
+				}
+			}
+		})
+	}
+}
+
+// TestInspectGGUFPublished: the header-only copies of published layouts pass InspectGGUF with
+// their tensors by class and type, or are refused by name (Qwen3.8-Flash-Next's architecture).
+func TestInspectGGUFPublished(t *testing.T) {
+	dir := filepath.Join("..", "internal", "gguf", "testdata", "published")
+	g, err := InspectGGUF(filepath.Join(dir, "qwen3.6-35b-a3b-UD-Q4_K_XL-like.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", g.Types)
+	if g.Model == nil || g.Architecture != "qwen35moe" || len(g.Types) < 4 {
+		t.Errorf("qwen3.6 UD-Q4_K_XL-like: model %v, refused %q, types %+v", g.Model != nil, g.Refused, g.Types)
+	}
+	q, err := InspectGGUF(filepath.Join(dir, "qwen3.8-flash-next-Q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Model != nil || !strings.Contains(q.Refused, "Qwen3.8-Flash-Next") {
+		t.Errorf("qwen3.8 Q8_0: refused %q", q.Refused)
+	}
+}
