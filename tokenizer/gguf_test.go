@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,9 @@ import (
 //   - bos/eos/padding/unknown ids: tokenizer_config.json's bos_token, eos_token, pad_token,
 //     unk_token (by content), bos_token_id etc. of config.json where those are absent; -1 when
 //     neither has one. add_bos_token / add_eos_token from tokenizer_config.json.
+//
+// TestGGUFMappingMatchesConverter checks the result for Qwen3 against what the converter
+// itself wrote (testdata/gguf_qwen3.json).
 type hfTokenizer struct {
 	AddedTokens []struct {
 		ID      int    `json:"id"`
@@ -159,6 +163,100 @@ func loadQwen3GGUF(t *testing.T) (*Tokenizer, GGUFVocab) {
 		t.Fatal(q.err)
 	}
 	return q.tok, q.v
+}
+
+// converterExtract is testdata/gguf_qwen3.json: the tokenizer.ggml.* metadata llama.cpp's
+// converter wrote for Qwen3's tokenizer.json (see testdata/README.md), the arrays as counts and
+// hashes (hashStrings, hashInt32s).
+type converterExtract struct {
+	SHA256 string `json:"tokenizer_json_sha256"`
+	Model  string `json:"tokenizer.ggml.model"`
+	Pre    string `json:"tokenizer.ggml.pre"`
+	BOS    *int32 `json:"tokenizer.ggml.bos_token_id"`
+	EOS    *int32 `json:"tokenizer.ggml.eos_token_id"`
+	PAD    *int32 `json:"tokenizer.ggml.padding_token_id"`
+	UNK    *int32 `json:"tokenizer.ggml.unknown_token_id"`
+	AddBOS *bool  `json:"tokenizer.ggml.add_bos_token"`
+	AddEOS *bool  `json:"tokenizer.ggml.add_eos_token"`
+	Tokens struct {
+		Count  int    `json:"count"`
+		SHA256 string `json:"sha256"`
+	} `json:"tokens"`
+	TokenType struct {
+		Count  int    `json:"count"`
+		SHA256 string `json:"sha256"`
+	} `json:"token_type"`
+	Merges struct {
+		Count  int      `json:"count"`
+		SHA256 string   `json:"sha256"`
+		First  []string `json:"first"`
+		Last   string   `json:"last"`
+	} `json:"merges"`
+	Added [][3]any `json:"added"`
+}
+
+// hashStrings is the sha256 of the strings, each as its byte length (uint32, little-endian)
+// and its UTF-8 bytes.
+func hashStrings(ss []string) string {
+	h := sha256.New()
+	for _, s := range ss {
+		h.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(s))))
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// hashInt32s is the sha256 of the values as int32 little-endian.
+func hashInt32s(vs []int32) string {
+	h := sha256.New()
+	for _, v := range vs {
+		h.Write(binary.LittleEndian.AppendUint32(nil, uint32(v)))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestGGUFMappingMatchesConverter: the GGUF vocabulary the tests rebuild from Qwen3's
+// tokenizer.json (ggufOf) is the one llama.cpp's converter wrote: tokens, types and merges
+// hash alike, and the model, pre-tokenizer, special ids and add flags are the same (an absent
+// key is -1 or false).
+func TestGGUFMappingMatchesConverter(t *testing.T) {
+	_, ref, _ := loadQwen3(t)
+	_, v := loadQwen3GGUF(t)
+	var x converterExtract
+	readJSON(t, "testdata/gguf_qwen3.json", &x)
+	if x.SHA256 != ref.SHA256 {
+		t.Fatalf("the extract was made from tokenizer.json %s, the references from %s", x.SHA256, ref.SHA256)
+	}
+	id := func(p *int32) int32 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	flag := func(p *bool) bool { return p != nil && *p }
+	for _, c := range []struct {
+		key       string
+		got, want any
+	}{
+		{"model", v.Model, x.Model}, {"pre", v.Pre, x.Pre},
+		{"bos_token_id", v.BOS, id(x.BOS)}, {"eos_token_id", v.EOS, id(x.EOS)},
+		{"padding_token_id", v.PAD, id(x.PAD)}, {"unknown_token_id", v.UNK, id(x.UNK)},
+		{"add_bos_token", v.AddBOS, flag(x.AddBOS)}, {"add_eos_token", v.AddEOS, flag(x.AddEOS)},
+		{"tokens count", len(v.Tokens), x.Tokens.Count}, {"tokens hash", hashStrings(v.Tokens), x.Tokens.SHA256},
+		{"token_type count", len(v.TokenTypes), x.TokenType.Count}, {"token_type hash", hashInt32s(v.TokenTypes), x.TokenType.SHA256},
+		{"merges count", len(v.Merges), x.Merges.Count}, {"merges hash", hashStrings(v.Merges), x.Merges.SHA256},
+		{"merges[0]", v.Merges[0], x.Merges.First[0]}, {"last merge", v.Merges[len(v.Merges)-1], x.Merges.Last},
+	} {
+		if c.got != c.want {
+			t.Errorf("tokenizer.ggml.%s: %v here, %v from the converter", c.key, c.got, c.want)
+		}
+	}
+	for _, a := range x.Added {
+		i := int(a[0].(float64))
+		if v.Tokens[i] != a[1].(string) || v.TokenTypes[i] != int32(a[2].(float64)) {
+			t.Errorf("token %d: %q type %d here, %q type %v from the converter", i, v.Tokens[i], v.TokenTypes[i], a[1], a[2])
+		}
+	}
 }
 
 // TestGGUFMatchesTokenizers: through the GGUF vocabulary of Qwen3's tokenizer.json, every
