@@ -22,8 +22,9 @@ type addedVocab struct {
 	special map[int32]bool
 }
 
+// newAddedVocab checks tokenizer.json's added_tokens and indexes them.
 func newAddedVocab(list []addedJSON) (*addedVocab, error) {
-	v := &addedVocab{special: map[int32]bool{}}
+	tokens := make([]addedToken, 0, len(list))
 	ids := map[int32]string{}
 	contents := map[string]bool{}
 	for i, a := range list {
@@ -47,19 +48,26 @@ func newAddedVocab(list []addedJSON) (*addedVocab, error) {
 			return nil, fmt.Errorf("%w: %s is listed twice", ErrFormat, where)
 		}
 		ids[id], contents[a.Content] = a.Content, true
-		v.tokens = append(v.tokens, addedToken{id: id, content: a.Content, special: a.Special})
-		if a.Special {
-			v.special[id] = true
-		}
+		tokens = append(tokens, addedToken{id: id, content: a.Content, special: a.Special})
 	}
+	return indexAdded(tokens), nil
+}
+
+// indexAdded builds the matcher of tokens, whose ids and contents are distinct and whose
+// contents are not empty.
+func indexAdded(tokens []addedToken) *addedVocab {
+	v := &addedVocab{tokens: tokens, special: map[int32]bool{}}
 	for i, a := range v.tokens {
+		if a.special {
+			v.special[a.id] = true
+		}
 		v.byFirst[a.content[0]] = append(v.byFirst[a.content[0]], i)
 	}
 	for c := range v.byFirst {
 		l := v.byFirst[c]
 		sort.SliceStable(l, func(x, y int) bool { return len(v.tokens[l[x]].content) > len(v.tokens[l[y]].content) })
 	}
-	return v, nil
+	return v
 }
 
 // checkAgainst refuses added tokens that disagree with the BPE vocabulary (a content there under

@@ -55,9 +55,9 @@ type bpe struct {
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 // newBPE checks the vocabulary (ids unique and in int32, a token for every byte) and the merges
-// (both sides and the result in the vocabulary). A pair listed twice takes its last rank, as
-// tokenizers' merge map does.
-func newBPE(vocab map[string]int64, merges [][2]string) (*bpe, error) {
+// (both sides and the result in the vocabulary; mergesKey names their list in errors). A pair
+// listed twice takes its last rank, as tokenizers' merge map does.
+func newBPE(vocab map[string]int64, merges [][2]string, mergesKey string) (*bpe, error) {
 	b := &bpe{vocab: make(map[string]int32, len(vocab)), merges: make(map[uint64]merge, len(merges)), maxID: -1}
 	seen := make(map[int32]string, len(vocab))
 	for tok, id := range vocab {
@@ -87,7 +87,7 @@ func newBPE(vocab map[string]int64, merges [][2]string) (*bpe, error) {
 		for j, tok := range [3]string{m[0], m[1], m[0] + m[1]} {
 			id, ok := b.vocab[tok]
 			if !ok {
-				return nil, fmt.Errorf("%w: model.merges[%d] (%q %q): token %q not in the vocabulary", ErrFormat, i, m[0], m[1], tok)
+				return nil, fmt.Errorf("%w: %s[%d] (%q %q): token %q not in the vocabulary", ErrFormat, mergesKey, i, m[0], m[1], tok)
 			}
 			ids[j] = id
 		}

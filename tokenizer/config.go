@@ -99,7 +99,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := t.added.checkAgainst(b); err != nil {
 		return nil, err
 	}
-	t.buildPieces()
+	t.buildPieces(0)
 	return t, nil
 }
 
@@ -232,7 +232,7 @@ func parseModel(v json.RawMessage) (*bpe, error) {
 		}
 		merges[i] = [2]string{a, b}
 	}
-	return newBPE(m.Vocab, merges)
+	return newBPE(m.Vocab, merges, "model.merges")
 }
 
 // parseMerge reads one merge in either form tokenizer.json uses: ["a", "b"], or the older
@@ -249,6 +249,11 @@ func parseMerge(raw json.RawMessage) (string, string, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", "", fmt.Errorf("%s is neither a string nor a pair of strings", raw)
 	}
+	return splitMerge(s)
+}
+
+// splitMerge reads a merge written "a b": two tokens joined by exactly one space.
+func splitMerge(s string) (string, string, error) {
 	parts := strings.Split(s, " ")
 	if len(parts) != 2 {
 		return "", "", fmt.Errorf("%q does not have the form \"a b\"", s)
@@ -256,11 +261,11 @@ func parseMerge(raw json.RawMessage) (string, string, error) {
 	return parts[0], parts[1], nil
 }
 
-// buildPieces fills the id -> bytes table: BPE tokens through the byte-level alphabet, added
-// tokens as their content (through the alphabet when every character is in it, as the
-// ByteLevel decoder does).
-func (t *Tokenizer) buildPieces() {
-	n := t.bpe.size()
+// buildPieces fills the id -> bytes table, of at least n ids: BPE tokens through the byte-level
+// alphabet, added tokens as their content (through the alphabet when every character is in it,
+// as the ByteLevel decoder does).
+func (t *Tokenizer) buildPieces(n int) {
+	n = max(n, t.bpe.size())
 	for _, a := range t.added.tokens {
 		n = max(n, int(a.id)+1)
 	}

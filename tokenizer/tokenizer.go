@@ -1,6 +1,8 @@
 // Package tokenizer turns text into token ids and back for the checkpoints strata runs, from
-// their Hugging Face tokenizer.json: the byte-level BPE of Qwen3 and Qwen3-Next (and of any
-// checkpoint whose tokenizer.json has the same structure).
+// their Hugging Face tokenizer.json (Parse, Load, LoadDir) or from the tokenizer.ggml.*
+// metadata of a GGUF file (FromGGUF): the byte-level BPE of Qwen3 and Qwen3-Next (and of any
+// checkpoint whose tokenizer.json has the same structure, or whose GGUF vocabulary llama.cpp's
+// converter names "gpt2" with the pre-tokenizer "qwen2").
 //
 // The pipeline is the one Hugging Face tokenizers runs for such a file:
 //
@@ -19,10 +21,11 @@
 // Rust's String::from_utf8_lossy does, as the ByteLevel decoder of tokenizers does.
 //
 // The package checks itself against ids made by Hugging Face tokenizers 0.23.2 from the
-// published Qwen3 tokenizer.json (see testdata/README.md). Components of tokenizer.json it
-// does not implement (another model type, another pre-tokenizer pattern, added tokens with
-// lstrip/rstrip/single_word/normalized, ...) are refused at load with ErrUnsupported naming
-// them, never approximated.
+// published Qwen3 tokenizer.json (see testdata/README.md), through tokenizer.json and through
+// the GGUF vocabulary llama.cpp's converter makes of it. Components it does not implement
+// (another model type, another pre-tokenizer pattern or tokenizer.ggml.pre name, added tokens
+// with lstrip/rstrip/single_word/normalized, ...) are refused at load with ErrUnsupported
+// naming them, never approximated.
 //
 // A Tokenizer is immutable after loading and safe for concurrent use.
 package tokenizer
@@ -37,12 +40,13 @@ import (
 
 // Errors wrapped by this package's functions; test with errors.Is.
 var (
-	// ErrFormat: the tokenizer.json is malformed (bad JSON, missing vocab or merges, a merge
-	// naming a token outside the vocabulary, duplicate ids, ...).
-	ErrFormat = errors.New("tokenizer: malformed tokenizer.json")
-	// ErrUnsupported: the tokenizer.json is well-formed but uses a model or component this
-	// package does not implement (named in the message).
-	ErrUnsupported = errors.New("tokenizer: unsupported tokenizer.json")
+	// ErrFormat: the tokenizer.json or GGUF vocabulary is malformed (bad JSON, missing vocab
+	// or merges, a merge naming a token outside the vocabulary, duplicate ids, ...; the
+	// message names the key).
+	ErrFormat = errors.New("tokenizer: malformed vocabulary")
+	// ErrUnsupported: the tokenizer.json or GGUF vocabulary is well-formed but uses a model
+	// or component this package does not implement (named in the message).
+	ErrUnsupported = errors.New("tokenizer: unsupported vocabulary")
 	// ErrInvalidText: the text to encode is not valid UTF-8.
 	ErrInvalidText = errors.New("tokenizer: text is not valid UTF-8")
 	// ErrInvalidID: a token id to decode is not in the vocabulary.
@@ -81,8 +85,9 @@ func Load(path string) (*Tokenizer, error) {
 }
 
 // VocabSize is one more than the largest token id: the size of the id space, added tokens
-// included. A model's embedding may be larger (padded); ids past VocabSize decode to nothing
-// and Decode refuses them.
+// included; for a GGUF vocabulary, the number of its tokens (unused ones included). A model's
+// embedding may be larger (padded); ids past VocabSize decode to nothing and Decode refuses
+// them.
 func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
 
 // Encode returns the token ids of text. text must be valid UTF-8 (ErrInvalidText otherwise,
@@ -132,7 +137,7 @@ func (t *Tokenizer) TokenBytes(id int32) ([]byte, error) {
 }
 
 // IsSpecial reports whether id is an added token marked "special" in tokenizer.json
-// (<|im_start|>, <|endoftext|>, ...).
+// (<|im_start|>, <|endoftext|>, ...), or a control token of a GGUF vocabulary (see FromGGUF).
 func (t *Tokenizer) IsSpecial(id int32) bool { return t.added.isSpecial(id) }
 
 func (t *Tokenizer) tokenBytes(id int32) ([]byte, error) {

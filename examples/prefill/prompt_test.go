@@ -117,7 +117,7 @@ func TestPromptErrors(t *testing.T) {
 		{[]string{"--model", dir, "--prompt", "hi", "--tokens", "1"}, "not both"},
 		{[]string{"--model", dir, "--prompt", "hi", "--prompt-file", "x"}, "only one of --prompt, --prompt-file"},
 		{[]string{"--model", dir, "--tokenize"}, "--tokenize needs a text prompt"},
-		{[]string{"--model", dir, "--tokenizer", filepath.Join(dir, "config.json"), "--prompt", "hi"}, "malformed tokenizer.json"},
+		{[]string{"--model", dir, "--tokenizer", filepath.Join(dir, "config.json"), "--prompt", "hi"}, "malformed vocabulary"},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
