@@ -124,7 +124,10 @@ func GGMLBlockValues(t op.GGMLType, b []byte) []float64 {
 		}
 		for e := range out {
 			q := nib(qs, e) | int(qh>>e&1)<<4
-			out[e] = float64(q-off)*d + m
+			out[e] = float64(q-off) * d
+			if t == op.GGMLQ5_1 {
+				out[e] += m // Q5_0 adds nothing: (q-16)*d keeps its -0
+			}
 		}
 	case op.GGMLQ8_0:
 		d := halfAt(b)
