@@ -1,0 +1,15 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// ggmlApplyAVX2 writes dst[i] = float32(int8(codes[i])) * s[i/16] + o[i/16] for runs runs of 16
+// elements (ggml.go: ggmlApply), a multiply then an add as the portable loop. Implemented in
+// ggml_amd64.s; needs AVX2 (hasFPAsm).
+//
+//go:noescape
+func ggmlApplyAVX2(dst *float32, codes *byte, s, o *float32, runs int)
+
+// ggmlApply512 is ggmlApplyAVX2 in AVX-512F, bitwise the same values.
+//
+//go:noescape
+func ggmlApply512(dst *float32, codes *byte, s, o *float32, runs int)
