@@ -76,6 +76,19 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
 
+// GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
+// unpacked in portable Go (64-bit words) everywhere, then scaled by "avx512" or "avx2" assembly,
+// or "generic Go".
+func GGMLKernel() string {
+	switch {
+	case useFPAsm() && useAsm512:
+		return "Go unpacking, avx512 scaling"
+	case useFPAsm():
+		return "Go unpacking, avx2 scaling"
+	}
+	return "generic Go"
+}
+
 // ggmlRows decodes rows [r0, r1) of a GGML weight [N, K] into dst (length (r1-r0)*K).
 func ggmlRows(dst []float32, g *op.GGMLBlocks, K, r0, r1 int) {
 	bs, ts := g.Type.BlockSize(), g.Type.TypeSize()

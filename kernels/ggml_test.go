@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stratakernels/strata/op"
@@ -11,9 +12,16 @@ import (
 // TestGGMLDecode: every kernel set decodes every GGML block type bitwise as optest.DequantGGML
 // (ggml's values), on the generated weights and on blocks of random bytes (half scales that are
 // subnormal, huge, infinite or NaN; every code and sub-block scale; MXFP4 exponents 0 to 255),
-// all rows, a run of rows and a single row.
+// all rows, a run of rows and a single row; the kernels line names the set that ran.
 func TestGGMLDecode(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) {
+		want := map[bool]string{false: "generic Go", true: "Go unpacking, avx2 scaling"}[useAsm]
+		if useAsm && useAsm512 {
+			want = "Go unpacking, avx512 scaling"
+		}
+		if GGMLKernel() != want || !strings.Contains(Backend{}.Kernels(), "GGML dequantization "+want) {
+			t.Fatalf("GGMLKernel %q, Kernels %q, want %q", GGMLKernel(), Backend{}.Kernels(), want)
+		}
 		for _, gt := range op.GGMLBlockTypes {
 			t.Run(gt.String(), func(t *testing.T) {
 				m, want, err := optest.RandGGML(uint64(gt), 7, 512, gt, 0.1)
