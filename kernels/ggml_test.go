@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -60,5 +61,46 @@ func BenchmarkGGMLDecode(b *testing.B) {
 				unpackRows(dst, m, 0, N, nil)
 			}
 		})
+	}
+}
+
+// TestGGMLInt8Row: the int8 form of every GGML type holds ggml's values: q * s + b, computed
+// in float64 and rounded once, is optest.DequantGGML's value (zeros of either sign alike) for the types whose scales
+// and mins are per 32 or per block (ggml_int8.go), and within half the group's scale of it for
+// Q2_K, Q3_K and Q6_K (requantized groups); the codes are in [-128, 127].
+func TestGGMLInt8Row(t *testing.T) {
+	const N, K = 6, 512
+	for _, gt := range op.GGMLBlockTypes {
+		m, want, err := optest.RandGGML(uint64(40+gt), N, K, gt, 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ggmlInt8(m)
+		exact := gt != op.GGMLQ2_K && gt != op.GGMLQ3_K && gt != op.GGMLQ6_K
+		q, s, b := make([]int32, K), make([]float32, K/32), make([]float32, K/32)
+		requant := 0
+		for n := range N {
+			w.Row(n, q, s, b)
+			for k, c := range q {
+				if c < -128 || c > 127 {
+					t.Fatalf("%v row %d code %d = %d", gt, n, k, c)
+				}
+				v := float64(c)*float64(s[k/32]) + float64(b[k/32])
+				ref := want[n*K+k]
+				if exact && float32(v) != ref { // -0 and +0 alike: the int8 sums do not see the sign of a zero
+					t.Fatalf("%v row %d element %d: %d * %g + %g = %g, want %g", gt, n, k, c, s[k/32], b[k/32], v, ref)
+				}
+				if d := math.Abs(v - float64(ref)); d > 0.5001*math.Abs(float64(s[k/32]))+1e-7*math.Abs(float64(ref)) {
+					t.Fatalf("%v row %d element %d: %g, want %g (scale %g)", gt, n, k, v, ref, s[k/32])
+				}
+				if d := math.Abs(v - float64(ref)); d > 1e-6*math.Abs(float64(ref)) && k%32 == 0 {
+					requant++
+				}
+			}
+		}
+		if !w.Bias && ggmlHasMin(gt) || w.Bias && !ggmlHasMin(gt) {
+			t.Errorf("%v: Bias %v", gt, w.Bias)
+		}
+		t.Logf("%v: %d of %d groups requantized", gt, requant, N*K/32)
 	}
 }
