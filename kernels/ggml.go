@@ -19,7 +19,8 @@ import (
 // times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o minus the
 // sub-block min (exact too: dmin * m) or, for the types without a min, -0 (adding -0 changes no
 // value, a -0 product included). Nibbles and bit planes are unpacked eight at a time in 64-bit
-// words. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
+// words, table codes (IQ4_NL, IQ4_XS, MXFP4) looked up 32 at a time by VPSHUFB where the CPU
+// has AVX2. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
 // where it is ggml's one rounding, and the addition is ggml's one rounding of the min (a fused
 // multiply-add gives the same bits, the product being exact where an offset is not -0), so every
 // element is bitwise optest.DequantGGML's value. ggmlApply runs in AVX-512F or AVX2 where the
@@ -77,8 +78,8 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
 
 // GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
-// unpacked in portable Go (64-bit words) everywhere, then scaled by "avx512" or "avx2" assembly,
-// or "generic Go".
+// unpacked in portable Go (64-bit words; the IQ4 and MXFP4 tables looked up by AVX2 VPSHUFB
+// where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
 func GGMLKernel() string {
 	switch {
 	case useFPAsm() && useAsm512:
@@ -272,11 +273,9 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 		if t == op.GGMLMXFP4 {
 			ts, q, kv = 17, 1, &ggmlMXFP4
 		}
+		nibbleTable(c, data[q:], ts, kv, n)
 		for i := range n {
-			b, cc := data[i*ts:(i+1)*ts], c[32*i:32*i+32]
-			for j, x := range b[q : q+16] {
-				cc[j], cc[j+16] = byte(kv[x&15]), byte(kv[x>>4])
-			}
+			b := data[i*ts : (i+1)*ts]
 			var d float32
 			if t == op.GGMLMXFP4 {
 				d = e8m0Half(b[0])
@@ -289,10 +288,8 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 		for i := range n {
 			b, cc := data[i*136:(i+1)*136], c[256*i:256*i+256]
 			d, sh := h16(b), binary.LittleEndian.Uint16(b[2:])
+			nibbleTable(cc, b[8:], 16, &ggmlKV, 8)
 			for sb := range 8 {
-				for j, x := range b[8+16*sb : 24+16*sb] {
-					cc[32*sb+j], cc[32*sb+j+16] = byte(ggmlKV[x&15]), byte(ggmlKV[x>>4])
-				}
 				ls := int(b[4+sb/2]>>(4*(sb%2))&15) | int(sh>>(2*sb)&3)<<4
 				dl := d * float32(ls-32)
 				s[16*i+2*sb], s[16*i+2*sb+1], o[16*i+2*sb], o[16*i+2*sb+1] = dl, dl, negZero, negZero
@@ -300,6 +297,27 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 		}
 	default:
 		panic("kernels: GGML type " + t.String() + " has no decoder (Validate admits only op.GGMLBlockTypes)")
+	}
+}
+
+// nibbleTable writes, for i < n, the 32 codes of the 16 bytes at src[i*stride:]: c[32i + j] =
+// kv[low nibble of byte j], c[32i + 16 + j] = kv[its high nibble] (IQ4_NL, IQ4_XS and MXFP4's
+// tables), by VPSHUFB where the CPU has AVX2 (ggml_amd64.s), else in portable Go.
+func nibbleTable(c []byte, src []byte, stride int, kv *[16]int8, n int) {
+	if n == 0 {
+		return
+	}
+	_ = src[(n-1)*stride+15]
+	_ = c[32*n-1]
+	if useFPAsm() {
+		nibbleTableAVX2(&c[0], &src[0], stride, kv, n)
+		return
+	}
+	for i := range n {
+		out := c[32*i : 32*i+32]
+		for j, x := range src[i*stride : i*stride+16] {
+			out[j], out[j+16] = byte(kv[x&15]), byte(kv[x>>4])
+		}
 	}
 }
 

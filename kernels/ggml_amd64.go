@@ -13,3 +13,9 @@ func ggmlApplyAVX2(dst *float32, codes *byte, s, o *float32, runs int)
 //
 //go:noescape
 func ggmlApply512(dst *float32, codes *byte, s, o *float32, runs int)
+
+// nibbleTableAVX2 is nibbleTable's loop (ggml.go) by VPSHUFB: for i < n, the 16 bytes at
+// src + i*stride give 32 codes at dst + 32i, kv[low nibbles] then kv[high nibbles].
+//
+//go:noescape
+func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int)

@@ -64,3 +64,32 @@ g512run:
 g512done:
 	VZEROUPPER
 	RET
+
+// func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int)
+TEXT ·nibbleTableAVX2(SB), NOSPLIT, $0-40
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    stride+16(FP), DX
+	MOVQ    kv+24(FP), R8
+	MOVQ    n+32(FP), CX
+	VMOVDQU (R8), X4
+	MOVL    $0x0f0f0f0f, AX
+	MOVD    AX, X5
+	VPBROADCASTD X5, X5
+	TESTQ   CX, CX
+	JZ      ntdone
+ntloop:
+	VMOVDQU (SI), X0
+	VPSRLW  $4, X0, X1
+	VPAND   X5, X0, X0
+	VPAND   X5, X1, X1
+	VPSHUFB X0, X4, X0
+	VPSHUFB X1, X4, X1
+	VMOVDQU X0, (DI)
+	VMOVDQU X1, 16(DI)
+	ADDQ    DX, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     ntloop
+ntdone:
+	RET
