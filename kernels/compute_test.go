@@ -35,6 +35,13 @@ func computeCases(t *testing.T, N, K int) []computeCase {
 		t.Fatal(err)
 	}
 	cs = append(cs, computeCase{"fp8", m, wide})
+	for _, gt := range op.GGMLBlockTypes {
+		m, wide, err := optest.RandGGML(uint64(20+gt), N, K, gt, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, computeCase{"ggml_" + gt.String(), m, wide})
+	}
 	bm, bw := denseMatrix(t, 8, N, K, op.BF16, 0.05)
 	return append(cs, computeCase{"bf16", bm, bw})
 }
@@ -62,6 +69,8 @@ func qdotRef(t *testing.T, mode op.ComputeMode, m *op.Matrix, x []float32, T int
 			w = &qdot.Affine{N: m.N, K: m.K, Bits: m.Q.Bits, Group: m.Q.Group, Codes: m.Q.Codes, Scales: m.Q.Scales, Biases: m.Q.Biases}
 		case op.FP8Block:
 			w = &qdot.FP8{N: m.N, K: m.K, Codes: m.FP8.Codes, ScaleInvBF16: m.FP8.Scales}
+		case op.GGML:
+			w = ggmlInt8(m)
 		}
 		var a qdot.Int8Act
 		if err := qdot.QuantizeInt8(&a, x, T, m.K, int8Block); err != nil {

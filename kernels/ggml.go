@@ -1,0 +1,330 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/stratakernels/strata/op"
+)
+
+// Decoding of GGML block weights (op.GGMLBlocks: the GGUF block types of op.GGMLBlockTypes, kept
+// as the file stores them) inside the GEMM blocks, the row gathers of Embed and PLE, and
+// widenF32 / rowF32, to ggml's dequantize_row_<type> values (the layouts and ggml's float32
+// arithmetic are in op/optest/ref_ggml.go).
+//
+// Every type is decoded in two steps. ggmlCodes turns a run of blocks into one signed 8-bit
+// code per element and, per run of 16 elements, a float32 scale s and offset o, such that ggml's
+// value is float32(code) * s + o: the codes are the type's integers (Q4_0's q - 8, Q5_0's
+// q - 16, Q3_K's q - 4 or q, Q6_K's q - 32, the IQ4 and MXFP4 table values), s the block scale
+// times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o minus the
+// sub-block min (exact too: dmin * m) or, for the types without a min, -0 (adding -0 changes no
+// value, a -0 product included). Nibbles and bit planes are unpacked eight at a time in 64-bit
+// words, table codes (IQ4_NL, IQ4_XS, MXFP4) looked up 32 at a time by VPSHUFB where the CPU
+// has AVX2. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
+// where it is ggml's one rounding, and the addition is ggml's one rounding of the min (a fused
+// multiply-add gives the same bits, the product being exact where an offset is not -0), so every
+// element is bitwise optest.DequantGGML's value. ggmlApply runs in AVX-512F or AVX2 where the
+// CPU has them (ggml_amd64.s), else in portable Go; all give the same bits.
+
+// ggmlRun is the number of elements that share one scale and offset in ggmlCodes's output.
+const ggmlRun = 16
+
+// ggmlChunk is the number of elements ggmlRows decodes per ggmlCodes call (a multiple of 256).
+const ggmlChunk = 4096
+
+// SWAR constants: a byte of 0x0f, 0x03, 0x01 and 0x80 in each of 8 lanes.
+const (
+	lanes0f = 0x0f0f0f0f0f0f0f0f
+	lanes03 = 0x0303030303030303
+	lanes01 = 0x0101010101010101
+	lanes80 = 0x8080808080808080
+)
+
+// subLanes subtracts k from each byte of x (each byte at most 127, k at most 128), giving the
+// two's complement bytes of the signed differences.
+func subLanes(x uint64, k uint64) uint64 { return ((x | lanes80) - k*lanes01) ^ lanes80 }
+
+// ggmlKV is the IQ4_NL / IQ4_XS code table and ggmlMXFP4 MXFP4's (E2M1 doubled; code 8 is +0 as
+// in ggml's int8 table).
+var (
+	ggmlKV    = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	ggmlMXFP4 = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+)
+
+// spread4[b] has bit i of b at bit 4 of byte i (the fifth bits of Q5_0 / Q5_1).
+var spread4 = func() (t [256]uint64) {
+	for b := range t {
+		for i := range 8 {
+			t[b] |= uint64(b>>i&1) << (8*i + 4)
+		}
+	}
+	return
+}()
+
+// negZero is -0 as a float32: the offset of the types without a min.
+var negZero = float32(math.Copysign(0, -1))
+
+// e8m0Half is ggml's GGML_E8M0_TO_FP32_HALF: 2^(e-128) as a float32 (the subnormals 2^-128 and
+// 2^-127 for e = 0, 1).
+func e8m0Half(e uint8) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
+}
+
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
+
+// GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
+// unpacked in portable Go (64-bit words; the IQ4 and MXFP4 tables looked up by AVX2 VPSHUFB
+// where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
+func GGMLKernel() string {
+	switch {
+	case useFPAsm() && useAsm512:
+		return "Go unpacking, avx512 scaling"
+	case useFPAsm():
+		return "Go unpacking, avx2 scaling"
+	}
+	return "generic Go"
+}
+
+// ggmlRows decodes rows [r0, r1) of a GGML weight [N, K] into dst (length (r1-r0)*K).
+func ggmlRows(dst []float32, g *op.GGMLBlocks, K, r0, r1 int) {
+	bs, ts := g.Type.BlockSize(), g.Type.TypeSize()
+	b0, b1 := r0*K/bs, r1*K/bs
+	var c [ggmlChunk]byte
+	var s, o [ggmlChunk / ggmlRun]float32
+	per := ggmlChunk / bs
+	for b := b0; b < b1; b += per {
+		n := min(per, b1-b)
+		ggmlCodes(g.Type, g.Data[b*ts:(b+n)*ts], n, c[:n*bs], s[:], o[:])
+		ggmlApply(dst[(b-b0)*bs:(b-b0+n)*bs], c[:n*bs], s[:n*bs/ggmlRun], o[:n*bs/ggmlRun])
+	}
+}
+
+// ggmlApply writes dst[i] = float32(int8(c[i])) * s[i/16] + o[i/16] for len(s) runs of 16.
+func ggmlApply(dst []float32, c []byte, s, o []float32) {
+	runs := len(s)
+	if runs == 0 {
+		return
+	}
+	if useFPAsm() {
+		if useAsm512 {
+			ggmlApply512(&dst[0], &c[0], &s[0], &o[0], runs)
+		} else {
+			ggmlApplyAVX2(&dst[0], &c[0], &s[0], &o[0], runs)
+		}
+		return
+	}
+	c, dst = c[:runs*ggmlRun], dst[:runs*ggmlRun]
+	for r := range runs {
+		sc, off := s[r], o[r]
+		out := dst[r*ggmlRun : (r+1)*ggmlRun]
+		for i, v := range c[r*ggmlRun : (r+1)*ggmlRun] {
+			out[i] = float32(int8(v))*sc + off
+		}
+	}
+}
+
+// ggmlCodes writes the codes of the n blocks of type t in data into c (one byte per element, a
+// signed code) and each run of 16 elements' scale and offset into s and o (ggmlRows describes
+// them). s and o must hold n * BlockSize / 16 values.
+func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
+	tab := f16Tab()
+	h16 := func(b []byte) float32 { return tab[binary.LittleEndian.Uint16(b)] }
+	switch t {
+	case op.GGMLQ4_0, op.GGMLQ4_1:
+		ts, q := 18, 2
+		if t == op.GGMLQ4_1 {
+			ts, q = 20, 4
+		}
+		for i := range n {
+			b, cc := data[i*ts:(i+1)*ts], c[32*i:32*i+32]
+			w0, w1 := le64(b[q:]), le64(b[q+8:])
+			lo0, lo1, hi0, hi1 := w0&lanes0f, w1&lanes0f, w0>>4&lanes0f, w1>>4&lanes0f
+			d, off := h16(b), negZero
+			if t == op.GGMLQ4_0 {
+				lo0, lo1, hi0, hi1 = subLanes(lo0, 8), subLanes(lo1, 8), subLanes(hi0, 8), subLanes(hi1, 8)
+			} else {
+				off = h16(b[2:])
+			}
+			put64(cc, lo0)
+			put64(cc[8:], lo1)
+			put64(cc[16:], hi0)
+			put64(cc[24:], hi1)
+			s[2*i], s[2*i+1], o[2*i], o[2*i+1] = d, d, off, off
+		}
+	case op.GGMLQ5_0, op.GGMLQ5_1:
+		ts, hq := 22, 2
+		if t == op.GGMLQ5_1 {
+			ts, hq = 24, 4
+		}
+		for i := range n {
+			b, cc := data[i*ts:(i+1)*ts], c[32*i:32*i+32]
+			qh := binary.LittleEndian.Uint32(b[hq:])
+			w0, w1 := le64(b[hq+4:]), le64(b[hq+12:])
+			v := [4]uint64{w0&lanes0f | spread4[qh&0xff], w1&lanes0f | spread4[qh>>8&0xff],
+				w0>>4&lanes0f | spread4[qh>>16&0xff], w1>>4&lanes0f | spread4[qh>>24]}
+			d, off := h16(b), negZero
+			if t == op.GGMLQ5_1 {
+				off = h16(b[2:])
+			}
+			for k, x := range v {
+				if t == op.GGMLQ5_0 {
+					x = subLanes(x, 16)
+				}
+				put64(cc[8*k:], x)
+			}
+			s[2*i], s[2*i+1], o[2*i], o[2*i+1] = d, d, off, off
+		}
+	case op.GGMLQ8_0:
+		for i := range n {
+			b := data[i*34 : (i+1)*34]
+			copy(c[32*i:32*i+32], b[2:34])
+			d := h16(b)
+			s[2*i], s[2*i+1], o[2*i], o[2*i+1] = d, d, negZero, negZero
+		}
+	case op.GGMLQ2_K:
+		for i := range n {
+			b, cc := data[i*84:(i+1)*84], c[256*i:256*i+256]
+			d, dmin := h16(b[80:]), h16(b[82:])
+			for h := range 2 {
+				for j := range 4 {
+					for l := 0; l < 32; l += 8 {
+						put64(cc[128*h+32*j+l:], le64(b[16+32*h+l:])>>(2*j)&lanes03)
+					}
+				}
+			}
+			for g := range 16 {
+				sc := b[g]
+				s[16*i+g], o[16*i+g] = d*float32(sc&15), -(dmin * float32(sc>>4))
+			}
+		}
+	case op.GGMLQ3_K:
+		for i := range n {
+			b, cc := data[i*110:(i+1)*110], c[256*i:256*i+256]
+			d := h16(b[108:])
+			for h := range 2 {
+				for j := range 4 {
+					bit := uint(4*h + j)
+					for l := 0; l < 32; l += 8 {
+						x := le64(b[32+32*h+l:])>>(2*j)&lanes03 | (le64(b[l:])>>bit&lanes01)<<2
+						put64(cc[128*h+32*j+l:], subLanes(x, 4))
+					}
+				}
+			}
+			sc := b[96:108]
+			for g := range 16 {
+				lo := sc[g%8]
+				if g >= 8 {
+					lo >>= 4
+				}
+				s[16*i+g], o[16*i+g] = d*float32(int(lo&15|(sc[8+g%4]>>(2*(g/4))&3)<<4)-32), negZero
+			}
+		}
+	case op.GGMLQ4_K, op.GGMLQ5_K:
+		ts, q := 144, 16
+		if t == op.GGMLQ5_K {
+			ts, q = 176, 48
+		}
+		for i := range n {
+			b, cc := data[i*ts:(i+1)*ts], c[256*i:256*i+256]
+			d, dmin := h16(b), h16(b[2:])
+			for k := range 4 {
+				for l := 0; l < 32; l += 8 {
+					w := le64(b[q+32*k+l:])
+					lo, hi := w&lanes0f, w>>4&lanes0f
+					if t == op.GGMLQ5_K {
+						h := le64(b[16+l:]) >> (2 * k)
+						lo |= (h & lanes01) << 4
+						hi |= (h >> 1 & lanes01) << 4
+					}
+					put64(cc[64*k+l:], lo)
+					put64(cc[64*k+32+l:], hi)
+				}
+			}
+			for sb := range 8 {
+				sc, m := scaleMinK4(b[4:16], sb)
+				ds, dm := d*sc, -(dmin * m)
+				s[16*i+2*sb], s[16*i+2*sb+1], o[16*i+2*sb], o[16*i+2*sb+1] = ds, ds, dm, dm
+			}
+		}
+	case op.GGMLQ6_K:
+		for i := range n {
+			b, cc := data[i*210:(i+1)*210], c[256*i:256*i+256]
+			for h := range 2 {
+				for l := 0; l < 32; l += 8 {
+					a, q, e := le64(b[64*h+l:]), le64(b[64*h+32+l:]), le64(b[128+32*h+l:])
+					put64(cc[128*h+l:], subLanes(a&lanes0f|(e&lanes03)<<4, 32))
+					put64(cc[128*h+32+l:], subLanes(q&lanes0f|(e>>2&lanes03)<<4, 32))
+					put64(cc[128*h+64+l:], subLanes(a>>4&lanes0f|(e>>4&lanes03)<<4, 32))
+					put64(cc[128*h+96+l:], subLanes(q>>4&lanes0f|(e>>6&lanes03)<<4, 32))
+				}
+			}
+			d := h16(b[208:])
+			for g := range 16 {
+				s[16*i+g], o[16*i+g] = d*float32(int8(b[192+g])), negZero
+			}
+		}
+	case op.GGMLIQ4_NL, op.GGMLMXFP4:
+		ts, q, kv := 18, 2, &ggmlKV
+		if t == op.GGMLMXFP4 {
+			ts, q, kv = 17, 1, &ggmlMXFP4
+		}
+		nibbleTable(c, data[q:], ts, kv, n)
+		for i := range n {
+			b := data[i*ts : (i+1)*ts]
+			var d float32
+			if t == op.GGMLMXFP4 {
+				d = e8m0Half(b[0])
+			} else {
+				d = h16(b)
+			}
+			s[2*i], s[2*i+1], o[2*i], o[2*i+1] = d, d, negZero, negZero
+		}
+	case op.GGMLIQ4_XS:
+		for i := range n {
+			b, cc := data[i*136:(i+1)*136], c[256*i:256*i+256]
+			d, sh := h16(b), binary.LittleEndian.Uint16(b[2:])
+			nibbleTable(cc, b[8:], 16, &ggmlKV, 8)
+			for sb := range 8 {
+				ls := int(b[4+sb/2]>>(4*(sb%2))&15) | int(sh>>(2*sb)&3)<<4
+				dl := d * float32(ls-32)
+				s[16*i+2*sb], s[16*i+2*sb+1], o[16*i+2*sb], o[16*i+2*sb+1] = dl, dl, negZero, negZero
+			}
+		}
+	default:
+		panic("kernels: GGML type " + t.String() + " has no decoder (Validate admits only op.GGMLBlockTypes)")
+	}
+}
+
+// nibbleTable writes, for i < n, the 32 codes of the 16 bytes at src[i*stride:]: c[32i + j] =
+// kv[low nibble of byte j], c[32i + 16 + j] = kv[its high nibble] (IQ4_NL, IQ4_XS and MXFP4's
+// tables), by VPSHUFB where the CPU has AVX2 (ggml_amd64.s), else in portable Go.
+func nibbleTable(c []byte, src []byte, stride int, kv *[16]int8, n int) {
+	if n == 0 {
+		return
+	}
+	_ = src[(n-1)*stride+15]
+	_ = c[32*n-1]
+	if useFPAsm() {
+		nibbleTableAVX2(&c[0], &src[0], stride, kv, n)
+		return
+	}
+	for i := range n {
+		out := c[32*i : 32*i+32]
+		for j, x := range src[i*stride : i*stride+16] {
+			out[j], out[j+16] = byte(kv[x&15]), byte(kv[x>>4])
+		}
+	}
+}
+
+// scaleMinK4 is the 6-bit scale and min of sub-block s of a Q4_K / Q5_K block's scale bytes.
+func scaleMinK4(b []byte, s int) (sc, m float32) {
+	if s < 4 {
+		return float32(b[s] & 63), float32(b[s+4] & 63)
+	}
+	return float32(b[s+4]&15 | b[s-4]>>6<<4), float32(b[s+4]>>4 | b[s]>>6<<4)
+}

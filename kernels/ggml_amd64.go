@@ -1,0 +1,21 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// ggmlApplyAVX2 writes dst[i] = float32(int8(codes[i])) * s[i/16] + o[i/16] for runs runs of 16
+// elements (ggml.go: ggmlApply), a multiply then an add as the portable loop. Implemented in
+// ggml_amd64.s; needs AVX2 (hasFPAsm).
+//
+//go:noescape
+func ggmlApplyAVX2(dst *float32, codes *byte, s, o *float32, runs int)
+
+// ggmlApply512 is ggmlApplyAVX2 in AVX-512F, bitwise the same values.
+//
+//go:noescape
+func ggmlApply512(dst *float32, codes *byte, s, o *float32, runs int)
+
+// nibbleTableAVX2 is nibbleTable's loop (ggml.go) by VPSHUFB: for i < n, the 16 bytes at
+// src + i*stride give 32 codes at dst + 32i, kv[low nibbles] then kv[high nibbles].
+//
+//go:noescape
+func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int)

@@ -1,0 +1,106 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stratakernels/strata/op"
+	"github.com/stratakernels/strata/op/optest"
+)
+
+// TestGGMLDecode: every kernel set decodes every GGML block type bitwise as optest.DequantGGML
+// (ggml's values), on the generated weights and on blocks of random bytes (half scales that are
+// subnormal, huge, infinite or NaN; every code and sub-block scale; MXFP4 exponents 0 to 255),
+// all rows, a run of rows and a single row; the kernels line names the set that ran.
+func TestGGMLDecode(t *testing.T) {
+	forEachKernel(t, func(t *testing.T) {
+		want := map[bool]string{false: "generic Go", true: "Go unpacking, avx2 scaling"}[useAsm]
+		if useAsm && useAsm512 {
+			want = "Go unpacking, avx512 scaling"
+		}
+		if GGMLKernel() != want || !strings.Contains(Backend{}.Kernels(), "GGML dequantization "+want) {
+			t.Fatalf("GGMLKernel %q, Kernels %q, want %q", GGMLKernel(), Backend{}.Kernels(), want)
+		}
+		for _, gt := range op.GGMLBlockTypes {
+			t.Run(gt.String(), func(t *testing.T) {
+				m, want, err := optest.RandGGML(uint64(gt), 7, 512, gt, 0.1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkDecode(t, m, want)
+				r := rand.New(rand.NewPCG(uint64(gt), 1))
+				raw := make([]byte, len(m.GG.Data))
+				for i := range raw {
+					raw[i] = byte(r.UintN(256))
+				}
+				rm, err := op.NewMatrixGGML(7, 512, &op.GGMLBlocks{Type: gt, Data: raw})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkDecode(t, rm, optest.DequantGGML(rm))
+			})
+		}
+	})
+}
+
+// BenchmarkGGMLDecode times the decoding of a [64, 4096] weight of each type (the kernel set
+// the CPU runs by default), in elements per nanosecond through b.SetBytes(elements).
+func BenchmarkGGMLDecode(b *testing.B) {
+	const N, K = 64, 4096
+	dst := make([]float32, N*K)
+	for _, gt := range op.GGMLBlockTypes {
+		m, _, err := optest.RandGGML(1, N, K, gt, 0.1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(gt.String(), func(b *testing.B) {
+			b.SetBytes(N * K)
+			for b.Loop() {
+				unpackRows(dst, m, 0, N, nil)
+			}
+		})
+	}
+}
+
+// TestGGMLInt8Row: the int8 form of every GGML type holds ggml's values: q * s + b, computed
+// in float64 and rounded once, is optest.DequantGGML's value (zeros of either sign alike) for the types whose scales
+// and mins are per 32 or per block (ggml_int8.go), and within half the group's scale of it for
+// Q2_K, Q3_K and Q6_K (requantized groups); the codes are in [-128, 127].
+func TestGGMLInt8Row(t *testing.T) {
+	const N, K = 6, 512
+	for _, gt := range op.GGMLBlockTypes {
+		m, want, err := optest.RandGGML(uint64(40+gt), N, K, gt, 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ggmlInt8(m)
+		exact := gt != op.GGMLQ2_K && gt != op.GGMLQ3_K && gt != op.GGMLQ6_K
+		q, s, b := make([]int32, K), make([]float32, K/32), make([]float32, K/32)
+		requant := 0
+		for n := range N {
+			w.Row(n, q, s, b)
+			for k, c := range q {
+				if c < -128 || c > 127 {
+					t.Fatalf("%v row %d code %d = %d", gt, n, k, c)
+				}
+				v := float64(c)*float64(s[k/32]) + float64(b[k/32])
+				ref := want[n*K+k]
+				if exact && float32(v) != ref { // -0 and +0 alike: the int8 sums do not see the sign of a zero
+					t.Fatalf("%v row %d element %d: %d * %g + %g = %g, want %g", gt, n, k, c, s[k/32], b[k/32], v, ref)
+				}
+				if d := math.Abs(v - float64(ref)); d > 0.5001*math.Abs(float64(s[k/32]))+1e-7*math.Abs(float64(ref)) {
+					t.Fatalf("%v row %d element %d: %g, want %g (scale %g)", gt, n, k, v, ref, s[k/32])
+				}
+				if d := math.Abs(v - float64(ref)); d > 1e-6*math.Abs(float64(ref)) && k%32 == 0 {
+					requant++
+				}
+			}
+		}
+		if !w.Bias && ggmlHasMin(gt) || w.Bias && !ggmlHasMin(gt) {
+			t.Errorf("%v: Bias %v", gt, w.Bias)
+		}
+		t.Logf("%v: %d of %d groups requantized", gt, requant, N*K/32)
+	}
+}
