@@ -15,6 +15,7 @@ import (
 	"github.com/stratakernels/strata/internal/modelgen"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
+	"github.com/x448/float16"
 )
 
 // A test-only GGUF converter: it writes a generated checkpoint's weights as llama.cpp's
@@ -478,5 +479,88 @@ func TestInspectGGUFPublished(t *testing.T) {
 	}
 	if q.Model != nil || !strings.Contains(q.Refused, "Qwen3.8-Flash-Next") {
 		t.Errorf("qwen3.8 Q8_0: refused %q", q.Refused)
+	}
+}
+
+// q8Edit turns every BF16 matrix of a test conversion into Q8_0 blocks (quantized), or (asF32)
+// into the F32 values those blocks hold: the two files hold the same weights.
+func q8Edit(asF32 bool) func(kvs []ggKV, ts []ggTensor) ([]ggKV, []ggTensor) {
+	return func(kvs []ggKV, ts []ggTensor) ([]ggKV, []ggTensor) {
+		for i := range ts {
+			t := &ts[i]
+			if t.typ != op.GGMLBF16 || len(t.dims) < 2 || t.dims[0]%32 != 0 {
+				continue
+			}
+			n := len(t.data) / 2
+			var out []byte
+			for b := 0; b < n; b += 32 {
+				var x [32]float32
+				amax := float32(0)
+				for j := range x {
+					x[j] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(t.data[2*(b+j):])) << 16)
+					amax = max(amax, float32(math.Abs(float64(x[j]))))
+				}
+				dh := float16bits(amax / 127)
+				d := float16val(dh)
+				if asF32 {
+					for j := range x {
+						q := float32(0)
+						if d != 0 {
+							q = float32(math.Round(float64(x[j] / d)))
+						}
+						out = binary.LittleEndian.AppendUint32(out, math.Float32bits(q*d))
+					}
+					continue
+				}
+				out = binary.LittleEndian.AppendUint16(out, dh)
+				for j := range x {
+					q := 0.0
+					if d != 0 {
+						q = math.Round(float64(x[j] / d))
+					}
+					out = append(out, byte(int8(q)))
+				}
+			}
+			t.data, t.typ = out, op.GGMLQ8_0
+			if asF32 {
+				t.typ = op.GGMLF32
+			}
+		}
+		return kvs, ts
+	}
+}
+
+func float16bits(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
+func float16val(h uint16) float32  { return float16.Frombits(h).Float32() }
+
+// TestGGUFQ8MatchesF32: a GGUF file whose matrices are Q8_0 blocks (op.GGML views of the
+// file: embedding, stacked experts, every projection) gives, within 1e-4, the logits of the same
+// file with those blocks' values stored as F32.
+func TestGGUFQ8MatchesF32(t *testing.T) {
+	ids := make([]int32, 60)
+	for i := range ids {
+		ids[i] = int32((i*37 + 11) % 512)
+	}
+	for _, preset := range []string{"qwen35moe-tiny", "qwen3next-fmt"} {
+		t.Run(preset, func(t *testing.T) {
+			dir := genTiny(t, preset)
+			pq, pf := filepath.Join(t.TempDir(), "q8.gguf"), filepath.Join(t.TempDir(), "f32.gguf")
+			hfToGGUF(t, dir, pq, q8Edit(false))
+			hfToGGUF(t, dir, pf, q8Edit(true))
+			mq, mf := loadDir(t, pq), loadDir(t, pf)
+			if ex := mq.layers[0].moe.experts.GateUp[1]; ex.DType != op.GGML || ex.GG.Type != op.GGMLQ8_0 {
+				t.Fatalf("experts loaded as %v", ex.DType)
+			}
+			sf, _ := mf.NewSession(SessionOptions{MaxContext: 256})
+			want := prefillAll(t, sf, ids, nil)
+			for _, splits := range [][]int{nil, {37, 1}} {
+				sq, _ := mq.NewSession(SessionOptions{MaxContext: 256})
+				d, scale := maxAbsDiff(prefillAll(t, sq, ids, splits), want)
+				t.Logf("chunks %v: Q8_0 vs F32 of its values: logits max|diff| %.3g (max|logit| %.3g)", splits, d, scale)
+				if d > 1e-4 {
+					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
+				}
+			}
+		})
 	}
 }

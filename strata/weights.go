@@ -321,8 +321,8 @@ func tensorMatrix(t *safetensors.Tensor, n, k int, byteOff int) (*op.Matrix, err
 // concatRows builds a weight from selected row ranges of one or more matrices (used to regroup
 // Qwen3-Next's in_proj_qkvz / in_proj_ba and to fuse per-expert gate/up). Each part is (src,
 // firstRow, nRows); all parts share K and dtype (and, quantized, the format: bits, group size and
-// scale dtype, mode, or FP8 scale dtype: rows of codes, scales and biases are concatenated, still
-// packed; FP8 parts starting on 128-row block boundaries, as family.CheckCheckpoint checked). The result owns a
+// scale dtype, mode, or FP8 scale dtype, or GGUF block type: rows of codes, scales and biases
+// (GGUF: rows of blocks) are concatenated, still packed; FP8 parts starting on 128-row block boundaries, as family.CheckCheckpoint checked). The result owns a
 // copy. Errors wrap op.ErrUnsupported (parts that cannot share one matrix) or op.ErrShape.
 type rowPart struct {
 	src      *op.Matrix
@@ -343,6 +343,9 @@ func concatRows(parts []rowPart) (*op.Matrix, error) {
 		if q0, q := p0.Q, p.src.Q; dt == op.QAffine && (q.Bits != q0.Bits || q.Group != q0.Group || q.ScaleDType != q0.ScaleDType) {
 			return nil, fmt.Errorf("%w: concatRows: parts quantized at %d bits in groups of %d (%v scales) and at %d bits in groups of %d (%v scales)",
 				op.ErrUnsupported, q0.Bits, q0.Group, q0.ScaleDType, q.Bits, q.Group, q.ScaleDType)
+		}
+		if dt == op.GGML && p.src.GG.Type != p0.GG.Type {
+			return nil, fmt.Errorf("%w: concatRows: GGUF parts of types %v and %v cannot share one matrix", op.ErrUnsupported, p0.GG.Type, p.src.GG.Type)
 		}
 		if dt == op.QFloat && p.src.QF.Mode != p0.QF.Mode || dt == op.FP8Block && p.src.FP8.ScaleDType != p0.FP8.ScaleDType {
 			return nil, fmt.Errorf("%w: concatRows: parts of %v weights in different formats", op.ErrUnsupported, dt)
@@ -387,6 +390,16 @@ func concatRows(parts []rowPart) (*op.Matrix, error) {
 			}
 		}
 		return op.NewMatrixFP8Block(n, k, f)
+	case op.GGML:
+		row, err := p0.GG.Type.RowBytes(k)
+		if err != nil {
+			return nil, err
+		}
+		b := &op.GGMLBlocks{Type: p0.GG.Type, Data: make([]byte, 0, n*row)}
+		for _, p := range parts {
+			b.Data = append(b.Data, p.src.GG.Data[p.row*row:(p.row+p.cnt)*row]...)
+		}
+		return op.NewMatrixGGML(n, k, b)
 	case op.F32:
 		out := make([]float32, 0, n*k)
 		for _, p := range parts {
