@@ -564,3 +564,29 @@ func TestGGUFQ8MatchesF32(t *testing.T) {
 		})
 	}
 }
+
+// TestGGUFFixturesMetal: llama.cpp's BF16 files load on the metal backend (MSL emulator) to the
+// cpu backend's logits within 1e-4, one shot and in chunks of 37 + 1 + rest (Qwen3.5's GDN in
+// the tiled head order on the Metal kernels).
+func TestGGUFFixturesMetal(t *testing.T) {
+	ids := make([]int32, 50)
+	for i := range ids {
+		ids[i] = int32((i*37 + 11) % 128)
+	}
+	for _, file := range []string{"qwen35-BF16.gguf", "qwen35moe-BF16.gguf", "qwen3next-BF16.gguf"} {
+		t.Run(file, func(t *testing.T) {
+			path := filepath.Join("..", "internal", "gguf", "testdata", file)
+			_, mm := loadTinyMetal(t, path)
+			sc, _ := loadDir(t, path).NewSession(SessionOptions{MaxContext: 128})
+			want := prefillAll(t, sc, ids, nil)
+			for _, splits := range [][]int{nil, {37, 1}} {
+				sm, _ := mm.NewSession(SessionOptions{MaxContext: 128})
+				d, scale := maxAbsDiff(prefillAll(t, sm, ids, splits), want)
+				t.Logf("chunks %v: emu vs cpu logits max|diff| %.3g (max|logit| %.3g)", splits, d, scale)
+				if d > 1e-4 {
+					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
+				}
+			}
+		})
+	}
+}
