@@ -590,3 +590,39 @@ func TestGGUFFixturesMetal(t *testing.T) {
 		})
 	}
 }
+
+// TestGGUFStateFile: a state file made by a GGUF model continues in another load of the same
+// file to the one-shot logits, and is refused by the model of the source directory (another
+// fingerprint), as state files of directories are.
+func TestGGUFStateFile(t *testing.T) {
+	ids := make([]int32, 70)
+	for i := range ids {
+		ids[i] = int32((i*37 + 11) % 128)
+	}
+	path := filepath.Join("..", "internal", "gguf", "testdata", "qwen35-BF16.gguf")
+	m1, m2, md := loadDir(t, path), loadDir(t, path), loadDir(t, genTiny(t, "qwen35-gguf"))
+	s1, _ := m1.NewSession(SessionOptions{MaxContext: 128})
+	want := prefillAll(t, s1, ids, nil)
+	s1, _ = m1.NewSession(SessionOptions{MaxContext: 128})
+	prefillAll(t, s1, ids[:40], nil)
+	state := filepath.Join(t.TempDir(), "s.state")
+	if err := s1.SaveStateFile(state); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := m2.NewSession(SessionOptions{MaxContext: 128})
+	if err := s2.LoadStateFile(state); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s2.Prefill(t.Context(), ids[40:], PrefillOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := got.Vocab
+	if d, _ := maxAbsDiff(got.Data, want[len(want)-V:]); d > 1e-4 {
+		t.Errorf("continued from the state file: last logits max|diff| %.3g", d)
+	}
+	sd, _ := md.NewSession(SessionOptions{MaxContext: 128})
+	if err := sd.LoadStateFile(state); err == nil || !strings.Contains(err.Error(), "another checkpoint") {
+		t.Errorf("the directory's model loaded the GGUF model's state: %v", err)
+	}
+}
