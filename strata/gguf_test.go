@@ -626,3 +626,43 @@ func TestGGUFStateFile(t *testing.T) {
 		t.Errorf("the directory's model loaded the GGUF model's state: %v", err)
 	}
 }
+
+// ggufGoldens is the float64 goldens file of the GGUF fixtures: `input_ids` and NAME.logits
+// [T, vocab] for each NAME.gguf beside it, computed by internal/gguf/testdata/goldens.py from the
+// values each file holds (its own GGUF reader and block decoders, the converter's transforms
+// inverted, a float64 forward), never from strata.
+var ggufGoldens = filepath.Join("..", "internal", "gguf", "testdata", "goldens.safetensors")
+
+// TestGGUFGoldens: every GGUF fixture with goldens (BF16 and each quantized type llama-quantize
+// wrote) matches its float64 logits within 1e-4 on the cpu backend, one shot and in chunks of
+// 37 + 1 + rest.
+func TestGGUFGoldens(t *testing.T) {
+	if _, err := os.Stat(ggufGoldens); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s is absent: python3 internal/gguf/testdata/goldens.py internal/gguf/testdata writes it", ggufGoldens)
+	}
+	g := openGoldensFile(t, ggufGoldens)
+	ids := g.i32("input_ids")
+	n := 0
+	for _, name := range g.f.Names() {
+		file, ok := strings.CutSuffix(name, ".logits")
+		if !ok {
+			continue
+		}
+		n++
+		t.Run(file, func(t *testing.T) {
+			want := g.f32(name)
+			m := loadDir(t, filepath.Join(filepath.Dir(ggufGoldens), file+".gguf"))
+			for _, splits := range [][]int{nil, {37, 1}} {
+				s, _ := m.NewSession(SessionOptions{MaxContext: 128})
+				d, scale := maxAbsDiff(prefillAll(t, s, ids, splits), want)
+				t.Logf("chunks %v: logits max|diff| %.3g against the float64 goldens (max|logit| %.3g)", splits, d, scale)
+				if d > 1e-4 {
+					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
+				}
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatalf("%s holds no NAME.logits", ggufGoldens)
+	}
+}
