@@ -55,7 +55,7 @@ func (h *Head) FLOPs(rows int) float64 {
 
 func (m Mat) flops(t float64) float64 { return 2 * t * float64(m.N) * float64(m.K) }
 
-func (d *Dense) flops(t float64) float64 { return d.GateUp.flops(t) + d.Down.flops(t) }
+func (d *Dense) flops(t float64) float64 { f := d.Fused(); return f.flops(t) + d.Down.flops(t) }
 
 func (g *GR) flops(t float64) float64 {
 	f := g.Down.flops(t) + g.Up.flops(t)

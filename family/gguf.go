@@ -206,7 +206,9 @@ func GGUFConfig(f *gguf.File) (*hfconfig.Config, error) {
 //     weights stay views (no permutation) and the recurrent state holds the heads in that order;
 //   - experts stacked [E, I, D] / [E, D, I] (ffn_{gate,up,down}_exps; Qwen3.5-MoE's fused
 //     gate_up split in two by the converter): one view per expert;
-//   - ffn_gate_inp_shexp is [1, D], or 1-D [D] after llama-quantize (read as [1, D]).
+//   - ffn_gate_inp_shexp is [1, D], or 1-D [D] after llama-quantize (read as [1, D]);
+//   - the dense MLP's and the shared expert's gate and up (ffn_gate, ffn_up, ffn_{gate,up}_shexp)
+//     stay apart (Dense.Up): views of the file, multiplied one by one.
 //
 // The MTP layers the converter appends (blk.N for N >= layers) are skipped.
 func GGUFPlan(c *hfconfig.Config, arch string) (*Plan, error) {
@@ -281,13 +283,13 @@ func GGUFPlan(c *hfconfig.Config, arch string) (*Plan, error) {
 			m.Down = b.Stacked(L("ffn_down_exps.weight"), E, D, I, "experts")
 			gate := b.Linear(L("ffn_gate_shexp.weight"), c.SharedI, D, "shared_expert")
 			up := b.Linear(L("ffn_up_shexp.weight"), c.SharedI, D, "shared_expert")
-			m.Shared = Dense{I: c.SharedI, GateUp: Rows("shared_expert", gate, up), Down: b.Linear(L("ffn_down_shexp.weight"), D, c.SharedI, "shared_expert")}
+			m.Shared = Dense{I: c.SharedI, GateUp: gate, Up: &up, Down: b.Linear(L("ffn_down_shexp.weight"), D, c.SharedI, "shared_expert")}
 			m.SharedGate = b.Linear(L("ffn_gate_inp_shexp.weight"), 1, D, "shared_expert_gate")
 			ly.MoE = m
 		} else {
 			gate := b.Linear(L("ffn_gate.weight"), c.DenseI, D, "mlp")
 			up := b.Linear(L("ffn_up.weight"), c.DenseI, D, "mlp")
-			ly.MLP = &Dense{I: c.DenseI, GateUp: Rows("mlp", gate, up), Down: b.Linear(L("ffn_down.weight"), D, c.DenseI, "mlp")}
+			ly.MLP = &Dense{I: c.DenseI, GateUp: gate, Up: &up, Down: b.Linear(L("ffn_down.weight"), D, c.DenseI, "mlp")}
 		}
 		p.Layers = append(p.Layers, ly)
 	}

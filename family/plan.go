@@ -122,10 +122,21 @@ type MoE struct {
 	SharedGate       Mat
 }
 
-// Dense is a SwiGLU MLP: GateUp [2I, D] (gate rows then up rows), Down [D, I].
+// Dense is a SwiGLU MLP: GateUp [2I, D] (gate rows then up rows), Down [D, I]; or, with Up, the
+// gate GateUp [I, D] and Up [I, D] apart (a GGUF file's ffn_gate and ffn_up, kept as views of the
+// file rather than their rows copied together).
 type Dense struct {
 	I            int
 	GateUp, Down Mat
+	Up           *Mat
+}
+
+// Fused is the gate and up rows as one Mat [2I, D] (GateUp, or GateUp's rows then Up's).
+func (d *Dense) Fused() Mat {
+	if d.Up == nil {
+		return d.GateUp
+	}
+	return Rows(d.GateUp.Role, d.GateUp, *d.Up)
 }
 
 // PLE is a hashed n-gram embedding layer (qwen4_exp's PLE; docs/MODELS.md "PLE"): Index is its position among
@@ -362,7 +373,7 @@ func (p *Plan) Walk() (mats []Mat, vecs []Vec) {
 			}
 		}
 		if m := l.MoE; m != nil {
-			mats = append(mats, m.Router, m.SharedGate, m.Shared.GateUp, m.Shared.Down)
+			mats = append(mats, m.Router, m.SharedGate, m.Shared.Fused(), m.Shared.Down)
 			for e := range m.GateUp {
 				// gate, up, down whatever the storage (fused gate_up rows split in halves)
 				if m.Up != nil {
@@ -373,7 +384,7 @@ func (p *Plan) Walk() (mats []Mat, vecs []Vec) {
 			}
 		}
 		if d := l.MLP; d != nil {
-			mats = append(mats, d.GateUp, d.Down)
+			mats = append(mats, d.Fused(), d.Down)
 		}
 		if x := l.PLE; x != nil {
 			mats = append(mats, x.Key, x.Value)

@@ -243,6 +243,15 @@ func execSwiGLU(a op.SwiGLU) error {
 		return err
 	}
 	h, gu, rows, I := a.H.F32(), a.GU.F32(), a.Rows, a.I
+	if op.Present(a.U) {
+		u := a.U.F32()
+		parallelFor(rows, max(1, 8192/I), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				swigluRow(h[r*I:(r+1)*I], gu[r*I:(r+1)*I], u[r*I:(r+1)*I])
+			}
+		})
+		return nil
+	}
 	swigluRows(h, gu, rows, I)
 	return nil
 }

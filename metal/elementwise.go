@@ -89,7 +89,8 @@ func (j *Pass) RowSigmoidScale(a op.RowSigmoidScale) error {
 	return j.ew("row_sigmoid_scale", x, []*Tensor{s}, a.Rows*a.D, a.D, false)
 }
 
-// SwiGLU implements op.Pass with swiglu: h [rows, I] = silu(gu[:, :I]) * gu[:, I:].
+// SwiGLU implements op.Pass with swiglu: h [rows, I] = silu(gu[:, :I]) * gu[:, I:], or with
+// swiglu_split: h = silu(gu) * u (op.SwiGLU.U).
 func (j *Pass) SwiGLU(a op.SwiGLU) error {
 	if err := a.Check(); err != nil {
 		return j.fail(err)
@@ -100,6 +101,18 @@ func (j *Pass) SwiGLU(a op.SwiGLU) error {
 	}
 	if err := guard32("SwiGLU", 2*a.Rows*a.I); err != nil {
 		return j.fail(err)
+	}
+	if op.Present(a.U) {
+		u := j.dev("u", a.U)
+		if j.err != nil || a.Rows == 0 {
+			return j.err
+		}
+		pipe, err := j.b.pipeline("gemm.metal", "swiglu_split", []mtlConst{boolConst(0, true)})
+		if err != nil {
+			return j.fail(err)
+		}
+		j.dispatch(pipe, "swiglu_split_f32", [3]int{(a.Rows*a.I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, h, gu, u, paramBytes(swigluParams{Rows: a.Rows, I: a.I}))
+		return j.err
 	}
 	return j.swiglu(h, gu, a.Rows, a.I)
 }

@@ -89,9 +89,12 @@ func (a SigmoidMul) Check() error {
 	return firstErr(need(op, "o", a.O, F32, a.O.Len()), need(op, "gate", a.G, F32, a.O.Len()))
 }
 
-// SwiGLU is h = silu(gu[:, :I]) * gu[:, I:] per row (the gated MLP activation; gate columns first).
+// SwiGLU is h = silu(gu[:, :I]) * gu[:, I:] per row (the gated MLP activation; gate columns first),
+// or, with U, h = silu(gu) * u for the gate gu and the up product u apart (a weight whose gate and
+// up projections are stored apart and multiplied one by one).
 type SwiGLU struct {
-	H, GU   Tensor // F32 [Rows, I], F32 [Rows, 2I]
+	H, GU   Tensor // F32 [Rows, I], F32 [Rows, 2I] (or [Rows, I] with U)
+	U       Tensor // nil, or F32 [Rows, I]
 	Rows, I int
 }
 
@@ -103,6 +106,9 @@ func (a SwiGLU) Check() error {
 	}
 	if err := checkElems(op, "gu", a.Rows, 2, a.I); err != nil {
 		return err
+	}
+	if Present(a.U) {
+		return firstErr(need(op, "h", a.H, F32, a.Rows*a.I), need(op, "gu", a.GU, F32, a.Rows*a.I), need(op, "u", a.U, F32, a.Rows*a.I))
 	}
 	return firstErr(need(op, "h", a.H, F32, a.Rows*a.I), need(op, "gu", a.GU, F32, 2*a.Rows*a.I))
 }

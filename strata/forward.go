@@ -377,8 +377,15 @@ func (f *fwd) swiglu(layer int, name string, y, x op.Tensor, w *mlpWeights) {
 	if f.err != nil {
 		return
 	}
-	f.matmul(layer, name+" gate_up", gu, x, T, w.gateUp)
-	f.do(StageMoE, layer, name+" swiglu", func() error { return f.p.SwiGLU(op.SwiGLU{H: h, GU: gu, Rows: T, I: I}) })
+	a := op.SwiGLU{H: h, GU: gu, Rows: T, I: I}
+	if w.up != nil { // gate and up stored apart: two products into the halves of the scratch
+		a.GU, a.U = gu.Slice(0, T*I), gu.Slice(T*I, 2*T*I)
+		f.matmul(layer, name+" gate", a.GU, x, T, w.gateUp)
+		f.matmul(layer, name+" up", a.U, x, T, w.up)
+	} else {
+		f.matmul(layer, name+" gate_up", gu, x, T, w.gateUp)
+	}
+	f.do(StageMoE, layer, name+" swiglu", func() error { return f.p.SwiGLU(a) })
 	f.matmul(layer, name+" down", y, h, T, w.down)
 }
 

@@ -113,7 +113,8 @@ type attnWeights struct {
 }
 
 type mlpWeights struct {
-	gateUp *op.Matrix // [2I, D], gate rows first
+	gateUp *op.Matrix // [2I, D], gate rows first; the gate [I, D] alone when up is set
+	up     *op.Matrix // nil, or the up projection [I, D] (family.Dense.Up)
 	down   *op.Matrix // [D, I]
 	I      int
 }
@@ -442,6 +443,11 @@ func (l *loader) attention(p *family.Attention) (*attnWeights, error) {
 
 func (l *loader) dense(p *family.Dense) (*mlpWeights, error) {
 	w := &mlpWeights{I: p.I}
+	if p.Up != nil {
+		if err := l.mats(&w.up, *p.Up); err != nil {
+			return nil, err
+		}
+	}
 	return w, l.mats(&w.gateUp, p.GateUp, &w.down, p.Down)
 }
 
@@ -549,10 +555,10 @@ func (m *Model) weightRefs() (experts, rest, other []**op.Matrix, vecs [][]float
 					experts = append(experts, &mw.experts.Up[e])
 				}
 			}
-			rest = append(rest, &mw.router, &mw.shared.gateUp, &mw.shared.down, &mw.sharedGate)
+			rest = append(rest, &mw.router, &mw.shared.gateUp, &mw.shared.up, &mw.shared.down, &mw.sharedGate)
 		}
 		if ly.mlp != nil {
-			rest = append(rest, &ly.mlp.gateUp, &ly.mlp.down)
+			rest = append(rest, &ly.mlp.gateUp, &ly.mlp.up, &ly.mlp.down)
 		}
 		if p := ly.ple; p != nil {
 			other = append(other, &p.w.Table, &p.w.Key, &p.w.Value)

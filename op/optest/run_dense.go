@@ -231,6 +231,7 @@ func sigmoidMulEntry(c EltCase, seed uint64) entry {
 func RunSwiGLU(t *testing.T, be op.Backend, o Options) {
 	s := newSuite(t, o, "SwiGLU")
 	s.runEntries(t, be, eltEntries(swigluEntry)())
+	s.runEntries(t, be, []entry{swigluSplitEntry(EltCase{T: 7, D: 40}, 71), swigluSplitEntry(EltCase{T: 33, D: 640}, 72)})
 	runBad(t, s, be, func(e *env) op.SwiGLU {
 		return op.SwiGLU{H: e.out("h", 8), GU: e.f32(Floats(1, 16, 1)), Rows: 2, I: 4}
 	}, op.Pass.SwiGLU, []badCase[op.SwiGLU]{
@@ -241,6 +242,23 @@ func RunSwiGLU(t *testing.T, be op.Backend, o Options) {
 		{"h_I32", errDType, func(e *env, a *op.SwiGLU) { a.H = e.retyped(a.H) }},
 		{"missing_gu", errArg, func(e *env, a *op.SwiGLU) { a.GU = noTensor }},
 	})
+}
+
+// swigluSplitEntry is SwiGLU with the gate and up products apart (op.SwiGLU.U) over c.T rows of
+// I = c.D, against RefSwiGLU of the two interleaved per row.
+func swigluSplitEntry(c EltCase, seed uint64) entry {
+	return entry{name: "split_" + c.Name(), bytes: 12 * float64(c.T) * float64(c.D),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			g, u := Floats(seed+5, c.T*c.D, 3), Floats(seed+6, c.T*c.D, 3)
+			gu := make([]float32, 0, 2*c.T*c.D)
+			for r := 0; r < c.T; r++ {
+				gu = append(append(gu, g[r*c.D:(r+1)*c.D]...), u[r*c.D:(r+1)*c.D]...)
+			}
+			Hh := e.out("h", c.T*c.D)
+			a := op.SwiGLU{H: Hh, GU: e.f32(g), U: e.f32(u), Rows: c.T, I: c.D}
+			return func(p op.Pass) error { return p.SwiGLU(a) },
+				func(t *testing.T, s *suite) { s.close(t, "h", f32s(Hh), RefSwiGLU(gu, c.T, c.D)) }
+		}}
 }
 
 // swigluEntry is SwiGLU over c.T rows of I = c.D: gu Floats(seed+5, 3).
