@@ -171,3 +171,26 @@ def test_published_header_only(name):
     if arch != "qwen4exp":
         c = ggufref.config_of(g)
         assert c["linear_num_value_heads"] * c["linear_value_head_dim"] == g.tensors["blk.0.attn_gate.weight"].ne[1]
+
+
+GOLDENS = os.path.join(HERE, "goldens.safetensors")
+
+
+def _goldens():
+    tensors, _, _ = mlxlm_ref.read_safetensors(GOLDENS)
+    return {k: mlxlm_ref.to_float64(dt, a) if dt != "I32" else a for k, (dt, a) in tensors.items()}
+
+
+@pytest.mark.skipif(not os.path.exists(GOLDENS), reason="no goldens yet")
+def test_goldens_cover_every_fixture_and_reproduce():
+    """goldens.safetensors holds a golden for every fixture, made from PROMPT; recomputing the
+    BF16 and Q4_K_M ones gives the stored float32 values back."""
+    import goldens
+    g = _goldens()
+    assert g["input_ids"].tolist() == goldens.PROMPT
+    names = sorted(f[:-5] for f in os.listdir(HERE) if f.endswith(".gguf"))
+    assert sorted(k[:-7] for k in g if k.endswith(".logits")) == names
+    for name in names:
+        if name.endswith(("-BF16", "-Q4_K_M")):
+            _, logits = goldens.logits_of(os.path.join(HERE, name + ".gguf"), None, [])
+            assert np.max(np.abs(logits.astype(np.float32) - g[name + ".logits"])) == 0, name

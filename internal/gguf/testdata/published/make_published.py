@@ -24,7 +24,13 @@ Layouts (OUT_DIR/NAME.gguf):
   mix in the manner of unsloth's UD-Q4_K_XL (not a transcription of that file): routed experts'
   gate and up Q4_K, their down Q5_K, attention and GDN projections and the shared expert Q8_0,
   token_embd Q4_K, output Q6_K; norms, ssm_a, ssm_dt.bias, ssm_conv1d and the routers F32 (as
-  llama-quantize leaves them).
+  llama-quantize leaves them);
+- `qwen3.8-flash-next-Q8_0`: Qwen3.8-Flash-Next (qwen4exp) in the manner of ggml-org's Q8_0 file
+  (flash_next_q8): Q8_0 matrices, the n-gram table Q4_0, hyper-connection matrices F16.
+
+The .types files were made from this generator's --sparse-bf16 output by llama.cpp's own
+llama-quantize (same commit): `llama-quantize --dry-run FILE Q4_K_M`, its log's per-tensor lines
+(`[ i/ n] NAME - [shape], type = BF16, size = ... (TYPE)`) reduced to `NAME TYPE`.
 """
 import os
 import struct
