@@ -9,6 +9,7 @@
 - the block decoders on hand-made blocks whose values are known from the block layouts.
 """
 import hashlib
+import json
 import os
 import struct
 import subprocess
@@ -190,7 +191,14 @@ def test_goldens_cover_every_fixture_and_reproduce():
     assert g["input_ids"].tolist() == goldens.PROMPT
     names = sorted(f[:-5] for f in os.listdir(HERE) if f.endswith(".gguf"))
     assert sorted(k[:-7] for k in g if k.endswith(".logits")) == names
+    with open(os.path.join(HERE, "fixtures.json")) as f:
+        manifest = json.load(f)
+    assert manifest["prompt"] == goldens.PROMPT
+    assert sorted(e["file"] for e in manifest["fixtures"]) == [n + ".gguf" for n in names]
+    for e in manifest["fixtures"]:
+        with open(os.path.join(HERE, e["file"]), "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == e["sha256"], e["file"]
     for name in names:
         if name.endswith(("-BF16", "-Q4_K_M")):
-            _, logits = goldens.logits_of(os.path.join(HERE, name + ".gguf"), None, [])
+            _, logits, _ = goldens.logits_of(os.path.join(HERE, name + ".gguf"), None, [])
             assert np.max(np.abs(logits.astype(np.float32) - g[name + ".logits"])) == 0, name
