@@ -45,7 +45,7 @@ TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32
 FILE_TYPES = {"BF16": 32, "Q4_K_M": 15, "Q8_0": 7}
 ALIGN = 32
 
-U32, I32, F32, BOOL, STR, ARR, I64 = 4, 5, 6, 7, 8, 9, 11
+U32, I32, F32, BOOL, STR, ARR, U64 = 4, 5, 6, 7, 8, 9, 10
 
 
 # ----------------------------------------------------------------------------------------------
@@ -196,11 +196,11 @@ def qwen38_flash_next():
     extra.kv("{arch}.ple.eos_token_id", U32, 248044)
     extra.kv("{arch}.ple.image_token_id", U32, 248056)
     extra.kv("{arch}.embedding_length_per_layer_input", U32, ple_dim)
-    extra.kv("{arch}.ple.layer_multipliers", ARR, (I64, [23703573157769, 20109073645365, 8052911324071]))
-    extra.kv("{arch}.ple.head_offsets", ARR, (I64, [0, 20000003, 40000026, 60000059, 80000106, 100000165, 120000228,
+    extra.kv("{arch}.ple.layer_multipliers", ARR, (U64, [23703573157769, 20109073645365, 8052911324071]))
+    extra.kv("{arch}.ple.head_offsets", ARR, (U64, [0, 20000003, 40000026, 60000059, 80000106, 100000165, 120000228,
                                                      140000297, 160000374, 180000455, 200000548, 220000655, 240000802,
                                                      260000955, 280001114, 300001275]))
-    extra.kv("{arch}.ple.head_vocab_sizes", ARR, (I64, [20000003, 20000023, 20000033, 20000047, 20000059, 20000063,
+    extra.kv("{arch}.ple.head_vocab_sizes", ARR, (U64, [20000003, 20000023, 20000033, 20000047, 20000059, 20000063,
                                                          20000069, 20000077, 20000081, 20000093, 20000107, 20000147,
                                                          20000153, 20000159, 20000161, 20000171]))
     m.meta[at:at] = extra.meta
@@ -295,8 +295,8 @@ def _val(typ, v):
         return struct.pack("<i", v)
     if typ == F32:
         return struct.pack("<f", v)
-    if typ == I64:
-        return struct.pack("<q", v)
+    if typ == U64:
+        return struct.pack("<Q", v)
     if typ == BOOL:
         return struct.pack("<?", v)
     if typ == STR:
