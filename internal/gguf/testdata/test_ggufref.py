@@ -6,7 +6,11 @@
   source checkpoints (modelgen presets, regenerated here and checked by sha256) bit for bit in
   bfloat16, every tensor, and leaving out the Qwen3.5 V-head reordering or the Qwen3-Next qkvz
   regrouping breaks that (the fixtures exercise both);
-- the block decoders on hand-made blocks whose values are known from the block layouts.
+- the block decoders on hand-made blocks whose values are known from the block layouts, and the
+  reader's refusals of damaged files;
+- goldens.safetensors and fixtures.json against the fixtures (names, sha256, recomputed goldens);
+- the header-only published layouts: they parse, end after their header, and are what
+  published/make_published.py writes.
 """
 import hashlib
 import json
@@ -202,3 +206,14 @@ def test_goldens_cover_every_fixture_and_reproduce():
         if name.endswith(("-BF16", "-Q4_K_M")):
             _, logits, _ = goldens.logits_of(os.path.join(HERE, name + ".gguf"), None, [])
             assert np.max(np.abs(logits.astype(np.float32) - g[name + ".logits"])) == 0, name
+
+
+def test_published_files_are_the_generators(tmp_path):
+    """make_published.py writes exactly the committed header-only files."""
+    subprocess.run([sys.executable, os.path.join(PUBLISHED, "make_published.py"), str(tmp_path)], check=True,
+                   stdout=subprocess.DEVNULL)
+    made = sorted(os.listdir(tmp_path))
+    assert made == sorted(f for f in os.listdir(PUBLISHED) if f.endswith(".gguf"))
+    for f in made:
+        with open(tmp_path / f, "rb") as a, open(os.path.join(PUBLISHED, f), "rb") as b:
+            assert a.read() == b.read(), f
