@@ -72,7 +72,6 @@ def test_bf16_inverts_bit_exactly(sources, preset):
     _, hf = ggufref.to_hf(g)
     assert _bits_diff(hf, sources[preset]) == []
     # the stored forms: norms float32(w + 1), ssm_a float32(-exp(A_log)), both F32
-    src = sources[preset]
     for name, ti in g.tensors.items():
         if name.endswith("_norm.weight") or name.endswith("ssm_a") or name.endswith("ssm_dt.bias"):
             assert ti.type_name == "F32", name
