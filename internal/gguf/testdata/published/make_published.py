@@ -20,6 +20,7 @@ Layouts (OUT_DIR/NAME.gguf):
 - `qwen3-next-80b-a3b-Q4_K_M`: Qwen3-Next-80B-A3B, types from `llama-quantize --dry-run` of the
   BF16 conversion to Q4_K_M (qwen3-next-80b-a3b-Q4_K_M.types, written by that run's log);
 - `qwen3.5-27b-Q4_K_M`: Qwen3.5-27B (dense), likewise (qwen3.5-27b-Q4_K_M.types);
+- `qwen3.6-35b-a3b-Q4_K_M`: Qwen3.6-35B-A3B, likewise (qwen3.6-35b-a3b-Q4_K_M.types);
 - `qwen3.6-35b-a3b-UD-Q4_K_XL-like`: Qwen3.6-35B-A3B (the Qwen3.5-35B-A3B layout), a per-class
   mix in the manner of unsloth's UD-Q4_K_XL (not a transcription of that file): routed experts'
   gate and up Q4_K, their down Q5_K, attention and GDN projections and the shared expert Q8_0,
@@ -364,6 +365,7 @@ def main():
     out = sys.argv[1]
     jobs = [("qwen3-next-80b-a3b-Q4_K_M", "qwen3-next-80b-a3b", "Q4_K_M", "types"),
             ("qwen3.5-27b-Q4_K_M", "qwen3.5-27b", "Q4_K_M", "types"),
+            ("qwen3.6-35b-a3b-Q4_K_M", "qwen3.6-35b-a3b", "Q4_K_M", "types"),
             ("qwen3.6-35b-a3b-UD-Q4_K_XL-like", "qwen3.6-35b-a3b", "Q4_K_M", ud_like),
             ("qwen3.8-flash-next-Q8_0", "qwen3.8-flash-next", "Q8_0", flash_next_q8)]
     for fname, model, ftype, rule in jobs:
