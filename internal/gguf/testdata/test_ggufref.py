@@ -188,7 +188,7 @@ def _goldens():
 @pytest.mark.skipif(not os.path.exists(GOLDENS), reason="no goldens yet")
 def test_goldens_cover_every_fixture_and_reproduce():
     """goldens.safetensors holds a golden for every fixture, made from PROMPT; recomputing the
-    BF16 and Q4_K_M ones gives the stored float32 values back."""
+    BF16 and Q4_K_M ones gives the stored float32 values back (within float32 rounding)."""
     import goldens
     g = _goldens()
     assert g["input_ids"].tolist() == goldens.PROMPT
@@ -204,7 +204,8 @@ def test_goldens_cover_every_fixture_and_reproduce():
     for name in names:
         if name.endswith(("-BF16", "-Q4_K_M")):
             _, logits, _ = goldens.logits_of(os.path.join(HERE, name + ".gguf"), None, [])
-            assert np.max(np.abs(logits.astype(np.float32) - g[name + ".logits"])) == 0, name
+            # float64 BLAS results may differ in the last bits between machines: one float32 ulp at |logit| < 8
+            assert np.max(np.abs(logits - g[name + ".logits"])) <= 1e-6, name
 
 
 def test_published_files_are_the_generators(tmp_path):
