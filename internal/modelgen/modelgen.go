@@ -100,7 +100,7 @@ var Presets = map[string]Spec{
 	"qwen3next-fmt": {Arch: "qwen3_next", D: 128, Layers: 4, Vocab: 512, AttnEvery: 4,
 		Hq: 2, Hkv: 1, HeadDim: 256, Hk: 1, Hv: 2, Dk: 128, Dv: 128, Experts: 8, TopK: 4, MoEI: 32, SharedI: 128,
 		RopeTheta: 1e7, Seed: 22, PerExpertLayout: true},
-	// The sources of the GGUF fixtures (family/*/testdata/gguf): the smallest models that still hold
+	// The sources of the GGUF fixtures (internal/gguf/testdata): the smallest models that still hold
 	// every layer kind (1 GDN + 1 attention layer) and a GDN with 2 value heads per key head over 2
 	// key heads, so that the converter's regrouping of Qwen3-Next's in_proj_qkvz and its Qwen3.5
 	// V-head reordering both move rows. qwen35-gguf is 256 wide, so llama-quantize's 256-element

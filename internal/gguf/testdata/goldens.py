@@ -14,10 +14,12 @@ MoE routing renormalises the top-k weights (norm_topk_prob, as transformers' Qwe
 does and as Qwen3-Next's published config says; llama.cpp does the same for both).
 
 Writes goldens.safetensors: `input_ids` [T] int32 and `NAME.logits` [T, vocab] float32 (every
-row, rounded from float64), and report.txt (types per file, logit ranges, the BF16 files against
-their sources).
+row, rounded from float64); fixtures.json: per file its sha256 (the goldens apply to exactly those
+bytes), architecture, general.file_type, source preset and tensor type counts; and report.txt
+(types per file, logit ranges, the BF16 files against their sources).
 """
 import glob
+import hashlib
 import json
 import os
 import sys
@@ -141,7 +143,11 @@ def logits_of(path, sources, report):
         d = np.abs(direct.decode(PROMPT, direct.make_cache()) - logits).max()
         line += f"; the same forward on the source checkpoint directly: max |diff| {d:.3g}"
     report.append(line)
-    return name, logits
+    with open(path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    entry = {"file": os.path.basename(path), "sha256": sha, "architecture": g.meta["general.architecture"],
+             "file_type": g.meta.get("general.file_type"), "source": SOURCE_OF[stem], "types": dict(sorted(types.items()))}
+    return name, logits, entry
 
 
 def main():
@@ -151,9 +157,10 @@ def main():
     sources = sys.argv[2] if len(sys.argv) == 3 else None
     report = [f"prompt ({len(PROMPT)} tokens): {PROMPT}"]
     out = {"input_ids": np.array(PROMPT, dtype=np.int32)}
-    bf16 = {}
+    bf16, manifest = {}, []
     for path in sorted(glob.glob(os.path.join(folder, "*.gguf"))):
-        name, logits = logits_of(path, sources, report)
+        name, logits, entry = logits_of(path, sources, report)
+        manifest.append(entry)
         out[name + ".logits"] = logits.astype(np.float32)
         if name.endswith("-BF16"):
             bf16[name.split("-")[0]] = logits
@@ -165,6 +172,10 @@ def main():
                 d = np.abs(out[k].astype(np.float64) - bf16[stem]).max()
                 report.append(f"{k[:-7]}: max |logits - {stem}-BF16's| {d:.3g} (quantization; not a tolerance)")
     write_safetensors(os.path.join(folder, "goldens.safetensors"), out)
+    with open(os.path.join(folder, "fixtures.json.tmp"), "w") as f:
+        f.write('{"prompt": ' + json.dumps(PROMPT) + ',\n "fixtures": [\n  ')
+        f.write(",\n  ".join(json.dumps(e) for e in manifest) + "\n ]\n}\n")
+    os.replace(os.path.join(folder, "fixtures.json.tmp"), os.path.join(folder, "fixtures.json"))
     with open(os.path.join(folder, "report.txt.tmp"), "w") as f:
         f.write("\n".join(report) + "\n")
     os.replace(os.path.join(folder, "report.txt.tmp"), os.path.join(folder, "report.txt"))

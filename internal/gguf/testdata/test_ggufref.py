@@ -6,9 +6,14 @@
   source checkpoints (modelgen presets, regenerated here and checked by sha256) bit for bit in
   bfloat16, every tensor, and leaving out the Qwen3.5 V-head reordering or the Qwen3-Next qkvz
   regrouping breaks that (the fixtures exercise both);
-- the block decoders on hand-made blocks whose values are known from the block layouts.
+- the block decoders on hand-made blocks whose values are known from the block layouts, and the
+  reader's refusals of damaged files;
+- goldens.safetensors and fixtures.json against the fixtures (names, sha256, recomputed goldens);
+- the header-only published layouts: they parse, end after their header, and are what
+  published/make_published.py writes.
 """
 import hashlib
+import json
 import os
 import struct
 import subprocess
@@ -67,7 +72,6 @@ def test_bf16_inverts_bit_exactly(sources, preset):
     _, hf = ggufref.to_hf(g)
     assert _bits_diff(hf, sources[preset]) == []
     # the stored forms: norms float32(w + 1), ssm_a float32(-exp(A_log)), both F32
-    src = sources[preset]
     for name, ti in g.tensors.items():
         if name.endswith("_norm.weight") or name.endswith("ssm_a") or name.endswith("ssm_dt.bias"):
             assert ti.type_name == "F32", name
@@ -171,3 +175,45 @@ def test_published_header_only(name):
     if arch != "qwen4exp":
         c = ggufref.config_of(g)
         assert c["linear_num_value_heads"] * c["linear_value_head_dim"] == g.tensors["blk.0.attn_gate.weight"].ne[1]
+
+
+GOLDENS = os.path.join(HERE, "goldens.safetensors")
+
+
+def _goldens():
+    tensors, _, _ = mlxlm_ref.read_safetensors(GOLDENS)
+    return {k: mlxlm_ref.to_float64(dt, a) if dt != "I32" else a for k, (dt, a) in tensors.items()}
+
+
+@pytest.mark.skipif(not os.path.exists(GOLDENS), reason="no goldens yet")
+def test_goldens_cover_every_fixture_and_reproduce():
+    """goldens.safetensors holds a golden for every fixture, made from PROMPT; recomputing the
+    BF16 and Q4_K_M ones gives the stored float32 values back (within float32 rounding)."""
+    import goldens
+    g = _goldens()
+    assert g["input_ids"].tolist() == goldens.PROMPT
+    names = sorted(f[:-5] for f in os.listdir(HERE) if f.endswith(".gguf"))
+    assert sorted(k[:-7] for k in g if k.endswith(".logits")) == names
+    with open(os.path.join(HERE, "fixtures.json")) as f:
+        manifest = json.load(f)
+    assert manifest["prompt"] == goldens.PROMPT
+    assert sorted(e["file"] for e in manifest["fixtures"]) == [n + ".gguf" for n in names]
+    for e in manifest["fixtures"]:
+        with open(os.path.join(HERE, e["file"]), "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == e["sha256"], e["file"]
+    for name in names:
+        if name.endswith(("-BF16", "-Q4_K_M")):
+            _, logits, _ = goldens.logits_of(os.path.join(HERE, name + ".gguf"), None, [])
+            # float64 BLAS results may differ in the last bits between machines: one float32 ulp at |logit| < 8
+            assert np.max(np.abs(logits - g[name + ".logits"])) <= 1e-6, name
+
+
+def test_published_files_are_the_generators(tmp_path):
+    """make_published.py writes exactly the committed header-only files."""
+    subprocess.run([sys.executable, os.path.join(PUBLISHED, "make_published.py"), str(tmp_path)], check=True,
+                   stdout=subprocess.DEVNULL)
+    made = sorted(os.listdir(tmp_path))
+    assert made == sorted(f for f in os.listdir(PUBLISHED) if f.endswith(".gguf"))
+    for f in made:
+        with open(tmp_path / f, "rb") as a, open(os.path.join(PUBLISHED, f), "rb") as b:
+            assert a.read() == b.read(), f

@@ -20,11 +20,18 @@ Layouts (OUT_DIR/NAME.gguf):
 - `qwen3-next-80b-a3b-Q4_K_M`: Qwen3-Next-80B-A3B, types from `llama-quantize --dry-run` of the
   BF16 conversion to Q4_K_M (qwen3-next-80b-a3b-Q4_K_M.types, written by that run's log);
 - `qwen3.5-27b-Q4_K_M`: Qwen3.5-27B (dense), likewise (qwen3.5-27b-Q4_K_M.types);
+- `qwen3.6-35b-a3b-Q4_K_M`: Qwen3.6-35B-A3B, likewise (qwen3.6-35b-a3b-Q4_K_M.types);
 - `qwen3.6-35b-a3b-UD-Q4_K_XL-like`: Qwen3.6-35B-A3B (the Qwen3.5-35B-A3B layout), a per-class
   mix in the manner of unsloth's UD-Q4_K_XL (not a transcription of that file): routed experts'
   gate and up Q4_K, their down Q5_K, attention and GDN projections and the shared expert Q8_0,
   token_embd Q4_K, output Q6_K; norms, ssm_a, ssm_dt.bias, ssm_conv1d and the routers F32 (as
-  llama-quantize leaves them).
+  llama-quantize leaves them);
+- `qwen3.8-flash-next-Q8_0`: Qwen3.8-Flash-Next (qwen4exp) in the manner of ggml-org's Q8_0 file
+  (flash_next_q8): Q8_0 matrices, the n-gram table Q4_0, hyper-connection matrices F16.
+
+The .types files were made from this generator's --sparse-bf16 output by llama.cpp's own
+llama-quantize (same commit): `llama-quantize --dry-run FILE Q4_K_M`, its log's per-tensor lines
+(`[ i/ n] NAME - [shape], type = BF16, size = ... (TYPE)`) reduced to `NAME TYPE`.
 """
 import os
 import struct
@@ -39,7 +46,7 @@ TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32
 FILE_TYPES = {"BF16": 32, "Q4_K_M": 15, "Q8_0": 7}
 ALIGN = 32
 
-U32, I32, F32, BOOL, STR, ARR, I64 = 4, 5, 6, 7, 8, 9, 11
+U32, I32, F32, BOOL, STR, ARR, U64 = 4, 5, 6, 7, 8, 9, 10
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,11 +197,11 @@ def qwen38_flash_next():
     extra.kv("{arch}.ple.eos_token_id", U32, 248044)
     extra.kv("{arch}.ple.image_token_id", U32, 248056)
     extra.kv("{arch}.embedding_length_per_layer_input", U32, ple_dim)
-    extra.kv("{arch}.ple.layer_multipliers", ARR, (I64, [23703573157769, 20109073645365, 8052911324071]))
-    extra.kv("{arch}.ple.head_offsets", ARR, (I64, [0, 20000003, 40000026, 60000059, 80000106, 100000165, 120000228,
+    extra.kv("{arch}.ple.layer_multipliers", ARR, (U64, [23703573157769, 20109073645365, 8052911324071]))
+    extra.kv("{arch}.ple.head_offsets", ARR, (U64, [0, 20000003, 40000026, 60000059, 80000106, 100000165, 120000228,
                                                      140000297, 160000374, 180000455, 200000548, 220000655, 240000802,
                                                      260000955, 280001114, 300001275]))
-    extra.kv("{arch}.ple.head_vocab_sizes", ARR, (I64, [20000003, 20000023, 20000033, 20000047, 20000059, 20000063,
+    extra.kv("{arch}.ple.head_vocab_sizes", ARR, (U64, [20000003, 20000023, 20000033, 20000047, 20000059, 20000063,
                                                          20000069, 20000077, 20000081, 20000093, 20000107, 20000147,
                                                          20000153, 20000159, 20000161, 20000171]))
     m.meta[at:at] = extra.meta
@@ -289,8 +296,8 @@ def _val(typ, v):
         return struct.pack("<i", v)
     if typ == F32:
         return struct.pack("<f", v)
-    if typ == I64:
-        return struct.pack("<q", v)
+    if typ == U64:
+        return struct.pack("<Q", v)
     if typ == BOOL:
         return struct.pack("<?", v)
     if typ == STR:
@@ -358,6 +365,7 @@ def main():
     out = sys.argv[1]
     jobs = [("qwen3-next-80b-a3b-Q4_K_M", "qwen3-next-80b-a3b", "Q4_K_M", "types"),
             ("qwen3.5-27b-Q4_K_M", "qwen3.5-27b", "Q4_K_M", "types"),
+            ("qwen3.6-35b-a3b-Q4_K_M", "qwen3.6-35b-a3b", "Q4_K_M", "types"),
             ("qwen3.6-35b-a3b-UD-Q4_K_XL-like", "qwen3.6-35b-a3b", "Q4_K_M", ud_like),
             ("qwen3.8-flash-next-Q8_0", "qwen3.8-flash-next", "Q8_0", flash_next_q8)]
     for fname, model, ftype, rule in jobs:
