@@ -152,3 +152,36 @@ func BenchmarkGGMLMatMul(b *testing.B) {
 		}
 	}
 }
+
+// TestGGMLInt8Resident: in int8 mode a GGML weight keeps only its blocks (its form adds no
+// bytes: ResidentBytes of a 4-bit file stays the file's size), where an MLX 4-bit weight of the
+// same shape gains its packed panels; the report names the GGML route and its kernel.
+func TestGGMLInt8Resident(t *testing.T) {
+	const N, K = 512, 2560
+	store := Backend{}.NewWeights(op.WeightOptions{Compute: op.ComputeInt8})
+	for _, gt := range []op.GGMLType{op.GGMLQ4_K, op.GGMLIQ4_XS, op.GGMLQ4_0, op.GGMLMXFP4} {
+		m, _, err := optest.RandGGML(uint64(gt), N, K, gt, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := store.Prepare(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Compute == nil || p.Compute.Bytes() != 0 || p.Bytes() != m.Bytes() || m.Bytes() != int64(N*K/gt.BlockSize()*gt.TypeSize()) {
+			t.Fatalf("%v: form %v, %d + %d bytes resident, file %d", gt, p.Compute, p.Bytes(), p.Compute.Bytes(), m.Bytes())
+		}
+		t.Logf("%v: %.3f bytes an element resident in int8 mode (%.2f bits), 1.00x the stored blocks", gt,
+			float64(p.Bytes()+p.Compute.Bytes())/(N*K), 8*float64(p.Bytes()+p.Compute.Bytes())/(N*K))
+	}
+	mlx, _, _ := optest.RandQuant(1, N, K, 4, 64, op.BF16, 0.05)
+	p, err := store.Prepare(mlx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MLX 4-bit g64: %.3f bytes an element in int8 mode, %.2fx its stored codes, scales and biases", float64(p.Bytes()+p.Compute.Bytes())/(N*K),
+		float64(p.Bytes()+p.Compute.Bytes())/float64(mlx.Bytes()))
+	if r := store.Compute(); !strings.Contains(r, "for GGML Q4_K: 1") || !strings.Contains(r, "GGML weights read as stored") {
+		t.Errorf("report %q", r)
+	}
+}
