@@ -19,8 +19,8 @@ import (
 // times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o minus the
 // sub-block min (exact too: dmin * m) or, for the types without a min, -0 (adding -0 changes no
 // value, a -0 product included). Nibbles and bit planes are unpacked eight at a time in 64-bit
-// words, table codes (IQ4_NL, IQ4_XS, MXFP4) looked up 32 at a time by VPSHUFB where the CPU
-// has AVX2. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
+// words; the nibbles of Q4_0, Q4_1 and Q4_K, and the table codes of IQ4_NL, IQ4_XS and MXFP4,
+// are unpacked (and looked up, VPSHUFB) 32 at a time by AVX2 where the CPU has it. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
 // where it is ggml's one rounding, and the addition is ggml's one rounding of the min (a fused
 // multiply-add gives the same bits, the product being exact where an offset is not -0), so every
 // element is bitwise optest.DequantGGML's value. ggmlApply runs in AVX-512F or AVX2 where the
@@ -78,7 +78,7 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
 
 // GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
-// unpacked in portable Go (64-bit words; the IQ4 and MXFP4 tables looked up by AVX2 VPSHUFB
+// unpacked in portable Go (64-bit words; Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS and MXFP4 by AVX2
 // where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
 func GGMLKernel() string {
 	switch {
@@ -136,24 +136,17 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 	h16 := func(b []byte) float32 { return tab[binary.LittleEndian.Uint16(b)] }
 	switch t {
 	case op.GGMLQ4_0, op.GGMLQ4_1:
-		ts, q := 18, 2
+		ts, q, kv := 18, 2, &nibbleMinus8
 		if t == op.GGMLQ4_1 {
-			ts, q = 20, 4
+			ts, q, kv = 20, 4, &nibbleSame
 		}
+		nibbleTable(c, data[q:], ts, kv, n)
 		for i := range n {
-			b, cc := data[i*ts:(i+1)*ts], c[32*i:32*i+32]
-			w0, w1 := le64(b[q:]), le64(b[q+8:])
-			lo0, lo1, hi0, hi1 := w0&lanes0f, w1&lanes0f, w0>>4&lanes0f, w1>>4&lanes0f
+			b := data[i*ts : (i+1)*ts]
 			d, off := h16(b), negZero
-			if t == op.GGMLQ4_0 {
-				lo0, lo1, hi0, hi1 = subLanes(lo0, 8), subLanes(lo1, 8), subLanes(hi0, 8), subLanes(hi1, 8)
-			} else {
+			if t == op.GGMLQ4_1 {
 				off = h16(b[2:])
 			}
-			put64(cc, lo0)
-			put64(cc[8:], lo1)
-			put64(cc[16:], hi0)
-			put64(cc[24:], hi1)
 			s[2*i], s[2*i+1], o[2*i], o[2*i+1] = d, d, off, off
 		}
 	case op.GGMLQ5_0, op.GGMLQ5_1:
@@ -232,17 +225,15 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 		for i := range n {
 			b, cc := data[i*ts:(i+1)*ts], c[256*i:256*i+256]
 			d, dmin := h16(b), h16(b[2:])
-			for k := range 4 {
-				for l := 0; l < 32; l += 8 {
-					w := le64(b[q+32*k+l:])
-					lo, hi := w&lanes0f, w>>4&lanes0f
-					if t == op.GGMLQ5_K {
-						h := le64(b[16+l:]) >> (2 * k)
-						lo |= (h & lanes01) << 4
-						hi |= (h >> 1 & lanes01) << 4
+			if t == op.GGMLQ4_K {
+				nibble32(cc, b[q:], 4)
+			} else {
+				for k := range 4 {
+					for l := 0; l < 32; l += 8 {
+						w, h := le64(b[q+32*k+l:]), le64(b[16+l:])>>(2*k)
+						put64(cc[64*k+l:], w&lanes0f|(h&lanes01)<<4)
+						put64(cc[64*k+32+l:], w>>4&lanes0f|(h>>1&lanes01)<<4)
 					}
-					put64(cc[64*k+l:], lo)
-					put64(cc[64*k+32+l:], hi)
 				}
 			}
 			for sb := range 8 {
@@ -317,6 +308,34 @@ func nibbleTable(c []byte, src []byte, stride int, kv *[16]int8, n int) {
 		out := c[32*i : 32*i+32]
 		for j, x := range src[i*stride : i*stride+16] {
 			out[j], out[j+16] = byte(kv[x&15]), byte(kv[x>>4])
+		}
+	}
+}
+
+// nibbleMinus8 and nibbleSame are the code tables of Q4_0 (q - 8) and Q4_1 (q).
+var (
+	nibbleMinus8 = [16]int8{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7}
+	nibbleSame   = [16]int8{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+)
+
+// nibble32 writes, for i < n, the 64 nibbles of the 32 bytes at src[32i:] (Q4_K's layout):
+// c[64i + j] = low nibble of byte j, c[64i + 32 + j] = its high nibble; AVX2 where the CPU has
+// it (ggml_amd64.s), else 64-bit words.
+func nibble32(c []byte, src []byte, n int) {
+	if n == 0 {
+		return
+	}
+	_ = src[32*n-1]
+	_ = c[64*n-1]
+	if useFPAsm() {
+		nibble32AVX2(&c[0], &src[0], n)
+		return
+	}
+	for i := range n {
+		for l := 0; l < 32; l += 8 {
+			w := le64(src[32*i+l:])
+			put64(c[64*i+l:], w&lanes0f)
+			put64(c[64*i+32+l:], w>>4&lanes0f)
 		}
 	}
 }

@@ -93,3 +93,28 @@ ntloop:
 	JNZ     ntloop
 ntdone:
 	RET
+
+// func nibble32AVX2(dst *byte, src *byte, n int)
+TEXT ·nibble32AVX2(SB), NOSPLIT, $0-24
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    n+16(FP), CX
+	MOVL    $0x0f0f0f0f, AX
+	MOVD    AX, X5
+	VPBROADCASTD X5, Y5
+	TESTQ   CX, CX
+	JZ      n32done
+n32loop:
+	VMOVDQU (SI), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y5, Y0, Y0
+	VPAND   Y5, Y1, Y1
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	ADDQ    $32, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     n32loop
+n32done:
+	VZEROUPPER
+	RET
