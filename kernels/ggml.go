@@ -19,7 +19,7 @@ import (
 // times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o minus the
 // sub-block min (exact too: dmin * m) or, for the types without a min, -0 (adding -0 changes no
 // value, a -0 product included). Nibbles and bit planes are unpacked eight at a time in 64-bit
-// words; the nibbles of Q4_0, Q4_1 and Q4_K, and the table codes of IQ4_NL, IQ4_XS and MXFP4,
+// words; the codes of Q4_0, Q4_1, Q4_K and Q6_K, and the table codes of IQ4_NL, IQ4_XS and MXFP4,
 // are unpacked (and looked up, VPSHUFB) 32 at a time by AVX2 where the CPU has it. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
 // where it is ggml's one rounding, and the addition is ggml's one rounding of the min (a fused
 // multiply-add gives the same bits, the product being exact where an offset is not -0), so every
@@ -78,7 +78,7 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
 
 // GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
-// unpacked in portable Go (64-bit words; Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS and MXFP4 by AVX2
+// unpacked in portable Go (64-bit words; Q4_0, Q4_1, Q4_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 by AVX2
 // where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
 func GGMLKernel() string {
 	switch {
@@ -245,15 +245,7 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 	case op.GGMLQ6_K:
 		for i := range n {
 			b, cc := data[i*210:(i+1)*210], c[256*i:256*i+256]
-			for h := range 2 {
-				for l := 0; l < 32; l += 8 {
-					a, q, e := le64(b[64*h+l:]), le64(b[64*h+32+l:]), le64(b[128+32*h+l:])
-					put64(cc[128*h+l:], subLanes(a&lanes0f|(e&lanes03)<<4, 32))
-					put64(cc[128*h+32+l:], subLanes(q&lanes0f|(e>>2&lanes03)<<4, 32))
-					put64(cc[128*h+64+l:], subLanes(a>>4&lanes0f|(e>>4&lanes03)<<4, 32))
-					put64(cc[128*h+96+l:], subLanes(q>>4&lanes0f|(e>>6&lanes03)<<4, 32))
-				}
-			}
+			q6Codes(cc, b)
 			d := h16(b[208:])
 			for g := range 16 {
 				s[16*i+g], o[16*i+g] = d*float32(int8(b[192+g])), negZero
@@ -336,6 +328,25 @@ func nibble32(c []byte, src []byte, n int) {
 			w := le64(src[32*i+l:])
 			put64(c[64*i+l:], w&lanes0f)
 			put64(c[64*i+32+l:], w>>4&lanes0f)
+		}
+	}
+}
+
+// q6Codes writes the 256 codes q - 32 of the Q6_K block b into c: AVX2 where the CPU has it
+// (ggml_amd64.s), else 64-bit words.
+func q6Codes(c []byte, b []byte) {
+	_, _ = c[255], b[191]
+	if useFPAsm() {
+		q6CodesAVX2(&c[0], &b[0])
+		return
+	}
+	for h := range 2 {
+		for l := 0; l < 32; l += 8 {
+			a, q, e := le64(b[64*h+l:]), le64(b[64*h+32+l:]), le64(b[128+32*h+l:])
+			put64(c[128*h+l:], subLanes(a&lanes0f|(e&lanes03)<<4, 32))
+			put64(c[128*h+32+l:], subLanes(q&lanes0f|(e>>2&lanes03)<<4, 32))
+			put64(c[128*h+64+l:], subLanes(a>>4&lanes0f|(e>>4&lanes03)<<4, 32))
+			put64(c[128*h+96+l:], subLanes(q>>4&lanes0f|(e>>6&lanes03)<<4, 32))
 		}
 	}
 }

@@ -25,3 +25,8 @@ func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int)
 //
 //go:noescape
 func nibble32AVX2(dst *byte, src *byte, n int)
+
+// q6CodesAVX2 is q6Codes's loop (ggml.go): the 256 codes q - 32 of the Q6_K block at b into c.
+//
+//go:noescape
+func q6CodesAVX2(c *byte, b *byte)

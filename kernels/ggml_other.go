@@ -17,3 +17,7 @@ func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int) {
 func nibble32AVX2(dst *byte, src *byte, n int) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
+
+func q6CodesAVX2(c *byte, b *byte) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
