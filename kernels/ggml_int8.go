@@ -23,9 +23,9 @@ import (
 //     product 128 (a_h = -32, c = -4), which becomes 127 (off by d, 1/32 of that sub-block's
 //     step).
 //   - Q6_K: with a_M the sub-scale of larger magnitude (the first on a tie), scale d * a_M / 4
-//     (exact) and codes RNE(4 c a_h / a_M) in integers (c in [-32, 31]), clamped to [-128, 127]:
-//     exact on a_M's half, within a quarter of its step (d * a_M) on the other (a +128, when
-//     a_h = -a_M and c = -32, becomes 127).
+//     (exact) and codes 4c on a_M's half (exact; c in [-32, 31]), RNE(4 c a_h / a_M) on the
+//     other, within an eighth of a_M's step d * a_M (a quarter where the code would be +128,
+//     a_h = -a_M and c = -32, and becomes 127).
 //   - Q2_K: from its exact values v (float64), bias B = (max v + min v) / 2 and scale S =
 //     (max v - min v) / 254 rounded to float32, codes RNE((v - B) / S): within S/2.
 // These errors are below what rounding the activations to 8 bits costs.
