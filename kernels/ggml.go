@@ -19,7 +19,7 @@ import (
 // times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o minus the
 // sub-block min (exact too: dmin * m) or, for the types without a min, -0 (adding -0 changes no
 // value, a -0 product included). Nibbles and bit planes are unpacked eight at a time in 64-bit
-// words; the codes of Q4_0, Q4_1, Q4_K and Q6_K, and the table codes of IQ4_NL, IQ4_XS and MXFP4,
+// words; the codes of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, and the table codes of IQ4_NL, IQ4_XS and MXFP4,
 // are unpacked (and looked up, VPSHUFB) 32 at a time by AVX2 where the CPU has it. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
 // where it is ggml's one rounding, and the addition is ggml's one rounding of the min (a fused
 // multiply-add gives the same bits, the product being exact where an offset is not -0), so every
@@ -78,8 +78,8 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
 
 // GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
-// unpacked in portable Go (64-bit words; Q4_0, Q4_1, Q4_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 by AVX2
-// where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
+// unpacked in portable Go (64-bit words; Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4
+// by AVX2 where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
 func GGMLKernel() string {
 	switch {
 	case useFPAsm() && useAsm512:
@@ -228,13 +228,7 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 			if t == op.GGMLQ4_K {
 				nibble32(cc, b[q:], 4)
 			} else {
-				for k := range 4 {
-					for l := 0; l < 32; l += 8 {
-						w, h := le64(b[q+32*k+l:]), le64(b[16+l:])>>(2*k)
-						put64(cc[64*k+l:], w&lanes0f|(h&lanes01)<<4)
-						put64(cc[64*k+32+l:], w>>4&lanes0f|(h>>1&lanes01)<<4)
-					}
-				}
+				q5KCodes(cc, b)
 			}
 			for sb := range 8 {
 				sc, m := scaleMinK4(b[4:16], sb)
@@ -328,6 +322,23 @@ func nibble32(c []byte, src []byte, n int) {
 			w := le64(src[32*i+l:])
 			put64(c[64*i+l:], w&lanes0f)
 			put64(c[64*i+32+l:], w>>4&lanes0f)
+		}
+	}
+}
+
+// q5KCodes writes the 256 codes of the Q5_K block b into c (each nibble with its fifth bit from
+// qh): AVX2 where the CPU has it (ggml_amd64.s), else 64-bit words.
+func q5KCodes(c []byte, b []byte) {
+	_, _ = c[255], b[175]
+	if useFPAsm() {
+		q5KCodesAVX2(&c[0], &b[0])
+		return
+	}
+	for k := range 4 {
+		for l := 0; l < 32; l += 8 {
+			w, h := le64(b[48+32*k+l:]), le64(b[16+l:])>>(2*k)
+			put64(c[64*k+l:], w&lanes0f|(h&lanes01)<<4)
+			put64(c[64*k+32+l:], w>>4&lanes0f|(h>>1&lanes01)<<4)
 		}
 	}
 }

@@ -30,3 +30,8 @@ func nibble32AVX2(dst *byte, src *byte, n int)
 //
 //go:noescape
 func q6CodesAVX2(c *byte, b *byte)
+
+// q5KCodesAVX2 is q5KCodes's loop (ggml.go): the 256 codes of the Q5_K block at b into c.
+//
+//go:noescape
+func q5KCodesAVX2(c *byte, b *byte)

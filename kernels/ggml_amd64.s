@@ -179,3 +179,43 @@ TEXT ·q6CodesAVX2(SB), NOSPLIT, $0-16
 	Q6HALF
 	VZEROUPPER
 	RET
+
+// Q5_K codes of chunk k: the 32 qs bytes at (SI) give 64 codes at (DI), low nibbles with bit
+// lo of the qh bytes in Y2 as the fifth bit, then high nibbles with bit lo+1; Y5 holds 0x0f and
+// Y6 0x01 in every byte.
+#define Q5KCHUNK(lo, hi) \
+	VMOVDQU (SI), Y0 \
+	VPAND   Y5, Y0, Y3 \
+	VPSRLW  $lo, Y2, Y4 \
+	VPAND   Y6, Y4, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VMOVDQU Y3, (DI) \
+	VPSRLW  $4, Y0, Y3 \
+	VPAND   Y5, Y3, Y3 \
+	VPSRLW  $hi, Y2, Y4 \
+	VPAND   Y6, Y4, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VMOVDQU Y3, 32(DI) \
+	ADDQ    $32, SI \
+	ADDQ    $64, DI
+
+// func q5KCodesAVX2(c *byte, b *byte)
+TEXT ·q5KCodesAVX2(SB), NOSPLIT, $0-16
+	MOVQ    c+0(FP), DI
+	MOVQ    b+8(FP), SI
+	VMOVDQU 16(SI), Y2
+	ADDQ    $48, SI
+	MOVL    $0x0f0f0f0f, AX
+	MOVD    AX, X5
+	VPBROADCASTD X5, Y5
+	MOVL    $0x01010101, AX
+	MOVD    AX, X6
+	VPBROADCASTD X6, Y6
+	Q5KCHUNK(0, 1)
+	Q5KCHUNK(2, 3)
+	Q5KCHUNK(4, 5)
+	Q5KCHUNK(6, 7)
+	VZEROUPPER
+	RET

@@ -21,3 +21,7 @@ func nibble32AVX2(dst *byte, src *byte, n int) {
 func q6CodesAVX2(c *byte, b *byte) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
+
+func q5KCodesAVX2(c *byte, b *byte) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
