@@ -77,15 +77,16 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
 
-// GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
-// unpacked in portable Go (64-bit words; Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4
-// by AVX2 where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
+// GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: with the
+// assembly, codes unpacked by AVX2 (Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) or in Go
+// 64-bit words (the other types) and scaled by AVX-512F or AVX2 ("avx2/Go unpacking, avx512
+// scaling"); else "generic Go".
 func GGMLKernel() string {
 	switch {
 	case useFPAsm() && useAsm512:
-		return "Go unpacking, avx512 scaling"
+		return "avx2/Go unpacking, avx512 scaling"
 	case useFPAsm():
-		return "Go unpacking, avx2 scaling"
+		return "avx2/Go unpacking, avx2 scaling"
 	}
 	return "generic Go"
 }

@@ -17,9 +17,9 @@ import (
 // all rows, a run of rows and a single row; the kernels line names the set that ran.
 func TestGGMLDecode(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) {
-		want := map[bool]string{false: "generic Go", true: "Go unpacking, avx2 scaling"}[useAsm]
+		want := map[bool]string{false: "generic Go", true: "avx2/Go unpacking, avx2 scaling"}[useAsm]
 		if useAsm && useAsm512 {
-			want = "Go unpacking, avx512 scaling"
+			want = "avx2/Go unpacking, avx512 scaling"
 		}
 		if GGMLKernel() != want || !strings.Contains(Backend{}.Kernels(), "GGML dequantization "+want) {
 			t.Fatalf("GGMLKernel %q, Kernels %q, want %q", GGMLKernel(), Backend{}.Kernels(), want)
