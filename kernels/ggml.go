@@ -16,11 +16,12 @@ import (
 // code per element and, per run of 16 elements, a float32 scale s and offset o, such that ggml's
 // value is float32(code) * s + o: the codes are the type's integers (Q4_0's q - 8, Q5_0's
 // q - 16, Q3_K's q - 4 or q, Q6_K's q - 32, the IQ4 and MXFP4 table values), s the block scale
-// times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o minus the
-// sub-block min (exact too: dmin * m) or, for the types without a min, -0 (adding -0 changes no
-// value, a -0 product included). Nibbles and bit planes are unpacked eight at a time in 64-bit
-// words; the codes of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, and the table codes of IQ4_NL, IQ4_XS and MXFP4,
-// are unpacked (and looked up, VPSHUFB) 32 at a time by AVX2 where the CPU has it. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
+// times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o Q4_1 and
+// Q5_1's m, minus the sub-block min of the K-quants (exact too: dmin * m) or, for the types
+// without either, -0 (adding -0 changes no value, a -0 product included). Nibbles and bit planes
+// are unpacked eight at a time in 64-bit words; the codes of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K,
+// and the table codes of IQ4_NL, IQ4_XS and MXFP4 (VPSHUFB), 32 at a time by AVX2 where the CPU
+// has it. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
 // where it is ggml's one rounding, and the addition is ggml's one rounding of the min (a fused
 // multiply-add gives the same bits, the product being exact where an offset is not -0), so every
 // element is bitwise optest.DequantGGML's value. ggmlApply runs in AVX-512F or AVX2 where the
