@@ -208,7 +208,13 @@ func (c *computeState) report() string {
 	s := c.mode.String()
 	switch c.mode {
 	case op.ComputeInt8:
-		s += fmt.Sprintf(" (activations in blocks of %d, weights packed at load: %.1f MiB; GGML weights read as stored)", int8Block, float64(c.bytes)/(1<<20))
+		ggml := ""
+		for k := range c.routes {
+			if strings.HasPrefix(k, "int8 ") && strings.Contains(k, " for GGML ") {
+				ggml = "; GGML weights read as stored, not packed"
+			}
+		}
+		s += fmt.Sprintf(" (activations in blocks of %d, weights packed at load: %.1f MiB%s)", int8Block, float64(c.bytes)/(1<<20), ggml)
 	case op.ComputeBF16:
 		best, why := qdot.BestBF16(), qdot.BF16Choice()
 		switch {

@@ -16,11 +16,12 @@ import (
 // code per element and, per run of 16 elements, a float32 scale s and offset o, such that ggml's
 // value is float32(code) * s + o: the codes are the type's integers (Q4_0's q - 8, Q5_0's
 // q - 16, Q3_K's q - 4 or q, Q6_K's q - 32, the IQ4 and MXFP4 table values), s the block scale
-// times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o minus the
-// sub-block min (exact too: dmin * m) or, for the types without a min, -0 (adding -0 changes no
-// value, a -0 product included). Nibbles and bit planes are unpacked eight at a time in 64-bit
-// words, table codes (IQ4_NL, IQ4_XS, MXFP4) looked up 32 at a time by VPSHUFB where the CPU
-// has AVX2. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
+// times the sub-block scale (exact in float32: at most 11 + 8 significant bits), o Q4_1 and
+// Q5_1's m, minus the sub-block min of the K-quants (exact too: dmin * m) or, for the types
+// without either, -0 (adding -0 changes no value, a -0 product included). Nibbles and bit planes
+// are unpacked eight at a time in 64-bit words; the codes of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K,
+// and the table codes of IQ4_NL, IQ4_XS and MXFP4 (VPSHUFB), 32 at a time by AVX2 where the CPU
+// has it. ggmlApply then computes float32(code) * s + o: the product is exact but for Q6_K,
 // where it is ggml's one rounding, and the addition is ggml's one rounding of the min (a fused
 // multiply-add gives the same bits, the product being exact where an offset is not -0), so every
 // element is bitwise optest.DequantGGML's value. ggmlApply runs in AVX-512F or AVX2 where the
@@ -77,15 +78,16 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 func put64(c []byte, v uint64) { binary.LittleEndian.PutUint64(c, v) }
 
-// GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: the codes are
-// unpacked in portable Go (64-bit words; the IQ4 and MXFP4 tables looked up by AVX2 VPSHUFB
-// where the assembly runs), then scaled by "avx512" or "avx2" assembly, or "generic Go".
+// GGMLKernel names the kernels that decode GGML weights inside the GEMM blocks: with the
+// assembly, codes unpacked by AVX2 (Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) or in Go
+// 64-bit words (the other types) and scaled by AVX-512F or AVX2 ("avx2/Go unpacking, avx512
+// scaling"); else "generic Go".
 func GGMLKernel() string {
 	switch {
 	case useFPAsm() && useAsm512:
-		return "Go unpacking, avx512 scaling"
+		return "avx2/Go unpacking, avx512 scaling"
 	case useFPAsm():
-		return "Go unpacking, avx2 scaling"
+		return "avx2/Go unpacking, avx2 scaling"
 	}
 	return "generic Go"
 }
@@ -136,24 +138,17 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 	h16 := func(b []byte) float32 { return tab[binary.LittleEndian.Uint16(b)] }
 	switch t {
 	case op.GGMLQ4_0, op.GGMLQ4_1:
-		ts, q := 18, 2
+		ts, q, kv := 18, 2, &nibbleMinus8
 		if t == op.GGMLQ4_1 {
-			ts, q = 20, 4
+			ts, q, kv = 20, 4, &nibbleSame
 		}
+		nibbleTable(c, data[q:], ts, kv, n)
 		for i := range n {
-			b, cc := data[i*ts:(i+1)*ts], c[32*i:32*i+32]
-			w0, w1 := le64(b[q:]), le64(b[q+8:])
-			lo0, lo1, hi0, hi1 := w0&lanes0f, w1&lanes0f, w0>>4&lanes0f, w1>>4&lanes0f
+			b := data[i*ts : (i+1)*ts]
 			d, off := h16(b), negZero
-			if t == op.GGMLQ4_0 {
-				lo0, lo1, hi0, hi1 = subLanes(lo0, 8), subLanes(lo1, 8), subLanes(hi0, 8), subLanes(hi1, 8)
-			} else {
+			if t == op.GGMLQ4_1 {
 				off = h16(b[2:])
 			}
-			put64(cc, lo0)
-			put64(cc[8:], lo1)
-			put64(cc[16:], hi0)
-			put64(cc[24:], hi1)
 			s[2*i], s[2*i+1], o[2*i], o[2*i+1] = d, d, off, off
 		}
 	case op.GGMLQ5_0, op.GGMLQ5_1:
@@ -232,18 +227,10 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 		for i := range n {
 			b, cc := data[i*ts:(i+1)*ts], c[256*i:256*i+256]
 			d, dmin := h16(b), h16(b[2:])
-			for k := range 4 {
-				for l := 0; l < 32; l += 8 {
-					w := le64(b[q+32*k+l:])
-					lo, hi := w&lanes0f, w>>4&lanes0f
-					if t == op.GGMLQ5_K {
-						h := le64(b[16+l:]) >> (2 * k)
-						lo |= (h & lanes01) << 4
-						hi |= (h >> 1 & lanes01) << 4
-					}
-					put64(cc[64*k+l:], lo)
-					put64(cc[64*k+32+l:], hi)
-				}
+			if t == op.GGMLQ4_K {
+				nibble32(cc, b[q:], 4)
+			} else {
+				q5KCodes(cc, b)
 			}
 			for sb := range 8 {
 				sc, m := scaleMinK4(b[4:16], sb)
@@ -254,15 +241,7 @@ func ggmlCodes(t op.GGMLType, data []byte, n int, c []byte, s, o []float32) {
 	case op.GGMLQ6_K:
 		for i := range n {
 			b, cc := data[i*210:(i+1)*210], c[256*i:256*i+256]
-			for h := range 2 {
-				for l := 0; l < 32; l += 8 {
-					a, q, e := le64(b[64*h+l:]), le64(b[64*h+32+l:]), le64(b[128+32*h+l:])
-					put64(cc[128*h+l:], subLanes(a&lanes0f|(e&lanes03)<<4, 32))
-					put64(cc[128*h+32+l:], subLanes(q&lanes0f|(e>>2&lanes03)<<4, 32))
-					put64(cc[128*h+64+l:], subLanes(a>>4&lanes0f|(e>>4&lanes03)<<4, 32))
-					put64(cc[128*h+96+l:], subLanes(q>>4&lanes0f|(e>>6&lanes03)<<4, 32))
-				}
-			}
+			q6Codes(cc, b)
 			d := h16(b[208:])
 			for g := range 16 {
 				s[16*i+g], o[16*i+g] = d*float32(int8(b[192+g])), negZero
@@ -317,6 +296,70 @@ func nibbleTable(c []byte, src []byte, stride int, kv *[16]int8, n int) {
 		out := c[32*i : 32*i+32]
 		for j, x := range src[i*stride : i*stride+16] {
 			out[j], out[j+16] = byte(kv[x&15]), byte(kv[x>>4])
+		}
+	}
+}
+
+// nibbleMinus8 and nibbleSame are the code tables of Q4_0 (q - 8) and Q4_1 (q).
+var (
+	nibbleMinus8 = [16]int8{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7}
+	nibbleSame   = [16]int8{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+)
+
+// nibble32 writes, for i < n, the 64 nibbles of the 32 bytes at src[32i:] (Q4_K's layout):
+// c[64i + j] = low nibble of byte j, c[64i + 32 + j] = its high nibble; AVX2 where the CPU has
+// it (ggml_amd64.s), else 64-bit words.
+func nibble32(c []byte, src []byte, n int) {
+	if n == 0 {
+		return
+	}
+	_ = src[32*n-1]
+	_ = c[64*n-1]
+	if useFPAsm() {
+		nibble32AVX2(&c[0], &src[0], n)
+		return
+	}
+	for i := range n {
+		for l := 0; l < 32; l += 8 {
+			w := le64(src[32*i+l:])
+			put64(c[64*i+l:], w&lanes0f)
+			put64(c[64*i+32+l:], w>>4&lanes0f)
+		}
+	}
+}
+
+// q5KCodes writes the 256 codes of the Q5_K block b into c (each nibble with its fifth bit from
+// qh): AVX2 where the CPU has it (ggml_amd64.s), else 64-bit words.
+func q5KCodes(c []byte, b []byte) {
+	_, _ = c[255], b[175]
+	if useFPAsm() {
+		q5KCodesAVX2(&c[0], &b[0])
+		return
+	}
+	for k := range 4 {
+		for l := 0; l < 32; l += 8 {
+			w, h := le64(b[48+32*k+l:]), le64(b[16+l:])>>(2*k)
+			put64(c[64*k+l:], w&lanes0f|(h&lanes01)<<4)
+			put64(c[64*k+32+l:], w>>4&lanes0f|(h>>1&lanes01)<<4)
+		}
+	}
+}
+
+// q6Codes writes the 256 codes q - 32 of the Q6_K block b into c: AVX2 where the CPU has it
+// (ggml_amd64.s), else 64-bit words.
+func q6Codes(c []byte, b []byte) {
+	_, _ = c[255], b[191]
+	if useFPAsm() {
+		q6CodesAVX2(&c[0], &b[0])
+		return
+	}
+	for h := range 2 {
+		for l := 0; l < 32; l += 8 {
+			a, q, e := le64(b[64*h+l:]), le64(b[64*h+32+l:]), le64(b[128+32*h+l:])
+			put64(c[128*h+l:], subLanes(a&lanes0f|(e&lanes03)<<4, 32))
+			put64(c[128*h+32+l:], subLanes(q&lanes0f|(e>>2&lanes03)<<4, 32))
+			put64(c[128*h+64+l:], subLanes(a>>4&lanes0f|(e>>4&lanes03)<<4, 32))
+			put64(c[128*h+96+l:], subLanes(q>>4&lanes0f|(e>>6&lanes03)<<4, 32))
 		}
 	}
 }

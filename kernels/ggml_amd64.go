@@ -19,3 +19,19 @@ func ggmlApply512(dst *float32, codes *byte, s, o *float32, runs int)
 //
 //go:noescape
 func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int)
+
+// nibble32AVX2 is nibble32's loop (ggml.go): for i < n, the 32 bytes at src + 32i give 64
+// codes at dst + 64i, low nibbles then high nibbles.
+//
+//go:noescape
+func nibble32AVX2(dst *byte, src *byte, n int)
+
+// q6CodesAVX2 is q6Codes's loop (ggml.go): the 256 codes q - 32 of the Q6_K block at b into c.
+//
+//go:noescape
+func q6CodesAVX2(c *byte, b *byte)
+
+// q5KCodesAVX2 is q5KCodes's loop (ggml.go): the 256 codes of the Q5_K block at b into c.
+//
+//go:noescape
+func q5KCodesAVX2(c *byte, b *byte)
