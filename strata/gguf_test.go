@@ -465,13 +465,16 @@ func TestGGUFFixturesMatchSource(t *testing.T) {
 // their tensors by class and type, or are refused by name (Qwen3.8-Flash-Next's architecture).
 func TestInspectGGUFPublished(t *testing.T) {
 	dir := filepath.Join("..", "internal", "gguf", "testdata", "published")
-	g, err := InspectGGUF(filepath.Join(dir, "qwen3.6-35b-a3b-UD-Q4_K_XL-like.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%+v", g.Types)
-	if g.Model == nil || g.Architecture != "qwen35moe" || len(g.Types) < 4 {
-		t.Errorf("qwen3.6 UD-Q4_K_XL-like: model %v, refused %q, types %+v", g.Model != nil, g.Refused, g.Types)
+	for file, arch := range map[string]string{"qwen3.6-35b-a3b-UD-Q4_K_XL-like.gguf": "qwen35moe", "qwen3.6-35b-a3b-Q4_K_M.gguf": "qwen35moe",
+		"qwen3.5-27b-Q4_K_M.gguf": "qwen35", "qwen3-next-80b-a3b-Q4_K_M.gguf": "qwen3next"} {
+		g, err := InspectGGUF(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d tensors, %.1f GB; %+v", file, g.Tensors, float64(g.TensorBytes)/1e9, g.Types)
+		if g.Model == nil || g.Architecture != arch || len(g.Types) < 4 {
+			t.Errorf("%s: model %v, refused %q, types %+v", file, g.Model != nil, g.Refused, g.Types)
+		}
 	}
 	q, err := InspectGGUF(filepath.Join(dir, "qwen3.8-flash-next-Q8_0.gguf"))
 	if err != nil {
