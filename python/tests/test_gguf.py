@@ -16,10 +16,10 @@ sys.path.insert(0, FIXTURES)
 import goldens  # noqa: E402
 
 
-@pytest.mark.parametrize("name", ["qwen35-BF16", "qwen35moe-BF16", "qwen3next-BF16"])
+@pytest.mark.parametrize("name", ["qwen35-BF16", "qwen35moe-BF16", "qwen3next-BF16", "qwen35-Q4_K_M", "qwen35moe-MXFP4_MOE"])
 def test_model_gguf_matches_float64(strata, device, name):
     path = os.path.join(FIXTURES, name + ".gguf")
-    _, want = goldens.logits_of(path, None, [])
+    want = goldens.logits_of(path, None, [])[1]
     ids = np.array(goldens.PROMPT, dtype=np.int32)
     m = strata.Model(device, path)
     try:
