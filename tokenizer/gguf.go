@@ -50,7 +50,8 @@ var ggufPreSplit = map[string]string{
 
 // FromGGUF builds a Tokenizer from the tokenizer of a GGUF file. It gives the ids that Parse
 // gives for the tokenizer.json the file was converted from (checked on the Qwen3 corpus of
-// testdata, converted as llama.cpp's converter does):
+// testdata, converted as llama.cpp's converter does; with "qwen35", against the ids llama.cpp's
+// llama-tokenize gives on that corpus and on texts rich in combining marks, in NFC):
 //
 //   - Model must be "gpt2" and Pre "qwen2" (the Qwen pattern of the package doc's step 3) or
 //     "qwen35" (Qwen3.5's pattern, which runs combining marks together with letters). Other
