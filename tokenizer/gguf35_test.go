@@ -65,7 +65,7 @@ func TestGGUFQwen35MatchesLlamaCpp(t *testing.T) {
 			differ++
 		}
 	}
-	if differ < 5 {
+	if differ < 8 {
 		t.Errorf("only %d of %d texts have other ids with the qwen2 pattern", differ, len(ref.Cases))
 	}
 }
