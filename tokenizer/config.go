@@ -83,7 +83,8 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := checkNormalizer(f.Normalizer); err != nil {
 		return nil, err
 	}
-	if err := checkPreTokenizer(f.PreTokenizer); err != nil {
+	split, err := checkPreTokenizer(f.PreTokenizer)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkByteLevel("post_processor", f.PostProcessor, true); err != nil {
@@ -92,7 +93,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := checkByteLevel("decoder", f.Decoder, false); err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{bpe: b}
+	t := &Tokenizer{bpe: b, split: split}
 	if t.added, err = newAddedVocab(f.AddedTokens); err != nil {
 		return nil, err
 	}
@@ -132,37 +133,40 @@ func checkNormalizer(v json.RawMessage) error {
 	return nil
 }
 
-// checkPreTokenizer accepts Sequence[Split(qwenPattern, Isolated), ByteLevel(no prefix space,
-// no regex)]: the pre-tokenizer of Qwen2, Qwen3 and Qwen3-Next.
-func checkPreTokenizer(v json.RawMessage) error {
+// checkPreTokenizer accepts Sequence[Split(pattern, Isolated), ByteLevel(no prefix space, no
+// regex)] with qwenPattern (Qwen2, Qwen3, Qwen3-Next) or qwen35Pattern (Qwen3.5, Qwen3.6) and
+// returns the pattern's splitter.
+func checkPreTokenizer(v json.RawMessage) (splitter, error) {
 	if isNull(v) {
-		return fmt.Errorf("%w: pre_tokenizer is null (only the Qwen Split + ByteLevel sequence is implemented)", ErrUnsupported)
+		return splitter{}, fmt.Errorf("%w: pre_tokenizer is null (only the Qwen Split + ByteLevel sequence is implemented)", ErrUnsupported)
 	}
 	c, err := component("pre_tokenizer", v)
 	if err != nil {
-		return err
+		return splitter{}, err
 	}
 	if c.Type != "Sequence" || len(c.PreTokenizers) != 2 {
-		return fmt.Errorf("%w: pre_tokenizer type %q with %d parts (only Sequence[Split, ByteLevel] is implemented)",
+		return splitter{}, fmt.Errorf("%w: pre_tokenizer type %q with %d parts (only Sequence[Split, ByteLevel] is implemented)",
 			ErrUnsupported, c.Type, len(c.PreTokenizers))
 	}
 	split, err := component("pre_tokenizer.pretokenizers[0]", c.PreTokenizers[0])
 	if err != nil {
-		return err
+		return splitter{}, err
 	}
 	if split.Type != "Split" {
-		return fmt.Errorf("%w: pre_tokenizer.pretokenizers[0] type %q (want Split)", ErrUnsupported, split.Type)
+		return splitter{}, fmt.Errorf("%w: pre_tokenizer.pretokenizers[0] type %q (want Split)", ErrUnsupported, split.Type)
 	}
 	if split.Pattern == nil || split.Pattern.Regex == nil {
-		return fmt.Errorf("%w: Split pre-tokenizer without a Regex pattern", ErrUnsupported)
+		return splitter{}, fmt.Errorf("%w: Split pre-tokenizer without a Regex pattern", ErrUnsupported)
 	}
-	if *split.Pattern.Regex != qwenPattern {
-		return fmt.Errorf("%w: Split pattern %q (only the Qwen pattern %q is implemented)", ErrUnsupported, *split.Pattern.Regex, qwenPattern)
+	sp, known := splitters[*split.Pattern.Regex]
+	if !known {
+		return splitter{}, fmt.Errorf("%w: Split pattern %q (only the Qwen patterns %q and %q are implemented)",
+			ErrUnsupported, *split.Pattern.Regex, qwenPattern, qwen35Pattern)
 	}
 	if split.Behavior != "Isolated" || split.Invert {
-		return fmt.Errorf("%w: Split behavior %q invert %v (only Isolated, not inverted, is implemented)", ErrUnsupported, split.Behavior, split.Invert)
+		return splitter{}, fmt.Errorf("%w: Split behavior %q invert %v (only Isolated, not inverted, is implemented)", ErrUnsupported, split.Behavior, split.Invert)
 	}
-	return checkByteLevelPart("pre_tokenizer.pretokenizers[1]", c.PreTokenizers[1])
+	return sp, checkByteLevelPart("pre_tokenizer.pretokenizers[1]", c.PreTokenizers[1])
 }
 
 func checkByteLevelPart(where string, v json.RawMessage) error {

@@ -41,21 +41,21 @@ const (
 // ggufPreSplit maps the tokenizer.ggml.pre names llama.cpp's converter writes for Qwen
 // checkpoints (it names a tokenizer by the hash of the ids of a probe text:
 // get_vocab_base_pre in convert_hf_to_gguf.py) to the Split pattern of their tokenizer.json.
-// Only qwenPattern is implemented.
 var ggufPreSplit = map[string]string{
 	// Qwen1.5, Qwen2, Qwen2.5, Qwen3 and Qwen3-Next.
 	"qwen2": qwenPattern,
 	// Qwen3.5 and Qwen3.6: letters and marks (\p{M}) run together.
-	"qwen35": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+	"qwen35": qwen35Pattern,
 }
 
 // FromGGUF builds a Tokenizer from the tokenizer of a GGUF file. It gives the ids that Parse
 // gives for the tokenizer.json the file was converted from (checked on the Qwen3 corpus of
-// testdata, converted as llama.cpp's converter does):
+// testdata, converted as llama.cpp's converter does; with "qwen35", against the ids llama.cpp's
+// llama-tokenize gives on that corpus and on texts rich in combining marks, in NFC):
 //
-//   - Model must be "gpt2" and Pre "qwen2" (the Qwen pattern of the package doc's step 3).
-//     Other names, "qwen35" (Qwen3.5's pattern, with \p{M}) among them, are refused with
-//     ErrUnsupported naming them.
+//   - Model must be "gpt2" and Pre "qwen2" (the Qwen pattern of the package doc's step 3) or
+//     "qwen35" (Qwen3.5's pattern, which runs combining marks together with letters). Other
+//     names are refused with ErrUnsupported naming them.
 //   - Normal tokens (type 1) form the BPE vocabulary, their index their id; they must include
 //     the 256 byte tokens. Merges are split at their one space; each side and their
 //     concatenation must be normal tokens. A literal space in a merge side (the converter
@@ -69,7 +69,7 @@ var ggufPreSplit = map[string]string{
 //     not use, up to the config's vocab_size) are gaps: Decode and TokenBytes refuse them.
 //     VocabSize is len(Tokens).
 //   - The text is normalized with NFC as in step 2: GGUF does not record the normalizer, and
-//     the tokenizer.json files named "qwen2" above all have NFC. (llama.cpp itself does not
+//     the tokenizer.json files of the checkpoints named above all have NFC. (llama.cpp itself does not
 //     normalize, so its ids differ from these and from Hugging Face's on text that is not in
 //     NFC.)
 //
@@ -87,11 +87,9 @@ func FromGGUF(v GGUFVocab) (*Tokenizer, error) {
 	case v.Model != "gpt2":
 		return nil, fmt.Errorf("%w: tokenizer.ggml.model %q (only \"gpt2\", byte-level BPE, is implemented)", ErrUnsupported, v.Model)
 	}
-	switch pattern, known := ggufPreSplit[v.Pre]; {
-	case !known:
-		return nil, fmt.Errorf("%w: tokenizer.ggml.pre %q (only \"qwen2\", the pre-tokenizer of Qwen2, Qwen3 and Qwen3-Next, is implemented)", ErrUnsupported, v.Pre)
-	case pattern != qwenPattern:
-		return nil, fmt.Errorf("%w: tokenizer.ggml.pre %q, the split pattern %q (only \"qwen2\", %q, is implemented)", ErrUnsupported, v.Pre, pattern, qwenPattern)
+	pattern, known := ggufPreSplit[v.Pre]
+	if !known {
+		return nil, fmt.Errorf("%w: tokenizer.ggml.pre %q (only \"qwen2\", the pre-tokenizer of Qwen2, Qwen3 and Qwen3-Next, and \"qwen35\", that of Qwen3.5 and Qwen3.6, are implemented)", ErrUnsupported, v.Pre)
 	}
 	n := len(v.Tokens)
 	switch {
@@ -154,7 +152,7 @@ func FromGGUF(v GGUFVocab) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{bpe: b, added: indexAdded(added)}
+	t := &Tokenizer{bpe: b, added: indexAdded(added), split: splitters[pattern]}
 	t.buildPieces(n)
 	return t, nil
 }

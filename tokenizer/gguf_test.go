@@ -382,7 +382,7 @@ func TestFromGGUFErrors(t *testing.T) {
 	}{
 		{"spm", func(v *GGUFVocab) { v.Model = "llama" }, ErrUnsupported, `tokenizer.ggml.model "llama"`},
 		{"no model", func(v *GGUFVocab) { v.Model = "" }, ErrFormat, "tokenizer.ggml.model is empty"},
-		{"qwen35", func(v *GGUFVocab) { v.Pre = "qwen35" }, ErrUnsupported, `tokenizer.ggml.pre "qwen35", the split pattern`},
+		{"qwen3.5 misspelt", func(v *GGUFVocab) { v.Pre = "qwen3.5" }, ErrUnsupported, `tokenizer.ggml.pre "qwen3.5"`},
 		{"llama3", func(v *GGUFVocab) { v.Pre = "llama-bpe" }, ErrUnsupported, `tokenizer.ggml.pre "llama-bpe"`},
 		{"no pre", func(v *GGUFVocab) { v.Pre = "" }, ErrUnsupported, `tokenizer.ggml.pre ""`},
 		{"no tokens", func(v *GGUFVocab) { v.Tokens, v.TokenTypes = nil, nil }, ErrFormat, "tokenizer.ggml.tokens is empty"},

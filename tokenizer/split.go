@@ -12,15 +12,37 @@ import (
 // Qwen3-Next, character for character.
 const qwenPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
-// The pattern's character classes as tokenizers' regex engine (Oniguruma, Unicode 16.0.0)
-// defines them: \p{L} and \p{N} are the general categories, \s is the White_Space property.
+// qwen35Pattern is the Split pre-tokenizer's regex of Qwen3.5 and Qwen3.6 (the "original
+// regex from tokenizer.json" of llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN35): qwenPattern with
+// combining marks (\p{M}) joined to letters in the letter runs and taken out of the runs of
+// other characters. The optional character before a letter run is unchanged, so it may be a
+// mark.
+const qwen35Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+// splitter is one of the two split patterns, qwenPattern (marks false) or qwen35Pattern
+// (marks true); the zero value is qwenPattern.
+type splitter struct{ marks bool }
+
+// splitters maps each implemented Split regex to its splitter.
+var splitters = map[string]splitter{qwenPattern: {}, qwen35Pattern: {marks: true}}
+
+// The patterns' character classes as tokenizers' regex engine (Oniguruma, Unicode 16.0.0)
+// defines them: \p{L}, \p{N} and \p{M} are the general categories, \s is the White_Space
+// property.
 func isLetter(r rune) bool { return unicode.Is(letter16, r) }
 func isNumber(r rune) bool { return unicode.Is(number16, r) }
+func isMark(r rune) bool   { return unicode.Is(mark16, r) }
 func isSpace(r rune) bool  { return unicode.Is(unicode.White_Space, r) }
 func isCRLF(r rune) bool   { return r == '\r' || r == '\n' }
 
-// isOther is [^\s\p{L}\p{N}].
-func isOther(r rune) bool { return !isSpace(r) && !isLetter(r) && !isNumber(r) }
+// isWord is the class of the letter runs: \p{L}, or [\p{L}\p{M}] with marks.
+func (sp splitter) isWord(r rune) bool { return isLetter(r) || sp.marks && isMark(r) }
+
+// isOther is the class of the runs of other characters: [^\s\p{L}\p{N}], or
+// [^\s\p{L}\p{M}\p{N}] with marks.
+func (sp splitter) isOther(r rune) bool {
+	return !isSpace(r) && !isLetter(r) && !isNumber(r) && !(sp.marks && isMark(r))
+}
 
 // contractionFold maps each character that (?i:...) matches to a lower-case letter of the
 // contractions: its simple case-folding orbit, so 'S' and 'ſ' (U+017F) match s, as in
@@ -38,14 +60,14 @@ var contractionFold = func() map[rune]rune {
 	return m
 }()
 
-// splitQwen cuts text into the pieces qwenPattern's matches make with the Isolated behaviour
+// split cuts text into the pieces the pattern's matches make with the Isolated behaviour
 // (each match a piece; text between matches, which this pattern leaves none of, a piece too).
 // At each position the pattern's alternatives are tried in order, with the backtracking a
 // regex engine does, and the first that matches gives the piece.
-func splitQwen(text string, emit func(piece string)) {
+func (sp splitter) split(text string, emit func(piece string)) {
 	gap := -1 // start of unmatched text, if any
 	for i := 0; i < len(text); {
-		end := matchQwen(text, i)
+		end := sp.match(text, i)
 		if end < 0 {
 			if gap < 0 {
 				gap = i
@@ -74,8 +96,8 @@ func runeAt(s string, i int) (r rune, n int) {
 	return utf8.DecodeRuneInString(s[i:])
 }
 
-// matchQwen returns the end of qwenPattern's match starting at byte i of s, or -1.
-func matchQwen(s string, i int) int {
+// match returns the end of the pattern's match starting at byte i of s, or -1.
+func (sp splitter) match(s string, i int) int {
 	r0, n0 := runeAt(s, i)
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if r0 == '\'' {
@@ -93,28 +115,31 @@ func matchQwen(s string, i int) int {
 			}
 		}
 	}
-	// [^\r\n\p{L}\p{N}]?\p{L}+
+	// [^\r\n\p{L}\p{N}]?\p{L}+, or [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+ with marks. A word character
+	// at i starts the run (a mark there, taken by the optional class, gives the same end
+	// whether or not a word character follows it); another character but \r, \n and \p{N}
+	// starts it when a word character follows.
 	switch {
-	case isLetter(r0):
-		return letterRun(s, i)
+	case sp.isWord(r0):
+		return sp.wordRun(s, i)
 	case !isCRLF(r0) && !isNumber(r0):
-		if r1, _ := runeAt(s, i+n0); isLetter(r1) {
-			return letterRun(s, i+n0)
+		if r1, _ := runeAt(s, i+n0); sp.isWord(r1) {
+			return sp.wordRun(s, i+n0)
 		}
 	}
 	// \p{N}
 	if isNumber(r0) {
 		return i + n0
 	}
-	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+	// ' ?[^\s\p{L}\p{N}]+[\r\n]*', or ' ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*' with marks
 	j := i
 	if r0 == ' ' {
 		j += n0
 	}
-	if r, _ := runeAt(s, j); isOther(r) {
+	if r, _ := runeAt(s, j); r >= 0 && sp.isOther(r) {
 		for {
 			r, n := runeAt(s, j)
-			if r < 0 || !isOther(r) {
+			if r < 0 || !sp.isOther(r) {
 				break
 			}
 			j += n
@@ -157,11 +182,11 @@ func matchQwen(s string, i int) int {
 	return end
 }
 
-// letterRun returns the end of the run of letters starting at byte i.
-func letterRun(s string, i int) int {
+// wordRun returns the end of the run of word characters (isWord) starting at byte i.
+func (sp splitter) wordRun(s string, i int) int {
 	for {
 		r, n := runeAt(s, i)
-		if r < 0 || !isLetter(r) {
+		if r < 0 || !sp.isWord(r) {
 			return i
 		}
 		i += n

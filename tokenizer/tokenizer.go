@@ -1,8 +1,8 @@
 // Package tokenizer turns text into token ids and back for the checkpoints strata runs, from
 // their Hugging Face tokenizer.json (Parse, Load, LoadDir) or from the tokenizer.ggml.*
-// metadata of a GGUF file (FromGGUF): the byte-level BPE of Qwen3 and Qwen3-Next (and of any
-// checkpoint whose tokenizer.json has the same structure, or whose GGUF vocabulary llama.cpp's
-// converter names "gpt2" with the pre-tokenizer "qwen2").
+// metadata of a GGUF file (FromGGUF): the byte-level BPE of Qwen3, Qwen3-Next, Qwen3.5 and
+// Qwen3.6 (and of any checkpoint whose tokenizer.json has the same structure, or whose GGUF
+// vocabulary llama.cpp's converter names "gpt2" with the pre-tokenizer "qwen2" or "qwen35").
 //
 // The pipeline is the one Hugging Face tokenizers runs for such a file:
 //
@@ -12,8 +12,10 @@
 //     tokenizers' normalization crate (split.go's nfc explains how);
 //  3. the Split pre-tokenizer cuts it into pieces with the Qwen2/Qwen3 pattern
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-//     (split.go implements exactly this pattern, including the lookahead, with the Unicode
-//     16.0.0 letter and number classes of tokenizers' regex engine);
+//     or the Qwen3.5 one, where combining marks run with letters:
+//     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//     (split.go implements exactly these patterns, including the lookahead, with the Unicode
+//     16.0.0 letter, number and mark classes of tokenizers' regex engine);
 //  4. each piece's UTF-8 bytes are mapped to the byte-level alphabet (GPT-2's bytes_to_unicode)
 //     and merged by BPE, lowest merge rank first (leftmost first among equal ranks).
 //
@@ -60,6 +62,7 @@ const FileName = "tokenizer.json"
 type Tokenizer struct {
 	bpe   *bpe
 	added *addedVocab
+	split splitter // the Split pre-tokenizer's pattern
 	// pieces[id] holds the bytes id decodes to (nil for ids in no token: gaps in the id space).
 	pieces [][]byte
 	known  []bool // known[id]: id names a token
@@ -104,7 +107,7 @@ func (t *Tokenizer) Encode(text string) ([]int32, error) {
 			ids = append(ids, id)
 			return
 		}
-		splitQwen(nfc(segment), func(piece string) { ids = t.bpe.encode(ids, piece, &scratch) })
+		t.split.split(nfc(segment), func(piece string) { ids = t.bpe.encode(ids, piece, &scratch) })
 	})
 	return ids, nil
 }
