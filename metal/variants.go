@@ -72,6 +72,10 @@ var alternatives = []Alternative{
 	{Op: "qmm_fp", Kernel: qmmFPKernel, Default: true, Cases: fpCases, Ran: "qmm_fp_"},
 	{Op: "qmm_fp", Kernel: qmvFPKernel, Cases: fpCases, Ran: "qmv_fp_"},
 	{Op: "qmm_fp", Kernel: qmmFPTensorKernel, Tensor: true, Bitwise: qmmFPKernel, BitwiseEmulated: true, Cases: fpCases, Ran: "qmm_fp_tensor_"},
+	// The GEMMs of GGML weights (ggml.go), the same three kernels.
+	{Op: "qmm_gg", Kernel: qmmGGKernel, Default: true, Cases: ggCases, Ran: "qmm_gg_"},
+	{Op: "qmm_gg", Kernel: qmvGGKernel, Cases: ggCases, Ran: "qmv_gg_"},
+	{Op: "qmm_gg", Kernel: qmmGGTensorKernel, Tensor: true, Bitwise: qmmGGKernel, BitwiseEmulated: true, Cases: ggCases, Ran: "qmm_gg_tensor_"},
 }
 
 // quantCases are the quantized-weight cases of the GEMM ops (op/optest cases_quant.go: names
@@ -92,3 +96,6 @@ func alternativesOf(opName string) []Alternative {
 	}
 	return out
 }
+
+// ggCases are the GGML cases of the GEMM ops (op/optest).
+var ggCases = []string{"MatMul/gg", "MoEExperts/gg"}
