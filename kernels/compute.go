@@ -91,6 +91,8 @@ func weightFormat(m *op.Matrix) string {
 		return "FP8 E4M3 (128 x 128 blocks)"
 	case op.QFloat:
 		return "MLX " + m.QF.Mode.String()
+	case op.GGML:
+		return "GGML " + m.GG.Type.String()
 	}
 	return m.DType.String()
 }

@@ -8,7 +8,9 @@
 // token-major ([T, D], [T, H, d]); Gated DeltaNet state is float32 [Hv, dk, dv]. Weights are
 // float32, bf16/f16 (widened where used), MLX affine-quantized (op.QAffine: 2 to 8-bit codes
 // dequantized block by block inside the GEMMs by AVX2, AVX-512F or portable kernels, quant.go),
-// or 8-bit and 4-bit floats (op.FP8Block, op.QFloat: decoded the same way, fpquant.go). In the
+// 8-bit and 4-bit floats (op.FP8Block, op.QFloat: decoded the same way, fpquant.go), or GGUF
+// block types kept as the file stores them (op.GGML: decoded block by block to ggml's values,
+// ggml.go). In the
 // int8 and bf16 compute modes (op.WeightOptions.Compute) the products of the matrices whose
 // format the mode takes run through package internal/qdot instead, from operands Weights.Prepare
 // makes once (compute.go); f32, the default, is the arithmetic above. Invalid shapes

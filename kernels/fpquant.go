@@ -59,16 +59,16 @@ func e8m0F32(s uint8) float32 {
 // form when useAsm512 is also set); the tests turn useAsm and useAsm512 off as for QAffine.
 func useFPAsm() bool { return useAsm && hasFPAsm }
 
-// isPacked reports whether m's kernels decode it block by block (QAffine, FP8Block, QFloat)
-// rather than widen 16-bit values.
+// isPacked reports whether m's kernels decode it block by block (QAffine, FP8Block, QFloat,
+// GGML) rather than widen 16-bit values.
 func isPacked(m *op.Matrix) bool {
-	return m.DType == op.QAffine || m.DType == op.FP8Block || m.DType == op.QFloat
+	return m.DType == op.QAffine || m.DType == op.FP8Block || m.DType == op.QFloat || m.DType == op.GGML
 }
 
 // packedScratch is the length of the float32 scratch unpackRows needs for rows of a packed m
 // (additive in rows, so that a range of rows may be split over workers at offsets
 // packedScratch(m, lo)): QAffine's scale-bias pairs, FP8Block's widened block scales per row,
-// QFloat's widened group scales.
+// QFloat's widened group scales; none for GGML (its scales are decoded block by block).
 func packedScratch(m *op.Matrix, rows int) int {
 	switch m.DType {
 	case op.QAffine:
@@ -91,6 +91,8 @@ func unpackRows(dst []float32, m *op.Matrix, r0, r1 int, sb []float32) {
 		fp8Rows(dst, m.FP8, m.K, r0, r1, sb)
 	case op.QFloat:
 		qfloatRows(dst, m.QF, m.K, r0, r1, sb)
+	case op.GGML:
+		ggmlRows(dst, m.GG, m.K, r0, r1)
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 
 // widenF32 returns an F32 copy of m (m itself when it is already F32): widening 16-bit weights
 // once at load trades twice the memory for skipping the per-call widening in MatMul. A QAffine,
-// FP8Block or QFloat weight is dequantized (for tools and tests: a model keeps its quantized
-// weights packed).
+// FP8Block, QFloat or GGML weight is dequantized (for tools and tests: a model keeps its
+// quantized weights packed).
 // Errors wrap op.ErrShape or op.ErrDType.
 func widenF32(m *op.Matrix) (*op.Matrix, error) {
 	if err := m.Validate("WidenF32"); err != nil {
@@ -23,7 +23,7 @@ func widenF32(m *op.Matrix) (*op.Matrix, error) {
 	switch m.DType {
 	case op.F32:
 		return m, nil
-	case op.QAffine, op.FP8Block, op.QFloat:
+	case op.QAffine, op.FP8Block, op.QFloat, op.GGML:
 		out, err := dequantF32(m)
 		if err != nil {
 			return nil, err
@@ -126,8 +126,9 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
 // OpenBLAS, Accelerate or strata's SGEMM) writing the columns it owns, and the blocks run on up to
 // GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are
-// widened exactly, and op.QAffine, op.FP8Block and op.QFloat weights dequantized (scale * q + bias
-// rounded once, the assembly kernels of quant.go; code * scale, those of fpquant.go), block by
+// widened exactly, and op.QAffine, op.FP8Block, op.QFloat and op.GGML weights dequantized (scale *
+// q + bias rounded once, the assembly kernels of quant.go; code * scale, those of fpquant.go;
+// ggml's block values, ggml.go), block by
 // block into the scratch of the goroutine that
 // multiplies the block, so the conversion runs in parallel and stays in cache while the packed
 // weight is read once per call. Every block has the same shape and inputs whichever goroutine

@@ -162,7 +162,8 @@ func f16Tab() []float32 {
 func quantScratch(q *op.Quant, K, rows int) int { return 2 * rows * (K / q.Group) }
 
 // dequantF32 returns the float32 values [N, K] of a QAffine weight (scale * q + bias per group,
-// docs/FORMATS.md section 2), an FP8Block or a QFloat one (code * scale, fpquant.go), computed
+// docs/FORMATS.md section 2), an FP8Block or a QFloat one (code * scale, fpquant.go) or a GGML
+// one (ggml's block values, ggml.go), computed
 // by the kernels MatMul uses. It is for tests and tools: the ops never dequantize a whole model.
 // Errors wrap op.ErrShape, op.ErrDType, op.ErrUnsupported or op.ErrInvalidArgument (m.Validate),
 // or op.ErrDType when m is not of a packed format.
@@ -171,7 +172,7 @@ func dequantF32(m *op.Matrix) ([]float32, error) {
 		return nil, err
 	}
 	if !isPacked(m) {
-		return nil, fmt.Errorf("DequantF32: %w: %v weight (want QAffine, FP8Block or QFloat)", op.ErrDType, m.DType)
+		return nil, fmt.Errorf("DequantF32: %w: %v weight (want QAffine, FP8Block, QFloat or GGML)", op.ErrDType, m.DType)
 	}
 	out := make([]float32, m.N*m.K)
 	parallelFor(m.N, 64, func(lo, hi int) {

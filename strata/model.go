@@ -563,6 +563,8 @@ func dataKey(w *op.Matrix) any {
 		return w.FP8
 	case w.QF != nil:
 		return w.QF
+	case w.GG != nil:
+		return w.GG
 	case len(w.F32) > 0:
 		return &w.F32[0]
 	case len(w.U16) > 0:

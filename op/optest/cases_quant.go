@@ -17,19 +17,23 @@ import (
 
 // Quant is the quantization of a case's weights: Bits-bit codes in groups of Group inputs with
 // ScaleDType (BF16 or F16) scales and biases (op.QAffine); with FP8 set, op.FP8Block with
-// ScaleDType (BF16 or F32) block scales; with Mode set, op.QFloat in that MLX mode (cases_fp.go).
-// The zero Quant means dense BF16 weights (mixed cases keep some matrices dense).
+// ScaleDType (BF16 or F32) block scales; with Mode set, op.QFloat in that MLX mode (cases_fp.go);
+// with GG set, op.GGML blocks of that type (cases_ggml.go). The zero Quant means dense BF16
+// weights (mixed cases keep some matrices dense).
 type Quant struct {
 	Bits, Group int
 	ScaleDType  op.DType
 	FP8         bool
 	Mode        op.QuantMode
+	GG          op.GGMLType
 }
 
-// Name is the quantization's part of a case name: "q4_g64_BF16", "fp8_BF16", "mxfp4", or "BF16"
-// for dense weights.
+// Name is the quantization's part of a case name: "q4_g64_BF16", "fp8_BF16", "mxfp4", "ggml_Q4_K",
+// or "BF16" for dense weights.
 func (q Quant) Name() string {
 	switch {
+	case q.GG != 0:
+		return "ggml_" + q.GG.String()
 	case q.FP8:
 		return "fp8_" + q.ScaleDType.String()
 	case q.Mode != 0:
@@ -40,13 +44,15 @@ func (q Quant) Name() string {
 	return fmt.Sprintf("q%d_g%d_%v", q.Bits, q.Group, q.ScaleDType)
 }
 
-// matrix returns a weight [n, k] of the quantization (RandQuant, RandFP8Block, RandQFloat), or
-// dense BF16 (RandMatrix) for the zero Quant, with values of order scale.
+// matrix returns a weight [n, k] of the quantization (RandQuant, RandFP8Block, RandQFloat,
+// RandGGML), or dense BF16 (RandMatrix) for the zero Quant, with values of order scale.
 func (q Quant) matrix(t tb, seed uint64, n, k int, scale float32) *op.Matrix {
 	t.Helper()
 	var m *op.Matrix
 	var err error
 	switch {
+	case q.GG != 0:
+		m, _, err = RandGGML(seed, n, k, q.GG, scale)
 	case q.FP8:
 		m, _, err = RandFP8Block(seed, n, k, q.ScaleDType, scale)
 	case q.Mode != 0:
@@ -109,7 +115,7 @@ func QGEMMCases() []QGEMMCase {
 		QGEMMCase{T: 63, N: 33, K: 192, Q: Quant{Bits: 6, Group: 64, ScaleDType: op.F16}},
 		QGEMMCase{T: 5, N: 600, K: 4096, Q: Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}},
 		QGEMMCase{T: 64, N: 600, K: 4096, Q: Quant{Bits: 3, Group: 128, ScaleDType: op.BF16}})
-	return append(cs, fpGEMMCases()...)
+	return append(append(cs, fpGEMMCases()...), ggmlGEMMCases()...)
 }
 
 // QMoECase is MoEExperts with quantized experts: GateUp (fused, or with Split the gate and up
@@ -150,7 +156,7 @@ func QMoECases() []QMoECase {
 		QMoECase{T: 17, E: 12, K: 10, D: 256, I: 128, Q: q128, DownQ: q128},
 		QMoECase{T: 17, E: 12, K: 10, D: 256, I: 32, Split: true, Q: Quant{Bits: 3, Group: 64, ScaleDType: op.BF16}, UpQ: Quant{Bits: 6, Group: 32, ScaleDType: op.BF16}, EmptyEvery: 5, Short: true},
 		QMoECase{T: 65, E: 64, K: 4, D: 128, I: 64, Split: true, Q: Quant{Bits: 2, Group: 32, ScaleDType: op.BF16}, UpQ: Quant{Bits: 2, Group: 32, ScaleDType: op.BF16}, DownQ: Quant{Bits: 5, Group: 64, ScaleDType: op.F16}, EmptyEvery: 5})
-	return append(cs, fpMoECases()...)
+	return append(append(cs, fpMoECases()...), ggmlMoECases()...)
 }
 
 // QEmbedCase is Embed from a QAffine table [Vocab, D] into S streams.
@@ -172,7 +178,7 @@ func QEmbedCases() []QEmbedCase {
 		cs = append(cs, QEmbedCase{T: 17, S: 1, D: 384, Vocab: 50, Q: q, Short: shortQuant(q)})
 	}
 	cs = append(cs, QEmbedCase{T: 65, S: 4, D: 256, Vocab: 300, Q: Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}, Short: true})
-	return append(cs, fpEmbedCases()...)
+	return append(append(cs, fpEmbedCases()...), ggmlEmbedCases()...)
 }
 
 // QGRCase is GRRead with quantized Down [R, S*D], Up [S*D, R] and Inj [S, S*D] (R a multiple of
@@ -198,7 +204,7 @@ func QGRCases() []QGRCase {
 		cs = append(cs, QGRCase{GR: GRCase{T: 17, S: 4, D: 256, R: 64, Inject: true}, Q: Quant{Bits: b, Group: g, ScaleDType: op.BF16}, Short: b == 4})
 	}
 	cs = append(cs, QGRCase{GR: GRCase{T: 3, S: 4, D: 256, R: 64}, Q: Quant{Bits: 8, Group: 32, ScaleDType: op.F16}, Short: true})
-	return append(cs, fpGRCases()...)
+	return append(append(cs, fpGRCases()...), ggmlGRCases()...)
 }
 
 // QPLECase is PLEApply with a quantized table [Rows, HeadDim] and Key, Value projections
@@ -215,5 +221,6 @@ func (c QPLECase) Name() string { return c.Q.Name() + "/" + c.PLE.Name() }
 // QPLECases: 4 heads of 32 over 2 streams of 64, at 4 and 3 bits, with a chunked split.
 func QPLECases() []QPLECase {
 	ple := PLECase{T: 20, S: 2, D: 64, Heads: 4, HeadDim: 32, Rows: 300, ConvK: 4, Dilation: 3, Split: 7}
-	return append([]QPLECase{{PLE: ple, Q: Quant{Bits: 4, Group: 32, ScaleDType: op.BF16}, Short: true}, {PLE: ple, Q: Quant{Bits: 3, Group: 32, ScaleDType: op.F16}}}, fpPLECases(ple)...)
+	cs := append([]QPLECase{{PLE: ple, Q: Quant{Bits: 4, Group: 32, ScaleDType: op.BF16}, Short: true}, {PLE: ple, Q: Quant{Bits: 3, Group: 32, ScaleDType: op.F16}}}, fpPLECases(ple)...)
+	return append(cs, ggmlPLECases(ple)...)
 }

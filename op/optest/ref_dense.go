@@ -23,9 +23,11 @@ func To64(x []float32) []float64 {
 
 // Widen returns the float32 values of a weight [N, K] (BF16: the bits as the upper half of a
 // float32; F16: IEEE half widened exactly; F32: the data itself, not copied; the quantized
-// formats dequantized: Dequant, DequantFP8, DequantQFloat).
+// formats dequantized: Dequant, DequantFP8, DequantQFloat, DequantGGML).
 func Widen(m *op.Matrix) []float32 {
 	switch m.DType {
+	case op.GGML:
+		return DequantGGML(m)
 	case op.QAffine:
 		return Dequant(m)
 	case op.FP8Block:

@@ -41,7 +41,7 @@ func RunMatMul(t *testing.T, be op.Backend, o Options) {
 		{"quant_group_not_dividing_K", errShape, func(e *env, a *op.MatMul) {
 			a.W = quantWith(q, func(c *op.Quant) { c.Group = 128 })
 		}},
-	}, fpBadMatMul()...))
+	}, append(fpBadMatMul(), ggmlBadMatMul()...)...))
 }
 
 // matMulEntries are the MatMul table: GEMMCases, then QGEMMCases.
@@ -76,13 +76,16 @@ func gemmEntry(name string, short bool, T, N, K int, q Quant, dt op.DType, wSeed
 }
 
 // weightBytes is the size of a weight [N, K] of dt (for QAffine: the codes, scales and biases
-// of q).
+// of q; the blocks of a GGML q).
 func weightBytes(N, K int, dt op.DType, q Quant) float64 {
 	n := float64(N) * float64(K)
 	switch dt {
 	case op.F32:
 		return 4 * n
 	case op.QAffine:
+		if q.GG != 0 {
+			return n / float64(q.GG.BlockSize()) * float64(q.GG.TypeSize())
+		}
 		return n*float64(q.Bits)/8 + 4*n/float64(q.Group)
 	}
 	return 2 * n

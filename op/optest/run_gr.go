@@ -328,7 +328,7 @@ func pleVariants(c PLECase) []pleVariant {
 	return vs
 }
 
-// TableParts splits a table m [N, K] (F32, BF16, F16, QAffine, QFloat or FP8Block) into row
+// TableParts splits a table m [N, K] (F32, BF16, F16, QAffine, QFloat, FP8Block or GGML) into row
 // blocks of rows rows each, each a view of m's storage: PLEApply.Parts of the same table. rows
 // must divide N, and for FP8Block be a multiple of op.FP8BlockSize (a part keeps whole scale
 // blocks). Errors wrap op.ErrShape.
@@ -349,6 +349,9 @@ func TableParts(m *op.Matrix, rows int) ([]*op.Matrix, error) {
 		case op.QFloat:
 			q, cw, ng := m.QF, m.K*m.QF.Mode.Bits()/32, m.K/m.QF.Mode.Group()
 			p.QF = &op.QuantFloat{Mode: q.Mode, Codes: q.Codes[lo*cw : (lo+rows)*cw], Scales: q.Scales[lo*ng : (lo+rows)*ng]}
+		case op.GGML:
+			rb, _ := m.GG.Type.RowBytes(m.K)
+			p.GG = &op.GGMLBlocks{Type: m.GG.Type, Data: m.GG.Data[lo*rb : (lo+rows)*rb]}
 		case op.FP8Block:
 			f, gc := m.FP8, m.FP8.Grid[1]
 			b0, b1 := lo/op.FP8BlockSize, (lo+rows)/op.FP8BlockSize
