@@ -1,10 +1,8 @@
 package metal
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -15,239 +13,25 @@ import (
 )
 
 // The ggml block types' kernels (ggml.metal, ggml_tensor.metal) on the emulator: every kernel of
-// op "qmm_gg" and its grouped form, for every type of op.GGMLBlockTypes, against a float64
-// reference decoded from the blocks by ggRef (below, written from ggml's dequantize_row_<type>
-// loops); qmm_gg and qmm_gg_tensor bitwise equal to gemm_w32 on the decoded float32 weight; the
-// gathers of Embed and PLE bitwise equal to the decoded rows; schedules, ASan and threadgroup
-// memory; uploads.
+// op "qmm_gg" and its grouped form, for every type of op.GGMLBlockTypes, against the float64
+// references (optest.DequantGGML); qmm_gg and qmm_gg_tensor bitwise equal to gemm_w32 on the
+// decoded float32 weight; the gathers of Embed and PLE bitwise equal to the decoded rows;
+// schedules, ASan and threadgroup memory; uploads. The op cases of op/optest (names
+// "Op/ggml_<type>/...") run in TestOpCases and, per kernel, TestOpCasesVariants.
 
-// f16Value is the value of IEEE half bits h (exact in float64).
-func f16Value(h uint16) float64 {
-	e, m := int(h>>10&31), float64(h&1023)
-	var v float64
-	switch e {
-	case 0:
-		v = math.Ldexp(m, -24)
-	case 31:
-		v = math.NaN()
-	default:
-		v = math.Ldexp(1024+m, e-25)
-	}
-	if h&0x8000 != 0 {
-		return -v
-	}
-	return v
-}
-
-// ggIQ4NL is ggml's kvalues_iq4nl; ggMXFP4 its kvalues_mxfp4 (E2M1 doubled).
-var (
-	ggIQ4NL = [16]float64{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
-	ggMXFP4 = [16]float64{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
-)
-
-// ggRef decodes one block of type typ into y (BlockSize values), exactly, in float64, following
-// the loops of ggml's dequantize_row_<type> (ggml-quants.c).
-func ggRef(typ op.GGMLType, b []byte, y []float64) {
-	h := func(off int) float64 { return f16Value(binary.LittleEndian.Uint16(b[off:])) }
-	lohi := func(qs []byte, y []float64, f func(q int) float64) { // low nibbles, then high ones
-		for j, c := range qs {
-			y[j], y[j+len(qs)] = f(int(c&15)), f(int(c>>4))
-		}
-	}
-	switch typ {
-	case op.GGMLQ4_0:
-		d := h(0)
-		lohi(b[2:18], y, func(q int) float64 { return float64(q-8) * d })
-	case op.GGMLQ4_1:
-		d, m := h(0), h(2)
-		lohi(b[4:20], y, func(q int) float64 { return float64(q)*d + m })
-	case op.GGMLQ5_0, op.GGMLQ5_1:
-		off, d := 2, h(0)
-		f := func(q int) float64 { return float64(q-16) * d } // no add: -0 stays -0
-		if typ == op.GGMLQ5_1 {
-			m := h(2)
-			off, f = 4, func(q int) float64 { return float64(q)*d + m }
-		}
-		qh := binary.LittleEndian.Uint32(b[off:])
-		for j, c := range b[off+4 : off+20] {
-			y[j] = f(int(c&15) | int(qh>>j&1)<<4)
-			y[j+16] = f(int(c>>4) | int(qh>>(j+16)&1)<<4)
-		}
-	case op.GGMLQ8_0:
-		d := h(0)
-		for j, c := range b[2:34] {
-			y[j] = float64(int8(c)) * d
-		}
-	case op.GGMLMXFP4:
-		d := math.Ldexp(1, int(b[0])-128)
-		lohi(b[1:17], y, func(q int) float64 { return ggMXFP4[q] * d })
-	case op.GGMLIQ4_NL:
-		d := h(0)
-		lohi(b[2:18], y, func(q int) float64 { return d * ggIQ4NL[q] })
-	case op.GGMLQ2_K:
-		d, dmin, q, is := h(80), h(82), b[16:80], 0
-		for n := 0; n < 256; n += 128 {
-			for shift := 0; shift < 8; shift += 2 {
-				for half := 0; half < 2; half++ {
-					sc := b[is]
-					is++
-					for l := 0; l < 16; l++ {
-						y[n+16*shift+16*half+l] = d*float64(sc&15)*float64(q[l+16*half]>>shift&3) - dmin*float64(sc>>4)
-					}
-				}
-			}
-			q = q[32:]
-		}
-	case op.GGMLQ3_K:
-		d, hm, q := h(108), b[0:32], b[32:96]
-		var sc [16]int
-		for i := range sc {
-			lo := int(b[96+i%8]) >> (4 * (i / 8)) & 15
-			hi := int(b[104+i%4]) >> (2 * (i / 4)) & 3
-			sc[i] = lo | hi<<4 - 32
-		}
-		is, m := 0, byte(1)
-		for n := 0; n < 256; n += 128 {
-			for shift := 0; shift < 8; shift += 2 {
-				for half := 0; half < 2; half++ {
-					dl := d * float64(sc[is])
-					is++
-					for l := 0; l < 16; l++ {
-						v := int(q[l+16*half] >> shift & 3)
-						if hm[l+16*half]&m == 0 {
-							v -= 4
-						}
-						y[n+16*shift+16*half+l] = dl * float64(v)
-					}
-				}
-				m <<= 1
-			}
-			q = q[32:]
-		}
-	case op.GGMLQ4_K, op.GGMLQ5_K:
-		d, dmin, s := h(0), h(2), b[4:16]
-		scaleMin := func(j int) (int, int) {
-			if j < 4 {
-				return int(s[j] & 63), int(s[j+4] & 63)
-			}
-			return int(s[j+4]&15) | int(s[j-4]>>6)<<4, int(s[j+4]>>4) | int(s[j]>>6)<<4
-		}
-		ql, qh := b[16:144], []byte(nil)
-		if typ == op.GGMLQ5_K {
-			ql, qh = b[48:176], b[16:48]
-		}
-		for c := 0; c < 4; c++ {
-			for half := 0; half < 2; half++ {
-				is := 2*c + half
-				sc, mn := scaleMin(is)
-				for l := 0; l < 32; l++ {
-					v := int(ql[32*c+l]) >> (4 * half) & 15
-					if qh != nil {
-						v += int(qh[l]>>is&1) << 4
-					}
-					y[64*c+32*half+l] = d*float64(sc)*float64(v) - dmin*float64(mn)
-				}
-			}
-		}
-	case op.GGMLQ6_K:
-		d := h(208)
-		for n := 0; n < 2; n++ {
-			ql, qh, sc := b[64*n:], b[128+32*n:], b[192+8*n:]
-			for l := 0; l < 32; l++ {
-				is := l / 16
-				q := [4]int{
-					int(ql[l]&15) | int(qh[l]&3)<<4, int(ql[l+32]&15) | int(qh[l]>>2&3)<<4,
-					int(ql[l]>>4) | int(qh[l]>>4&3)<<4, int(ql[l+32]>>4) | int(qh[l]>>6&3)<<4,
-				}
-				for u := 0; u < 4; u++ {
-					y[128*n+32*u+l] = d * float64(int8(sc[is+2*u])) * float64(q[u]-32)
-				}
-			}
-		}
-	case op.GGMLIQ4_XS:
-		d, sh := h(0), int(binary.LittleEndian.Uint16(b[2:]))
-		for ib := 0; ib < 8; ib++ {
-			ls := int(b[4+ib/2])>>(4*(ib%2))&15 | (sh>>(2*ib)&3)<<4
-			dl := d * float64(ls-32)
-			lohi(b[8+16*ib:24+16*ib], y[32*ib:], func(q int) float64 { return dl * ggIQ4NL[q] })
-		}
-	default:
-		panic("ggRef: type " + typ.String())
-	}
-}
-
-// ggDecode decodes a GGML weight m [N, K] into float64 values.
-func ggDecode(m *op.Matrix) []float64 {
-	typ := m.GG.Type
-	B, S := typ.BlockSize(), typ.TypeSize()
-	out := make([]float64, m.N*m.K)
-	for i := 0; i < m.N*m.K/B; i++ {
-		ggRef(typ, m.GG.Data[i*S:(i+1)*S], out[i*B:(i+1)*B])
-	}
-	return out
-}
-
-// ggHalfFields are the byte offsets of each type's f16 fields (scales, mins) in its block.
-var ggHalfFields = map[op.GGMLType][]int{
-	op.GGMLQ4_0: {0}, op.GGMLQ4_1: {0, 2}, op.GGMLQ5_0: {0}, op.GGMLQ5_1: {0, 2}, op.GGMLQ8_0: {0},
-	op.GGMLIQ4_NL: {0}, op.GGMLQ2_K: {80, 82}, op.GGMLQ3_K: {108}, op.GGMLQ4_K: {0, 2}, op.GGMLQ5_K: {0, 2},
-	op.GGMLQ6_K: {208}, op.GGMLIQ4_XS: {0},
-}
-
-// randGG returns a GGML weight [n, k] of typ with random blocks (every code and sub-block scale
-// random; f16 scales and mins finite and normal, of either sign, about 2^-7 .. 2^-4; MXFP4
-// exponents 2^-9 .. 2^-2) and its dense twin: the decoded values rounded once to float32, which
-// is what the kernels compute (every decoded value is one rounding of an exact product or sum),
-// as an F32 matrix (what gemm_w32 must agree with bitwise).
+// randGG is optest.RandGGML with the weight's dense twin: the decoded values (optest.DequantGGML:
+// each exact value rounded once to float32, ggml's values) as an F32 matrix (what gemm_w32 must
+// agree with bitwise).
 func randGG(t *testing.T, typ op.GGMLType, seed uint64, n, k int) (m, dense *op.Matrix) {
 	t.Helper()
-	r := &rng{s: seed}
-	rb, err := typ.RowBytes(k)
+	m, w, err := optest.RandGGML(seed, n, k, typ, 1)
 	if err != nil {
 		t.Fatal(err)
-	}
-	data := make([]byte, n*rb)
-	for i := range data {
-		data[i] = byte(r.next())
-	}
-	S := typ.TypeSize()
-	for off := 0; off < len(data); off += S {
-		if typ == op.GGMLMXFP4 {
-			data[off] = byte(119 + r.next()%8)
-			continue
-		}
-		for _, f := range ggHalfFields[typ] {
-			bits := uint16(r.next()&0x83ff) | uint16(8+r.next()%4)<<10
-			binary.LittleEndian.PutUint16(data[off+f:], bits)
-		}
-	}
-	if m, err = op.NewMatrixGGML(n, k, &op.GGMLBlocks{Type: typ, Data: data}); err != nil {
-		t.Fatal(err)
-	}
-	w := make([]float32, n*k)
-	for i, v := range ggDecode(m) {
-		w[i] = float32(v)
 	}
 	if dense, err = op.NewMatrixF32(n, k, w); err != nil {
 		t.Fatal(err)
 	}
 	return m, dense
-}
-
-// ggRefMatMul is y = x W^T in float64 over the exactly decoded GGML W.
-func ggRefMatMul(x []float32, T int, w *op.Matrix) []float64 {
-	wd := ggDecode(w)
-	y := make([]float64, T*w.N)
-	for t := 0; t < T; t++ {
-		for n := 0; n < w.N; n++ {
-			var s float64
-			for k := 0; k < w.K; k++ {
-				s += float64(x[t*w.K+k]) * wd[n*w.K+k]
-			}
-			y[t*w.N+n] = s
-		}
-	}
-	return y
 }
 
 // ggKernels are the kernels of op "qmm_gg"; "" is the host's choice from the shapes.
@@ -291,7 +75,7 @@ func TestGGMatMul(t *testing.T) {
 			ys := matMuls(t, b, w, ts, xs)
 			for i, T := range ts {
 				what := fmt.Sprintf("%s T%d %s", name, T, kernelName(k))
-				e := optest.RelErr(ys[i], ggRefMatMul(xs[i], T, w))
+				e := optest.RelErr(ys[i], optest.RefMatMul(xs[i], T, w))
 				if !(e <= quantTol()) {
 					t.Errorf("%s: relative error %.3g > %.3g", what, e, quantTol())
 				}
@@ -377,9 +161,7 @@ func TestGGExperts(t *testing.T) {
 		for _, T := range []int{1, 3, 17} {
 			x := optest.Floats(uint64(500+10*ci+T), T*c.D, 1)
 			idx := quantRoute(uint64(600+10*ci+T), T, c.K, c.E)
-			// The twin's F32 values are the exact decoded values rounded once; the reference
-			// reads them in float64.
-			wantYE, wantRK := optest.RefMoEExperts(x, T, c.K, idx, twin)
+			wantYE, wantRK := optest.RefMoEExperts(x, T, c.K, idx, ex)
 			used := 0
 			for _, e := range idx {
 				if e >= 0 {
@@ -441,9 +223,9 @@ func TestGGGather(t *testing.T) {
 	pw := &op.PLEWeights{S: pS, D: pD, EmbedDim: heads * hd, HeadDim: hd, Dilation: 3,
 		NormKey: r.fill(pS*pD, -0.5, 0.5), NormQuery: r.fill(pS*pD, -0.5, 0.5), NormConv: r.fill(pS*pD, -0.5, 0.5),
 		ConvW: r.fill(pS*pD*4, -0.5, 0.5)}
-	table, tableF := randGG(t, op.GGMLQ8_0, 2, rows, hd)
-	key, keyF := randGG(t, op.GGMLQ4_K, 3, pS*pD, pw.EmbedDim)
-	value, valueF := randGG(t, op.GGMLQ6_K, 4, pD, pw.EmbedDim)
+	table, _ := randGG(t, op.GGMLQ8_0, 2, rows, hd)
+	key, _ := randGG(t, op.GGMLQ4_K, 3, pS*pD, pw.EmbedDim)
+	value, _ := randGG(t, op.GGMLQ6_K, 4, pD, pw.EmbedDim)
 	ids := make([]int32, pT*heads)
 	for i := range ids {
 		ids[i] = int32(r.next() % rows)
@@ -455,13 +237,12 @@ func TestGGGather(t *testing.T) {
 		w.Key, w.Value = key, value
 		h, st := slices.Clone(pH), slices.Clone(st0)
 		pa := op.PLEApply{H: f32(h), T: pT, IDs: i32(ids), W: &w, ConvState: f32(st), Eps: 1e-6}
-		if parts { // two parts of 70 rows, views of the table's blocks
-			rb := len(table.GG.Data) / rows
-			for lo := 0; lo < rows; lo += 70 {
-				pa.Parts = append(pa.Parts, &op.Matrix{N: 70, K: hd, DType: op.GGML,
-					GG: &op.GGMLBlocks{Type: table.GG.Type, Data: table.GG.Data[lo*rb : (lo+70)*rb]}})
+		if parts {
+			ps, err := optest.TableParts(table, 70)
+			if err != nil {
+				t.Fatal(err)
 			}
-			pa.PartRows = 70
+			pa.Parts, pa.PartRows = ps, 70
 		} else {
 			w.Table = table
 		}
@@ -470,7 +251,7 @@ func TestGGGather(t *testing.T) {
 	}
 	h, st := run(false)
 	ref := *pw
-	ref.Table, ref.Key, ref.Value = tableF, keyF, valueF
+	ref.Table, ref.Key, ref.Value = table, key, value
 	wantH, wantSt := optest.RefPLEApply(pH, pT, ids, &ref, st0, 1e-6)
 	checkClose64(t, "PLEApply.H GGML", h, wantH, optest.Tolerances()["PLEApply.H"]*OpTolScale)
 	checkClose64(t, "PLEApply.convState GGML", st, wantSt, optest.Tolerances()["PLEApply.convState"]*OpTolScale)

@@ -86,6 +86,9 @@ var quantCases = []string{"MatMul/q", "MoEExperts/q"}
 // "Op/fp8_<scales>/...", "Op/<mode>/...").
 var fpCases = []string{"MatMul/fp8_", "MatMul/mxfp", "MatMul/nvfp", "MoEExperts/fp8_", "MoEExperts/mxfp", "MoEExperts/nvfp"}
 
+// ggCases are the GGML cases of the GEMM ops (op/optest cases_ggml.go: names "Op/ggml_<type>/...").
+var ggCases = []string{"MatMul/ggml_", "MoEExperts/ggml_"}
+
 // alternativesOf returns the Alternatives of op (nil for an op without any).
 func alternativesOf(opName string) []Alternative {
 	var out []Alternative
@@ -96,6 +99,3 @@ func alternativesOf(opName string) []Alternative {
 	}
 	return out
 }
-
-// ggCases are the GGML cases of the GEMM ops (op/optest).
-var ggCases = []string{"MatMul/gg", "MoEExperts/gg"}
