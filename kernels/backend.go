@@ -20,11 +20,11 @@ var _ op.Backend = Backend{}
 // Name implements op.Backend.
 func (Backend) Name() string { return "cpu" }
 
-// Kernels implements op.Backend: the instruction sets of the attention, GDN, activation and MLX
-// dequantization kernels and the BLAS behind GEMM.
+// Kernels implements op.Backend: the instruction sets of the attention, GDN, activation, MLX
+// and GGML dequantization kernels and the BLAS behind GEMM.
 func (Backend) Kernels() string {
-	return fmt.Sprintf("cpu (GOMAXPROCS=%d): attention %s, GDN %s, activations %s, MLX dequantization %s; GEMM %s",
-		runtime.GOMAXPROCS(0), AttentionKernel(), GDNKernel(), ActKernel(), QuantKernel(), blas.Impl())
+	return fmt.Sprintf("cpu (GOMAXPROCS=%d): attention %s, GDN %s, activations %s, MLX dequantization %s, GGML dequantization %s; GEMM %s",
+		runtime.GOMAXPROCS(0), AttentionKernel(), GDNKernel(), ActKernel(), QuantKernel(), GGMLKernel(), blas.Impl())
 }
 
 // NewTensor implements op.Backend.

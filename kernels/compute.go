@@ -18,13 +18,17 @@ import (
 //   - int8: QAffine (every MLX bit width) and FP8Block weights; activations quantized per row
 //     and block of int8Block elements (QuantizeInt8). The weight is packed once at load for
 //     the widest int8 kernel of the CPU (PackInt8: AVX-512 VNNI, AVX-VNNI, AVX2 or NEON SDOT).
-//     BF16, F16, F32 and QFloat weights run in f32: an int8 form of them would requantize the
-//     weights, which this mode does not do.
+//     GGML weights (the GGUF block types) run from their blocks as stored, mapped to int8
+//     codes with a scale (and an offset) per 32 on every call and not packed, so that a
+//     4-bit file stays its size in memory (ggml_int8.go; Q2_K, Q3_K and Q6_K groups whose two
+//     16-element sub-blocks differ are requantized there). BF16, F16, F32 and QFloat weights
+//     run in f32: an int8 form of them would requantize the weights, which this mode does not
+//     do.
 //   - bf16: BF16, FP8Block and QAffine weights (MLX codes dequantized and rounded to bfloat16
 //     per call); activations rounded to bfloat16 (RoundBF16); VDPBF16PS where the CPU has
 //     AVX512_BF16 and it wins the timing of qdot.BestBF16, else its FMA emulation (the same
 //     bits but for subnormal partial sums). F16 and F32 weights (rounding them to bfloat16
-//     would change them) and QFloat run in f32. The emulation runs where the instruction is
+//     would change them), QFloat and GGML run in f32. The emulation runs where the instruction is
 //     missing although it is slower than f32 there (on a Zen 3, 0.4-0.6x on the qwen3next
 //     slice: BENCHMARKS.md), so that the mode's results are those of every CPU; f32 is the
 //     mode for speed on such CPUs, int8 faster still.
@@ -111,6 +115,8 @@ func f32Reason(c op.ComputeMode, m *op.Matrix) string {
 			return fmt.Sprintf("K %d is not a multiple of %d", m.K, qdot.FP8Int8Group)
 		case op.QFloat:
 			return "no int8 kernel for MLX float codes"
+		case op.GGML:
+			return ""
 		}
 		return "int8 would requantize the weights"
 	case op.ComputeBF16:
@@ -124,6 +130,8 @@ func f32Reason(c op.ComputeMode, m *op.Matrix) string {
 			return fmt.Sprintf("K %d is odd", m.K)
 		case op.QFloat:
 			return "no bf16 kernel for MLX float codes"
+		case op.GGML:
+			return "no bf16 kernel for GGML blocks"
 		}
 		return "bf16 would round the weights"
 	}
@@ -155,8 +163,13 @@ func (c *computeState) form(m *op.Matrix) (*computeForm, string, error) {
 	}
 	if c.mode == op.ComputeInt8 {
 		var w qdot.Int8Weights = aff
-		if fp8 != nil {
+		switch {
+		case fp8 != nil:
 			w = fp8
+		case m.DType == op.GGML:
+			// Read from the blocks on every call: a packed copy would be about 2.2x a 4-bit file.
+			f.k, f.i8 = c.i8k, ggmlInt8(m)
+			return f, "", nil
 		}
 		f.k, f.i8 = c.i8k, w
 		if c.i8k != qdot.Go {
@@ -195,7 +208,13 @@ func (c *computeState) report() string {
 	s := c.mode.String()
 	switch c.mode {
 	case op.ComputeInt8:
-		s += fmt.Sprintf(" (activations in blocks of %d, weights packed at load: %.1f MiB)", int8Block, float64(c.bytes)/(1<<20))
+		ggml := ""
+		for k := range c.routes {
+			if strings.HasPrefix(k, "int8 ") && strings.Contains(k, " for GGML ") {
+				ggml = "; GGML weights read as stored, not packed"
+			}
+		}
+		s += fmt.Sprintf(" (activations in blocks of %d, weights packed at load: %.1f MiB%s)", int8Block, float64(c.bytes)/(1<<20), ggml)
 	case op.ComputeBF16:
 		best, why := qdot.BestBF16(), qdot.BF16Choice()
 		switch {
@@ -289,6 +308,6 @@ func ComputeKernels() string {
 			bw += ", no AVX512_BF16 on this CPU"
 		}
 	}
-	return fmt.Sprintf("int8 %s (activations in blocks of %d) for MLX affine and FP8 weights, the rest in f32; "+
+	return fmt.Sprintf("int8 %s (activations in blocks of %d) for MLX affine, FP8 and GGML weights, the rest in f32; "+
 		"bf16 %s for BF16, FP8 and MLX affine weights, the rest in f32; f32 %s", qdot.Int8Name(qdot.BestInt8()), int8Block, bw, BLASImpl())
 }

@@ -35,6 +35,13 @@ func computeCases(t *testing.T, N, K int) []computeCase {
 		t.Fatal(err)
 	}
 	cs = append(cs, computeCase{"fp8", m, wide})
+	for _, gt := range op.GGMLBlockTypes {
+		m, wide, err := optest.RandGGML(uint64(20+gt), N, K, gt, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, computeCase{"ggml_" + gt.String(), m, wide})
+	}
 	bm, bw := denseMatrix(t, 8, N, K, op.BF16, 0.05)
 	return append(cs, computeCase{"bf16", bm, bw})
 }
@@ -62,6 +69,8 @@ func qdotRef(t *testing.T, mode op.ComputeMode, m *op.Matrix, x []float32, T int
 			w = &qdot.Affine{N: m.N, K: m.K, Bits: m.Q.Bits, Group: m.Q.Group, Codes: m.Q.Codes, Scales: m.Q.Scales, Biases: m.Q.Biases}
 		case op.FP8Block:
 			w = &qdot.FP8{N: m.N, K: m.K, Codes: m.FP8.Codes, ScaleInvBF16: m.FP8.Scales}
+		case op.GGML:
+			w = ggmlInt8(m)
 		}
 		var a qdot.Int8Act
 		if err := qdot.QuantizeInt8(&a, x, T, m.K, int8Block); err != nil {
@@ -163,13 +172,19 @@ func TestComputeMatMul(t *testing.T) {
 	}
 }
 
-// TestComputeExperts: the routed experts in int8 mode (MLX 4-bit, gate and up apart as MLX
-// stores them, and fused) give bitwise the same combined output whatever GOMAXPROCS (one expert
-// per goroutine, or one at a time with each product split over the cores) and for the tokens
-// run in two calls; and within the int8 rounding of the f32 experts on the same weights.
+// TestComputeExperts: the routed experts in int8 mode (MLX 4-bit, and GGML Q4_K gate and up
+// with a Q6_K down as a Q4_K_M file holds them; gate and up apart as MLX and GGUF store them,
+// and fused) give bitwise the same combined output whatever GOMAXPROCS (one expert per
+// goroutine, or one at a time with each product split over the cores) and for the tokens run in
+// two calls; and within the int8 rounding of the f32 experts on the same weights.
 func TestComputeExperts(t *testing.T) {
-	const T, E, K, D, I = 40, 6, 3, 256, 128
-	for _, split := range []bool{true, false} {
+	const T, E, K, D = 40, 6, 3, 256
+	for _, c := range []struct {
+		format string
+		split  bool
+		I      int
+	}{{"mlx4", true, 128}, {"mlx4", false, 128}, {"ggml", true, 256}, {"ggml", false, 256}} {
+		split, I := c.split, c.I
 		ex := &op.Experts{E: E, D: D, I: I}
 		w := computeStore(op.ComputeInt8, qdot.BestInt8())
 		f32 := &op.Experts{E: E, D: D, I: I}
@@ -179,8 +194,15 @@ func TestComputeExperts(t *testing.T) {
 			ex.Up, f32.Up = make([]*op.Matrix, E), make([]*op.Matrix, E)
 		}
 		for e := 0; e < E; e++ {
-			mk := func(seed uint64, n, k int) (*op.Matrix, *op.Matrix) {
+			mk := func(seed uint64, n, k int, down bool) (*op.Matrix, *op.Matrix) {
 				m, _, err := optest.RandQuant(seed, n, k, 4, 64, op.BF16, 0.1)
+				if c.format == "ggml" {
+					gt := op.GGMLQ4_K
+					if down {
+						gt = op.GGMLQ6_K
+					}
+					m, _, err = optest.RandGGML(seed, n, k, gt, 0.1)
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -193,12 +215,12 @@ func TestComputeExperts(t *testing.T) {
 				}
 				return p, m
 			}
-			gu, gu32 := mk(uint64(3*e+1), gateRows, D)
-			dn, dn32 := mk(uint64(3*e+2), D, I)
+			gu, gu32 := mk(uint64(3*e+1), gateRows, D, false)
+			dn, dn32 := mk(uint64(3*e+2), D, I, true)
 			ex.GateUp, ex.Down = append(ex.GateUp, gu), append(ex.Down, dn)
 			f32.GateUp, f32.Down = append(f32.GateUp, gu32), append(f32.Down, dn32)
 			if split {
-				ex.Up[e], f32.Up[e] = mk(uint64(3*e+3), I, D)
+				ex.Up[e], f32.Up[e] = mk(uint64(3*e+3), I, D, false)
 			}
 		}
 		x := optest.Floats(9, T*D, 1)
@@ -218,7 +240,7 @@ func TestComputeExperts(t *testing.T) {
 			}
 			return out
 		}
-		name := fmt.Sprintf("split=%v", split)
+		name := fmt.Sprintf("%s split=%v", c.format, split)
 		one := run(ex, 0, T)
 		denseSameAcrossProcs(t, name, func() []float32 { return run(ex, 0, T) })
 		sameSlice(t, name+" in calls of 17 + rest", append(run(ex, 0, 17), run(ex, 17, T)...), one)

@@ -1,7 +1,10 @@
 package kernels
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stratakernels/strata/op"
@@ -11,9 +14,16 @@ import (
 // TestGGMLDecode: every kernel set decodes every GGML block type bitwise as optest.DequantGGML
 // (ggml's values), on the generated weights and on blocks of random bytes (half scales that are
 // subnormal, huge, infinite or NaN; every code and sub-block scale; MXFP4 exponents 0 to 255),
-// all rows, a run of rows and a single row.
+// all rows, a run of rows and a single row; the kernels line names the set that ran.
 func TestGGMLDecode(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) {
+		want := map[bool]string{false: "generic Go", true: "avx2/Go unpacking, avx2 scaling"}[useAsm]
+		if useAsm && useAsm512 {
+			want = "avx2/Go unpacking, avx512 scaling"
+		}
+		if GGMLKernel() != want || !strings.Contains(Backend{}.Kernels(), "GGML dequantization "+want) {
+			t.Fatalf("GGMLKernel %q, Kernels %q, want %q", GGMLKernel(), Backend{}.Kernels(), want)
+		}
 		for _, gt := range op.GGMLBlockTypes {
 			t.Run(gt.String(), func(t *testing.T) {
 				m, want, err := optest.RandGGML(uint64(gt), 7, 512, gt, 0.1)
@@ -34,4 +44,144 @@ func TestGGMLDecode(t *testing.T) {
 			})
 		}
 	})
+}
+
+// BenchmarkGGMLDecode times the decoding of a [64, 4096] weight of each type (the kernel set
+// the CPU runs by default), in elements per nanosecond through b.SetBytes(elements).
+func BenchmarkGGMLDecode(b *testing.B) {
+	const N, K = 64, 4096
+	dst := make([]float32, N*K)
+	for _, gt := range op.GGMLBlockTypes {
+		m, _, err := optest.RandGGML(1, N, K, gt, 0.1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(gt.String(), func(b *testing.B) {
+			b.SetBytes(N * K)
+			for b.Loop() {
+				unpackRows(dst, m, 0, N, nil)
+			}
+		})
+	}
+}
+
+// TestGGMLInt8Row: the int8 form of every GGML type holds ggml's values: q * s + b, computed
+// in float64 and rounded once, is optest.DequantGGML's value (zeros of either sign alike) for
+// the types whose scales and mins are per 32 or per block (ggml_int8.go), within half the
+// group's scale of it for Q2_K (requantized groups) and Q6_K (folded; one scale where a +128 was
+// clamped, as for Q3_K); the codes are in [-128, 127].
+func TestGGMLInt8Row(t *testing.T) {
+	const N, K = 6, 512
+	for _, gt := range op.GGMLBlockTypes {
+		m, want, err := optest.RandGGML(uint64(40+gt), N, K, gt, 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ggmlInt8(m)
+		exact := gt != op.GGMLQ2_K && gt != op.GGMLQ3_K && gt != op.GGMLQ6_K
+		q, s, b := make([]int32, K), make([]float32, K/32), make([]float32, K/32)
+		requant := 0
+		for n := range N {
+			w.Row(n, q, s, b)
+			for k, c := range q {
+				if c < -128 || c > 127 {
+					t.Fatalf("%v row %d code %d = %d", gt, n, k, c)
+				}
+				v := float64(c)*float64(s[k/32]) + float64(b[k/32])
+				ref := want[n*K+k]
+				if exact && float32(v) != ref { // -0 and +0 alike: the int8 sums do not see the sign of a zero
+					t.Fatalf("%v row %d element %d: %d * %g + %g = %g, want %g", gt, n, k, c, s[k/32], b[k/32], v, ref)
+				}
+				bound := 0.5001 // Q2_K's requantized groups; Q3_K and Q6_K's clamped +128 is off by one
+				if gt == op.GGMLQ3_K || gt == op.GGMLQ6_K {
+					bound = 1.0001
+				}
+				if d := math.Abs(v - float64(ref)); d > bound*math.Abs(float64(s[k/32]))+1e-7*math.Abs(float64(ref)) {
+					t.Fatalf("%v row %d element %d: %g, want %g (scale %g)", gt, n, k, v, ref, s[k/32])
+				}
+				if d := math.Abs(v - float64(ref)); d > 1e-6*math.Abs(float64(ref)) && k%32 == 0 {
+					requant++
+				}
+			}
+		}
+		if !w.Bias && ggmlHasMin(gt) || w.Bias && !ggmlHasMin(gt) {
+			t.Errorf("%v: Bias %v", gt, w.Bias)
+		}
+		t.Logf("%v: %d of %d groups with an inexact first element", gt, requant, N*K/32)
+	}
+}
+
+// BenchmarkGGMLMatMul runs y = x W^T in f32 and int8 compute for GGML weights beside MLX 4-bit
+// (groups of 64) at a projection and an expert's shape, in GFLOP/s (compare within one run).
+func BenchmarkGGMLMatMul(b *testing.B) {
+	shapes := []struct {
+		name    string
+		T, N, K int
+	}{
+		{"proj_T512_N2560_K2560", 512, 2560, 2560},
+		{"expert_gateup_T80_N1280_K2560", 80, 1280, 2560},
+	}
+	for _, s := range shapes {
+		mlx, _, _ := optest.RandQuant(1, s.N, s.K, 4, 64, op.BF16, 0.05)
+		ws := []*op.Matrix{mlx}
+		for _, gt := range []op.GGMLType{op.GGMLQ4_K, op.GGMLIQ4_XS, op.GGMLQ4_0, op.GGMLQ6_K, op.GGMLQ8_0} {
+			m, _, err := optest.RandGGML(uint64(gt), s.N, s.K, gt, 0.05)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ws = append(ws, m)
+		}
+		x := optest.Floats(5, s.T*s.K, 1)
+		y := make([]float32, s.T*s.N)
+		for _, mode := range []op.ComputeMode{op.ComputeF32, op.ComputeInt8} {
+			store := Backend{}.NewWeights(op.WeightOptions{Compute: mode})
+			for _, w := range ws {
+				p, err := store.Prepare(w)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Run(fmt.Sprintf("%s/%v/%s", s.name, mode, weightFormat(w)), func(b *testing.B) {
+					for b.Loop() {
+						if err := matMulChecked(y, x, s.T, p); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(2*float64(s.T)*float64(s.N)*float64(s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// TestGGMLInt8Resident: in int8 mode a GGML weight keeps only its blocks (its form adds no
+// bytes: ResidentBytes of a 4-bit file stays the file's size), where an MLX 4-bit weight of the
+// same shape gains its packed panels; the report names the GGML route and its kernel.
+func TestGGMLInt8Resident(t *testing.T) {
+	const N, K = 512, 2560
+	store := Backend{}.NewWeights(op.WeightOptions{Compute: op.ComputeInt8})
+	for _, gt := range []op.GGMLType{op.GGMLQ4_K, op.GGMLIQ4_XS, op.GGMLQ4_0, op.GGMLMXFP4} {
+		m, _, err := optest.RandGGML(uint64(gt), N, K, gt, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := store.Prepare(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Compute == nil || p.Compute.Bytes() != 0 || p.Bytes() != m.Bytes() || m.Bytes() != int64(N*K/gt.BlockSize()*gt.TypeSize()) {
+			t.Fatalf("%v: form %v, %d + %d bytes resident, file %d", gt, p.Compute, p.Bytes(), p.Compute.Bytes(), m.Bytes())
+		}
+		t.Logf("%v: %.3f bytes an element resident in int8 mode (%.2f bits), 1.00x the stored blocks", gt,
+			float64(p.Bytes()+p.Compute.Bytes())/(N*K), 8*float64(p.Bytes()+p.Compute.Bytes())/(N*K))
+	}
+	mlx, _, _ := optest.RandQuant(1, N, K, 4, 64, op.BF16, 0.05)
+	p, err := store.Prepare(mlx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MLX 4-bit g64: %.3f bytes an element in int8 mode, %.2fx its stored codes, scales and biases", float64(p.Bytes()+p.Compute.Bytes())/(N*K),
+		float64(p.Bytes()+p.Compute.Bytes())/float64(mlx.Bytes()))
+	if r := store.Compute(); !strings.Contains(r, "for GGML Q4_K: 1") || !strings.Contains(r, "GGML weights read as stored, not packed") {
+		t.Errorf("report %q", r)
+	}
 }

@@ -1,0 +1,48 @@
+package qdot
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Int8Rows is a weight [N, K] that its owner decodes row by row into signed int8 codes with a
+// float32 scale and, with Bias, a float32 offset per group of Group elements: W[n, k] =
+// s[k/Group] * q[k] + b[k/Group] (in the int8 arithmetic of the package documentation, b is the
+// bias b_g). Row writes row n's codes in natural order into q (len K, each in [-128, 127]), its
+// group scales into s and (Bias) its group offsets into b (len K/Group); it is called from
+// several goroutines at once and must give the same values for a row every time. This is how
+// the GGUF block types (package kernels) reach the int8 kernels: each type's codes, sub-block
+// scales and mins become int8 codes with a scale (and an offset) per 32 elements. The weight is
+// not copied: with the assembly kernels its panels are packed from Row on every call (PackInt8
+// packs them once instead, at about 1.25 bytes an element).
+type Int8Rows struct {
+	N, K, Group int
+	Bias        bool
+	Row         func(n int, q []int32, s, b []float32)
+}
+
+// Int8RowsGroups are the group sizes an Int8Rows weight may have: multiples of the activation
+// blocks QuantizeInt8 takes.
+var Int8RowsGroups = []int{32, 64, 128}
+
+// Validate checks the weight's sizes. Errors wrap ErrShape or ErrUnsupported.
+func (w *Int8Rows) Validate() error {
+	if w == nil || w.Row == nil {
+		return fmt.Errorf("%w: Int8Rows weight without its rows", ErrShape)
+	}
+	if !slices.Contains(Int8RowsGroups, w.Group) {
+		return fmt.Errorf("%w: Int8Rows weight in groups of %d (want one of %v)", ErrUnsupported, w.Group, Int8RowsGroups)
+	}
+	if w.N <= 0 || w.K <= 0 || w.K%w.Group != 0 || w.N > math.MaxInt32 || w.K > math.MaxInt32 {
+		return fmt.Errorf("%w: Int8Rows weight [%d, %d] in groups of %d", ErrShape, w.N, w.K, w.Group)
+	}
+	return nil
+}
+
+func (w *Int8Rows) int8Source() (*i8src, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	return &i8src{N: w.N, K: w.K, group: w.Group, bias: w.Bias, signed: true, row: w.Row}, nil
+}

@@ -1,0 +1,37 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// ggmlApplyAVX2 writes dst[i] = float32(int8(codes[i])) * s[i/16] + o[i/16] for runs runs of 16
+// elements (ggml.go: ggmlApply), a multiply then an add as the portable loop. Implemented in
+// ggml_amd64.s; needs AVX2 (hasFPAsm).
+//
+//go:noescape
+func ggmlApplyAVX2(dst *float32, codes *byte, s, o *float32, runs int)
+
+// ggmlApply512 is ggmlApplyAVX2 in AVX-512F, bitwise the same values.
+//
+//go:noescape
+func ggmlApply512(dst *float32, codes *byte, s, o *float32, runs int)
+
+// nibbleTableAVX2 is nibbleTable's loop (ggml.go) by VPSHUFB: for i < n, the 16 bytes at
+// src + i*stride give 32 codes at dst + 32i, kv[low nibbles] then kv[high nibbles].
+//
+//go:noescape
+func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int)
+
+// nibble32AVX2 is nibble32's loop (ggml.go): for i < n, the 32 bytes at src + 32i give 64
+// codes at dst + 64i, low nibbles then high nibbles.
+//
+//go:noescape
+func nibble32AVX2(dst *byte, src *byte, n int)
+
+// q6CodesAVX2 is q6Codes's loop (ggml.go): the 256 codes q - 32 of the Q6_K block at b into c.
+//
+//go:noescape
+func q6CodesAVX2(c *byte, b *byte)
+
+// q5KCodesAVX2 is q5KCodes's loop (ggml.go): the 256 codes of the Q5_K block at b into c.
+//
+//go:noescape
+func q5KCodesAVX2(c *byte, b *byte)

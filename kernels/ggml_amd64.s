@@ -1,0 +1,221 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// ggmlApply of ggml.go: runs of 16 signed byte codes, each widened to int32, converted to
+// float32 (exact), multiplied by its run's scale and added to its run's offset: the portable
+// loop's two roundings in the same order, so the same bits.
+
+// func ggmlApplyAVX2(dst *float32, codes *byte, s, o *float32, runs int)
+TEXT ·ggmlApplyAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ codes+8(FP), SI
+	MOVQ s+16(FP), R8
+	MOVQ o+24(FP), R9
+	MOVQ runs+32(FP), CX
+	TESTQ CX, CX
+	JZ    gavx2done
+gavx2run:
+	VPMOVSXBD    (SI), Y0
+	VPMOVSXBD    8(SI), Y1
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VBROADCASTSS (R9), Y3
+	VMULPS       Y2, Y0, Y0
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y3, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	ADDQ         $16, SI
+	ADDQ         $64, DI
+	ADDQ         $4, R8
+	ADDQ         $4, R9
+	DECQ         CX
+	JNZ          gavx2run
+gavx2done:
+	VZEROUPPER
+	RET
+
+// func ggmlApply512(dst *float32, codes *byte, s, o *float32, runs int)
+TEXT ·ggmlApply512(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ codes+8(FP), SI
+	MOVQ s+16(FP), R8
+	MOVQ o+24(FP), R9
+	MOVQ runs+32(FP), CX
+	TESTQ CX, CX
+	JZ    g512done
+g512run:
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VBROADCASTSS (R8), Z2
+	VBROADCASTSS (R9), Z3
+	VMULPS       Z2, Z0, Z0
+	VADDPS       Z3, Z0, Z0
+	VMOVUPS      Z0, (DI)
+	ADDQ         $16, SI
+	ADDQ         $64, DI
+	ADDQ         $4, R8
+	ADDQ         $4, R9
+	DECQ         CX
+	JNZ          g512run
+g512done:
+	VZEROUPPER
+	RET
+
+// func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int)
+TEXT ·nibbleTableAVX2(SB), NOSPLIT, $0-40
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    stride+16(FP), DX
+	MOVQ    kv+24(FP), R8
+	MOVQ    n+32(FP), CX
+	VMOVDQU (R8), X4
+	MOVL    $0x0f0f0f0f, AX
+	MOVD    AX, X5
+	VPBROADCASTD X5, X5
+	TESTQ   CX, CX
+	JZ      ntdone
+ntloop:
+	VMOVDQU (SI), X0
+	VPSRLW  $4, X0, X1
+	VPAND   X5, X0, X0
+	VPAND   X5, X1, X1
+	VPSHUFB X0, X4, X0
+	VPSHUFB X1, X4, X1
+	VMOVDQU X0, (DI)
+	VMOVDQU X1, 16(DI)
+	ADDQ    DX, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     ntloop
+ntdone:
+	RET
+
+// func nibble32AVX2(dst *byte, src *byte, n int)
+TEXT ·nibble32AVX2(SB), NOSPLIT, $0-24
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    n+16(FP), CX
+	MOVL    $0x0f0f0f0f, AX
+	MOVD    AX, X5
+	VPBROADCASTD X5, Y5
+	TESTQ   CX, CX
+	JZ      n32done
+n32loop:
+	VMOVDQU (SI), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y5, Y0, Y0
+	VPAND   Y5, Y1, Y1
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	ADDQ    $32, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     n32loop
+n32done:
+	VZEROUPPER
+	RET
+
+// Q6_K codes of one half h of a block: ql bytes a = (SI), q = 32(SI), qh bytes e = (DX); Y5
+// holds 0x0f, Y6 0x03, Y7 32 in every byte. Writes 128 codes at DI: a's low nibbles with e's
+// bits 0-1, q's low nibbles with bits 2-3, a's high nibbles with bits 4-5, q's high nibbles
+// with bits 6-7 (as the fifth and sixth bits), each minus 32. VPSRLW shifts 16-bit lanes; the
+// masks after it keep each byte's own bits.
+#define Q6HALF \
+	VMOVDQU (SI), Y0 \
+	VMOVDQU 32(SI), Y1 \
+	VMOVDQU (DX), Y2 \
+	VPAND   Y5, Y0, Y3 \
+	VPAND   Y6, Y2, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VPSUBB  Y7, Y3, Y3 \
+	VMOVDQU Y3, (DI) \
+	VPAND   Y5, Y1, Y3 \
+	VPSRLW  $2, Y2, Y4 \
+	VPAND   Y6, Y4, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VPSUBB  Y7, Y3, Y3 \
+	VMOVDQU Y3, 32(DI) \
+	VPSRLW  $4, Y0, Y3 \
+	VPAND   Y5, Y3, Y3 \
+	VPSRLW  $4, Y2, Y4 \
+	VPAND   Y6, Y4, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VPSUBB  Y7, Y3, Y3 \
+	VMOVDQU Y3, 64(DI) \
+	VPSRLW  $4, Y1, Y3 \
+	VPAND   Y5, Y3, Y3 \
+	VPSRLW  $6, Y2, Y4 \
+	VPAND   Y6, Y4, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VPSUBB  Y7, Y3, Y3 \
+	VMOVDQU Y3, 96(DI)
+
+// func q6CodesAVX2(c *byte, b *byte)
+TEXT ·q6CodesAVX2(SB), NOSPLIT, $0-16
+	MOVQ c+0(FP), DI
+	MOVQ b+8(FP), SI
+	LEAQ 128(SI), DX
+	MOVL $0x0f0f0f0f, AX
+	MOVD AX, X5
+	VPBROADCASTD X5, Y5
+	MOVL $0x03030303, AX
+	MOVD AX, X6
+	VPBROADCASTD X6, Y6
+	MOVL $0x20202020, AX
+	MOVD AX, X7
+	VPBROADCASTD X7, Y7
+	Q6HALF
+	ADDQ $64, SI
+	ADDQ $32, DX
+	ADDQ $128, DI
+	Q6HALF
+	VZEROUPPER
+	RET
+
+// Q5_K codes of chunk k: the 32 qs bytes at (SI) give 64 codes at (DI), low nibbles with bit
+// lo of the qh bytes in Y2 as the fifth bit, then high nibbles with bit lo+1; Y5 holds 0x0f and
+// Y6 0x01 in every byte.
+#define Q5KCHUNK(lo, hi) \
+	VMOVDQU (SI), Y0 \
+	VPAND   Y5, Y0, Y3 \
+	VPSRLW  $lo, Y2, Y4 \
+	VPAND   Y6, Y4, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VMOVDQU Y3, (DI) \
+	VPSRLW  $4, Y0, Y3 \
+	VPAND   Y5, Y3, Y3 \
+	VPSRLW  $hi, Y2, Y4 \
+	VPAND   Y6, Y4, Y4 \
+	VPSLLW  $4, Y4, Y4 \
+	VPOR    Y4, Y3, Y3 \
+	VMOVDQU Y3, 32(DI) \
+	ADDQ    $32, SI \
+	ADDQ    $64, DI
+
+// func q5KCodesAVX2(c *byte, b *byte)
+TEXT ·q5KCodesAVX2(SB), NOSPLIT, $0-16
+	MOVQ    c+0(FP), DI
+	MOVQ    b+8(FP), SI
+	VMOVDQU 16(SI), Y2
+	ADDQ    $48, SI
+	MOVL    $0x0f0f0f0f, AX
+	MOVD    AX, X5
+	VPBROADCASTD X5, Y5
+	MOVL    $0x01010101, AX
+	MOVD    AX, X6
+	VPBROADCASTD X6, Y6
+	Q5KCHUNK(0, 1)
+	Q5KCHUNK(2, 3)
+	Q5KCHUNK(4, 5)
+	Q5KCHUNK(6, 7)
+	VZEROUPPER
+	RET

@@ -1,0 +1,175 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/stratakernels/strata/internal/qdot"
+	"github.com/stratakernels/strata/op"
+)
+
+// The int8 form of a GGML weight (compute mode int8): each row decoded by ggmlCodes (ggml.go)
+// into signed 8-bit codes with a scale and offset per run of 16, handed to qdot's int8 kernels
+// as a qdot.Int8Rows weight in groups of 32 (the activation block), read from the file's blocks
+// on every call (no packed copy: resident bytes stay the file's).
+//
+// Where a group's two runs share their scale and offset, the group is exactly ggml's: codes as
+// they are, scale s, bias o (the types with a min: Q4_1, Q5_1, Q4_K, Q5_K; the others have no
+// bias). That is every group of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS and
+// MXFP4 (their scales and mins are per 32 or per block). Q2_K, Q3_K and Q6_K scale (and Q2_K
+// offsets) each 16 elements apart, by integer sub-scales a_h times the block's d; a group whose
+// halves differ is folded (foldSubScales) or requantized:
+//   - Q3_K: codes a_h * c (c in [-4, 3], a_h in [-32, 31]) with scale d: exact, but for the
+//     product 128 (a_h = -32, c = -4), which becomes 127 (off by d, 1/32 of that sub-block's
+//     step).
+//   - Q6_K: with a_M the sub-scale of larger magnitude (the first on a tie), scale d * a_M / 4
+//     (exact) and codes 4c on a_M's half (exact; c in [-32, 31]), RNE(4 c a_h / a_M) on the
+//     other, within an eighth of a_M's step d * a_M (a quarter where the code would be +128,
+//     a_h = -a_M and c = -32, and becomes 127).
+//   - Q2_K: from its exact values v (float64), bias B = (max v + min v) / 2 and scale S =
+//     (max v - min v) / 254 rounded to float32, codes RNE((v - B) / S): within S/2.
+// These errors are below what rounding the activations to 8 bits costs.
+
+// ggmlHasMin reports whether type t's elements carry an offset (a min or Q4_1's m).
+func ggmlHasMin(t op.GGMLType) bool {
+	switch t {
+	case op.GGMLQ4_1, op.GGMLQ5_1, op.GGMLQ2_K, op.GGMLQ4_K, op.GGMLQ5_K:
+		return true
+	}
+	return false
+}
+
+// ggmlInt8 is m's int8 form (m a validated GGML weight).
+func ggmlInt8(m *op.Matrix) *qdot.Int8Rows {
+	g, K := m.GG, m.K
+	bias := ggmlHasMin(g.Type)
+	return &qdot.Int8Rows{N: m.N, K: K, Group: 32, Bias: bias, Row: func(n int, q []int32, s, b []float32) {
+		ggmlInt8Row(g, K, n, bias, q, s, b)
+	}}
+}
+
+// ggmlInt8Row writes row n's int8 codes into q (len K; nil: not wanted), its group scales into
+// s and (bias) its group offsets into b (len K/32).
+func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int32, s, b []float32) {
+	bs, ts := g.Type.BlockSize(), g.Type.TypeSize()
+	var c [ggmlChunk]byte
+	var rs, ro [ggmlChunk / ggmlRun]float32
+	per := ggmlChunk / bs
+	b0, b1 := n*K/bs, (n+1)*K/bs
+	for blk := b0; blk < b1; blk += per {
+		nb := min(per, b1-blk)
+		ggmlCodes(g.Type, g.Data[blk*ts:(blk+nb)*ts], nb, c[:nb*bs], rs[:], ro[:])
+		e0 := (blk - b0) * bs // first element of the chunk in the row
+		for gi := 0; gi < nb*bs/32; gi++ {
+			cs := c[32*gi : 32*gi+32]
+			sa, sb, oa, ob := rs[2*gi], rs[2*gi+1], ro[2*gi], ro[2*gi+1]
+			G := e0/32 + gi
+			if math.Float32bits(sa) == math.Float32bits(sb) && math.Float32bits(oa) == math.Float32bits(ob) {
+				s[G] = sa
+				if bias {
+					b[G] = oa
+				}
+				if q != nil {
+					for i, v := range cs {
+						q[32*G+i] = int32(int8(v))
+					}
+				}
+				continue
+			}
+			if t := g.Type; t == op.GGMLQ3_K || t == op.GGMLQ6_K {
+				block := g.Data[(blk+gi/8)*ts : (blk+gi/8+1)*ts]
+				foldSubScales(t, block, 2*(gi%8), cs, q, s, G)
+				continue
+			}
+			var v [32]float64
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for i, x := range cs {
+				sc, off := sa, oa
+				if i >= 16 {
+					sc, off = sb, ob
+				}
+				v[i] = float64(int8(x))*float64(sc) + float64(off)
+				lo, hi = min(lo, v[i]), max(hi, v[i])
+			}
+			// Q2_K (the one type with a min whose runs differ).
+			B, S := float32((hi+lo)/2), float32((hi-lo)/254)
+			b[G] = B
+			s[G] = S
+			if q != nil {
+				for i := range v {
+					r := 0.0
+					if S != 0 {
+						r = math.RoundToEven((v[i] - float64(B)) / float64(S))
+					}
+					if r != r {
+						r = 0 // a NaN element: the group's scale is NaN too
+					}
+					q[32*G+i] = int32(min(max(r, -127), 127))
+				}
+			}
+		}
+	}
+}
+
+// foldSubScales writes group G of a Q3_K or Q6_K row (its 32 codes cs, from runs
+// r and r+1 of block blk) as int8 codes into q (when not nil) and its scale into s[G]
+// (ggml_int8.go describes the folds).
+func foldSubScales(t op.GGMLType, blk []byte, r int, cs []byte, q []int32, s []float32, G int) {
+	tab := f16Tab()
+	var d float32
+	var a [2]int
+	if t == op.GGMLQ6_K {
+		d = tab[binary.LittleEndian.Uint16(blk[208:])]
+		a = [2]int{int(int8(blk[192+r])), int(int8(blk[192+r+1]))}
+	} else {
+		d = tab[binary.LittleEndian.Uint16(blk[108:])]
+		sc := blk[96:108]
+		for h := range 2 {
+			g := r + h
+			lo := sc[g%8]
+			if g >= 8 {
+				lo >>= 4
+			}
+			a[h] = int(lo&15|(sc[8+g%4]>>(2*(g/4))&3)<<4) - 32
+		}
+	}
+	if t == op.GGMLQ3_K {
+		s[G] = d
+		if q != nil {
+			for i, x := range cs {
+				q[32*G+i] = int32(min(int(int8(x))*a[i/16], 127))
+			}
+		}
+		return
+	}
+	aM := a[0]
+	if abs(a[1]) > abs(a[0]) {
+		aM = a[1]
+	}
+	s[G] = d * float32(aM) / 4
+	if q == nil {
+		return
+	}
+	// RNE(4 c a_h / a_M) by a float64 division: exact on ties (k + 1/2 is representable), and
+	// a quotient that is not a tie lies at least 1/256 from one, far beyond its rounding.
+	den := float64(aM)
+	for h := range 2 {
+		if a[h] == aM {
+			for i, x := range cs[16*h : 16*h+16] {
+				q[32*G+16*h+i] = int32(min(4*int(int8(x)), 127))
+			}
+			continue
+		}
+		for i, x := range cs[16*h : 16*h+16] {
+			r := math.RoundToEven(float64(4*int(int8(x))*a[h]) / den)
+			q[32*G+16*h+i] = int32(min(max(r, -128), 127))
+		}
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,27 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func ggmlApplyAVX2(dst *float32, codes *byte, s, o *float32, runs int) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
+
+func ggmlApply512(dst *float32, codes *byte, s, o *float32, runs int) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
+
+func nibbleTableAVX2(dst *byte, src *byte, stride int, kv *[16]int8, n int) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
+
+func nibble32AVX2(dst *byte, src *byte, n int) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
+
+func q6CodesAVX2(c *byte, b *byte) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
+
+func q5KCodesAVX2(c *byte, b *byte) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
