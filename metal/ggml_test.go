@@ -3,6 +3,7 @@ package metal
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -259,6 +260,55 @@ func TestGGGather(t *testing.T) {
 	h2, st2 := run(true)
 	checkBitwise(t, "PLEApply.H from the table's parts", h2, h)
 	checkBitwise(t, "PLEApply.convState from the table's parts", st2, st)
+}
+
+// TestGGGatherAllBits: Embed from tables of entirely random bytes (halves of every class:
+// subnormal, infinite, NaN; every sub-block scale and code; MXFP4 blocks with each of the 256
+// exponents, 0 and 1 giving subnormal scales and 255 overflowing) gives optest.DequantGGML's
+// values bit for bit (any NaN for a NaN).
+func TestGGGatherAllBits(t *testing.T) {
+	b := testBackend(t)
+	for ti, typ := range op.GGMLBlockTypes {
+		V, K := 64, typ.BlockSize()
+		if typ == op.GGMLMXFP4 {
+			V = 256
+		}
+		r := &rng{s: uint64(300 + ti)}
+		rb, _ := typ.RowBytes(K)
+		data := make([]byte, V*rb)
+		for i := range data {
+			data[i] = byte(r.next())
+		}
+		if typ == op.GGMLMXFP4 {
+			for v := 0; v < V; v++ {
+				data[v*rb] = byte(v) // one block per row: row v has exponent v
+			}
+		}
+		table, err := op.NewMatrixGGML(V, K, &op.GGMLBlocks{Type: typ, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := make([]int32, V)
+		for i := range tok {
+			tok[i] = int32(i)
+		}
+		H := make([]float32, V*K)
+		a := op.Embed{H: f32(H), Tokens: i32(tok), T: V, S: 1, Table: table}
+		exec(t, b, func(p op.Pass) error { return p.Embed(a) }, &a)
+		var nan, sub int
+		for i, w := range optest.DequantGGML(table) {
+			g := H[i]
+			switch {
+			case w != w && g != g:
+				nan++
+			case math.Float32bits(g) != math.Float32bits(w):
+				t.Fatalf("%v: element %d of row %d: %v (%#x), want %v (%#x)", typ, i%K, i/K, g, math.Float32bits(g), w, math.Float32bits(w))
+			case w != 0 && math.Abs(float64(w)) < 0x1p-126:
+				sub++
+			}
+		}
+		t.Logf("%v: %d values, bitwise equal but for %d NaN on both sides; %d subnormal", typ, V*K, nan, sub)
+	}
 }
 
 // ggStatic is the static threadgroup memory of each GGML kernel (bytes): qmm_gg's tiles are

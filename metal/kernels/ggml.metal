@@ -25,7 +25,9 @@
 //          w = (d * (sc - 32)) * kv[q], kv IQ4_NL's table, sub-blocks of 32
 // Every product of a scale and a code above is exact in float32 except Q6_K's and IQ4_XS's last
 // one (up to 25 significant bits), which rounds once as ggml's does; an add or subtract of a
-// min rounds once (fused or not: the product before it is exact).
+// min rounds once (fused or not: the product before it is exact). So the values are ggml's bits
+// (optest.DequantGGML's), on a GPU too where it keeps float32 subnormals, which only MXFP4's
+// scales of e = 0 and 1 (and products of them) reach.
 // Compiled after quant.metal (Backend.library concatenates them): its 32 x 32 tile (qmm_tile)
 // and row loop (qmv_rows) run over this file's weight source, so the kernels have the affine
 // kernels' summation order.
