@@ -53,14 +53,18 @@ darwin-vet:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build ./...
 
 # strata's kernels through the emulator's strict MSL front end (mslc), the host's shared header first.
-# quant_tensor.metal and fpquant.metal are compiled after quant.metal, fpquant_tensor.metal after
-# all three (the backend concatenates them).
+# quant_tensor.metal, fpquant.metal and ggml.metal are compiled after quant.metal, fpquant_tensor.metal
+# and ggml_tensor.metal after quant.metal, quant_tensor.metal and their own family's file (the
+# backend concatenates them).
 msl-check:
-	go run ./emu/cmd/mslc -include metal/kernels/params.h $(filter-out %/quant_tensor.metal %/fpquant.metal %/fpquant_tensor.metal,$(wildcard metal/kernels/*.metal))
+	go run ./emu/cmd/mslc -include metal/kernels/params.h $(filter-out %/quant_tensor.metal %/fpquant.metal %/fpquant_tensor.metal %/ggml.metal %/ggml_tensor.metal,$(wildcard metal/kernels/*.metal))
 	go run ./emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal metal/kernels/quant_tensor.metal
 	go run ./emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal metal/kernels/fpquant.metal
 	go run ./emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal -include metal/kernels/quant_tensor.metal \
 		-include metal/kernels/fpquant.metal metal/kernels/fpquant_tensor.metal
+	go run ./emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal metal/kernels/ggml.metal
+	go run ./emu/cmd/mslc -include metal/kernels/params.h -include metal/kernels/quant.metal -include metal/kernels/quant_tensor.metal \
+		-include metal/kernels/ggml.metal metal/kernels/ggml_tensor.metal
 
 go-test:
 	go test -count=1 -timeout 40m ./...

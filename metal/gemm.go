@@ -75,13 +75,16 @@ func (j *Pass) gemmTensor() bool { return j.kernel("gemm", gemmSimdKernel) == ge
 
 // encodeMatMul encodes y [T, N] = x [T, K] W^T into j (tensors already on the device): a QAffine
 // W through the quantized kernels of quant.go, an FP8Block or QFloat one through those of
-// fpquant.go, a dense one through gemm_w16 / gemm_w32 or their tensor-op twins (op "gemm").
+// fpquant.go, a GGML one through those of ggml.go, a dense one through gemm_w16 / gemm_w32 or their tensor-op twins (op "gemm").
 func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
 	if w.DType == op.QAffine {
 		return b.encodeQMatMul(j, y, x, T, w)
 	}
 	if isFloatFormat(w) {
 		return b.encodeFPMatMul(j, y, x, T, w)
+	}
+	if w.DType == op.GGML {
+		return b.encodeGGMatMul(j, y, x, T, w)
 	}
 	g := gemmKernel(w.DType, false, j.gemmTensor())
 	pipe, err := b.pipeline(g.file(), g.fn, g.consts)
@@ -103,7 +106,8 @@ func (b *Backend) encodeMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error
 // the quantized kernels of op "qmm" (quant.go: qmv_affine for T <= 4, else qmm_affine, which
 // gives gemm_w32's bits on the dequantized weight), reading the packed codes, scales and biases;
 // FP8Block and QFloat weights the kernels of op "qmm_fp" (fpquant.go: qmv_fp, qmm_fp), reading
-// the packed codes and scales.
+// the packed codes and scales; GGML weights those of op "qmm_gg" (ggml.go: qmv_gg, qmm_gg),
+// reading the blocks as the GGUF file stores them.
 func (j *Pass) MatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return j.fail(err)
@@ -125,9 +129,10 @@ func (j *Pass) MatMul(a op.MatMul) error {
 // matrices, stored apart: op.Experts.Up, stacked per expert at upload) must share one storage
 // format, and so must the down matrices (each grouped GEMM reads one stack: one dtype, and for
 // QAffine one bit width, group size and scale dtype, for FP8Block one scale dtype, for QFloat one
-// mode); mixed ones are ErrUnsupported. QAffine stacks run the grouped kernels of op "qmm"
+// mode, for GGML one ggml type); mixed ones are ErrUnsupported. QAffine stacks run the grouped kernels of op "qmm"
 // (qmv_affine_grouped for T <= 4, else qmm_affine_grouped) over the same tile table, FP8Block
-// and QFloat stacks those of op "qmm_fp" (qmv_fp_grouped, qmm_fp_grouped); FP8Block gate and up
+// and QFloat stacks those of op "qmm_fp" (qmv_fp_grouped, qmm_fp_grouped), GGML stacks (one
+// ggml type) those of op "qmm_gg" (qmv_gg_grouped, qmm_gg_grouped); FP8Block gate and up
 // projections stored apart run as two grouped GEMMs (splitFormats).
 func (j *Pass) MoEExperts(a op.MoEExperts) error {
 	const opName = "MoEExperts"
@@ -225,6 +230,10 @@ func (j *Pass) groupedGEMM(y, x *Tensor, m *op.Matrix, s stack, tiles *Tensor, T
 	}
 	if s.fp != nil {
 		j.encodeFPGrouped(y, x, m, s.fp, tiles, T, rows, ntiles)
+		return
+	}
+	if s.gg != nil {
+		j.encodeGGGrouped(y, x, m, s.gg, tiles, T, rows, ntiles)
 		return
 	}
 	g := gemmKernel(m.DType, true, j.gemmTensor())

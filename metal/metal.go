@@ -7,8 +7,8 @@
 // Backend implements op.Backend: every op of op.Pass is encoded over device tensors (Tensor,
 // shared storage) into one command buffer per Pass (Begin), with weights from a per-model
 // Weights (uploaded on first use; 16-bit weights stay 16-bit, MLX affine-quantized weights
-// (op.QAffine) stay packed) and temporaries from a per-session Arena, committed once and waited
-// for once. The ops are tested with op/optest against float64
+// (op.QAffine), FP8Block, QFloat and GGML ones stay packed) and temporaries from a per-session
+// Arena, committed once and waited for once. The ops are tested with op/optest against float64
 // references, like the CPU backend's. Errors wrap op.ErrShape, op.ErrDType or
 // op.ErrInvalidArgument for bad input (each op's Check, before any work), op.ErrUnsupported for
 // shapes a kernel does not take (named in the message), and op.ErrBackend with
@@ -16,8 +16,9 @@
 //
 // The ops cover a whole prefill of both model families: GEMM (16-bit and float32 weights, and
 // 2- to 8-bit affine-quantized ones read packed by qmm_affine / qmv_affine of quant.metal, with a
-// Metal 4 tensor-op form in quant_tensor.metal; grouped MoE experts with the slot table built on
-// the device), embedding gathers (dequantizing quantized tables), RMSNorm1p and the GatedResidual
+// Metal 4 tensor-op form in quant_tensor.metal; 8- and 4-bit float formats likewise in
+// fpquant.metal; ggml's block types as the GGUF file stores them in ggml.metal; grouped MoE
+// experts with the slot table built on the device), embedding gathers (dequantizing quantized tables), RMSNorm1p and the GatedResidual
 // read/write, MoE routing and combine, Gated DeltaNet, QSA preparation, indexer and attention,
 // PLE, the element-wise gates and a copy kernel (the device interface has no blit encoder).
 //
@@ -202,7 +203,8 @@ func (b *Backend) SetSource(file, src string) error {
 // tensor-op kernels run (the emulator reports no Apple GPU family). An empty kernel restores the
 // default. Op "qmm" (the GEMMs of QAffine weights, grouped or not) has qmm_affine, qmv_affine
 // (the defaults above and up to 4 rows per weight) and qmm_affine_tensor (Metal 4 tensor ops);
-// op "qmm_fp" (FP8Block and QFloat weights) likewise qmm_fp, qmv_fp and qmm_fp_tensor.
+// op "qmm_fp" (FP8Block and QFloat weights) likewise qmm_fp, qmv_fp and qmm_fp_tensor, op
+// "qmm_gg" (GGML weights) qmm_gg, qmv_gg and qmm_gg_tensor.
 // Errors wrap op.ErrInvalidArgument for an op or kernel without alternatives, and
 // op.ErrUnsupported for a tensor-op kernel on a device without Metal 4.
 func (b *Backend) Prefer(opName, kernel string) error {
@@ -297,12 +299,15 @@ func (b *Backend) ResetVariants() {
 
 // kernelDeps lists the kernel files compiled ahead of a file in its library, for their helpers:
 // quant_tensor.metal (Metal 4 tensor ops) builds on quant.metal, which stays a file of its own so
-// that it compiles on systems without Metal 4; fpquant.metal on quant.metal's tile and row
-// loops, fpquant_tensor.metal on all three.
+// that it compiles on systems without Metal 4; fpquant.metal and ggml.metal on quant.metal's
+// tile and row loops, fpquant_tensor.metal and ggml_tensor.metal on quant.metal,
+// quant_tensor.metal and their own family's file.
 var kernelDeps = map[string][]string{
 	"quant_tensor.metal":   {"quant.metal"},
 	"fpquant.metal":        {"quant.metal"},
 	"fpquant_tensor.metal": {"quant.metal", "quant_tensor.metal", "fpquant.metal"},
+	"ggml.metal":           {"quant.metal"},
+	"ggml_tensor.metal":    {"quant.metal", "quant_tensor.metal", "ggml.metal"},
 }
 
 // source is a kernel file's source for this Backend (its SetSource replacement, if any).

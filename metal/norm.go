@@ -55,8 +55,10 @@ func (j *Pass) grNormH4(hn, h *Tensor, T, S, D int, w *Tensor, eps float32) erro
 
 // Embed implements op.Pass with embed: H[t, s, :] = table[tok[t], :] widened exactly to float32
 // (BF16, F16 or F32 tables; a QAffine table gathers and dequantizes its rows with qgather_affine,
-// an FP8Block or QFloat one with qgather_fp, exactly) and repeated into S streams. The token ids are checked on the host when the op is encoded (Embed.CheckTokens), so they must
-// be written into the tensor before (they come from the caller, never from an earlier op).
+// an FP8Block or QFloat one with qgather_fp, a GGML one with qgather_gg, exactly) and repeated
+// into S streams. The token ids are checked on the host when the op is encoded
+// (Embed.CheckTokens), so they must be written into the tensor before (they come from the
+// caller, never from an earlier op).
 func (j *Pass) Embed(a op.Embed) error {
 	if err := a.Check(); err != nil {
 		return j.fail(err)
@@ -74,6 +76,9 @@ func (j *Pass) Embed(a op.Embed) error {
 	}
 	if isFloatFormat(t) {
 		return j.fpgather(h, tok, a.T, a.S, t, j.fpweight(t))
+	}
+	if t.DType == op.GGML {
+		return j.gggather(h, tok, a.T, a.S, t, j.ggweight(t))
 	}
 	pipe, err := j.b.pipeline("prompt.metal", "embed", nil)
 	if err != nil {

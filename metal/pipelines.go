@@ -16,7 +16,7 @@ import (
 
 // tensorFiles are the kernel files that use Metal 4 tensor ops (compiled with MSL 4.0).
 var tensorFiles = map[string]bool{"qsa_tensor.metal": true, "gemm_tensor.metal": true, "quant_tensor.metal": true,
-	"fpquant_tensor.metal": true}
+	"fpquant_tensor.metal": true, "ggml_tensor.metal": true}
 
 // CompileOptions returns the options kernel file is compiled with: MSL 3.1 (macOS 14; 4.0 for
 // the tensor-op files: macOS 26), safe math and precise float32 functions. Safe math keeps what
@@ -44,17 +44,21 @@ var constNames = map[string][]string{
 	// The float formats' files are compiled after quant.metal: their constant follows its three.
 	"fpquant.metal":        {"q_bf16", "q_bits", "q_group", "fp_format"},
 	"fpquant_tensor.metal": {"q_bf16", "q_bits", "q_group", "fp_format"},
+	// So are the ggml block types' files (in their own libraries: the index is free there too).
+	"ggml.metal":        {"q_bf16", "q_bits", "q_group", "gg_type"},
+	"ggml_tensor.metal": {"q_bf16", "q_bits", "q_group", "gg_type"},
 }
 
 // pipelineEntry is one kernel of a file; bool0 lists the values of the file's bool function
 // constant 0 the host builds it with (nil: built without constants); quant marks the kernels of
 // MLX affine weights, built with constants 0 (bool: BF16 scales, else F16), 1 (int: bits, one
 // of quantBits) and 2 (int: group size, one of quantGroups); fp the kernels of the float
-// formats, built with constant 3 (int: fp_format, an index of fpFormats).
+// formats, built with constant 3 (int: fp_format, an index of fpFormats); gg the kernels of the
+// ggml block types, built with constant 3 (int: gg_type, a ggml type id of op.GGMLBlockTypes).
 type pipelineEntry struct {
-	file, kernel string
-	bool0        []bool
-	quant, fp    bool
+	file, kernel  string
+	bool0         []bool
+	quant, fp, gg bool
 }
 
 // The bit widths and group sizes of the quantized kernels' specialisations (op.Quant.Validate).
@@ -101,6 +105,12 @@ var pipelineTable = func() []pipelineEntry {
 	}
 	for _, k := range []string{"qmm_fp_tensor", "qmm_fp_tensor_grouped"} {
 		t = append(t, pipelineEntry{file: "fpquant_tensor.metal", kernel: k, fp: true})
+	}
+	for _, k := range []string{"qmm_gg", "qmm_gg_grouped", "qmv_gg", "qmv_gg_grouped", "qgather_gg"} {
+		t = append(t, pipelineEntry{file: "ggml.metal", kernel: k, gg: true})
+	}
+	for _, k := range []string{"qmm_gg_tensor", "qmm_gg_tensor_grouped"} {
+		t = append(t, pipelineEntry{file: "ggml_tensor.metal", kernel: k, gg: true})
 	}
 	return t
 }()
@@ -152,6 +162,13 @@ func Pipelines() []PipelineSpec {
 			}
 			continue
 		}
+		if e.gg {
+			for _, typ := range op.GGMLBlockTypes {
+				out = append(out, PipelineSpec{File: e.file, Kernel: e.kernel, Tensor: tensorFiles[e.file],
+					Constants: []mtl.Constant{intConst(3, int(typ))}})
+			}
+			continue
+		}
 		if e.bool0 == nil {
 			out = append(out, PipelineSpec{File: e.file, Kernel: e.kernel, Tensor: tensorFiles[e.file]})
 			continue
@@ -180,6 +197,13 @@ func checkPipeline(file, fn string, constants []mtl.Constant) error {
 		}
 		if e.fp {
 			if len(constants) == 1 && constants[0].Index == 3 && constants[0].Type == mtl.Int && int(constants[0].Value) < len(fpFormats) {
+				return nil
+			}
+			continue
+		}
+		if e.gg {
+			if len(constants) == 1 && constants[0].Index == 3 && constants[0].Type == mtl.Int &&
+				slices.Contains(op.GGMLBlockTypes, op.GGMLType(constants[0].Value)) {
 				return nil
 			}
 			continue

@@ -11,7 +11,8 @@ import (
 // Host side of the PLE kernels of prompt.metal (ple_gather, ple_gate, ple_conv, ple_state).
 
 // PLEApply implements op.Pass: the table rows of ids [T, Heads] gathered into emb [T, EmbedDim]
-// (ple_gather; qgather_affine for a QAffine table, qgather_fp for an FP8Block or QFloat one),
+// (ple_gather; qgather_affine for a QAffine table, qgather_fp for an FP8Block or QFloat one,
+// qgather_gg for a GGML one),
 // key = emb Key^T and value = emb Value^T (gemm_w16/gemm_w32), the gate and the grouped norms
 // per token (ple_gate), H += gv + silu(dilated causal conv of gvn) with the carried conv state
 // (ple_conv), and the state advanced (ple_state). The hashed ids come from op.PLEHash on the
@@ -59,6 +60,8 @@ func (j *Pass) PLEApply(a op.PLEApply) error {
 		tab.q = j.qweight(w.Table)
 	case isFloatFormat(w.Table):
 		tab.fp = j.fpweight(w.Table)
+	case w.Table.DType == op.GGML:
+		tab.gg = j.ggweight(w.Table)
 	default:
 		tab.dense = j.weight(w.Table)
 	}
@@ -69,12 +72,13 @@ func (j *Pass) PLEApply(a op.PLEApply) error {
 }
 
 // pleTable is the n-gram table a PLEApply gathers from on the device: m gives its format and
-// width, dense (F32, BF16, F16), q (QAffine) or fp (FP8Block, QFloat) its data.
+// width, dense (F32, BF16, F16), q (QAffine), fp (FP8Block, QFloat) or gg (GGML) its data.
 type pleTable struct {
 	m     *op.Matrix
 	dense mtl.Buffer
 	q     *qweight
 	fp    *fpweight
+	gg    *ggweight
 }
 
 // pleRows copies the stored rows of a split table that ids name, in order, into buffers the
@@ -117,6 +121,20 @@ func (j *Pass) pleRows(a op.PLEApply, ids []int32) (pleTable, *Tensor) {
 			j.fail(err)
 		}
 		tab.m.QF = &op.QuantFloat{Mode: mode}
+		return tab, j.i32(local)
+	}
+	if first.DType == op.GGML {
+		typ, rb := first.GG.Type, len(first.GG.Data)/first.N // bytes per row (Check validated the parts)
+		rows := make([]*op.Matrix, n)
+		for i, id := range ids {
+			m, r := a.Row(id)
+			rows[i] = &op.Matrix{N: 1, K: Hd, DType: op.GGML, GG: &op.GGMLBlocks{Type: typ, Data: m.GG.Data[r*rb : (r+1)*rb]}}
+		}
+		var err error
+		if tab.gg, err = uploadGG(rows, j.buffer); err != nil {
+			j.fail(err)
+		}
+		tab.m.GG = &op.GGMLBlocks{Type: typ}
 		return tab, j.i32(local)
 	}
 	size := 2
@@ -167,6 +185,8 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, tab pleTable, w *op.PLE
 		j.qgather(bemb, bids, T*heads, 1, tab.m, tab.q)
 	case isFloatFormat(tab.m):
 		j.fpgather(bemb, bids, T*heads, 1, tab.m, tab.fp)
+	case tab.m.DType == op.GGML:
+		j.gggather(bemb, bids, T*heads, 1, tab.m, tab.gg)
 	default:
 		dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[tab.m.DType]
 		var t16, t32 arg = j.tmp("ple dummy16", 1), j.tmp("ple dummy32", 1)

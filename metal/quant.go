@@ -117,20 +117,22 @@ func quantConsts(q *op.Quant) []mtlConst {
 func quantTag(q *op.Quant) string { return fmt.Sprintf("b%d_g%d_%s", q.Bits, q.Group, q.ScaleDType) }
 
 // weightFormat names a weight's storage for error messages: BF16, QAffine b4 g64 BF16,
-// FP8Block fp8_BF16 or QFloat mxfp4.
+// FP8Block fp8_BF16, QFloat mxfp4 or GGML Q4_K.
 func weightFormat(m *op.Matrix) string {
 	switch m.DType {
 	case op.QAffine:
 		return fmt.Sprintf("QAffine b%d g%d %s", m.Q.Bits, m.Q.Group, m.Q.ScaleDType)
 	case op.FP8Block, op.QFloat:
 		return m.DType.String() + " " + fpTag(m)
+	case op.GGML:
+		return m.DType.String() + " " + ggTag(m)
 	}
 	return m.DType.String()
 }
 
 // sameFormat reports whether two weights have one storage format (dtype, and for QAffine the
-// bits, group size and scale dtype, for FP8Block the scale dtype, for QFloat the mode): what one
-// stacked grouped GEMM reads.
+// bits, group size and scale dtype, for FP8Block the scale dtype, for QFloat the mode, for GGML
+// the ggml type): what one stacked grouped GEMM reads.
 func sameFormat(a, b *op.Matrix) bool {
 	if a.DType != b.DType {
 		return false
@@ -140,6 +142,8 @@ func sameFormat(a, b *op.Matrix) bool {
 		return a.Q.Bits == b.Q.Bits && a.Q.Group == b.Q.Group && a.Q.ScaleDType == b.Q.ScaleDType
 	case op.FP8Block, op.QFloat:
 		return fpFormat(a) == fpFormat(b)
+	case op.GGML:
+		return a.GG.Type == b.GG.Type
 	}
 	return true
 }
@@ -163,7 +167,7 @@ type qmmFamily struct {
 }
 
 // affineKernels are op "qmm"'s, for QAffine weights (this file); floatKernels op "qmm_fp"'s, for
-// FP8Block and QFloat weights (fpquant.go).
+// FP8Block and QFloat weights (fpquant.go); ggmlKernels (ggml.go) op "qmm_gg"'s, for GGML ones.
 var (
 	affineKernels = qmmFamily{"qmm", qmmKernel, qmvKernel, qmmTensorKernel, "quant.metal", "quant_tensor.metal"}
 	floatKernels  = qmmFamily{"qmm_fp", qmmFPKernel, qmvFPKernel, qmmFPTensorKernel, "fpquant.metal", "fpquant_tensor.metal"}

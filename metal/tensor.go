@@ -99,31 +99,33 @@ func (t *Tensor) Release() {
 // Weights keeps one model's weights on the device (op.Weights): each weight matrix is uploaded on
 // its first use in its file format (bf16 and f16 stay 16-bit; the GEMMs widen in registers;
 // QAffine weights stay packed: codes, scales and biases, dequantized inside the kernels; FP8Block
-// and QFloat ones likewise as codes and scales) into shared-storage buffers and reused by every
-// later Pass; the routed experts of a layer are stacked per projection (one buffer, or one
-// packed set, over the experts); small float32
+// and QFloat ones likewise as codes and scales; GGML ones as the file's blocks, raw bytes) into
+// shared-storage buffers and reused by every later Pass; the routed experts of a layer are
+// stacked per projection (one buffer, or one packed set, over the experts); small float32
 // vectors (norm weights, gates) likewise. Bytes is the sum of what was uploaded: the packed size
 // for quantized weights. A Weights is safe for concurrent use. Release frees the buffers.
 type Weights struct {
-	b     *Backend
-	mu    sync.Mutex
-	mats  map[*op.Matrix]mtl.Buffer
-	qmats map[*op.Matrix]*qweight
-	fmats map[*op.Matrix]*fpweight
-	exps  map[*op.Experts]expertStacks
-	vecs  map[vecKey]*Tensor
-	bytes int64
+	b      *Backend
+	mu     sync.Mutex
+	mats   map[*op.Matrix]mtl.Buffer
+	qmats  map[*op.Matrix]*qweight
+	fmats  map[*op.Matrix]*fpweight
+	ggmats map[*op.Matrix]*ggweight
+	exps   map[*op.Experts]expertStacks
+	vecs   map[vecKey]*Tensor
+	bytes  int64
 	// ignored is the compute mode of WeightOptions when it was not f32 (run as f32).
 	ignored op.ComputeMode
 }
 
 // stack is one projection of a layer's routed experts on the device: E dense matrices in one
-// buffer (dense), E QAffine matrices stacked in one packed triple (q), or E FP8Block or QFloat
-// matrices in one packed pair (fp).
+// buffer (dense), E QAffine matrices stacked in one packed triple (q), E FP8Block or QFloat
+// matrices in one packed pair (fp), or E GGML matrices' blocks in one buffer (gg).
 type stack struct {
 	dense mtl.Buffer
 	q     *qweight
 	fp    *fpweight
+	gg    *ggweight
 }
 
 func (s stack) release() {
@@ -132,6 +134,7 @@ func (s stack) release() {
 	}
 	s.q.release()
 	s.fp.release()
+	s.gg.release()
 }
 
 type vecKey struct {
@@ -174,7 +177,7 @@ func (w *Weights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 
 func (b *Backend) newWeights() *Weights {
 	return &Weights{b: b, mats: map[*op.Matrix]mtl.Buffer{}, qmats: map[*op.Matrix]*qweight{},
-		fmats: map[*op.Matrix]*fpweight{}, exps: map[*op.Experts]expertStacks{}, vecs: map[vecKey]*Tensor{}}
+		fmats: map[*op.Matrix]*fpweight{}, ggmats: map[*op.Matrix]*ggweight{}, exps: map[*op.Experts]expertStacks{}, vecs: map[vecKey]*Tensor{}}
 }
 
 // Bytes is the number of weight bytes uploaded so far.
@@ -197,6 +200,9 @@ func (w *Weights) Release() {
 	for _, f := range w.fmats {
 		f.release()
 	}
+	for _, g := range w.ggmats {
+		g.release()
+	}
 	for _, e := range w.exps {
 		e.release()
 	}
@@ -206,6 +212,7 @@ func (w *Weights) Release() {
 	clear(w.mats)
 	clear(w.qmats)
 	clear(w.fmats)
+	clear(w.ggmats)
 	clear(w.exps)
 	clear(w.vecs)
 	w.bytes = 0
@@ -234,9 +241,10 @@ func copyF32(buf mtl.Buffer, off int, x []float32) {
 }
 
 // matrix returns a dense m's device buffer (16-bit elements or float32, as stored); QAffine
-// weights are read through qmatrix, FP8Block and QFloat ones through fpmatrix.
+// weights are read through qmatrix, FP8Block and QFloat ones through fpmatrix, GGML ones
+// through ggmatrix.
 func (w *Weights) matrix(m *op.Matrix) (mtl.Buffer, error) {
-	if m.DType == op.QAffine || isFloatFormat(m) {
+	if m.DType == op.QAffine || isFloatFormat(m) || m.DType == op.GGML {
 		return nil, fmt.Errorf("metal: %w: a %v weight [%d, %d] given to a dense kernel", op.ErrDType, m.DType, m.N, m.K)
 	}
 	w.mu.Lock()
@@ -285,7 +293,8 @@ func splitFormats(ex *op.Experts) bool {
 
 // experts returns the routed experts' weights, each projection in its own dtype: dense
 // matrices concatenated into one buffer, QAffine ones into one packed triple (uploadQuant),
-// FP8Block and QFloat ones into one packed pair (uploadFP).
+// FP8Block and QFloat ones into one packed pair (uploadFP), GGML ones' blocks into one buffer
+// (uploadGG).
 // Each projection must have one dtype (and one bit width, group size and scale dtype) over the
 // experts: MoEExperts checks it.
 func (w *Weights) experts(ex *op.Experts) (expertStacks, error) {
@@ -332,6 +341,10 @@ func (w *Weights) uploadStack(ms []*op.Matrix) (stack, error) {
 	if isFloatFormat(ms[0]) {
 		f, err := uploadFP(ms, w.newBuf)
 		return stack{fp: f}, err
+	}
+	if ms[0].DType == op.GGML {
+		g, err := uploadGG(ms, w.newBuf)
+		return stack{gg: g}, err
 	}
 	buf, err := uploadStacked(ms, w.newBuf)
 	return stack{dense: buf}, err

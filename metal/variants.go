@@ -72,6 +72,10 @@ var alternatives = []Alternative{
 	{Op: "qmm_fp", Kernel: qmmFPKernel, Default: true, Cases: fpCases, Ran: "qmm_fp_"},
 	{Op: "qmm_fp", Kernel: qmvFPKernel, Cases: fpCases, Ran: "qmv_fp_"},
 	{Op: "qmm_fp", Kernel: qmmFPTensorKernel, Tensor: true, Bitwise: qmmFPKernel, BitwiseEmulated: true, Cases: fpCases, Ran: "qmm_fp_tensor_"},
+	// The GEMMs of GGML weights (ggml.go), the same three kernels.
+	{Op: "qmm_gg", Kernel: qmmGGKernel, Default: true, Cases: ggCases, Ran: "qmm_gg_"},
+	{Op: "qmm_gg", Kernel: qmvGGKernel, Cases: ggCases, Ran: "qmv_gg_"},
+	{Op: "qmm_gg", Kernel: qmmGGTensorKernel, Tensor: true, Bitwise: qmmGGKernel, BitwiseEmulated: true, Cases: ggCases, Ran: "qmm_gg_tensor_"},
 }
 
 // quantCases are the quantized-weight cases of the GEMM ops (op/optest cases_quant.go: names
@@ -81,6 +85,9 @@ var quantCases = []string{"MatMul/q", "MoEExperts/q"}
 // fpCases are the float-format cases of the GEMM ops (op/optest cases_fp.go: names
 // "Op/fp8_<scales>/...", "Op/<mode>/...").
 var fpCases = []string{"MatMul/fp8_", "MatMul/mxfp", "MatMul/nvfp", "MoEExperts/fp8_", "MoEExperts/mxfp", "MoEExperts/nvfp"}
+
+// ggCases are the GGML cases of the GEMM ops (op/optest cases_ggml.go: names "Op/ggml_<type>/...").
+var ggCases = []string{"MatMul/ggml_", "MoEExperts/ggml_"}
 
 // alternativesOf returns the Alternatives of op (nil for an op without any).
 func alternativesOf(opName string) []Alternative {

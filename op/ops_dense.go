@@ -8,7 +8,7 @@ import "fmt"
 // and QFloat weights decoded (code * scale rounded once: optest.DequantFP8, DequantQFloat) inside
 // the kernel. Kernels: CPU column-blocked SGEMM through internal/blas (packed blocks dequantized
 // into per-worker scratch first); Metal gemm_w16 / gemm_w32, qmm_affine / qmv_affine, qmm_fp /
-// qmv_fp.
+// qmv_fp, and for GGML weights (decoded as optest.DequantGGML) qmm_gg / qmv_gg.
 type MatMul struct {
 	Y, X Tensor // F32 [T, N], F32 [T, K]
 	T    int    // rows; 0 is allowed (nothing to do)

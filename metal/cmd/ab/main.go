@@ -18,6 +18,7 @@
 //	go run ./metal/cmd/ab -op qgemm -bits 4 -group 64 -prefer qmm_affine_tensor -T 512 -tol 1e-5
 //	go run ./metal/cmd/ab -op qgemm -candidate quant_tensor_new.metal -file quant_tensor.metal -prefer qmm_affine_tensor -tol 1e-5
 //	go run ./metal/cmd/ab -op fpgemm -prefer qmv_fp -T 4 -tol 1e-5
+//	go run ./metal/cmd/ab -op ggmlgemm -prefer qmv_gg -T 4 -tol 1e-5
 package main
 
 import (
@@ -38,7 +39,7 @@ func main() {
 	opName := flag.String("op", "moe_comb", "op to compare: "+strings.Join(abcase.Ops(), ", "))
 	candidate := flag.String("candidate", "", "candidate .metal file replacing the op's kernel file in variant B")
 	file := flag.String("file", "", "kernel file the candidate replaces (default: the op's, e.g. quant.metal for qgemm)")
-	prefer := flag.String("prefer", "", "kernel variant B runs the op with (metal.Backend.Prefer; qgemm: qmm_affine, qmv_affine, qmm_affine_tensor; fpgemm: qmm_fp, qmv_fp, qmm_fp_tensor)")
+	prefer := flag.String("prefer", "", "kernel variant B runs the op with (metal.Backend.Prefer; qgemm: qmm_affine, qmv_affine, qmm_affine_tensor; fpgemm: qmm_fp, qmv_fp, qmm_fp_tensor; ggmlgemm: qmm_gg, qmv_gg, qmm_gg_tensor)")
 	tol := flag.Float64("tol", 0, "largest max|A-B|/max|A| accepted (0: bitwise)")
 	bits := flag.Int("bits", abcase.DefaultQuant.Bits, "qgemm: bits per code (2, 3, 4, 5, 6, 8)")
 	group := flag.Int("group", abcase.DefaultQuant.Group, "qgemm: group size (32, 64, 128)")

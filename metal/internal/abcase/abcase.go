@@ -26,11 +26,13 @@ var Files = map[string]string{
 	"gemm":           "gemm.metal",
 	"qgemm":          "quant.metal",
 	"fpgemm":         "fpquant.metal",
+	"ggmlgemm":       "ggml.metal",
 }
 
 // PreferOps names the Prefer op of each op whose name differs from it (qgemm: an MLX
-// affine-quantized weight, Prefer op "qmm"; fpgemm: an FP8 block-scaled one, Prefer op "qmm_fp").
-var PreferOps = map[string]string{"qgemm": "qmm", "fpgemm": "qmm_fp"}
+// affine-quantized weight, Prefer op "qmm"; fpgemm: an FP8 block-scaled one, Prefer op "qmm_fp";
+// ggmlgemm: a GGUF Q4_K one, Prefer op "qmm_gg").
+var PreferOps = map[string]string{"qgemm": "qmm", "fpgemm": "qmm_fp", "ggmlgemm": "qmm_gg"}
 
 // PreferOp returns the op name Backend.Prefer takes for opName.
 func PreferOp(opName string) string {
@@ -171,8 +173,43 @@ func NewCallQuant(opName string, q Quant, T, pos0 int, seed uint64) (Call, error
 			tm, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a)
 			return y, tm, err
 		}, nil
+	case "ggmlgemm":
+		// The gemm op's weight [1024, 2560] as GGUF Q4_K blocks (the main type of the Q4_K_M
+		// files): random codes, sub-block scales and mins, d and dmin positive halves of order
+		// 2^-10 and 2^-7.
+		w, err := r.q4K(1024, 2560)
+		if err != nil {
+			return nil, err
+		}
+		x := r.fill(T*2560, -1, 1)
+		return func(b *metal.Backend) ([]float32, op.Timing, error) {
+			y := make([]float32, T*1024)
+			a := op.MatMul{Y: h(y), X: h(x), T: T, W: w}
+			tm, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a)
+			return y, tm, err
+		}, nil
 	}
 	return nil, fmt.Errorf("abcase: no call for op %q (have %v)", opName, Ops())
+}
+
+// q4K is a GGML Q4_K weight [n, k] (k a multiple of 256): per block of 256, d and dmin (IEEE
+// halves: 2^-10 and 2^-7 times 1 + a random mantissa), 12 bytes of 6-bit sub-block scales and
+// mins and 128 bytes of 4-bit codes, all random.
+func (r *rng) q4K(n, k int) (*op.Matrix, error) {
+	t := op.GGMLQ4_K
+	rb, err := t.RowBytes(k)
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, n*rb)
+	for i := range data {
+		data[i] = byte(r.next())
+	}
+	for off := 0; off < len(data); off += t.TypeSize() {
+		d, dmin := uint16(5<<10|r.next()&1023), uint16(8<<10|r.next()&1023)
+		data[off], data[off+1], data[off+2], data[off+3] = byte(d), byte(d>>8), byte(dmin), byte(dmin>>8)
+	}
+	return op.NewMatrixGGML(n, k, &op.GGMLBlocks{Type: t, Data: data})
 }
 
 // fp8 is an FP8Block weight [n, k] with BF16 block scales.
