@@ -123,6 +123,7 @@ func (j *Pass) run() (op.Timing, error) {
 	if err != nil {
 		return op.Timing{}, fmt.Errorf("metal: command buffer: %w: %w", op.ErrBackend, err)
 	}
+	defer cb.Release()
 	enc, err := cb.ComputeEncoder()
 	if err != nil {
 		return op.Timing{}, fmt.Errorf("metal: compute encoder: %w: %w", op.ErrBackend, err)

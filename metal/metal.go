@@ -110,6 +110,7 @@ type Backend struct {
 	rope      map[ropeKey][]float32
 	log       func(msg string)
 	tensor    map[string]*tensorChoice // op -> the capability default's decision (tensorops.go)
+	closed    bool
 }
 
 var _ op.Backend = (*Backend)(nil)
@@ -154,6 +155,26 @@ func (b *Backend) logf(format string, args ...any) {
 	if log != nil {
 		log(fmt.Sprintf(format, args...))
 	}
+}
+
+// Close releases the pipelines and libraries the Backend built (mtl's object lifetimes: each
+// holds the device on Metal); the device stays the caller's. The tensors, weights and scratch of
+// the Backend are released by their owners (Free, Weights.Release, Arena.Release) before it.
+// After Close no library or pipeline is built: an op that needs one fails with op.ErrBackend.
+// Closing twice is a no-op.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for k, p := range b.pipes {
+		p.Release()
+		delete(b.pipes, k)
+	}
+	for f, l := range b.libs {
+		l.Release()
+		delete(b.libs, f)
+	}
+	return nil
 }
 
 // Device returns the device the Backend runs on.
@@ -314,6 +335,9 @@ func (b *Backend) source(file string) (string, error) {
 }
 
 func (b *Backend) library(file string) (mtl.Library, error) {
+	if b.closed {
+		return nil, fmt.Errorf("metal: compiling %s: %w: backend closed", file, op.ErrBackend)
+	}
 	if lib, ok := b.libs[file]; ok {
 		return lib, nil
 	}
@@ -371,6 +395,7 @@ func (b *Backend) pipeline(file, fn string, constants []mtl.Constant) (mtl.Pipel
 	}
 	// The kernels index lanes and simdgroups as tid % 32 and tid / 32.
 	if w := p.ThreadExecutionWidth(); w != 32 {
+		p.Release()
 		return nil, fmt.Errorf("metal: pipeline %s: %w: SIMD width %d, the kernels need 32", fn, op.ErrUnsupported, w)
 	}
 	b.pipes[key.String()] = p

@@ -140,9 +140,10 @@ func (d *Device) openMetal(dev mtl.Device) error {
 	return nil
 }
 
-// Close releases a device that Open created itself (the system Metal device, the emulator);
-// an injected MetalDevice stays the caller's. Models and sessions of the device must be closed
-// first. Closing twice, or a nil Device, is a no-op.
+// Close releases the Metal backend's pipelines and libraries, and a device that Open created
+// itself (the system Metal device, the emulator); an injected MetalDevice stays the caller's.
+// Models and sessions of the device must be closed first. Closing twice, or a nil Device, is a
+// no-op.
 func (d *Device) Close() error {
 	if d == nil {
 		return nil
@@ -153,10 +154,14 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.done = true
-	if d.own != nil {
-		return d.own.Close()
+	var err error
+	if mb, ok := d.be.(*metal.Backend); ok {
+		err = mb.Close()
 	}
-	return nil
+	if d.own != nil {
+		err = errors.Join(err, d.own.Close())
+	}
+	return err
 }
 
 // Backend names the backend in use: "cpu", "metal" or "emu" ("" for a nil Device).

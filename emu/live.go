@@ -1,0 +1,51 @@
+package emu
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Live counts the objects an emulated device handed out and the caller has not released yet
+// (mtl's lifetime contract: each Library, Pipeline, Buffer and CommandBuffer is released by its
+// owner; on Metal one never released keeps the device alive). A host that released everything
+// before closing its device leaves all counts zero.
+type Live struct {
+	Libraries, Pipelines, Buffers, CommandBuffers int64
+}
+
+// Total is the number of live objects of every kind.
+func (l Live) Total() int64 { return l.Libraries + l.Pipelines + l.Buffers + l.CommandBuffers }
+
+func (l Live) String() string {
+	return fmt.Sprintf("%d libraries, %d pipelines, %d buffers, %d command buffers", l.Libraries, l.Pipelines, l.Buffers, l.CommandBuffers)
+}
+
+// liveCounters are the atomic counts behind Live, one set per device and one for the process.
+type liveCounters struct {
+	libraries, pipelines, buffers, commandBuffers atomic.Int64
+}
+
+func (c *liveCounters) load() Live {
+	return Live{Libraries: c.libraries.Load(), Pipelines: c.pipelines.Load(), Buffers: c.buffers.Load(), CommandBuffers: c.commandBuffers.Load()}
+}
+
+// processLive counts the live objects of every emulated device of the process.
+var processLive liveCounters
+
+// LiveObjects is the live objects of every emulated device of the process (a host that opens its
+// devices itself, as strata.Open does for backend "emu", checks its releases with it).
+func LiveObjects() Live { return processLive.load() }
+
+// Live is the live objects of this device.
+func (d *Device) Live() Live { return d.live.load() }
+
+// count adds delta to the counter pick selects, on the device and for the process.
+func (d *Device) count(pick func(*liveCounters) *atomic.Int64, delta int64) {
+	pick(&d.live).Add(delta)
+	pick(&processLive).Add(delta)
+}
+
+func libraries(c *liveCounters) *atomic.Int64      { return &c.libraries }
+func pipelines(c *liveCounters) *atomic.Int64      { return &c.pipelines }
+func buffers(c *liveCounters) *atomic.Int64        { return &c.buffers }
+func commandBuffers(c *liveCounters) *atomic.Int64 { return &c.commandBuffers }

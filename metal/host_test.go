@@ -1,0 +1,130 @@
+package metal
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stratakernels/strata/emu"
+	"github.com/stratakernels/strata/metal/mtl"
+	"github.com/stratakernels/strata/op"
+	"github.com/stratakernels/strata/op/optest"
+)
+
+// constKernel is a kernel with one int function constant, for the error-kind tests.
+const constKernel = `#include <metal_stdlib>
+using namespace metal;
+constant int fc_n [[function_constant(0)]];
+kernel void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    y[i] = float(fc_n);
+}
+`
+
+// TestFunctionErrorKinds: a kernel the library lacks fails with mtl.ErrNoFunction and a bad
+// function constant (float given for an int) with mtl.ErrCompile, never the other, on the
+// emulator; on Metal the same split comes from the NSError of
+// newFunctionWithName:constantValues:error: (functionErrorKind, the darwin device's only
+// classification): FunctionNotFound (5) is the missing function, CompileFailure (3) and
+// everything else a compile failure.
+func TestFunctionErrorKinds(t *testing.T) {
+	_, dev := backendOn(t, emu.Options{Threads: 1})
+	lib, err := dev.NewLibrary("fc.metal", constKernel, CompileOptions("fc.metal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Release()
+	_, err = lib.Pipeline("nope", []mtl.Constant{intConst(0, 3)})
+	if !errors.Is(err, mtl.ErrNoFunction) || errors.Is(err, mtl.ErrCompile) {
+		t.Errorf("missing kernel: %v, want mtl.ErrNoFunction only", err)
+	}
+	_, err = lib.Pipeline("k", []mtl.Constant{{Index: 0, Type: mtl.Float, Value: 0x3f800000}})
+	if !errors.Is(err, mtl.ErrCompile) || errors.Is(err, mtl.ErrNoFunction) {
+		t.Errorf("float constant for an int: %v, want mtl.ErrCompile only", err)
+	}
+	p, err := lib.Pipeline("k", []mtl.Constant{intConst(0, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	for _, c := range []struct {
+		domain string
+		code   int
+		want   error
+	}{
+		{mtlLibraryErrorDomain, mtlLibraryErrorFunctionNotFound, mtl.ErrNoFunction},
+		{mtlLibraryErrorDomain, mtlLibraryErrorCompileFailure, mtl.ErrCompile},
+		{mtlLibraryErrorDomain, 1, mtl.ErrCompile},                              // Unsupported
+		{"NSCocoaErrorDomain", mtlLibraryErrorFunctionNotFound, mtl.ErrCompile}, // another domain's 5
+		{"", -1, mtl.ErrCompile}, // no NSError
+	} {
+		if got := functionErrorKind(c.domain, c.code); got != c.want {
+			t.Errorf("NSError %s %d: %v, want %v", c.domain, c.code, got, c.want)
+		}
+	}
+}
+
+// TestBackendCloseReleases: a Backend that ran ops holds libraries and pipelines on its device;
+// after the tensors, weights and scratch are released and the Backend is closed, the emulator
+// counts no live object, and a closed Backend builds nothing.
+func TestBackendCloseReleases(t *testing.T) {
+	b, dev := backendOn(t, emu.Options{Threads: 1})
+	x, y := optest.Floats(1, 3*8, 1), make([]float32, 3*5)
+	w := randMatrix(t, 2, 5, 8, op.BF16, 0.5)
+	a := op.MatMul{Y: f32(y), X: f32(x), T: 3, W: w}
+	exec(t, b, func(p op.Pass) error { return p.MatMul(a) }, &a)
+	if l := dev.Live(); l.Libraries == 0 || l.Pipelines == 0 {
+		t.Fatalf("after a MatMul: %v live, want a library and a pipeline", l)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l := dev.Live(); l.Total() != 0 {
+		t.Fatalf("after Close: %v live", l)
+	}
+	exec2 := func() error {
+		_, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a)
+		return err
+	}
+	if err := exec2(); !errors.Is(err, op.ErrBackend) {
+		t.Errorf("MatMul on a closed Backend: %v, want op.ErrBackend", err)
+	}
+	if l := dev.Live(); l.Total() != 0 {
+		t.Fatalf("after an op on the closed Backend: %v live", l)
+	}
+}
+
+// noEncoderDevice's command buffers cannot create an encoder (as Metal's computeCommandEncoder
+// may return nil).
+type noEncoderDevice struct{ mtl.Device }
+
+type noEncoderCB struct{ mtl.CommandBuffer }
+
+func (d noEncoderDevice) NewCommandBuffer() (mtl.CommandBuffer, error) {
+	cb, err := d.Device.NewCommandBuffer()
+	if err != nil {
+		return nil, err
+	}
+	return noEncoderCB{cb}, nil
+}
+
+func (noEncoderCB) ComputeEncoder() (mtl.ComputeEncoder, error) {
+	return nil, errors.New("computeCommandEncoder returned nil: " + mtl.ErrExecution.Error())
+}
+
+// TestEncoderFailureReleasesCommandBuffer: a command buffer whose encoder cannot be created is
+// released (abandoned) by Commit, which reports the failure.
+func TestEncoderFailureReleasesCommandBuffer(t *testing.T) {
+	_, dev := backendOn(t, emu.Options{Threads: 1})
+	b, err := New(noEncoderDevice{dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	x, y := optest.Floats(1, 3*8, 1), make([]float32, 3*5)
+	a := op.MatMul{Y: f32(y), X: f32(x), T: 3, W: randMatrix(t, 2, 5, 8, op.BF16, 0.5)}
+	if _, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a); !errors.Is(err, op.ErrBackend) {
+		t.Fatalf("MatMul without an encoder: %v, want op.ErrBackend", err)
+	}
+	if n := dev.Live().CommandBuffers; n != 0 {
+		t.Errorf("%d command buffers live after the failed Commit", n)
+	}
+}
