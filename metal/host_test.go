@@ -2,6 +2,9 @@ package metal
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stratakernels/strata/emu"
@@ -127,4 +130,53 @@ func TestEncoderFailureReleasesCommandBuffer(t *testing.T) {
 	if n := dev.Live().CommandBuffers; n != 0 {
 		t.Errorf("%d command buffers live after the failed Commit", n)
 	}
+}
+
+// TestProbe: the emulator passes the probe (and it leaves nothing live); a device of another GPU
+// family (an Intel Mac's) and one whose compiler refuses MSL 3.1 (macOS 13) fail it, saying why.
+func TestProbe(t *testing.T) {
+	_, dev := backendOn(t, emu.Options{Threads: 1})
+	if err := Probe(dev); err != nil {
+		t.Fatalf("emulator: %v", err)
+	}
+	if l := dev.Live(); l.Total() != 0 {
+		t.Errorf("after the probe: %v live", l)
+	}
+	for _, c := range []struct {
+		dev  mtl.Device
+		want string
+	}{
+		{familyDevice{dev, nil}, "family Apple7"},
+		{familyDevice{dev, []mtl.GPUFamily{mtl.FamilyApple7}}, ""},
+		{oldCompilerDevice{dev}, "does not compile the kernels' language (MSL 3.1"},
+	} {
+		err := Probe(c.dev)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%T: %v, want nil", c.dev, err)
+			}
+			continue
+		}
+		if !errors.Is(err, op.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%T: %v, want op.ErrUnsupported saying %q", c.dev, err, c.want)
+		}
+	}
+}
+
+// familyDevice reports the GPU families it is given (mtl.FamilyReporter).
+type familyDevice struct {
+	mtl.Device
+	families []mtl.GPUFamily
+}
+
+func (d familyDevice) SupportsFamily(f mtl.GPUFamily) bool { return slices.Contains(d.families, f) }
+
+// oldCompilerDevice compiles only what macOS 13's Metal compiler does: up to MSL 3.0.
+type oldCompilerDevice struct{ mtl.Device }
+
+func (d oldCompilerDevice) NewLibrary(name, source string, opts mtl.CompileOptions) (mtl.Library, error) {
+	if opts.LanguageVersion > 3<<16 {
+		return nil, fmt.Errorf("%s: Compiler encountered an internal error (language version %s unsupported): %w", name, opts.LanguageVersion, mtl.ErrCompile)
+	}
+	return d.Device.NewLibrary(name, source, opts)
 }
