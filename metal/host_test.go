@@ -3,6 +3,7 @@ package metal
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -179,4 +180,73 @@ func (d oldCompilerDevice) NewLibrary(name, source string, opts mtl.CompileOptio
 		return nil, fmt.Errorf("%s: Compiler encountered an internal error (language version %s unsupported): %w", name, opts.LanguageVersion, mtl.ErrCompile)
 	}
 	return d.Device.NewLibrary(name, source, opts)
+}
+
+// countCBDevice counts the command buffers made on it.
+type countCBDevice struct {
+	mtl.Device
+	n *int
+}
+
+func (d countCBDevice) NewCommandBuffer() (mtl.CommandBuffer, error) {
+	*d.n++
+	return d.Device.NewCommandBuffer()
+}
+
+// TestSplitCommandBuffersBitwise: a Pass of chained MatMuls (each reading the one before) run
+// with a budget of one dispatch per command buffer, and with a thread budget below one dispatch,
+// gives the bits of the same Pass in one command buffer, and makes one command buffer per
+// dispatch; every command buffer is released.
+func TestSplitCommandBuffersBitwise(t *testing.T) {
+	_, dev := backendOn(t, emu.Options{Threads: 1})
+	run := func(budget CommandBufferBudget) ([]float32, int) {
+		n := 0
+		b, err := New(countCBDevice{dev, &n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.SetCommandBufferBudget(budget); err != nil {
+			t.Fatal(err)
+		}
+		x := f32(optest.Floats(1, 3*8, 1))
+		y := make([]float32, 3*5)
+		h1, h2, h3 := f32(make([]float32, 3*8)), f32(make([]float32, 3*8)), f32(y)
+		w1 := randMatrix(t, 2, 8, 8, op.BF16, 0.5)
+		w2 := randMatrix(t, 3, 8, 8, op.BF16, 0.5)
+		w3 := randMatrix(t, 4, 5, 8, op.BF16, 0.5)
+		a1 := op.MatMul{Y: h1, X: x, T: 3, W: w1}
+		a2 := op.MatMul{Y: h2, X: h1, T: 3, W: w2}
+		a3 := op.MatMul{Y: h3, X: h2, T: 3, W: w3}
+		if _, err := op.Exec(b, func(p op.Pass) error {
+			return errors.Join(p.MatMul(a1), p.MatMul(a2), p.MatMul(a3))
+		}, &a1, &a2, &a3); err != nil {
+			t.Fatal(err)
+		}
+		return y, n
+	}
+	want, n := run(DefaultCommandBufferBudget)
+	if n != 1 {
+		t.Fatalf("default budget: %d command buffers, want 1", n)
+	}
+	if !slices.ContainsFunc(want, func(v float32) bool { return v != 0 }) {
+		t.Fatal("the chained MatMuls gave all zeros")
+	}
+	for _, budget := range []CommandBufferBudget{{Dispatches: 1, Threads: 1 << 24}, {Dispatches: 64, Threads: 1}} {
+		got, n := run(budget)
+		if n != 3 {
+			t.Errorf("budget %+v: %d command buffers, want 3 (one per dispatch)", budget, n)
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("budget %+v: y[%d] = %v, one command buffer gives %v", budget, i, got[i], want[i])
+			}
+		}
+	}
+	if l := dev.Live(); l.CommandBuffers != 0 {
+		t.Errorf("%d command buffers live", l.CommandBuffers)
+	}
+	if err := testBackend(t).SetCommandBufferBudget(CommandBufferBudget{Dispatches: 0, Threads: 1}); !errors.Is(err, op.ErrInvalidArgument) {
+		t.Errorf("zero dispatches: %v, want op.ErrInvalidArgument", err)
+	}
 }

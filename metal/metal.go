@@ -5,7 +5,7 @@
 // emu, which is how the kernels are tested without Apple hardware.
 //
 // Backend implements op.Backend: every op of op.Pass is encoded over device tensors (Tensor,
-// shared storage) into one command buffer per Pass (Begin), with weights from a per-model
+// shared storage) into the command buffers of a Pass (Begin; split by CommandBufferBudget), with weights from a per-model
 // Weights (uploaded on first use; 16-bit weights stay 16-bit, MLX affine-quantized weights
 // (op.QAffine) stay packed) and temporaries from a per-session Arena, committed once and waited
 // for once. The ops are tested with op/optest against float64
@@ -30,11 +30,13 @@
 // CompileOptions (safe math). The self-test command metal/cmd/selftest builds them all and runs
 // the op case table with every kernel on a device, and reports.
 //
-// Command buffers: a Pass records its dispatches and, at Commit, creates,
-// encodes, commits and waits for its command buffer inside one autorelease pool
-// (mtl.AutoreleasePooler: Metal's Objective-C API hands out autoreleased objects, and a Go
-// thread has no pool of its own); Commit reports the command buffer's GPU time where the device has it
-// (mtl.GPUTimer) and the emulator's per-dispatch times per Stage.
+// Command buffers: a Pass records its dispatches and, at Commit, splits them into command
+// buffers within the Backend's CommandBufferBudget (macOS stops command buffers that run too
+// long), then creates, encodes, commits, waits for and releases them inside one autorelease
+// pool (mtl.AutoreleasePooler: Metal's Objective-C API hands out autoreleased objects, and a Go
+// thread has no pool of its own); Commit reports the command buffers' GPU time where the device
+// has it (mtl.GPUTimer) and the emulator's per-dispatch times per Stage. Close releases the
+// libraries and pipelines the Backend built.
 //
 // Offsets the kernels compute in 32-bit integers are guarded on the host: every buffer a kernel
 // indexes must hold fewer than 2^31 elements.
@@ -48,6 +50,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
@@ -111,6 +114,8 @@ type Backend struct {
 	log       func(msg string)
 	tensor    map[string]*tensorChoice // op -> the capability default's decision (tensorops.go)
 	closed    bool
+	budget    CommandBufferBudget
+	cbTimes   []time.Duration // GPU time of each command buffer (CommandBufferTimes)
 }
 
 var _ op.Backend = (*Backend)(nil)
@@ -137,6 +142,7 @@ func New(dev mtl.Device) (*Backend, error) {
 		ran:       map[string]*VariantStat{},
 		prefer:    map[string]string{},
 		tensor:    map[string]*tensorChoice{},
+		budget:    DefaultCommandBufferBudget,
 	}, nil
 }
 
@@ -309,10 +315,11 @@ func (b *Backend) VariantStats() []VariantStat {
 	return out
 }
 
-// ResetVariants clears the variant record.
+// ResetVariants clears the variant record and the command buffers' times.
 func (b *Backend) ResetVariants() {
 	b.mu.Lock()
 	clear(b.ran)
+	b.cbTimes = nil
 	b.mu.Unlock()
 }
 
