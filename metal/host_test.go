@@ -250,3 +250,36 @@ func TestSplitCommandBuffersBitwise(t *testing.T) {
 		t.Errorf("zero dispatches: %v, want op.ErrInvalidArgument", err)
 	}
 }
+
+// TestAttentionNonFinite: the Metal attention kernels (qsa_flash, the default; qsa_attn_mm;
+// qsa_flash_ph) keep op.Attention's NaN/Inf rule, checked by the CPU's test
+// (optest.AttentionNonFinite): a non-finite key or value row reaches exactly the rows that attend
+// it, a masked value row is never multiplied.
+func TestAttentionNonFinite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 500 emulated attention calls; skipped with -short")
+	}
+	for _, kernel := range []string{attnFlashKernel, attnMMKernel, attnFlashPHKernel} {
+		t.Run(kernel, func(t *testing.T) {
+			b := testBackend(t)
+			if err := b.Prefer("attention", kernel); err != nil {
+				t.Fatal(err)
+			}
+			tol := 1e-5 // qsa_flash_ph rounds the probabilities to half
+			if kernel == attnFlashPHKernel {
+				tol = halfP["Attention.o"]
+			}
+			optest.AttentionNonFinite(t, optest.AttentionNonFiniteCases(), tol, func(o, lse, q, k, v []float32, p op.AttnParams, sel *op.Selection) error {
+				a := op.Attention{O: f32(o), LSE: f32(lse), Q: f32(q), K: f32(k), V: f32(v), P: p}
+				if sel != nil {
+					a.Sel, a.Tok = sel, i32(sel.Tokens)
+				}
+				_, err := op.Exec(b, func(p op.Pass) error { return p.Attention(a) }, &a)
+				return err
+			})
+			if !strings.Contains(strings.Join(b.Variants(), " "), kernel) {
+				t.Fatalf("%s did not run: %v", kernel, b.Variants())
+			}
+		})
+	}
+}
