@@ -1,24 +1,14 @@
 package emu
 
 import (
-	"fmt"
 	"sync/atomic"
+
+	"github.com/stratakernels/strata/metal/mtl"
 )
 
 // Live counts the objects an emulated device handed out and the caller has not released yet
-// (mtl's lifetime contract: each Library, Pipeline, Buffer and CommandBuffer is released by its
-// owner; on Metal one never released keeps the device alive). A host that released everything
-// before closing its device leaves all counts zero.
-type Live struct {
-	Libraries, Pipelines, Buffers, CommandBuffers int64
-}
-
-// Total is the number of live objects of every kind.
-func (l Live) Total() int64 { return l.Libraries + l.Pipelines + l.Buffers + l.CommandBuffers }
-
-func (l Live) String() string {
-	return fmt.Sprintf("%d libraries, %d pipelines, %d buffers, %d command buffers", l.Libraries, l.Pipelines, l.Buffers, l.CommandBuffers)
-}
+// (mtl.Live).
+type Live = mtl.Live
 
 // liveCounters are the atomic counts behind Live, one set per device and one for the process.
 type liveCounters struct {
@@ -36,7 +26,7 @@ var processLive liveCounters
 // devices itself, as strata.Open does for backend "emu", checks its releases with it).
 func LiveObjects() Live { return processLive.load() }
 
-// Live is the live objects of this device.
+// Live implements mtl.LiveCounter: the live objects of this device.
 func (d *Device) Live() Live { return d.live.load() }
 
 // count adds delta to the counter pick selects, on the device and for the process.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -187,6 +188,13 @@ func SystemDevice() (mtl.Device, error) {
 
 type sysDevice struct {
 	dev, queue objc.ID
+	// live counts the libraries, pipelines, buffers and command buffers not yet released.
+	libraries, pipelines, buffers, commandBuffers atomic.Int64
+}
+
+// Live implements mtl.LiveCounter.
+func (d *sysDevice) Live() mtl.Live {
+	return mtl.Live{Libraries: d.libraries.Load(), Pipelines: d.pipelines.Load(), Buffers: d.buffers.Load(), CommandBuffers: d.commandBuffers.Load()}
 }
 
 // AutoreleasePool implements mtl.AutoreleasePooler.
@@ -269,7 +277,8 @@ func (d *sysDevice) NewBuffer(length int) (mtl.Buffer, error) {
 	}
 	mem := unsafe.Slice((*byte)(p), length)
 	clear(mem)
-	return &sysBuffer{id: buf, mem: mem}, nil
+	d.buffers.Add(1)
+	return &sysBuffer{dev: d, id: buf, mem: mem}, nil
 }
 
 // NewLibrary implements mtl.Device: newLibraryWithSource:options:error: with MTLCompileOptions
@@ -309,6 +318,7 @@ func (d *sysDevice) NewLibrary(name, source string, opts mtl.CompileOptions) (mt
 			return
 		}
 		lib = &sysLibrary{dev: d, lib: l, name: name}
+		d.libraries.Add(1)
 	})
 	return lib, err
 }
@@ -323,7 +333,8 @@ func (d *sysDevice) NewCommandBuffer() (mtl.CommandBuffer, error) {
 	if cb == 0 {
 		return nil, fmt.Errorf("metal: commandBuffer failed: %w", mtl.ErrExecution)
 	}
-	return &sysCommandBuffer{cb: cb}, nil
+	d.commandBuffers.Add(1)
+	return &sysCommandBuffer{dev: d, cb: cb}, nil
 }
 
 // Close implements mtl.Device: the queue and the device are released (the device lives on
@@ -341,6 +352,7 @@ func (d *sysDevice) Close() error {
 }
 
 type sysBuffer struct {
+	dev *sysDevice
 	id  objc.ID
 	mem []byte
 }
@@ -351,6 +363,7 @@ func (b *sysBuffer) Release() {
 	if b.id != 0 {
 		autoreleasePool(func() { b.id.Send(sel.release) })
 		b.id, b.mem = 0, nil
+		b.dev.buffers.Add(-1)
 	}
 }
 
@@ -365,6 +378,7 @@ func (l *sysLibrary) Release() {
 	if l.lib != 0 {
 		autoreleasePool(func() { l.lib.Send(sel.release) })
 		l.lib = 0
+		l.dev.libraries.Add(-1)
 	}
 }
 
@@ -423,10 +437,12 @@ func (l *sysLibrary) pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline
 	if ps == 0 {
 		return nil, fmt.Errorf("%s in %s: %s: %w", fn, l.name, errorText(nserr), mtl.ErrCompile)
 	}
-	return &sysPipeline{id: ps, name: fn}, nil
+	l.dev.pipelines.Add(1)
+	return &sysPipeline{dev: l.dev, id: ps, name: fn}, nil
 }
 
 type sysPipeline struct {
+	dev  *sysDevice
 	id   objc.ID
 	name string
 }
@@ -449,10 +465,12 @@ func (p *sysPipeline) Release() {
 	if p.id != 0 {
 		autoreleasePool(func() { p.id.Send(sel.release) })
 		p.id = 0
+		p.dev.pipelines.Add(-1)
 	}
 }
 
 type sysCommandBuffer struct {
+	dev     *sysDevice
 	cb      objc.ID
 	encs    []objc.ID
 	gpuTime time.Duration
@@ -505,6 +523,7 @@ func (c *sysCommandBuffer) Release() {
 		c.cb.Send(sel.release)
 	})
 	c.encs, c.cb = nil, 0
+	c.dev.commandBuffers.Add(-1)
 }
 
 // GPUTime implements mtl.GPUTimer: the command buffer's GPUEndTime - GPUStartTime (0 before

@@ -254,3 +254,23 @@ type GPUTimer interface {
 type Describer interface {
 	Describe() [][2]string
 }
+
+// Live counts the objects a device handed out and its caller has not released yet (the
+// lifetime contract above); a host that released everything before closing its device leaves
+// every count zero.
+type Live struct {
+	Libraries, Pipelines, Buffers, CommandBuffers int64
+}
+
+// Total is the number of live objects of every kind.
+func (l Live) Total() int64 { return l.Libraries + l.Pipelines + l.Buffers + l.CommandBuffers }
+
+func (l Live) String() string {
+	return fmt.Sprintf("%d libraries, %d pipelines, %d buffers, %d command buffers", l.Libraries, l.Pipelines, l.Buffers, l.CommandBuffers)
+}
+
+// LiveCounter is implemented by devices that count their live objects (Apple's Metal device of
+// package metal and the emulator): leak checks read it after a host closed everything.
+type LiveCounter interface {
+	Live() Live
+}
