@@ -192,7 +192,7 @@ func (j *Pass) fpgather(out, ids *Tensor, rows, rep int, m *op.Matrix, f *fpweig
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(m.K)
+	nt := fitWidth(pipe, elemThreads(m.K))
 	j.dispatch(pipe, fmt.Sprintf("qgather_fp_%s_rep%d_tg%d", fpTag(m), rep, nt), [3]int{(m.K + nt - 1) / nt, rows, 1},
 		[3]int{nt, 1, 1}, 0, out, f.codes, f.scales, ids, paramBytes(qGatherParams{Rows: rows, Rep: rep, K: m.K}))
 	return j.err

@@ -186,7 +186,7 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	j.dispatch(pipes[0], "moe_slot_count_tg256", [3]int{(E + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, count, idx, prm)
 	j.dispatch(pipes[1], "moe_slot_plan_tg32", [3]int{1, 1, 1}, [3]int{32, 1, 1}, 0, base, tiles, count, prm)
 	j.dispatch(pipes[2], "moe_slot_scatter_tg256", [3]int{(E + 256) / 256, 1, 1}, [3]int{256, 1, 1}, 0, rk, rowtok, idx, base, prm)
-	nt := elemThreads(D)
+	nt := fitWidth(pipes[3], elemThreads(D))
 	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
 	if es.split {
 		// Gate and up in different formats: one grouped GEMM each, into the two halves of the

@@ -80,7 +80,7 @@ func (j *Pass) Embed(a op.Embed) error {
 		return j.fail(err)
 	}
 	D := t.K
-	nt := elemThreads(D)
+	nt := fitWidth(pipe, elemThreads(D))
 	dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[t.DType]
 	var t16, t32 arg = j.tmp("embed dummy16", 1), j.tmp("embed dummy32", 1)
 	if t.DType == op.F32 {

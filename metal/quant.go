@@ -255,7 +255,7 @@ func (j *Pass) qgather(out, ids *Tensor, rows, rep int, m *op.Matrix, q *qweight
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(m.K)
+	nt := fitWidth(pipe, elemThreads(m.K))
 	j.dispatch(pipe, fmt.Sprintf("qgather_affine_%s_rep%d_tg%d", quantTag(m.Q), rep, nt), [3]int{(m.K + nt - 1) / nt, rows, 1},
 		[3]int{nt, 1, 1}, 0, out, q.codes, q.scales, q.biases, ids, paramBytes(qGatherParams{Rows: rows, Rep: rep, K: m.K}))
 	return j.err
