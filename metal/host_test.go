@@ -286,28 +286,27 @@ func TestAttentionNonFinite(t *testing.T) {
 
 // TestPipelineThreadLimit: on a device whose pipelines allow only 64 threads per threadgroup
 // (emu.Options.MaxThreadsPerThreadgroup, as Apple's compiler lowers the limit of register-heavy
-// kernels), the one-thread-per-element kernels run at that width and pass their op cases, and a
-// kernel that needs its full width (rms_norm: a threadgroup per row) is refused naming both
-// figures, before anything runs.
+// kernels), the kernels whose width is free (one thread per element, or thread-strided rows)
+// run at that width and pass their op cases, and a kernel that needs its full width (the
+// GEMM's 128-thread simdgroup tiles) is refused naming both figures, before anything runs.
 func TestPipelineThreadLimit(t *testing.T) {
 	b, _ := backendOn(t, emu.Options{Threads: 1, MaxThreadsPerThreadgroup: 64})
 	defer b.Close()
-	ops := []string{"Add", "SigmoidMul", "SwiGLU", "Copy", "Embed", "MoECombine"}
+	ops := []string{"Add", "SigmoidMul", "SwiGLU", "Copy", "Embed", "MoECombine", "RMSNorm", "GDNPost", "QSAPrep"}
 	optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Filter: optest.OpsFilter(ops)})
 	v := strings.Join(b.Variants(), " ")
-	for _, want := range []string{"copy_f32_tg64", "_tg64"} {
+	for _, want := range []string{"copy_f32_tg64", "rms_norm_f32_s1_tg64", "embed_", "moe_comb"} {
 		if !strings.Contains(v, want) {
-			t.Errorf("no variant %q ran at the pipelines' limit: %s", want, v)
+			t.Errorf("variant %q did not run: %s", want, v)
 		}
 	}
-	if strings.Contains(v, "tg256") || strings.Contains(v, "tg128") {
+	if strings.Contains(v, "tg256") || strings.Contains(v, "tg128") || strings.Contains(v, "tg96") {
 		t.Errorf("a variant wider than the limit ran: %s", v)
 	}
-	const T, D = 2, 256
-	x, y := optest.Floats(5, T*D, 1), make([]float32, T*D)
-	a := op.RMSNorm{Y: f32(y), X: f32(x), W: make([]float32, D), Rows: T, D: D, Eps: 1e-6}
-	_, err := op.Exec(b, func(p op.Pass) error { return p.RMSNorm(a) }, &a)
-	if !errors.Is(err, op.ErrUnsupported) || !strings.Contains(err.Error(), "256 threads per threadgroup, pipeline allows 64") {
-		t.Errorf("rms_norm on 64-thread pipelines: %v, want op.ErrUnsupported naming 256 and 64", err)
+	x, y := optest.Floats(1, 3*8, 1), make([]float32, 3*5)
+	a := op.MatMul{Y: f32(y), X: f32(x), T: 3, W: randMatrix(t, 2, 5, 8, op.BF16, 0.5)}
+	_, err := op.Exec(b, func(p op.Pass) error { return p.MatMul(a) }, &a)
+	if !errors.Is(err, op.ErrUnsupported) || !strings.Contains(err.Error(), "128 threads per threadgroup, pipeline allows 64") {
+		t.Errorf("MatMul on 64-thread pipelines: %v, want op.ErrUnsupported naming 128 and 64", err)
 	}
 }

@@ -113,13 +113,13 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 	}
 	bye, brk, bw, bsh = dummy(bye), dummy(brk), dummy(bw), dummy(bsh)
 	prm := paramBytes(grApplyParams{T: T, K: K, S: S, D: D, Eps: eps, HasShared: hasShared})
-	nt := elemThreads(D)
 	apply := func() {
 		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
 		if err != nil {
 			j.fail(err)
 			return
 		}
+		nt := fitWidth(pa, elemThreads(D))
 		j.dispatch(pa, fmt.Sprintf("gr_apply_moec_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
 			bh, bye, brk, bw, bbeta, bsh, prm)
 	}
@@ -131,6 +131,7 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 		if err != nil {
 			return j.fail(err)
 		}
+		nt := fitWidth(pipe, elemThreads(D))
 		j.dispatch(pipe, fmt.Sprintf("gr_norm_h_moec_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
 			bh, bhn, bye, brk, bw, bbeta, bnorm, bsh, prm)
 	default:
