@@ -47,8 +47,8 @@ type dispatchCmd struct {
 
 var _ op.Pass = (*Pass)(nil)
 
-// Begin implements op.Backend: one command buffer whose ops read their weights from w (this
-// backend's NewWeights: uploaded on first use and kept for the next passes) and take their
+// Begin implements op.Backend: a Pass whose ops read their weights from w (this backend's
+// NewWeights: uploaded on first use and kept for the next passes) and take their
 // internal scratch from s (this backend's NewScratch). Encode ops with the Pass methods, then
 // Commit once; Abandon drops an encoded Pass without running it (nothing it would write
 // changes). Errors wrap op.ErrInvalidArgument (a store of another backend).
