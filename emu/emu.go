@@ -46,6 +46,14 @@
 // compare the results bitwise), and threadgroup memory over 32 KiB (pipelines and dispatches
 // fail; Device.Stats reports the bytes each kernel uses).
 //
+// Lifetimes and limits, as on Metal: libraries, pipelines, buffers and command buffers are the
+// caller's until their Release (mtl's contract); the device counts the live ones (Device.Live,
+// and LiveObjects for every device of the process), so a host's leak shows without a Mac. A
+// pipeline's MaxTotalThreadsPerThreadgroup is the kernel's declared limit, or lower with
+// Options.MaxThreadsPerThreadgroup (as Apple's compiler lowers it for register-heavy kernels).
+// A missing kernel fails Pipeline with mtl.ErrNoFunction, a bad function constant with
+// mtl.ErrCompile, as Metal's NSError codes tell them apart.
+//
 // Faults: without ASan, libraries run in this process (loaded with purego, no cgo). A kernel that
 // faults (a wild or misaligned access, an integer division by zero, a stack overflow: SIGSEGV,
 // SIGBUS, SIGFPE, SIGILL) fails its command buffer with mtl.ErrExecution naming the kernel,
