@@ -147,8 +147,7 @@ func (j *Pass) fpweight(m *op.Matrix) *fpweight {
 
 // encodeFPMatMul encodes y [T, N] = x [T, K] W^T for a float-format W (tensors on the device).
 func (b *Backend) encodeFPMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
-	p := b.planQMM(floatKernels, fpTag(w), w.N, T, T, 0, false)
-	pipe, err := b.pipeline(p.file, p.fn, fpConsts(w))
+	p, pipe, err := b.qmmPipeline(floatKernels, fpConsts(w), fpTag(w), w.N, T, T, 0, false)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -167,8 +166,7 @@ func (j *Pass) encodeFPGrouped(y, x *Tensor, m *op.Matrix, f *fpweight, tiles *T
 	if j.err != nil {
 		return
 	}
-	p := j.b.planQMM(floatKernels, fpTag(m), m.N, T, rows, ntiles, true)
-	pipe, err := j.b.pipeline(p.file, p.fn, fpConsts(m))
+	p, pipe, err := j.b.qmmPipeline(floatKernels, fpConsts(m), fpTag(m), m.N, T, rows, ntiles, true)
 	if err != nil {
 		j.fail(err)
 		return

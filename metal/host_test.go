@@ -287,8 +287,10 @@ func TestAttentionNonFinite(t *testing.T) {
 // TestPipelineThreadLimit: on a device whose pipelines allow only 64 threads per threadgroup
 // (emu.Options.MaxThreadsPerThreadgroup, as Apple's compiler lowers the limit of register-heavy
 // kernels), the kernels whose width is free (one thread per element, or thread-strided rows)
-// run at that width and pass their op cases, and a kernel that needs its full width (the
-// GEMM's 128-thread simdgroup tiles) is refused naming both figures, before anything runs.
+// run at that width and pass their op cases; the quantized GEMMs fall back from their tiled
+// kernels to the matrix-vector ones; and a kernel that needs its full width without a fallback
+// (the 16-bit GEMM's 128-thread simdgroup tiles) is refused naming both figures, before
+// anything runs.
 func TestPipelineThreadLimit(t *testing.T) {
 	b, _ := backendOn(t, emu.Options{Threads: 1, MaxThreadsPerThreadgroup: 64})
 	defer b.Close()
@@ -302,6 +304,19 @@ func TestPipelineThreadLimit(t *testing.T) {
 	}
 	if strings.Contains(v, "tg256") || strings.Contains(v, "tg128") || strings.Contains(v, "tg96") {
 		t.Errorf("a variant wider than the limit ran: %s", v)
+	}
+	// The quantized GEMMs' tiled kernels (128 threads) fall back to their matrix-vector kernels
+	// (64 threads) and pass their cases; the log says so.
+	var logs []string
+	b.SetLog(func(msg string) { logs = append(logs, msg) })
+	b.ResetVariants()
+	optest.Run(t, b, optest.Options{Short: true, TolScale: OpTolScale, Filter: optest.OpsFilter([]string{"MatMul/q", "MoEExperts/q4_g32_F16"})})
+	v = strings.Join(b.Variants(), " ")
+	if !strings.Contains(v, "qmv_affine") || strings.Contains(v, "qmm_affine") {
+		t.Errorf("quantized GEMMs on 64-thread pipelines ran %s, want qmv_affine only", v)
+	}
+	if l := strings.Join(logs, "\n"); !strings.Contains(l, "qmm_affine needs 128 threads per threadgroup, its pipeline allows 64") {
+		t.Errorf("the fallback is not logged: %q", l)
 	}
 	x, y := optest.Floats(1, 3*8, 1), make([]float32, 3*5)
 	a := op.MatMul{Y: f32(y), X: f32(x), T: 3, W: randMatrix(t, 2, 5, 8, op.BF16, 0.5)}

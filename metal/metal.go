@@ -114,6 +114,7 @@ type Backend struct {
 	log       func(msg string)
 	tensor    map[string]*tensorChoice // op -> the capability default's decision (tensorops.go)
 	closed    bool
+	fellBack  map[string]bool // tiled kernels replaced by a narrower one (qmmPipeline), logged once
 	budget    CommandBufferBudget
 	cbTimes   []time.Duration // GPU time of each command buffer (CommandBufferTimes)
 }
@@ -143,6 +144,7 @@ func New(dev mtl.Device) (*Backend, error) {
 		prefer:    map[string]string{},
 		tensor:    map[string]*tensorChoice{},
 		budget:    DefaultCommandBufferBudget,
+		fellBack:  map[string]bool{},
 	}, nil
 }
 
