@@ -252,21 +252,22 @@ func TestSplitCommandBuffersBitwise(t *testing.T) {
 }
 
 // TestAttentionNonFinite: the Metal attention kernels (qsa_flash, the default; qsa_attn_mm;
-// qsa_flash_ph) keep op.Attention's NaN/Inf rule, checked by the CPU's test
+// qsa_flash_ph; the Metal 4 tensor-op qsa_flash_tensor and qsa_attn_tensor, run on the emulator
+// through Prefer) keep op.Attention's NaN/Inf rule, checked by the CPU's test
 // (optest.AttentionNonFinite): a non-finite key or value row reaches exactly the rows that attend
 // it, a masked value row is never multiplied.
 func TestAttentionNonFinite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 500 emulated attention calls; skipped with -short")
 	}
-	for _, kernel := range []string{attnFlashKernel, attnMMKernel, attnFlashPHKernel} {
+	for _, kernel := range []string{attnFlashKernel, attnMMKernel, attnFlashPHKernel, attnTensorKernel, attnTensorPFKernel} {
 		t.Run(kernel, func(t *testing.T) {
 			b := testBackend(t)
 			if err := b.Prefer("attention", kernel); err != nil {
 				t.Fatal(err)
 			}
-			tol := 1e-5 // qsa_flash_ph rounds the probabilities to half
-			if kernel == attnFlashPHKernel {
+			tol := 1e-5 // qsa_flash_ph and qsa_flash_tensor round the probabilities to half
+			if kernel == attnFlashPHKernel || kernel == attnTensorKernel {
 				tol = halfP["Attention.o"]
 			}
 			optest.AttentionNonFinite(t, optest.AttentionNonFiniteCases(), tol, func(o, lse, q, k, v []float32, p op.AttnParams, sel *op.Selection) error {
