@@ -283,8 +283,12 @@ func (c *commandBuffer) runInProcess(r *dispatchRec) error {
 			desc.BufLen[i] = uint64(len(b.mem) - r.offs[i])
 		}
 	}
+	so := r.p.lib.so
+	if so == nil {
+		return fmt.Errorf("kernel %s: its library was unloaded (the device was closed)", r.p.name)
+	}
 	t0 := time.Now()
-	err := r.p.lib.so.runDesc(desc)
+	err := so.runDesc(desc)
 	dt := time.Since(t0)
 	c.record(r, dt)
 	c.times = append(c.times, dt)
