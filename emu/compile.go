@@ -148,8 +148,6 @@ func (d *Device) NewLibraryFile(path string, o CompileOptions) (mtl.Library, err
 		}
 		lib.so = so
 	}
-	d.mu.Lock()
-	d.libs = append(d.libs, lib)
-	d.mu.Unlock()
+	d.register(lib)
 	return lib, nil
 }

@@ -46,6 +46,14 @@
 // compare the results bitwise), and threadgroup memory over 32 KiB (pipelines and dispatches
 // fail; Device.Stats reports the bytes each kernel uses).
 //
+// Lifetimes and limits, as on Metal: libraries, pipelines, buffers and command buffers are the
+// caller's until their Release (mtl's contract); the device counts the live ones (Device.Live,
+// and LiveObjects for every device of the process), so a host's leak shows without a Mac. A
+// pipeline's MaxTotalThreadsPerThreadgroup is the kernel's declared limit, or lower with
+// Options.MaxThreadsPerThreadgroup (as Apple's compiler lowers it for register-heavy kernels).
+// A missing kernel fails Pipeline with mtl.ErrNoFunction, a bad function constant with
+// mtl.ErrCompile, as Metal's NSError codes tell them apart.
+//
 // Faults: without ASan, libraries run in this process (loaded with purego, no cgo). A kernel that
 // faults (a wild or misaligned access, an integer division by zero, a stack overflow: SIGSEGV,
 // SIGBUS, SIGFPE, SIGILL) fails its command buffer with mtl.ErrExecution naming the kernel,
@@ -132,6 +140,11 @@ type Options struct {
 	CacheDir string
 	// Clang overrides the C++ compiler ($STRATA_CLANG, else clang++-16 or clang++ on PATH).
 	Clang string
+	// MaxThreadsPerThreadgroup, when positive, caps every pipeline's
+	// MaxTotalThreadsPerThreadgroup (and the dispatches it allows) at this figure, as Apple's
+	// compiler lowers a pipeline's limit below the kernel's declared one when it needs many
+	// registers: hosts test their fallbacks for such a pipeline with it.
+	MaxThreadsPerThreadgroup int
 }
 
 // ThreadgroupMemoryLimit is the threadgroup memory of Apple GPUs, in bytes.
@@ -151,6 +164,7 @@ type Device struct {
 	mu    sync.Mutex
 	libs  []*library
 	stats map[string]*KernelStats
+	live  liveCounters
 }
 
 // KernelStats reports what the dispatches of one kernel used.
@@ -177,6 +191,9 @@ func Open(opts Options) (mtl.Device, error) {
 	}
 	if opts.Schedule < Forward || opts.Schedule > Shuffled {
 		return nil, fmt.Errorf("emu: unknown schedule %d", opts.Schedule)
+	}
+	if opts.MaxThreadsPerThreadgroup < 0 || opts.MaxThreadsPerThreadgroup > 1024 {
+		return nil, fmt.Errorf("emu: Options.MaxThreadsPerThreadgroup %d outside [0, 1024]", opts.MaxThreadsPerThreadgroup)
 	}
 	clang, err := findClang(opts.Clang)
 	if err != nil {
@@ -266,7 +283,8 @@ func (d *Device) Stats() []KernelStats {
 	return out
 }
 
-// Close implements mtl.Device: it unloads the compiled libraries.
+// Close implements mtl.Device: it unloads the compiled libraries still loaded. Objects the
+// caller did not release stay counted in Live (they would keep a Metal device alive).
 func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -282,6 +300,7 @@ func (d *Device) Close() error {
 
 // buffer is shared memory outside the Go heap, page aligned like Metal's buffers.
 type buffer struct {
+	dev *Device
 	mem []byte
 }
 
@@ -294,7 +313,8 @@ func (d *Device) NewBuffer(length int) (mtl.Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emu: buffer of %d bytes: %w", length, err)
 	}
-	return &buffer{mem: mem}, nil
+	d.count(buffers, 1)
+	return &buffer{dev: d, mem: mem}, nil
 }
 
 func (b *buffer) Contents() []byte { return b.mem }
@@ -303,5 +323,6 @@ func (b *buffer) Release() {
 	if b.mem != nil {
 		_ = syscall.Munmap(b.mem)
 		b.mem = nil
+		b.dev.count(buffers, -1)
 	}
 }

@@ -19,12 +19,26 @@ type pipeline struct {
 	fcVal    [maxConstants]uint32
 	fcSet    [maxConstants]uint8
 	staticTG int
+	released bool
 }
 
 func (p *pipeline) Name() string                       { return p.name }
 func (p *pipeline) MaxTotalThreadsPerThreadgroup() int { return p.maxTh }
 func (p *pipeline) ThreadExecutionWidth() int          { return 32 }
 func (p *pipeline) StaticThreadgroupMemoryLength() int { return p.staticTG }
+
+// Release implements mtl.Pipeline.
+func (p *pipeline) Release() {
+	d := p.lib.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p.released {
+		return
+	}
+	p.released = true
+	d.count(pipelines, -1)
+	p.lib.unref()
+}
 
 var constTypes = map[mtl.ConstantType][]string{
 	mtl.Bool:  {"bool"},
@@ -36,8 +50,16 @@ var constTypes = map[mtl.ConstantType][]string{
 // Pipeline implements mtl.Library. It fails with mtl.ErrNoFunction for an unknown kernel, and
 // with mtl.ErrCompile for a constant index outside [0, 65535], a constant given twice or with the
 // wrong type, or a kernel whose threadgroup variables exceed 32 KiB. Constants at indices the
-// library does not declare are ignored, as Metal ignores them.
+// library does not declare are ignored, as Metal ignores them. The pipeline's
+// MaxTotalThreadsPerThreadgroup is the kernel's, capped at Options.MaxThreadsPerThreadgroup.
+// A released library builds no pipeline (mtl.ErrCompile).
 func (l *library) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, error) {
+	l.dev.mu.Lock()
+	released := l.released
+	l.dev.mu.Unlock()
+	if released {
+		return nil, fmt.Errorf("emu: kernel %q: library released: %w", fn, mtl.ErrCompile)
+	}
 	p := &pipeline{lib: l, kernel: -1, name: fn}
 	for i, k := range l.prog.Kernels {
 		if k.Host == fn {
@@ -77,6 +99,13 @@ func (l *library) Pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline, e
 		return nil, fmt.Errorf("emu: %s: threadgroup variables use %d bytes, over the %d-byte limit: %w",
 			fn, p.staticTG, ThreadgroupMemoryLimit, mtl.ErrCompile)
 	}
+	if c := l.dev.opts.MaxThreadsPerThreadgroup; c > 0 {
+		p.maxTh = min(p.maxTh, c)
+	}
+	l.dev.mu.Lock()
+	l.refs++
+	l.dev.mu.Unlock()
+	l.dev.count(pipelines, 1)
 	return p, nil
 }
 
@@ -103,6 +132,7 @@ func (s *sharedObject) runDesc(d *dispatchDesc) error {
 
 // NewCommandBuffer implements mtl.Device.
 func (d *Device) NewCommandBuffer() (mtl.CommandBuffer, error) {
+	d.count(commandBuffers, 1)
 	return &commandBuffer{dev: d}, nil
 }
 
@@ -122,6 +152,16 @@ type commandBuffer struct {
 	times      []time.Duration // wall time of each dispatch run in this process
 	err        error
 	committed  bool
+	released   bool
+}
+
+// Release implements mtl.CommandBuffer (an uncommitted one is abandoned: its dispatches never run).
+func (c *commandBuffer) Release() {
+	if !c.released {
+		c.released = true
+		c.dispatches = nil
+		c.dev.count(commandBuffers, -1)
+	}
 }
 
 // DispatchTimes is the wall time of each dispatch of a committed command buffer, in encoding
@@ -142,6 +182,9 @@ func (c *commandBuffer) fail(format string, args ...any) {
 
 // ComputeEncoder implements mtl.CommandBuffer.
 func (c *commandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
+	if c.released {
+		return nil, fmt.Errorf("emu: command buffer released: %w", mtl.ErrExecution)
+	}
 	if c.committed {
 		return nil, fmt.Errorf("emu: command buffer already committed: %w", mtl.ErrExecution)
 	}
@@ -154,6 +197,10 @@ func (c *commandBuffer) Commit() {
 		return
 	}
 	c.committed = true
+	if c.released {
+		c.fail("Commit after Release")
+		return
+	}
 	if c.err != nil || len(c.dispatches) == 0 {
 		return
 	}
@@ -236,8 +283,12 @@ func (c *commandBuffer) runInProcess(r *dispatchRec) error {
 			desc.BufLen[i] = uint64(len(b.mem) - r.offs[i])
 		}
 	}
+	so := r.p.lib.so
+	if so == nil {
+		return fmt.Errorf("kernel %s: its library was unloaded (the device was closed)", r.p.name)
+	}
 	t0 := time.Now()
-	err := r.p.lib.so.runDesc(desc)
+	err := so.runDesc(desc)
 	dt := time.Since(t0)
 	c.record(r, dt)
 	c.times = append(c.times, dt)
@@ -267,6 +318,10 @@ func (e *encoder) SetPipeline(p mtl.Pipeline) {
 	pp, ok := p.(*pipeline)
 	if !ok || pp == nil || pp.lib.dev != e.cb.dev {
 		e.cb.fail("SetPipeline: pipeline of another device")
+		return
+	}
+	if pp.released {
+		e.cb.fail("SetPipeline: pipeline %s was released", pp.name)
 		return
 	}
 	e.state.p = pp

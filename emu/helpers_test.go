@@ -97,6 +97,7 @@ func dispatch(t *testing.T, dev *Device, p mtl.Pipeline, args []arg, tg map[int]
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer cb.Release()
 	enc, err := cb.ComputeEncoder()
 	if err != nil {
 		t.Fatal(err)

@@ -52,17 +52,50 @@ type library struct {
 	so     *sharedObject
 	// temp reports a library compiled outside the cache (NewLibraryFile), removed on close.
 	temp bool
+	// refs counts the holders of the loaded library (under dev.mu): the caller until Release,
+	// and each live pipeline (a pipeline runs the library's code); the last one unloads it.
+	refs     int
+	released bool
 }
 
 func (l *library) close() error {
 	var err error
 	if l.so != nil {
 		err = l.so.close()
+		l.so = nil
 	}
 	if l.temp {
 		os.Remove(l.path)
 	}
 	return err
+}
+
+// Release implements mtl.Library: the library is unloaded once its pipelines are released too.
+func (l *library) Release() {
+	l.dev.mu.Lock()
+	defer l.dev.mu.Unlock()
+	if l.released {
+		return
+	}
+	l.released = true
+	l.dev.count(libraries, -1)
+	l.unref()
+}
+
+// unref drops one holder of the library (dev.mu held) and unloads it after the last.
+func (l *library) unref() {
+	if l.refs--; l.refs == 0 {
+		_ = l.close()
+	}
+}
+
+// register records a new library of the device, held by its caller.
+func (d *Device) register(lib *library) {
+	d.mu.Lock()
+	lib.refs = 1
+	d.libs = append(d.libs, lib)
+	d.mu.Unlock()
+	d.count(libraries, 1)
 }
 
 // NewLibrary implements mtl.Device: it compiles (or finds in the cache) the MSL source with opts
@@ -113,9 +146,7 @@ func (d *Device) NewLibrary(name, source string, opts mtl.CompileOptions) (mtl.L
 		}
 		lib.so = so
 	}
-	d.mu.Lock()
-	d.libs = append(d.libs, lib)
-	d.mu.Unlock()
+	d.register(lib)
 	return lib, nil
 }
 

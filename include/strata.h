@@ -94,7 +94,7 @@ typedef int32_t strata_status;
 #define STRATA_LOG_ERROR 3
 
 /* Backends for strata_device_params.backend. */
-#define STRATA_BACKEND_AUTO  0  /* metal where available, else cpu; the choice is logged */
+#define STRATA_BACKEND_AUTO  0  /* metal where its GPU and OS run the kernels (Apple7+, MSL 3.1), else cpu; the choice is logged, and the kernels line says why metal was not taken */
 #define STRATA_BACKEND_CPU   1
 #define STRATA_BACKEND_METAL 2  /* Apple GPUs (macOS) */
 #define STRATA_BACKEND_EMU   3  /* the Metal kernels on the MSL emulator (needs clang; for tests and

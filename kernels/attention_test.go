@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"testing"
 
 	"github.com/stratakernels/strata/internal/safetensors"
@@ -325,158 +324,10 @@ func testAttentionSparseChunks(t *testing.T) {
 	}
 }
 
-// attnPoison is one non-finite input of testAttentionNonFinite: value x at element j of the
-// key, value or query row of token position pos (absolute in the cache for k and v, the query
-// token for q) and KV head g (k, v) or query head h (q).
-type attnPoison struct {
-	tensor string // "k", "v" or "q"
-	pos    int
-	head   int
-	j      int
-	x      float32
-}
-
-// attends reports whether output row (t, h) reads the poisoned row.
-func (pz attnPoison) attends(p op.AttnParams, sel *op.Selection, t, h int) bool {
-	if pz.tensor == "q" {
-		return t == pz.pos && h == pz.head
-	}
-	if h/(p.Hq/p.Hkv) != pz.head || pz.pos > p.Pos0+t {
-		return false
-	}
-	if sel == nil || sel.Dense[t] {
-		return true
-	}
-	for _, s := range sel.Tokens[sel.Offsets[t]:sel.Offsets[t+1]] {
-		if int(s) == pz.pos {
-			return true
-		}
-	}
-	return false
-}
-
-// attnSameClass reports whether got is what the float64 reference want says: NaN where want
-// is NaN, non-finite where want is infinite (a weight of 0 in float32 where the reference's is
-// tiny turns 0 * Inf into NaN), else finite.
-func attnSameClass(got float32, want float64) bool {
-	g := float64(got)
-	switch {
-	case math.IsNaN(want):
-		return math.IsNaN(g)
-	case math.IsInf(want, 0):
-		return math.IsNaN(g) || math.IsInf(g, 0)
-	}
-	return !math.IsNaN(g) && !math.IsInf(g, 0)
-}
-
-func TestAttentionNonFinite(t *testing.T) { forEachKernel(t, testAttentionNonFinite) }
-
-// testAttentionNonFinite: a NaN or an infinity in one element of a key, value or query row,
-// dense and under a selection, with an empty and a filled cache, the poisoned key/value
-// position in the cached prefix (every row attends it), in the middle of the chunk (the rows
-// before it must not attend it) and at the last token. Rows that do not read the poisoned row
-// (earlier tokens, the other KV head's query heads, sparse rows that do not list it) are
-// bitwise the result without the poison. Rows that read it follow IEEE arithmetic on the
-// formula as the float64 reference computes it: NaN where it is NaN (a NaN key or query: the
-// whole row and its lse), non-finite where it is infinite, finite elsewhere and within the
-// reference bound; a value poison leaves the row's other elements and its lse bitwise as they
-// were.
-func testAttentionNonFinite(t *testing.T) {
-	cases := []optest.AttentionCase{
-		{T: 100, Pos0: 0, Hq: 6, Hkv: 2, D: 64, Seed: 41},    // HPG 3: tiles of 16 tokens
-		{T: 100, Pos0: 37, Hq: 6, Hkv: 2, D: 64, Seed: 42},   // cached prefix
-		{T: 60, Pos0: 90, Hq: 2, Hkv: 2, D: 13, Seed: 43},    // HPG 1 (tiles of 48 tokens), odd dim
-		{T: 10, Pos0: 150, Hq: 24, Hkv: 2, D: 256, Seed: 44}, // the model's heads: tiles of 4 tokens
-	}
-	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	for _, c := range cases {
-		q0, k0, v0 := c.Inputs()
-		p := attnParams(c)
-		g, j := c.Hkv-1, c.D/2
-		var poisons []attnPoison
-		kvPos := []int{c.Pos0 + c.T/2, c.Pos0 + c.T - 1}
-		if c.Pos0 > 0 {
-			kvPos = append(kvPos, c.Pos0/2)
-		}
-		for _, pos := range kvPos {
-			for _, x := range []float32{nan, inf, -inf} {
-				poisons = append(poisons, attnPoison{"k", pos, g, j, x}, attnPoison{"v", pos, g, j, x})
-			}
-		}
-		poisons = append(poisons, attnPoison{"q", c.T / 2, c.Hq - 1, j, nan}, attnPoison{"q", c.T / 2, 0, j, inf})
-		sel := attnRandomSelection(rand.New(rand.NewPCG(c.Seed, 3)), c.T, c.Pos0)
-		for _, s := range []*op.Selection{nil, sel} {
-			clean, cleanLSE := make([]float32, len(q0)), make([]float32, c.T*c.Hq)
-			if err := attention(clean, cleanLSE, q0, k0, v0, p, s); err != nil {
-				t.Fatal(err)
-			}
-			for _, pz := range poisons {
-				name := fmt.Sprintf("T%d_pos%d_hq%d_hkv%d_d%d/sel=%v/%s[%d,%d,%d]=%v", c.T, c.Pos0, c.Hq, c.Hkv, c.D, s != nil, pz.tensor, pz.pos, pz.head, pz.j, pz.x)
-				t.Run(name, func(t *testing.T) {
-					q, k, v := q0, k0, v0
-					switch pz.tensor {
-					case "k":
-						k = slices.Clone(k0)
-						k[(pz.pos*c.Hkv+pz.head)*c.D+pz.j] = pz.x
-					case "v":
-						v = slices.Clone(v0)
-						v[(pz.pos*c.Hkv+pz.head)*c.D+pz.j] = pz.x
-					case "q":
-						q = slices.Clone(q0)
-						q[(pz.pos*c.Hq+pz.head)*c.D+pz.j] = pz.x
-					}
-					o, lse := make([]float32, len(q)), make([]float32, c.T*c.Hq)
-					if err := attention(o, lse, q, k, v, p, s); err != nil {
-						t.Fatal(err)
-					}
-					wo, wl := attnNaive(q, k, v, p, s)
-					attended := 0
-					for tt := 0; tt < c.T; tt++ {
-						for h := 0; h < c.Hq; h++ {
-							i0 := (tt*c.Hq + h) * c.D
-							row, cleanRow, wantRow := o[i0:i0+c.D], clean[i0:i0+c.D], wo[i0:i0+c.D]
-							l, cl, wlr := lse[tt*c.Hq+h], cleanLSE[tt*c.Hq+h], wl[tt*c.Hq+h]
-							if !pz.attends(p, s, tt, h) {
-								if e := attnFirstBitDiff(row, cleanRow); e >= 0 || math.Float32bits(l) != math.Float32bits(cl) {
-									t.Fatalf("%s: row (t %d, h %d) does not read the poison but changed: o[%d] %v (was %v), lse %v (was %v)", name, tt, h, e, row[max(e, 0)], cleanRow[max(e, 0)], l, cl)
-								}
-								continue
-							}
-							attended++
-							if !attnSameClass(l, wlr) {
-								t.Fatalf("%s: row (t %d, h %d): lse %v, reference %v", name, tt, h, l, wlr)
-							}
-							var md, mw float64
-							for e := range row {
-								if !attnSameClass(row[e], wantRow[e]) {
-									t.Fatalf("%s: row (t %d, h %d) element %d: %v, reference %v", name, tt, h, e, row[e], wantRow[e])
-								}
-								if pz.tensor == "v" && e != pz.j && math.Float32bits(row[e]) != math.Float32bits(cleanRow[e]) {
-									t.Fatalf("%s: row (t %d, h %d) element %d: %v, without the poison %v", name, tt, h, e, row[e], cleanRow[e])
-								}
-								if !math.IsNaN(wantRow[e]) && !math.IsInf(wantRow[e], 0) {
-									md = math.Max(md, math.Abs(float64(row[e])-wantRow[e]))
-									mw = math.Max(mw, math.Abs(wantRow[e]))
-								}
-							}
-							if pz.tensor == "v" && math.Float32bits(l) != math.Float32bits(cl) {
-								t.Fatalf("%s: row (t %d, h %d): lse %v, without the poison %v", name, tt, h, l, cl)
-							}
-							if mw > 0 && md/mw > 1e-5 {
-								t.Fatalf("%s: row (t %d, h %d): finite elements off the reference by %.3g", name, tt, h, md/mw)
-							}
-							if !math.IsNaN(wlr) && !math.IsInf(wlr, 0) && math.Abs(float64(l)-wlr) > 1e-5*math.Max(1, math.Abs(wlr)) {
-								t.Fatalf("%s: row (t %d, h %d): lse %v, reference %v", name, tt, h, l, wlr)
-							}
-						}
-					}
-					if attended == 0 {
-						t.Fatalf("%s: no row reads the poison", name)
-					}
-				})
-			}
-		}
-	}
+// TestAttentionNonFinite checks the NaN/Inf rule of op.Attention (optest.AttentionNonFinite)
+// with every kernel set.
+func TestAttentionNonFinite(t *testing.T) {
+	forEachKernel(t, func(t *testing.T) { optest.AttentionNonFinite(t, optest.AttentionNonFiniteCases(), 1e-5, attention) })
 }
 
 func TestAttentionErrors(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -15,12 +16,13 @@ import (
 )
 
 // The Metal framework through purego's Objective-C runtime (no cgo). Objects from new*/alloc
-// are owned and released in Release/Close; command buffers and encoders (autoreleased by Metal)
-// are retained while in use and released after Wait. A Go thread has no autorelease pool: every
-// method that makes Metal hand out autoreleased objects (strings, errors, command buffers,
-// encoders, and what Metal autoreleases inside commit and wait) runs inside one
-// (AutoreleasePool, on a locked OS thread), and the Metal backend runs each command buffer's
-// whole life inside one AutoreleasePool call.
+// (the device, queue, buffers, libraries, pipeline states) are owned and released by their
+// Release or Close; command buffers and encoders (autoreleased by Metal) are retained while in
+// use and released by the command buffer's Release. A Go thread has no autorelease pool: every
+// method that sends an Objective-C message runs inside one (autoreleasePool, on a locked OS
+// thread), whatever it sends (Metal may autorelease inside any call), and the Metal backend runs
+// each command buffer's whole life inside one AutoreleasePool call. The frameworks are dlopened
+// on a locked OS thread, so that a failure's dlerror text is read on the thread that set it.
 
 // MTLDataType values of function constants (MTLArgument.h).
 const (
@@ -61,23 +63,37 @@ var (
 		setLanguageVersion, setMathMode, setMathFunctions, setFastMath  objc.SEL
 		respondsToSelector, supportsFamily, gpuStartTime, gpuEndTime    objc.SEL
 		processInfo, osVersionString, supportsCounterSampling           objc.SEL
-		hasUnifiedMemory, recommendedMaxWorkingSet                      objc.SEL
+		hasUnifiedMemory, recommendedMaxWorkingSet, code, domain        objc.SEL
 	}{}
 )
 
+// dlopen is purego.Dlopen on one locked OS thread: purego reads dlerror after a failure, and
+// dlerror's message belongs to the thread that failed; a goroutine moved to another thread in
+// between (a dlopen that searches the disk is a long foreign call) would report an empty reason.
+// internal/blas opens its libraries the same way.
+func dlopen(path string) (uintptr, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil && err.Error() == "" {
+		err = fmt.Errorf("dlopen %s failed without a reason", path)
+	}
+	return h, err
+}
+
 func loadMetal() error {
 	loadOnce.Do(func() {
-		if _, err := purego.Dlopen("/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics", purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+		if _, err := dlopen("/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"); err != nil {
 			loadErr = fmt.Errorf("metal: loading CoreGraphics: %w", err)
 			return
 		}
-		lib, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		lib, err := dlopen("/System/Library/Frameworks/Metal.framework/Metal")
 		if err != nil {
 			loadErr = fmt.Errorf("metal: loading Metal.framework: %w", err)
 			return
 		}
 		purego.RegisterLibFunc(&createFn, lib, "MTLCreateSystemDefaultDevice")
-		objcLib, err := purego.Dlopen("/usr/lib/libobjc.A.dylib", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		objcLib, err := dlopen("/usr/lib/libobjc.A.dylib")
 		if err != nil {
 			loadErr = fmt.Errorf("metal: loading libobjc: %w", err)
 			return
@@ -110,6 +126,7 @@ func loadMetal() error {
 		sel.processInfo, sel.osVersionString = r("processInfo"), r("operatingSystemVersionString")
 		sel.supportsCounterSampling = r("supportsCounterSampling:")
 		sel.hasUnifiedMemory, sel.recommendedMaxWorkingSet = r("hasUnifiedMemory"), r("recommendedMaxWorkingSetSize")
+		sel.code, sel.domain = r("code"), r("domain")
 	})
 	return loadErr
 }
@@ -151,13 +168,19 @@ func SystemDevice() (mtl.Device, error) {
 	if err := loadMetal(); err != nil {
 		return nil, err
 	}
-	dev := createFn()
+	var dev, q objc.ID
+	autoreleasePool(func() {
+		if dev = createFn(); dev == 0 {
+			return
+		}
+		if q = dev.Send(sel.newCommandQueue); q == 0 {
+			dev.Send(sel.release)
+		}
+	})
 	if dev == 0 {
 		return nil, fmt.Errorf("metal: MTLCreateSystemDefaultDevice returned no device")
 	}
-	q := dev.Send(sel.newCommandQueue)
 	if q == 0 {
-		dev.Send(sel.release)
 		return nil, fmt.Errorf("metal: newCommandQueue failed")
 	}
 	return &sysDevice{dev: dev, queue: q}, nil
@@ -165,6 +188,13 @@ func SystemDevice() (mtl.Device, error) {
 
 type sysDevice struct {
 	dev, queue objc.ID
+	// live counts the libraries, pipelines, buffers and command buffers not yet released.
+	libraries, pipelines, buffers, commandBuffers atomic.Int64
+}
+
+// Live implements mtl.LiveCounter.
+func (d *sysDevice) Live() mtl.Live {
+	return mtl.Live{Libraries: d.libraries.Load(), Pipelines: d.pipelines.Load(), Buffers: d.buffers.Load(), CommandBuffers: d.commandBuffers.Load()}
 }
 
 // AutoreleasePool implements mtl.AutoreleasePooler.
@@ -178,7 +208,9 @@ func (d *sysDevice) Name() string {
 
 // SupportsFamily implements mtl.FamilyReporter (MTLDevice supportsFamily:).
 func (d *sysDevice) SupportsFamily(f mtl.GPUFamily) bool {
-	return objc.Send[bool](d.dev, sel.supportsFamily, int(f))
+	var ok bool
+	autoreleasePool(func() { ok = objc.Send[bool](d.dev, sel.supportsFamily, int(f)) })
+	return ok
 }
 
 // Describe implements mtl.Describer: macOS version, the Apple and Metal GPU families the device
@@ -223,22 +255,30 @@ func (d *sysDevice) Describe() [][2]string {
 }
 
 func (d *sysDevice) MaxThreadgroupMemoryLength() int {
-	return int(objc.Send[uint](d.dev, sel.maxTGMem))
+	var n uint
+	autoreleasePool(func() { n = objc.Send[uint](d.dev, sel.maxTGMem) })
+	return int(n)
 }
 
 func (d *sysDevice) NewBuffer(length int) (mtl.Buffer, error) {
 	if length <= 0 {
 		return nil, fmt.Errorf("metal: buffer length %d", length)
 	}
-	// MTLResourceStorageModeShared | MTLResourceCPUCacheModeDefaultCache = 0.
-	buf := d.dev.Send(sel.newBuffer, uint(length), uint(0))
+	var buf objc.ID
+	var p unsafe.Pointer
+	autoreleasePool(func() {
+		// MTLResourceStorageModeShared | MTLResourceCPUCacheModeDefaultCache = 0.
+		if buf = d.dev.Send(sel.newBuffer, uint(length), uint(0)); buf != 0 {
+			p = objc.Send[unsafe.Pointer](buf, sel.contents)
+		}
+	})
 	if buf == 0 {
 		return nil, fmt.Errorf("metal: newBufferWithLength:%d failed", length)
 	}
-	p := objc.Send[unsafe.Pointer](buf, sel.contents)
 	mem := unsafe.Slice((*byte)(p), length)
 	clear(mem)
-	return &sysBuffer{id: buf, mem: mem}, nil
+	d.buffers.Add(1)
+	return &sysBuffer{dev: d, id: buf, mem: mem}, nil
 }
 
 // NewLibrary implements mtl.Device: newLibraryWithSource:options:error: with MTLCompileOptions
@@ -278,6 +318,7 @@ func (d *sysDevice) NewLibrary(name, source string, opts mtl.CompileOptions) (mt
 			return
 		}
 		lib = &sysLibrary{dev: d, lib: l, name: name}
+		d.libraries.Add(1)
 	})
 	return lib, err
 }
@@ -292,17 +333,26 @@ func (d *sysDevice) NewCommandBuffer() (mtl.CommandBuffer, error) {
 	if cb == 0 {
 		return nil, fmt.Errorf("metal: commandBuffer failed: %w", mtl.ErrExecution)
 	}
-	return &sysCommandBuffer{cb: cb}, nil
+	d.commandBuffers.Add(1)
+	return &sysCommandBuffer{dev: d, cb: cb}, nil
 }
 
+// Close implements mtl.Device: the queue and the device are released (the device lives on
+// while a library, pipeline, buffer or command buffer not yet released holds it).
 func (d *sysDevice) Close() error {
-	d.queue.Send(sel.release)
-	d.dev.Send(sel.release)
+	if d.dev == 0 {
+		return nil
+	}
+	autoreleasePool(func() {
+		d.queue.Send(sel.release)
+		d.dev.Send(sel.release)
+	})
 	d.queue, d.dev = 0, 0
 	return nil
 }
 
 type sysBuffer struct {
+	dev *sysDevice
 	id  objc.ID
 	mem []byte
 }
@@ -311,8 +361,9 @@ func (b *sysBuffer) Contents() []byte { return b.mem }
 func (b *sysBuffer) Length() int      { return len(b.mem) }
 func (b *sysBuffer) Release() {
 	if b.id != 0 {
-		b.id.Send(sel.release)
+		autoreleasePool(func() { b.id.Send(sel.release) })
 		b.id, b.mem = 0, nil
+		b.dev.buffers.Add(-1)
 	}
 }
 
@@ -320,6 +371,15 @@ type sysLibrary struct {
 	dev  *sysDevice
 	lib  objc.ID
 	name string
+}
+
+// Release implements mtl.Library.
+func (l *sysLibrary) Release() {
+	if l.lib != 0 {
+		autoreleasePool(func() { l.lib.Send(sel.release) })
+		l.lib = 0
+		l.dev.libraries.Add(-1)
+	}
 }
 
 // Pipeline implements mtl.Library (inside an autorelease pool: the function name and the errors
@@ -361,8 +421,14 @@ func (l *sysLibrary) pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline
 	}
 	var nserr objc.ID
 	f := l.lib.Send(sel.newFunction, nsString(fn), vals, unsafe.Pointer(&nserr))
+	runtime.KeepAlive(&nserr)
 	if f == 0 {
-		return nil, fmt.Errorf("%s in %s: %s: %w", fn, l.name, errorText(nserr), mtl.ErrNoFunction)
+		var domain string
+		code := -1
+		if nserr != 0 {
+			domain, code = goString(nserr.Send(sel.domain)), objc.Send[int](nserr, sel.code)
+		}
+		return nil, fmt.Errorf("%s in %s: %s (%s code %d): %w", fn, l.name, errorText(nserr), domain, code, functionErrorKind(domain, code))
 	}
 	defer f.Send(sel.release)
 	nserr = 0
@@ -371,24 +437,40 @@ func (l *sysLibrary) pipeline(fn string, constants []mtl.Constant) (mtl.Pipeline
 	if ps == 0 {
 		return nil, fmt.Errorf("%s in %s: %s: %w", fn, l.name, errorText(nserr), mtl.ErrCompile)
 	}
-	return &sysPipeline{id: ps, name: fn}, nil
+	l.dev.pipelines.Add(1)
+	return &sysPipeline{dev: l.dev, id: ps, name: fn}, nil
 }
 
 type sysPipeline struct {
+	dev  *sysDevice
 	id   objc.ID
 	name string
 }
 
 func (p *sysPipeline) Name() string { return p.name }
-func (p *sysPipeline) MaxTotalThreadsPerThreadgroup() int {
-	return int(objc.Send[uint](p.id, sel.maxTotalThreads))
+
+// property reads one NSUInteger property of the pipeline state.
+func (p *sysPipeline) property(s objc.SEL) int {
+	var n uint
+	autoreleasePool(func() { n = objc.Send[uint](p.id, s) })
+	return int(n)
 }
-func (p *sysPipeline) ThreadExecutionWidth() int { return int(objc.Send[uint](p.id, sel.execWidth)) }
-func (p *sysPipeline) StaticThreadgroupMemoryLength() int {
-	return int(objc.Send[uint](p.id, sel.staticTGMem))
+
+func (p *sysPipeline) MaxTotalThreadsPerThreadgroup() int { return p.property(sel.maxTotalThreads) }
+func (p *sysPipeline) ThreadExecutionWidth() int          { return p.property(sel.execWidth) }
+func (p *sysPipeline) StaticThreadgroupMemoryLength() int { return p.property(sel.staticTGMem) }
+
+// Release implements mtl.Pipeline.
+func (p *sysPipeline) Release() {
+	if p.id != 0 {
+		autoreleasePool(func() { p.id.Send(sel.release) })
+		p.id = 0
+		p.dev.pipelines.Add(-1)
+	}
 }
 
 type sysCommandBuffer struct {
+	dev     *sysDevice
 	cb      objc.ID
 	encs    []objc.ID
 	gpuTime time.Duration
@@ -411,7 +493,7 @@ func (c *sysCommandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
 func (c *sysCommandBuffer) Commit() { autoreleasePool(func() { c.cb.Send(sel.commit) }) }
 
 // Wait implements mtl.CommandBuffer: waitUntilCompleted, the status and error, the GPU time
-// (GPUEndTime - GPUStartTime), then the command buffer and its encoders are released.
+// (GPUEndTime - GPUStartTime).
 func (c *sysCommandBuffer) Wait() error {
 	var err error
 	autoreleasePool(func() {
@@ -424,14 +506,24 @@ func (c *sysCommandBuffer) Wait() error {
 				c.gpuTime = time.Duration((end - start) * float64(time.Second))
 			}
 		}
+	})
+	return err
+}
+
+// Release implements mtl.CommandBuffer: the encoders and the command buffer are released (an
+// uncommitted command buffer is abandoned: Metal drops its work).
+func (c *sysCommandBuffer) Release() {
+	if c.cb == 0 {
+		return
+	}
+	autoreleasePool(func() {
 		for _, e := range c.encs {
 			e.Send(sel.release)
 		}
-		c.encs = nil
 		c.cb.Send(sel.release)
-		c.cb = 0
 	})
-	return err
+	c.encs, c.cb = nil, 0
+	c.dev.commandBuffers.Add(-1)
 }
 
 // GPUTime implements mtl.GPUTimer: the command buffer's GPUEndTime - GPUStartTime (0 before
@@ -440,30 +532,33 @@ func (c *sysCommandBuffer) GPUTime() time.Duration { return c.gpuTime }
 
 type sysEncoder struct{ id objc.ID }
 
+// The encoder's methods run inside an autorelease pool each; the Metal backend calls them inside
+// the command buffer's pool, where these nest.
+
 func (e *sysEncoder) SetPipeline(p mtl.Pipeline) {
-	e.id.Send(sel.setPipeline, p.(*sysPipeline).id)
+	autoreleasePool(func() { e.id.Send(sel.setPipeline, p.(*sysPipeline).id) })
 }
 
 func (e *sysEncoder) SetBuffer(b mtl.Buffer, offset, index int) {
-	e.id.Send(sel.setBuffer, b.(*sysBuffer).id, uint(offset), uint(index))
+	autoreleasePool(func() { e.id.Send(sel.setBuffer, b.(*sysBuffer).id, uint(offset), uint(index)) })
 }
 
 func (e *sysEncoder) SetBytes(data []byte, index int) {
 	if len(data) == 0 {
 		return
 	}
-	e.id.Send(sel.setBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(index))
+	autoreleasePool(func() { e.id.Send(sel.setBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(index)) })
 	runtime.KeepAlive(data)
 }
 
 func (e *sysEncoder) SetThreadgroupMemoryLength(length, index int) {
-	e.id.Send(sel.setTGMem, uint(length), uint(index))
+	autoreleasePool(func() { e.id.Send(sel.setTGMem, uint(length), uint(index)) })
 }
 
 func (e *sysEncoder) DispatchThreadgroups(groups, threads [3]int) {
 	g := mtlSize{uint(groups[0]), uint(groups[1]), uint(groups[2])}
 	t := mtlSize{uint(threads[0]), uint(threads[1]), uint(threads[2])}
-	e.id.Send(sel.dispatch, g, t)
+	autoreleasePool(func() { e.id.Send(sel.dispatch, g, t) })
 }
 
-func (e *sysEncoder) EndEncoding() { e.id.Send(sel.endEncoding) }
+func (e *sysEncoder) EndEncoding() { autoreleasePool(func() { e.id.Send(sel.endEncoding) }) }

@@ -111,11 +111,16 @@ func (c *fakeCB) Wait() error {
 	return c.CommandBuffer.Wait()
 }
 
+func (c *fakeCB) Release() {
+	c.pools["release"] = c.dev.currentPool()
+	c.CommandBuffer.Release()
+}
+
 func (c *fakeCB) GPUTime() time.Duration { return c.dev.gpuTime }
 
-// TestAutoreleasePools: every command buffer's whole life (creation, encoder, commit, wait) runs
-// inside one autorelease pool of its own, pushes and pops pair up, and an abandoned or empty
-// Pass creates no command buffer.
+// TestAutoreleasePools: every command buffer's whole life (creation, encoder, commit, wait,
+// release) runs inside one autorelease pool of its own, pushes and pops pair up, and an
+// abandoned or empty Pass creates no command buffer.
 func TestAutoreleasePools(t *testing.T) {
 	d := newFakeDevice(t)
 	b, err := New(d)
@@ -167,7 +172,7 @@ func TestAutoreleasePools(t *testing.T) {
 			t.Errorf("command buffer %d shares pool %d with another", i, id)
 		}
 		seen[id] = true
-		for _, call := range []string{"encoder", "commit", "wait"} {
+		for _, call := range []string{"encoder", "commit", "wait", "release"} {
 			if got, ok := cb.pools[call]; !ok || got != id {
 				t.Errorf("command buffer %d: %s in pool %d (present %t), created in pool %d", i, call, got, ok, id)
 			}

@@ -24,7 +24,8 @@ func (b *Backend) encodeAct(j *Pass, y, x *Tensor, n int, div, mul float32, act 
 		return j.fail(err)
 	}
 	name := [...]string{"ew_act_identity", "ew_act_silu", "ew_act_sigmoid"}[act]
-	j.dispatch(pipe, name, [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, y, x, paramBytes(actParams{N: n, Div: div, Mul: mul, Act: act}))
+	nt := fitWidth(pipe, 256)
+	j.dispatch(pipe, name, [3]int{(n + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0, y, x, paramBytes(actParams{N: n, Div: div, Mul: mul, Act: act}))
 	return j.err
 }
 
@@ -45,7 +46,8 @@ func (j *Pass) ew(fn string, out *Tensor, ins []*Tensor, n, D int, hasV bool) er
 		args = append(args, in)
 	}
 	args = append(args, paramBytes(ewParams{N: n, D: D, HasV: hasV}))
-	j.dispatch(pipe, fn+"_f32", [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, args...)
+	nt := fitWidth(pipe, 256)
+	j.dispatch(pipe, fn+"_f32", [3]int{(n + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0, args...)
 	return j.err
 }
 
@@ -125,7 +127,8 @@ func (j *Pass) swiglu(h, gu *Tensor, rows, I int) error {
 	if err != nil {
 		return j.fail(err)
 	}
-	j.dispatch(pipe, "swiglu_f32", [3]int{(rows*I + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
+	nt := fitWidth(pipe, 256)
+	j.dispatch(pipe, "swiglu_f32", [3]int{(rows*I + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0, h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
 	return j.err
 }
 
@@ -151,7 +154,8 @@ func (j *Pass) copy(dst, src *Tensor) error {
 	if err != nil {
 		return j.fail(err)
 	}
-	j.dispatch(pipe, "copy_f32_tg256", [3]int{(n + 255) / 256, 1, 1}, [3]int{256, 1, 1}, 0, dst, src, paramBytes(copyParams{N: n}))
+	nt := fitWidth(pipe, 256)
+	j.dispatch(pipe, fmt.Sprintf("copy_f32_tg%d", nt), [3]int{(n + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0, dst, src, paramBytes(copyParams{N: n}))
 	return j.err
 }
 

@@ -2,19 +2,21 @@ package metal
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
 )
 
-// Pass is one command buffer with one compute encoder (op.Pass): a prefill chunk encodes all its
-// ops into one Pass over device tensors (Begin), commits once and waits once. The ops' dispatches
-// are recorded as they are encoded and handed to the device at Commit, which creates the command
-// buffer, encodes them, commits it and waits for it inside one autorelease pool on one OS thread
-// (mtl.AutoreleasePooler: the Objective-C objects Metal hands out during the command buffer's
-// life are released when it ends, whichever goroutine or thread encoded the ops). Encoding errors
-// are sticky: the first one is returned by every later op and by Commit.
+// Pass is the work of one op.Pass: a prefill chunk encodes all its ops into one Pass over device
+// tensors (Begin) and commits once. The ops' dispatches are recorded as they are encoded and
+// handed to the device at Commit, which splits them into command buffers of at most the
+// Backend's CommandBufferBudget (one compute encoder each), encodes, commits and waits for them
+// inside one autorelease pool on one OS thread (mtl.AutoreleasePooler: the Objective-C objects
+// Metal hands out during the command buffers' life are released when it ends, whichever
+// goroutine or thread encoded the ops). Encoding errors are sticky: the first one is returned by
+// every later op and by Commit.
 type Pass struct {
 	b     *Backend
 	w     *Weights // device-resident weights of the model
@@ -45,8 +47,8 @@ type dispatchCmd struct {
 
 var _ op.Pass = (*Pass)(nil)
 
-// Begin implements op.Backend: one command buffer whose ops read their weights from w (this
-// backend's NewWeights: uploaded on first use and kept for the next passes) and take their
+// Begin implements op.Backend: a Pass whose ops read their weights from w (this backend's
+// NewWeights: uploaded on first use and kept for the next passes) and take their
 // internal scratch from s (this backend's NewScratch). Encode ops with the Pass methods, then
 // Commit once; Abandon drops an encoded Pass without running it (nothing it would write
 // changes). Errors wrap op.ErrInvalidArgument (a store of another backend).
@@ -89,15 +91,20 @@ func (j *Pass) kernel(opName, def string) string {
 // dispatchTimer is implemented by command buffers that time each dispatch (the emulator).
 type dispatchTimer interface{ DispatchTimes() []time.Duration }
 
-// Commit implements op.Pass: it creates the command buffer, encodes the recorded dispatches,
-// commits it and waits for it, all inside one autorelease pool (mtl.AutoreleasePooler); it
-// returns the first encoding error (then nothing runs) or the device's error (wrapping
-// op.ErrBackend, and mtl.ErrExecution for a failed command buffer), or op.ErrInvalidArgument when
-// a TopKRoute met NaN or infinite logits (see TopKRoute). Buffers the Pass allocated
-// itself are released. Timing: per Stage where the device times each dispatch (the emulator:
-// wall time per dispatch); else Total only, with PerStage false: the command buffer's GPU time
-// where the device reports it (mtl.GPUTimer: GPUEndTime - GPUStartTime on Metal), else the wall
-// time of the commit and wait. A Pass without dispatches runs nothing.
+// Commit implements op.Pass: it splits the recorded dispatches into command buffers by the
+// Backend's CommandBufferBudget, then creates, encodes and commits each in order and waits for
+// them all, inside one autorelease pool (mtl.AutoreleasePooler); every command buffer is
+// released, also one whose encoder could not be created (it is abandoned, and the ones after
+// it are not made). Command buffers of one queue run in commit order, each seeing the writes of
+// the ones before, so the results are those of one command buffer. It returns the first
+// encoding error (then nothing runs) or the device's error (wrapping op.ErrBackend, and
+// mtl.ErrExecution for a failed command buffer), or op.ErrInvalidArgument when a TopKRoute met
+// NaN or infinite logits (see TopKRoute). Buffers the Pass allocated itself are released.
+// Timing: per Stage where the device times each dispatch (the emulator: wall time per
+// dispatch); else Total only, with PerStage false: the sum of the command buffers' GPU times
+// where the device reports them (mtl.GPUTimer: GPUEndTime - GPUStartTime on Metal), else the
+// wall time of the commits and waits. Each command buffer's GPU time is also kept for
+// Backend.CommandBufferTimes. A Pass without dispatches runs nothing.
 func (j *Pass) Commit() (op.Timing, error) {
 	if j.done {
 		return op.Timing{}, fmt.Errorf("metal: %w: pass already finished", op.ErrInvalidArgument)
@@ -116,47 +123,81 @@ func (j *Pass) Commit() (op.Timing, error) {
 	return tm, err
 }
 
-// run is the command buffer's whole life: create, encode, commit, wait, time.
+// run is the command buffers' whole life: create, encode, commit, wait, time, release.
 func (j *Pass) run() (op.Timing, error) {
 	t0 := time.Now()
-	cb, err := j.b.dev.NewCommandBuffer()
+	var cbs []mtl.CommandBuffer // created; all but possibly the last committed
+	committed := 0
+	defer func() {
+		for _, cb := range cbs {
+			cb.Release()
+		}
+	}()
+	var err error
+	for _, part := range j.b.split(j.cmds) {
+		cb, cerr := j.b.dev.NewCommandBuffer()
+		if cerr != nil {
+			err = fmt.Errorf("metal: command buffer: %w: %w", op.ErrBackend, cerr)
+			break
+		}
+		cbs = append(cbs, cb)
+		enc, eerr := cb.ComputeEncoder()
+		if eerr != nil {
+			err = fmt.Errorf("metal: compute encoder: %w: %w", op.ErrBackend, eerr)
+			break
+		}
+		for i := range part {
+			encodeCmd(enc, &part[i])
+		}
+		enc.EndEncoding()
+		cb.Commit()
+		committed++
+	}
+	// A committed command buffer is waited for before it is released, whatever failed.
+	for _, cb := range cbs[:committed] {
+		if werr := cb.Wait(); werr != nil && err == nil {
+			err = fmt.Errorf("metal: %w: %w", op.ErrBackend, werr)
+		}
+	}
 	if err != nil {
-		return op.Timing{}, fmt.Errorf("metal: command buffer: %w: %w", op.ErrBackend, err)
-	}
-	enc, err := cb.ComputeEncoder()
-	if err != nil {
-		return op.Timing{}, fmt.Errorf("metal: compute encoder: %w: %w", op.ErrBackend, err)
-	}
-	for i := range j.cmds {
-		encodeCmd(enc, &j.cmds[i])
-	}
-	enc.EndEncoding()
-	cb.Commit()
-	if werr := cb.Wait(); werr != nil {
-		return op.Timing{}, fmt.Errorf("metal: %w: %w", op.ErrBackend, werr)
+		return op.Timing{}, err
 	}
 	if err := j.routeError(); err != nil {
 		return op.Timing{}, err
 	}
 	tm := op.Timing{Total: time.Since(t0)}
-	if dt, ok := cb.(dispatchTimer); ok {
-		if times := dt.DispatchTimes(); len(times) == len(j.cmds) {
-			tm.PerStage, tm.Total = true, 0
-			for i, d := range times {
-				st := j.cmds[i].stage
-				for len(tm.Stage) <= st {
-					tm.Stage = append(tm.Stage, 0)
-				}
-				tm.Stage[st] += d
-				tm.Total += d
-			}
-			return tm, nil
+	var times []time.Duration
+	perDispatch := true
+	var gpu time.Duration
+	gpuTimes := make([]time.Duration, 0, len(cbs))
+	for _, cb := range cbs {
+		dt, ok := cb.(dispatchTimer)
+		perDispatch = perDispatch && ok
+		if ok {
+			times = append(times, dt.DispatchTimes()...)
 		}
+		var g time.Duration
+		if gt, ok := cb.(mtl.GPUTimer); ok {
+			g = gt.GPUTime()
+		}
+		gpuTimes = append(gpuTimes, g)
+		gpu += g
 	}
-	if g, ok := cb.(mtl.GPUTimer); ok {
-		if d := g.GPUTime(); d > 0 {
-			tm.Total = d
+	j.b.recordCommandBuffers(gpuTimes)
+	if perDispatch && len(times) == len(j.cmds) {
+		tm.PerStage, tm.Total = true, 0
+		for i, d := range times {
+			st := j.cmds[i].stage
+			for len(tm.Stage) <= st {
+				tm.Stage = append(tm.Stage, 0)
+			}
+			tm.Stage[st] += d
+			tm.Total += d
 		}
+		return tm, nil
+	}
+	if !slices.Contains(gpuTimes, 0) {
+		tm.Total = gpu
 	}
 	return tm, nil
 }

@@ -147,8 +147,7 @@ func (j *Pass) fpweight(m *op.Matrix) *fpweight {
 
 // encodeFPMatMul encodes y [T, N] = x [T, K] W^T for a float-format W (tensors on the device).
 func (b *Backend) encodeFPMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
-	p := b.planQMM(floatKernels, fpTag(w), w.N, T, T, 0, false)
-	pipe, err := b.pipeline(p.file, p.fn, fpConsts(w))
+	p, pipe, err := b.qmmPipeline(floatKernels, fpConsts(w), fpTag(w), w.N, T, T, 0, false)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -167,8 +166,7 @@ func (j *Pass) encodeFPGrouped(y, x *Tensor, m *op.Matrix, f *fpweight, tiles *T
 	if j.err != nil {
 		return
 	}
-	p := j.b.planQMM(floatKernels, fpTag(m), m.N, T, rows, ntiles, true)
-	pipe, err := j.b.pipeline(p.file, p.fn, fpConsts(m))
+	p, pipe, err := j.b.qmmPipeline(floatKernels, fpConsts(m), fpTag(m), m.N, T, rows, ntiles, true)
 	if err != nil {
 		j.fail(err)
 		return
@@ -192,7 +190,7 @@ func (j *Pass) fpgather(out, ids *Tensor, rows, rep int, m *op.Matrix, f *fpweig
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(m.K)
+	nt := fitWidth(pipe, elemThreads(m.K))
 	j.dispatch(pipe, fmt.Sprintf("qgather_fp_%s_rep%d_tg%d", fpTag(m), rep, nt), [3]int{(m.K + nt - 1) / nt, rows, 1},
 		[3]int{nt, 1, 1}, 0, out, f.codes, f.scales, ids, paramBytes(qGatherParams{Rows: rows, Rep: rep, K: m.K}))
 	return j.err

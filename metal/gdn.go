@@ -43,7 +43,7 @@ func (j *Pass) gdnPre(bq, bk, bv, bg, bbeta, bqkv, ba, bb, bcs, bw, balog, bdt *
 	}
 	T, K := p.T, p.ConvK
 	C := 2*p.Hk*p.Dk + p.Hv*p.Dv
-	nt := min(256, (max(p.Dk, p.Dv, 32)+31)/32*32)
+	nt := fitWidth(pre, min(256, (max(p.Dk, p.Dv, 32)+31)/32*32))
 	j.dispatch(pre, fmt.Sprintf("gdn_pre_f32_conv%d_tg%d", K, nt), [3]int{2*p.Hk + p.Hv + 1, T, 1}, [3]int{nt, 1, 1}, 0,
 		bq, bk, bv, bg, bbeta, bqkv, ba, bb, bcs, bw, balog, bdt, paramBytes(gdnPreParams{T: T, Hk: p.Hk, Hv: p.Hv, Dk: p.Dk, Dv: p.Dv, K: K}))
 	if K > 1 {
@@ -96,7 +96,7 @@ func (j *Pass) gdnNormQK(bq, bk *Tensor, p op.GDNParams) (qn, kn *Tensor) {
 	if j.err != nil {
 		return nil, nil
 	}
-	nt := min(256, (max(p.Dk, 32)+31)/32*32)
+	nt := fitWidth(pipe, min(256, (max(p.Dk, 32)+31)/32*32))
 	j.dispatch(pipe, fmt.Sprintf("gdn_norm_qk_f32_tg%d", nt), [3]int{2 * p.Hk, p.T, 1}, [3]int{nt, 1, 1}, 0,
 		qn, kn, bq, bk, paramBytes(gdnScanParams{T: p.T, Hk: p.Hk, Hv: p.Hv, Dk: p.Dk, Dv: p.Dv, Tiled: p.Map == op.Tiled}))
 	return qn, kn
@@ -141,7 +141,7 @@ func (j *Pass) gdnPost(by, bo, bz *Tensor, T, Hv, Dv int, bw *Tensor, eps float3
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(Dv)
+	nt := fitWidth(pipe, elemThreads(Dv))
 	name := "gdn_post_f32_sigmoid"
 	if silu {
 		name = "gdn_post_f32_silu"

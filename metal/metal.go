@@ -5,7 +5,7 @@
 // emu, which is how the kernels are tested without Apple hardware.
 //
 // Backend implements op.Backend: every op of op.Pass is encoded over device tensors (Tensor,
-// shared storage) into one command buffer per Pass (Begin), with weights from a per-model
+// shared storage) into the command buffers of a Pass (Begin; split by CommandBufferBudget), with weights from a per-model
 // Weights (uploaded on first use; 16-bit weights stay 16-bit, MLX affine-quantized weights
 // (op.QAffine), FP8Block, QFloat and GGML ones stay packed) and temporaries from a per-session
 // Arena, committed once and waited for once. The ops are tested with op/optest against float64
@@ -31,11 +31,13 @@
 // CompileOptions (safe math). The self-test command metal/cmd/selftest builds them all and runs
 // the op case table with every kernel on a device, and reports.
 //
-// Command buffers: a Pass records its dispatches and, at Commit, creates,
-// encodes, commits and waits for its command buffer inside one autorelease pool
-// (mtl.AutoreleasePooler: Metal's Objective-C API hands out autoreleased objects, and a Go
-// thread has no pool of its own); Commit reports the command buffer's GPU time where the device has it
-// (mtl.GPUTimer) and the emulator's per-dispatch times per Stage.
+// Command buffers: a Pass records its dispatches and, at Commit, splits them into command
+// buffers within the Backend's CommandBufferBudget (macOS stops command buffers that run too
+// long), then creates, encodes, commits, waits for and releases them inside one autorelease
+// pool (mtl.AutoreleasePooler: Metal's Objective-C API hands out autoreleased objects, and a Go
+// thread has no pool of its own); Commit reports the command buffers' GPU time where the device
+// has it (mtl.GPUTimer) and the emulator's per-dispatch times per Stage. Close releases the
+// libraries and pipelines the Backend built.
 //
 // Offsets the kernels compute in 32-bit integers are guarded on the host: every buffer a kernel
 // indexes must hold fewer than 2^31 elements.
@@ -49,6 +51,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/stratakernels/strata/metal/mtl"
 	"github.com/stratakernels/strata/op"
@@ -111,6 +114,10 @@ type Backend struct {
 	rope      map[ropeKey][]float32
 	log       func(msg string)
 	tensor    map[string]*tensorChoice // op -> the capability default's decision (tensorops.go)
+	closed    bool
+	fellBack  map[string]bool // tiled kernels replaced by a narrower one (qmmPipeline), logged once
+	budget    CommandBufferBudget
+	cbTimes   []time.Duration // GPU time of each command buffer (CommandBufferTimes)
 }
 
 var _ op.Backend = (*Backend)(nil)
@@ -137,6 +144,8 @@ func New(dev mtl.Device) (*Backend, error) {
 		ran:       map[string]*VariantStat{},
 		prefer:    map[string]string{},
 		tensor:    map[string]*tensorChoice{},
+		budget:    DefaultCommandBufferBudget,
+		fellBack:  map[string]bool{},
 	}, nil
 }
 
@@ -155,6 +164,26 @@ func (b *Backend) logf(format string, args ...any) {
 	if log != nil {
 		log(fmt.Sprintf(format, args...))
 	}
+}
+
+// Close releases the pipelines and libraries the Backend built (mtl's object lifetimes: each
+// holds the device on Metal); the device stays the caller's. The tensors, weights and scratch of
+// the Backend are released by their owners (Free, Weights.Release, Arena.Release) before it.
+// After Close no library or pipeline is built: an op that needs one fails with op.ErrBackend.
+// Closing twice is a no-op.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for k, p := range b.pipes {
+		p.Release()
+		delete(b.pipes, k)
+	}
+	for f, l := range b.libs {
+		l.Release()
+		delete(b.libs, f)
+	}
+	return nil
 }
 
 // Device returns the device the Backend runs on.
@@ -290,10 +319,11 @@ func (b *Backend) VariantStats() []VariantStat {
 	return out
 }
 
-// ResetVariants clears the variant record.
+// ResetVariants clears the variant record and the command buffers' times.
 func (b *Backend) ResetVariants() {
 	b.mu.Lock()
 	clear(b.ran)
+	b.cbTimes = nil
 	b.mu.Unlock()
 }
 
@@ -319,6 +349,9 @@ func (b *Backend) source(file string) (string, error) {
 }
 
 func (b *Backend) library(file string) (mtl.Library, error) {
+	if b.closed {
+		return nil, fmt.Errorf("metal: compiling %s: %w: backend closed", file, op.ErrBackend)
+	}
 	if lib, ok := b.libs[file]; ok {
 		return lib, nil
 	}
@@ -376,6 +409,7 @@ func (b *Backend) pipeline(file, fn string, constants []mtl.Constant) (mtl.Pipel
 	}
 	// The kernels index lanes and simdgroups as tid % 32 and tid / 32.
 	if w := p.ThreadExecutionWidth(); w != 32 {
+		p.Release()
 		return nil, fmt.Errorf("metal: pipeline %s: %w: SIMD width %d, the kernels need 32", fn, op.ErrUnsupported, w)
 	}
 	b.pipes[key.String()] = p

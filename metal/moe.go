@@ -12,6 +12,20 @@ import (
 // a row of D): the smallest multiple of 32 covering D, at most 256.
 func elemThreads(D int) int { return min(256, (D+31)/32*32) }
 
+// fitWidth is the threadgroup width for pipeline p of a kernel that takes any multiple of 32
+// threads (one thread per element, indexed by the threadgroup's position times
+// threads_per_threadgroup, the grid sized from the width): want, or the largest multiple of 32
+// within p's MaxTotalThreadsPerThreadgroup when that is lower (Apple's compiler lowers a
+// pipeline's limit for kernels that need many registers). Kernels that need their full width
+// (a threadgroup per row with per-thread arrays, simdgroup tiles of 128 threads) keep it, and a
+// pipeline below it is refused by dispatch, naming the kernel and both figures.
+func fitWidth(p mtlPipeline, want int) int {
+	if m := p.MaxTotalThreadsPerThreadgroup() / 32 * 32; m >= 32 && m < want {
+		return m
+	}
+	return want
+}
+
 // MoECombine implements op.Pass with moe_comb: out[t] = sum over slots j in slot order of
 // w[t, j] * ye[rk[t, j]], skipping rk = -1; float32 with fused multiply-adds (agrees with the CPU
 // op to a few float32 ulps of the sum). With K <= 32 it runs moe_comb_slots (valid slots compacted
@@ -48,7 +62,7 @@ func (j *Pass) moeCombine(fn string, bo, bye, brk, bw *Tensor, T, K, D int) erro
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(D)
+	nt := fitWidth(pipe, elemThreads(D))
 	j.dispatch(pipe, fmt.Sprintf("%s_f32_k%d_tg%d", fn, K, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
 		bo, bye, brk, bw, paramBytes(moeCombParams{T: T, K: K, D: D}))
 	return j.err
@@ -99,13 +113,13 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 	}
 	bye, brk, bw, bsh = dummy(bye), dummy(brk), dummy(bw), dummy(bsh)
 	prm := paramBytes(grApplyParams{T: T, K: K, S: S, D: D, Eps: eps, HasShared: hasShared})
-	nt := elemThreads(D)
 	apply := func() {
 		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
 		if err != nil {
 			j.fail(err)
 			return
 		}
+		nt := fitWidth(pa, elemThreads(D))
 		j.dispatch(pa, fmt.Sprintf("gr_apply_moec_f32_s%d_tg%d", S, nt), [3]int{(D + nt - 1) / nt, T, 1}, [3]int{nt, 1, 1}, 0,
 			bh, bye, brk, bw, bbeta, bsh, prm)
 	}
@@ -117,6 +131,7 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 		if err != nil {
 			return j.fail(err)
 		}
+		nt := fitWidth(pipe, elemThreads(D))
 		j.dispatch(pipe, fmt.Sprintf("gr_norm_h_moec_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
 			bh, bhn, bye, brk, bw, bbeta, bnorm, bsh, prm)
 	default:

@@ -30,7 +30,7 @@ func (j *Pass) rmsRows(y, x *Tensor, rows, S, D int, w *Tensor, eps float32) err
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(D)
+	nt := fitWidth(pipe, elemThreads(D))
 	j.dispatch(pipe, fmt.Sprintf("rms_norm_f32_s%d_tg%d", S, nt), [3]int{rows, 1, 1}, [3]int{nt, 1, 1}, 0,
 		y, x, w, paramBytes(normParams{D: D, S: S, Eps: eps}))
 	return j.err
@@ -47,7 +47,7 @@ func (j *Pass) grNormH4(hn, h *Tensor, T, S, D int, w *Tensor, eps float32) erro
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(D)
+	nt := fitWidth(pn, elemThreads(D))
 	j.dispatch(pn, fmt.Sprintf("gr_norm_h4_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
 		hn, h, w, paramBytes(normParams{D: D, S: S, Eps: eps}))
 	return j.err
@@ -85,7 +85,7 @@ func (j *Pass) Embed(a op.Embed) error {
 		return j.fail(err)
 	}
 	D := t.K
-	nt := elemThreads(D)
+	nt := fitWidth(pipe, elemThreads(D))
 	dtype := map[op.DType]int{op.F32: 0, op.BF16: 1, op.F16: 2}[t.DType]
 	var t16, t32 arg = j.tmp("embed dummy16", 1), j.tmp("embed dummy32", 1)
 	if t.DType == op.F32 {

@@ -242,3 +242,15 @@ func (b *Backend) BuildPipeline(spec PipelineSpec) (staticThreadgroupBytes int, 
 	}
 	return p.StaticThreadgroupMemoryLength(), nil
 }
+
+// PipelineLimits builds the pipeline of spec (as BuildPipeline) and returns the limits the device
+// gave it: MaxTotalThreadsPerThreadgroup (Apple's compiler lowers it below 1024 for kernels that
+// need many registers; the emulator reports the kernel's declared limit, or
+// emu.Options.MaxThreadsPerThreadgroup) and ThreadExecutionWidth. Errors as BuildPipeline's.
+func (b *Backend) PipelineLimits(spec PipelineSpec) (maxThreads, simdWidth int, err error) {
+	p, err := b.pipeline(spec.File, spec.Kernel, spec.Constants)
+	if err != nil {
+		return 0, 0, err
+	}
+	return p.MaxTotalThreadsPerThreadgroup(), p.ThreadExecutionWidth(), nil
+}

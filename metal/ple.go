@@ -202,7 +202,7 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, tab pleTable, w *op.PLE
 	b.encodeMatMul(j, bkey, bemb, T, w.Key)
 	b.encodeMatMul(j, bval, bemb, T, w.Value)
 	bgv, bgvn := j.tmp("ple gv", T*C), j.tmp("ple gvn", T*C)
-	nt := elemThreads(D)
+	nt := fitWidth(pipes[1], elemThreads(D))
 	j.dispatch(pipes[1], fmt.Sprintf("ple_gate_f32_s%d_tg%d", S, nt), [3]int{T, 1, 1}, [3]int{nt, 1, 1}, 0,
 		bgv, bgvn, bkey, bval, bh, j.vec(w.NormKey), j.vec(w.NormQuery), j.vec(w.NormConv), paramBytes(normParams{D: D, S: S, Eps: eps}))
 	prm := paramBytes(pleConvParams{T: T, C: C, K: K, Dil: w.Dilation})

@@ -80,7 +80,7 @@ func (j *Pass) qsaPrep(bq, bg, bk, bv, bqg, bkr, bvr, bqn, bkn, brope *Tensor, T
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(D)
+	nt := fitWidth(pipe, elemThreads(D))
 	j.dispatch(pipe, fmt.Sprintf("qsa_prep_f32_d%d_rot%d_tg%d", D, rot, nt), [3]int{Hq + Hkv, T, 1}, [3]int{nt, 1, 1}, 0,
 		bq, bg, bk, bv, bqg, bkr, bvr, bqn, bkn, brope, paramBytes(qsaPrepParams{T: T, Hq: Hq, Hkv: Hkv, D: D, Rot: rot, Pos0: pos0, Row0: row0, Eps: eps}))
 	return j.err

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/stratakernels/strata/metal/mtl"
@@ -187,7 +188,11 @@ func (b *Backend) planQMM(f qmmFamily, tag string, N, rowsPerWeight, rows, ntile
 	if rowsPerWeight <= qmvMaxRows {
 		def = f.mv
 	}
-	k := b.preferred(f.op, def)
+	return b.layoutQMM(f, b.preferred(f.op, def), tag, N, rows, ntiles, grouped)
+}
+
+// layoutQMM is the plan of kernel k of family f (see planQMM).
+func (b *Backend) layoutQMM(f qmmFamily, k, tag string, N, rows, ntiles int, grouped bool) qmmPlan {
 	p := qmmPlan{file: f.file, fn: k}
 	if k == f.tensor {
 		p.file = f.tensorFile
@@ -212,10 +217,40 @@ func (b *Backend) planQMM(f qmmFamily, tag string, N, rowsPerWeight, rows, ntile
 	return p
 }
 
+// qmmPipeline plans a quantized GEMM (planQMM) and builds its pipeline. Where the plan's tiled
+// kernel (qmm_affine, qmm_fp or their tensor-op forms: 128 threads, four simdgroups' tiles)
+// needs more threads than its pipeline allows (Apple's compiler lowers a pipeline's
+// maxTotalThreadsPerThreadgroup for register-heavy kernels), the family's matrix-vector kernel
+// (qmv_affine, qmv_fp: 64 threads, every shape) runs instead, and the backend logs it once per
+// kernel.
+func (b *Backend) qmmPipeline(f qmmFamily, consts []mtlConst, tag string, N, rowsPerWeight, rows, ntiles int, grouped bool) (qmmPlan, mtlPipeline, error) {
+	p := b.planQMM(f, tag, N, rowsPerWeight, rows, ntiles, grouped)
+	pipe, err := b.pipeline(p.file, p.fn, consts)
+	if err != nil {
+		return p, nil, err
+	}
+	limit := pipe.MaxTotalThreadsPerThreadgroup()
+	if p.threads[0] <= limit || strings.HasPrefix(p.fn, f.mv) {
+		return p, pipe, nil
+	}
+	fb := b.layoutQMM(f, f.mv, tag, N, rows, ntiles, grouped)
+	fpipe, err := b.pipeline(fb.file, fb.fn, consts)
+	if err != nil {
+		return p, nil, err
+	}
+	b.mu.Lock()
+	first := !b.fellBack[p.fn]
+	b.fellBack[p.fn] = true
+	b.mu.Unlock()
+	if first {
+		b.logf("metal: %s needs %d threads per threadgroup, its pipeline allows %d on %s: %s runs instead", p.fn, p.threads[0], limit, b.dev.Name(), fb.fn)
+	}
+	return fb, fpipe, nil
+}
+
 // encodeQMatMul encodes y [T, N] = x [T, K] W^T for a QAffine W (tensors on the device).
 func (b *Backend) encodeQMatMul(j *Pass, y, x *Tensor, T int, w *op.Matrix) error {
-	p := b.planQMM(affineKernels, quantTag(w.Q), w.N, T, T, 0, false)
-	pipe, err := b.pipeline(p.file, p.fn, quantConsts(w.Q))
+	p, pipe, err := b.qmmPipeline(affineKernels, quantConsts(w.Q), quantTag(w.Q), w.N, T, T, 0, false)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -234,8 +269,7 @@ func (j *Pass) encodeQGrouped(y, x *Tensor, m *op.Matrix, q *qweight, tiles *Ten
 	if j.err != nil {
 		return
 	}
-	p := j.b.planQMM(affineKernels, quantTag(m.Q), m.N, T, rows, ntiles, true)
-	pipe, err := j.b.pipeline(p.file, p.fn, quantConsts(m.Q))
+	p, pipe, err := j.b.qmmPipeline(affineKernels, quantConsts(m.Q), quantTag(m.Q), m.N, T, rows, ntiles, true)
 	if err != nil {
 		j.fail(err)
 		return
@@ -259,7 +293,7 @@ func (j *Pass) qgather(out, ids *Tensor, rows, rep int, m *op.Matrix, q *qweight
 	if err != nil {
 		return j.fail(err)
 	}
-	nt := elemThreads(m.K)
+	nt := fitWidth(pipe, elemThreads(m.K))
 	j.dispatch(pipe, fmt.Sprintf("qgather_affine_%s_rep%d_tg%d", quantTag(m.Q), rep, nt), [3]int{(m.K + nt - 1) / nt, rows, 1},
 		[3]int{nt, 1, 1}, 0, out, q.codes, q.scales, q.biases, ids, paramBytes(qGatherParams{Rows: rows, Rep: rep, K: m.K}))
 	return j.err

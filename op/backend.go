@@ -82,8 +82,9 @@ type Scratch interface {
 }
 
 // Pass is one unit of work on a Backend: the CPU runs each op at once (Commit only reports the
-// timings); Metal encodes every op into one command buffer, commits it once and waits once, so
-// host views of the tensors a Pass writes are valid only after Commit. Each op method checks its
+// timings); Metal records every op and at Commit commits them in order (in command buffers of a
+// bounded size) and waits, so host views of the tensors a Pass writes are valid only after
+// Commit. Each op method checks its
 // arguments first (the op's Check) and returns the first error; after an error the Pass must be
 // abandoned. Abandon ends a Pass without running what was not run yet (on the CPU, ops already
 // ran; callers restore state themselves).

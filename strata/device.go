@@ -44,8 +44,12 @@ type Options struct {
 	// (metal.SystemDevice, macOS only) when MetalDevice is nil. emu runs the same Metal backend on
 	// the MSL emulator (emu: the exact .metal files compiled with clang and run on the CPU;
 	// for tests and for debugging kernels without a Mac; thousands of times slower than a GPU).
-	// auto picks metal when MetalDevice is set or, on darwin, when the system device opens; else
-	// cpu. The choice is logged at info level.
+	// auto picks metal when MetalDevice is set or, on darwin, when the system device opens, and
+	// the device passes metal.Probe (an Apple7-or-later GPU whose compiler takes the kernels'
+	// MSL 3.1: not an Intel Mac's GPU, not macOS 13); else cpu, and the kernels line (Kernels)
+	// says why metal was not taken. metal fails (ErrUnsupported) where the device does not pass
+	// the probe. The
+	// choice is logged at info level.
 	Backend string
 	// MetalDevice, when set, is the device the metal backend runs on instead of the system's
 	// (a host that manages its own device, or an emulator opened with chosen options). The device
@@ -59,41 +63,54 @@ type Options struct {
 // metal on a Metal device or the emulator). It is safe for concurrent use; models loaded on it
 // share it. Close releases a device Open created itself (the emulator of backend "emu").
 type Device struct {
-	be   op.Backend
-	own  mtl.Device // closed by Close (nil for injected and CPU devices)
-	log  func(LogLevel, string)
-	mu   sync.Mutex
-	done bool
+	be  op.Backend
+	own mtl.Device // closed by Close (nil for injected and CPU devices)
+	// notMetal says why backend auto did not take metal ("" when it did, or was not asked).
+	notMetal string
+	log      func(LogLevel, string)
+	mu       sync.Mutex
+	done     bool
 }
 
-// Open opens a device. Errors wrap ErrInvalidArgument (unknown backend name) or ErrBackend
+// Open opens a device. Errors wrap ErrInvalidArgument (unknown backend name), ErrBackend
 // (metal requested where no Metal device opens, e.g. on Linux without an injected
-// MetalDevice; emu without clang).
+// MetalDevice; emu without clang) or ErrUnsupported (metal requested on a device that fails
+// metal.Probe, with the reason).
 func Open(opts Options) (*Device, error) {
 	d := &Device{log: opts.Log}
 	switch opts.Backend {
 	case "", "auto":
-		if opts.MetalDevice != nil {
-			if err := d.openMetal(opts.MetalDevice); err != nil {
-				return nil, err
+		dev, what := opts.MetalDevice, "injected device"
+		if dev == nil && runtime.GOOS == "darwin" {
+			var err error
+			if dev, err = metal.SystemDevice(); err != nil {
+				d.notMetal = fmt.Sprintf("metal not taken: no Metal device (%v)", err)
 			}
-			d.logf(LogInfo, "backend auto -> %s (injected device %s)", d.be.Name(), opts.MetalDevice.Name())
-			break
+			what = "system device"
 		}
-		if runtime.GOOS == "darwin" {
-			if dev, err := metal.SystemDevice(); err == nil {
+		if dev != nil {
+			if err := metal.Probe(dev); err != nil {
+				d.notMetal = fmt.Sprintf("metal not taken: %v", err)
+				if opts.MetalDevice == nil {
+					dev.Close()
+				}
+			} else {
 				if err := d.openMetal(dev); err != nil {
 					return nil, err
 				}
-				d.own = dev
-				d.logf(LogInfo, "backend auto -> metal (%s)", dev.Name())
+				if opts.MetalDevice == nil {
+					d.own = dev
+				}
+				d.logf(LogInfo, "backend auto -> %s (%s %s)", d.be.Name(), what, dev.Name())
 				break
-			} else {
-				d.logf(LogInfo, "backend auto: no Metal device (%v)", err)
 			}
 		}
 		d.be = kernels.Backend{}
-		d.logf(LogInfo, "backend auto -> cpu (%s/%s)", runtime.GOOS, runtime.GOARCH)
+		if d.notMetal != "" {
+			d.logf(LogInfo, "backend auto -> cpu (%s/%s): %s", runtime.GOOS, runtime.GOARCH, d.notMetal)
+		} else {
+			d.logf(LogInfo, "backend auto -> cpu (%s/%s)", runtime.GOOS, runtime.GOARCH)
+		}
 	case "cpu":
 		d.be = kernels.Backend{}
 	case "metal":
@@ -104,6 +121,12 @@ func Open(opts Options) (*Device, error) {
 				return nil, wrapf(ErrBackend, err, "backend metal on %s/%s: no Metal device (on Linux, backend emu runs the Metal kernels on the MSL emulator)", runtime.GOOS, runtime.GOARCH)
 			}
 			d.own = dev
+		}
+		if err := metal.Probe(dev); err != nil {
+			if d.own != nil {
+				d.own.Close()
+			}
+			return nil, wrapf(ErrBackend, err, "backend metal")
 		}
 		if err := d.openMetal(dev); err != nil {
 			return nil, err
@@ -140,9 +163,10 @@ func (d *Device) openMetal(dev mtl.Device) error {
 	return nil
 }
 
-// Close releases a device that Open created itself (the system Metal device, the emulator);
-// an injected MetalDevice stays the caller's. Models and sessions of the device must be closed
-// first. Closing twice, or a nil Device, is a no-op.
+// Close releases the Metal backend's pipelines and libraries, and a device that Open created
+// itself (the system Metal device, the emulator); an injected MetalDevice stays the caller's.
+// Models and sessions of the device must be closed first. Closing twice, or a nil Device, is a
+// no-op.
 func (d *Device) Close() error {
 	if d == nil {
 		return nil
@@ -153,10 +177,14 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.done = true
-	if d.own != nil {
-		return d.own.Close()
+	var err error
+	if mb, ok := d.be.(*metal.Backend); ok {
+		err = mb.Close()
 	}
-	return nil
+	if d.own != nil {
+		err = errors.Join(err, d.own.Close())
+	}
+	return err
 }
 
 // Backend names the backend in use: "cpu", "metal" or "emu" ("" for a nil Device).
@@ -180,12 +208,16 @@ func (d *Device) Ops() op.Backend {
 }
 
 // Kernels describes the kernels the backend runs: for cpu the instruction sets of its kernels
-// and which BLAS serves GEMM; for metal and emu the device and every kernel variant dispatched
+// and which BLAS serves GEMM, then, where backend auto had a Metal device it did not take, why
+// ("; metal not taken: ..."); for metal and emu the device and every kernel variant dispatched
 // so far with its count, e.g. "metal kernels on msl-emulator (2 threads); variants:
 // gemm_w16_BF16_bm32_bn32_bk16 x40, ...".
 func (d *Device) Kernels() string {
 	if d == nil {
 		return ""
+	}
+	if d.notMetal != "" {
+		return d.be.Kernels() + "; " + d.notMetal
 	}
 	return d.be.Kernels()
 }

@@ -9,8 +9,9 @@
 // the MSL emulator (backend emu: the same Metal host code and .metal files, run on the CPU).
 // The model runner (forward.go) is written once over op tensors and op.Pass calls, from the
 // model's family plan (family.Plan: each layer's blocks and the tensors they read): on the CPU
-// every op runs when it is called, on Metal a prefill is one command buffer. Weights stay in the
-// checkpoint's dtype (memory-mapped; a Metal device uploads them once per model), the session
+// every op runs when it is called, on Metal a prefill chunk is one Pass, committed as command
+// buffers split by a work budget (metal.CommandBufferBudget). Weights stay in the checkpoint's
+// dtype (memory-mapped; a Metal device uploads them once per model), the session
 // state lives in the device's memory as one list of tensors (cache.go) that every operation
 // walks the same way, and a failed or cancelled prefill restores the fixed-size states from host
 // backups on every backend. The token ids and the PLE n-gram ids are computed on the host

@@ -10,11 +10,11 @@ import (
 )
 
 // m5Device is the emulator reporting the GPU families of an M5 (MTLGPUFamilyApple10 with Metal
-// 4): the Metal backend then picks its tensor-op kernels by capability, as on that GPU.
+// 4, and Apple7 to Apple9 below it): the Metal backend then picks its tensor-op kernels by capability, as on that GPU.
 type m5Device struct{ mtl.Device }
 
 func (m5Device) SupportsFamily(f mtl.GPUFamily) bool {
-	return f == mtl.FamilyApple10 || f == mtl.FamilyMetal4 || f == mtl.FamilyMetal3
+	return (f >= mtl.FamilyApple7 && f <= mtl.FamilyApple10) || f == mtl.FamilyMetal4 || f == mtl.FamilyMetal3
 }
 
 // TestTensorOpsByCapability: on a Metal device with M5's families the op entry points (what the

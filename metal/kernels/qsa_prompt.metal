@@ -317,7 +317,8 @@ kernel void qsa_select(device int* tok [[buffer(0)]],
 //   softmax: running max m and sum l per row (replicated in the four simdgroups, same bits);
 //   values: simdgroup 0 publishes the probabilities and key positions in threadgroup memory;
 //     lane l of simdgroup s accumulates head dims s*64 + l and s*64 + 32 + l over the block's
-//     keys in order.
+//     keys in order, each row over the keys it attends only (a value row past a row's causal
+//     limit is not multiplied: a NaN or infinity there reaches exactly the rows that attend it).
 // Output o = acc / l; lse = m + log(l) (natural log of the sum of exp of the scaled scores).
 // Threadgroup memory: queries rows*D*4 B (dynamic, index 0) + 10.1 KiB static (8 KiB partial
 // dots, 2 KiB probabilities, 128 B positions): HPG 12, D 256 -> 22.1 KiB, one threadgroup per
@@ -439,7 +440,9 @@ static inline void qsa_flash_tile(device float* o, device float* lse, const devi
             float v0 = d0 < dhi ? vp[d0] : 0.0f;
             float v1 = d1 < dhi ? vp[d1] : 0.0f;
             for (uint r = 0; r < QSA_RMAX; ++r) {
-                if (r < R) {
+                // A value row past row r's causal limit is never multiplied (not even by its
+                // weight 0: 0 * NaN is NaN).
+                if (r < R && posbuf[c] <= p.pos0 + t0 + r / p.hpg) {
                     float w = float(pbuf[r * QSA_BK + c]);
                     acc[r][0] = fma(w, v0, acc[r][0]);
                     acc[r][1] = fma(w, v1, acc[r][1]);
@@ -523,16 +526,23 @@ kernel void qsa_flash_ph(device float* o [[buffer(0)]],
 //     accumulators) and multiply-accumulates over the head dims in ascending steps of 8, K staged
 //     transposed in chunks of 64 dims;
 //   softmax: simdgroup s owns rows 4s .. 4s+3, lane l key l: running max m and sum l per row in
-//     float, the probabilities overwrite the scores, the rescale factors exp(m_old - m_new) form
-//     a diagonal matrix per 8-row block;
-//   values: O [16 x Dp] = diag(corr) O + P [16 x 32] V [32 x Dp], V staged in chunks of 64 dims,
+//     float, the probabilities overwrite the scores, the rescale factors exp(m_old - m_new) go
+//     to threadgroup memory per row;
+//   values: O [16 x Dp] = corr * O + P [16 x 32] V [32 x Dp], V staged in chunks of 64 dims,
 //     simdgroup s owns dims c*64 + 16s .. c*64 + 16s + 15 of chunk c (2 x 2 accumulators per
-//     chunk); the rescale is a multiply by the diagonal matrix (exact: one nonzero product per
-//     element), so nothing depends on the matrices' lane layout.
+//     chunk). The rescale multiplies each accumulator element by its row's factor: the row of a
+//     lane's element is read from a matrix loaded from a table of row indices, so nothing
+//     depends on the matrices' lane layout, and a row's NaN stays in its row (a product with a
+//     diagonal matrix would add 0 * NaN to every row). A value row is multiplied only into the
+//     rows that attend it: in a block holding keys past the tile's first token (the causal
+//     diagonal), the product runs once per token of the tile, over V with the rows past that
+//     token's limit zeroed, and only that token's rows keep its result (each row sees the same
+//     products, in the same order, as over the whole V; a NaN or infinity in a value row reaches
+//     exactly the rows that attend it).
 // All sums are float. Output o = O / l (through the query staging), lse = m + log(l).
 // Threadgroup memory: queries 16*Dp*4 B (dynamic, index 0; 16 KiB at D 256) + 11,008 B static
 // (8 KiB K/V chunk, 2 KiB scores/probabilities, 512 B diagonals, 128 B positions, 128 B row
-// m and l) = 27,392 B at D 256: one threadgroup per core by memory (4 KiB + 11,008 B at D <= 64).
+// m and l) = 27,392 B at D 256 (the 512 B "diagonals" hold the row table and the factors): one threadgroup per core by memory (4 KiB + 11,008 B at D <= 64).
 kernel void qsa_attn_mm(device float* o [[buffer(0)]],
                         device float* lse [[buffer(1)]],
                         const device float* q [[buffer(2)]],
@@ -570,8 +580,9 @@ kernel void qsa_attn_mm(device float* o [[buffer(0)]],
         }
         qs[i] = x;
     }
+    // dg: the row (0..7) of each element of an 8x8 matrix, then the rescale factor of each row.
     for (uint i = tid; i < 2 * 64; i += 128) {
-        dg[i] = 0.0f;
+        dg[i] = i < 64 ? float(i / 8) : 0.0f;
     }
 
     bool sparse = false;
@@ -653,47 +664,83 @@ kernel void qsa_attn_mm(device float* o [[buffer(0)]],
             m[i] = mnew;
             sp[r * QSA_BK + lane] = pe;
             if (lane == 0) {
-                dg[(r / 8) * 64 + (r % 8) * 9] = corr;
+                dg[64 + r] = corr;
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
+        // rows: the row (0..7) of each of this lane's elements of an 8x8 matrix.
+        simdgroup_float8x8 rows;
+        simdgroup_load(rows, dg, 8);
+        for (uint c = 0; c < nch; ++c) {
+            for (uint i = 0; i < 2; ++i) {
+                for (uint j = 0; j < 2; ++j) {
+                    for (uint e = 0; e < 2; ++e) {
+                        acc[c][i][j].thread_elements()[e] *= dg[64 + i * 8 + uint(rows.thread_elements()[e])];
+                    }
+                }
+            }
+        }
+        // A block with keys past the first token's limit runs its value product once per token.
+        bool diagonal = false;
+        for (uint key = 0; key < nb; ++key) {
+            diagonal = diagonal || posbuf[key] > p.pos0 + t0;
+        }
+        uint npass = diagonal ? ntok : 1;
         simdgroup_float8x8 p0;
         simdgroup_float8x8 p1;
-        for (uint i = 0; i < 2; ++i) {
-            simdgroup_float8x8 di;
-            simdgroup_load(di, dg + i * 64, 8);
-            for (uint c = 0; c < nch; ++c) {
-                for (uint j = 0; j < 2; ++j) {
-                    simdgroup_multiply(acc[c][i][j], di, acc[c][i][j]);
-                }
-            }
-        }
         for (uint c = 0; c < nch; ++c) {
-            for (uint i = tid; i < QSA_BK * QSA_MM_BD; i += 128) {
-                uint key = i / QSA_MM_BD;
-                uint dd = i % QSA_MM_BD;
-                uint d = c * QSA_MM_BD + dd;
-                float x = 0.0f;
-                if (key < nb && d < D) {
-                    x = v[(posbuf[key] * p.Hkv + g) * D + d];
-                }
-                kvs[i] = x;
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            for (uint kk = 0; kk < QSA_BK; kk += 8) {
-                simdgroup_load(p0, sp + kk, QSA_BK);
-                simdgroup_load(p1, sp + 8 * QSA_BK + kk, QSA_BK);
+            simdgroup_float8x8 prev[2][2];
+            for (uint i = 0; i < 2; ++i) {
                 for (uint j = 0; j < 2; ++j) {
-                    simdgroup_float8x8 vb;
-                    simdgroup_load(vb, kvs + kk * QSA_MM_BD + sg * 16 + j * 8, QSA_MM_BD);
-                    simdgroup_multiply_accumulate(acc[c][0][j], p0, vb, acc[c][0][j]);
-                    simdgroup_multiply_accumulate(acc[c][1][j], p1, vb, acc[c][1][j]);
+                    prev[i][j] = acc[c][i][j];
                 }
             }
-            // kvs, sp, dg and posbuf are rewritten by the next chunk or block.
-            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (uint u = 0; u < npass; ++u) {
+                uint limit = p.pos0 + t0 + (diagonal ? u : ntok - 1);
+                for (uint i = tid; i < QSA_BK * QSA_MM_BD; i += 128) {
+                    uint key = i / QSA_MM_BD;
+                    uint dd = i % QSA_MM_BD;
+                    uint d = c * QSA_MM_BD + dd;
+                    float x = 0.0f;
+                    if (key < nb && d < D && posbuf[key] <= limit) {
+                        x = v[(posbuf[key] * p.Hkv + g) * D + d];
+                    }
+                    kvs[i] = x;
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                simdgroup_float8x8 pv[2][2];
+                for (uint i = 0; i < 2; ++i) {
+                    for (uint j = 0; j < 2; ++j) {
+                        pv[i][j] = prev[i][j];
+                    }
+                }
+                for (uint kk = 0; kk < QSA_BK; kk += 8) {
+                    simdgroup_load(p0, sp + kk, QSA_BK);
+                    simdgroup_load(p1, sp + 8 * QSA_BK + kk, QSA_BK);
+                    for (uint j = 0; j < 2; ++j) {
+                        simdgroup_float8x8 vb;
+                        simdgroup_load(vb, kvs + kk * QSA_MM_BD + sg * 16 + j * 8, QSA_MM_BD);
+                        simdgroup_multiply_accumulate(pv[0][j], p0, vb, pv[0][j]);
+                        simdgroup_multiply_accumulate(pv[1][j], p1, vb, pv[1][j]);
+                    }
+                }
+                // Token u's rows keep this pass's result (every row, outside the diagonal).
+                for (uint i = 0; i < 2; ++i) {
+                    for (uint j = 0; j < 2; ++j) {
+                        for (uint e = 0; e < 2; ++e) {
+                            uint r = i * 8 + uint(rows.thread_elements()[e]);
+                            if (!diagonal || r / p.hpg == u) {
+                                acc[c][i][j].thread_elements()[e] = pv[i][j].thread_elements()[e];
+                            }
+                        }
+                    }
+                }
+                // kvs is restaged by the next pass or chunk.
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+            }
         }
+        // sp, dg and posbuf are rewritten by the next block.
     }
 
     for (uint c = 0; c < nch; ++c) {

@@ -19,7 +19,10 @@ import (
 // (NSError text on Metal, clang output on the emulator).
 var ErrCompile = errors.New("mtl: library compilation failed")
 
-// ErrNoFunction is wrapped when a pipeline names a kernel the library does not define.
+// ErrNoFunction is wrapped when a pipeline names a kernel the library does not define (and only
+// then: on Metal, NSError code MTLLibraryErrorFunctionNotFound, 5). A kernel that exists but
+// cannot be specialised (a function constant of the wrong type, one missing without a default)
+// fails with ErrCompile (MTLLibraryErrorCompileFailure, 3, and every other code).
 var ErrNoFunction = errors.New("mtl: no such kernel function")
 
 // ErrExecution wraps a command buffer that failed (GPU error, emulator fault: out-of-bounds
@@ -57,9 +60,16 @@ type Device interface {
 	NewCommandBuffer() (CommandBuffer, error)
 	// MaxThreadgroupMemoryLength is the threadgroup memory limit in bytes (32 KiB on Apple GPUs).
 	MaxThreadgroupMemoryLength() int
-	// Close releases the device and its queue.
+	// Close releases the device and its queue. Libraries, pipelines, buffers and command buffers
+	// must be released first (each keeps the device alive on Metal).
 	Close() error
 }
+
+// Object lifetimes: every Library, Pipeline, Buffer and CommandBuffer a Device hands out is owned
+// by the caller until its Release (on Metal each holds a reference to the device, so an object
+// never released keeps the device alive after Close). Release is idempotent; an object must not
+// be used after it, and a Pipeline must be released before its Library stops being used (a
+// Library's Release does not release its pipelines).
 
 // Buffer is a shared-storage buffer: Contents aliases memory visible to host and device.
 type Buffer interface {
@@ -71,7 +81,11 @@ type Buffer interface {
 // Library is a compiled MSL source.
 type Library interface {
 	// Pipeline specialises kernel fn with the given function constants and builds its pipeline.
+	// Errors: ErrNoFunction when the library has no kernel fn, ErrCompile for every other
+	// failure (constants of the wrong type, the pipeline's own compilation).
 	Pipeline(fn string, constants []Constant) (Pipeline, error)
+	// Release releases the library.
+	Release()
 }
 
 // Pipeline is a compute pipeline state.
@@ -81,14 +95,19 @@ type Pipeline interface {
 	ThreadExecutionWidth() int
 	// StaticThreadgroupMemoryLength is the threadgroup memory the kernel declares itself, in bytes.
 	StaticThreadgroupMemoryLength() int
+	// Release releases the pipeline state.
+	Release()
 }
 
 // CommandBuffer collects encoded work; Commit submits it, Wait blocks until it completed and
-// returns its error (wrapping ErrExecution).
+// returns its error (wrapping ErrExecution). Release releases it and its encoders: after Wait,
+// or instead of Commit to abandon it (a command buffer whose encoder could not be created, or
+// whose encoding failed); releasing a committed command buffer before Wait is not allowed.
 type CommandBuffer interface {
 	ComputeEncoder() (ComputeEncoder, error)
 	Commit()
 	Wait() error
+	Release()
 }
 
 // ComputeEncoder encodes compute dispatches. Dispatches in one encoder run in order (Metal's
@@ -234,4 +253,24 @@ type GPUTimer interface {
 // GPU families, counter sampling): key-value pairs in a fixed order, for reports.
 type Describer interface {
 	Describe() [][2]string
+}
+
+// Live counts the objects a device handed out and its caller has not released yet (the
+// lifetime contract above); a host that released everything before closing its device leaves
+// every count zero.
+type Live struct {
+	Libraries, Pipelines, Buffers, CommandBuffers int64
+}
+
+// Total is the number of live objects of every kind.
+func (l Live) Total() int64 { return l.Libraries + l.Pipelines + l.Buffers + l.CommandBuffers }
+
+func (l Live) String() string {
+	return fmt.Sprintf("%d libraries, %d pipelines, %d buffers, %d command buffers", l.Libraries, l.Pipelines, l.Buffers, l.CommandBuffers)
+}
+
+// LiveCounter is implemented by devices that count their live objects (Apple's Metal device of
+// package metal and the emulator): leak checks read it after a host closed everything.
+type LiveCounter interface {
+	Live() Live
 }

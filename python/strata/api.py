@@ -82,7 +82,8 @@ class _Handle:
 
 
 class Device(_Handle):
-    """A compute device: backend "auto" (metal where available, else cpu), "cpu", "metal" (Apple
+    """A compute device: backend "auto" (metal where the GPU and OS run the kernels: Apple7 or
+    later with MSL 3.1, else cpu, and the kernels line says why), "cpu", "metal" (Apple
     GPUs) or "emu" (the Metal kernels on the MSL emulator: needs clang; for tests and kernel
     debugging, far slower than a GPU)."""
 

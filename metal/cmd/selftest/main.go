@@ -5,10 +5,15 @@
 // reference with the default kernels and again with each alternative kernel (the Metal 4
 // tensor-op kernels among them), the alternatives that must give another kernel's bits compared
 // bitwise, the tensor-op decisions of an M5-class GPU, and on a GPU paired A/B timings of every
-// op's kernels (alternating pairs, median and minimum of the command buffers' GPU time).
+// op's kernels (alternating pairs, median and minimum of the command buffers' GPU time), every
+// pipeline's maxTotalThreadsPerThreadgroup, the command buffers' GPU times, and the objects
+// still live after every backend closed (a leak fails the run). With --validate the command
+// reruns itself under Metal's validation layers (MTL_DEBUG_LAYER, MTL_SHADER_VALIDATION,
+// OBJC_DEBUG_MISSING_POOLS) and appends the messages they wrote to the report.
 //
 //	go run ./metal/cmd/selftest                      # Metal on a Mac, else the emulator
 //	go run ./metal/cmd/selftest --device emu --json selftest.json
+//	go run ./metal/cmd/selftest --validate           # under Metal's validation layers
 //
 // Rows are (kernel, variant, threadgroup bytes, status, max relative error, ms); --json writes
 // them as a JSON list of objects with those keys (null where a row has no such value). A row's
@@ -39,6 +44,7 @@ func main() {
 	cases := flag.String("cases", "auto", "op cases: all, short (the subset op/optest marks), or auto (all on a GPU, short on the emulator)")
 	abN := flag.Int("ab", 11, "timed A/B pairs per kernel variant on a GPU (0: no timing)")
 	threads := flag.Int("threads", 0, "emulator threads running threadgroups (0: every core)")
+	validate := flag.Bool("validate", false, "rerun under Metal's validation layers (MTL_DEBUG_LAYER=1, MTL_SHADER_VALIDATION=1, OBJC_DEBUG_MISSING_POOLS=YES) and add their messages to the report")
 	flag.Usage = func() {
 		// testing.Init registers the -test.* flags (the op cases run under package testing);
 		// they are not the self-test's options, so the help lists its own only.
@@ -64,12 +70,15 @@ func main() {
 		}
 		f.Close()
 	}
+	if *validate && os.Getenv(validatedEnv) == "" {
+		os.Exit(runValidated(os.Stdout))
+	}
 	dev, err := openDevice(*device, *threads)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "selftest:", err)
 		os.Exit(2)
 	}
-	st := &selftest{dev: dev, jsonPath: *jsonPath, abN: *abN, report: os.Stdout}
+	st := &selftest{dev: dev, jsonPath: *jsonPath, abN: *abN, report: os.Stdout, validated: os.Getenv(validatedEnv) != ""}
 	st.emulated = isEmulated(dev)
 	switch *cases {
 	case "auto":

@@ -26,7 +26,9 @@ type row struct {
 	Status  string   `json:"status"`
 	Err     *float64 `json:"max_rel_err"`
 	MS      *float64 `json:"ms"`
-	Note    string   `json:"-"`
+	// MaxThreads is a pipeline's maxTotalThreadsPerThreadgroup (pipeline rows only).
+	MaxThreads *int   `json:"max_threads,omitempty"`
+	Note       string `json:"-"`
 }
 
 // section is a titled table of rows.

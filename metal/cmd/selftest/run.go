@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -24,12 +25,64 @@ type selftest struct {
 	abN      int
 	jsonPath string
 	report   io.Writer
+	// validated: the run is --validate's child, under the validation layers.
+	validated bool
 
 	header   [][2]string
 	sections []section
 	failures []string
 	variants map[string]*variantAgg
 	ops      map[string]*caseAgg
+	backends []*metal.Backend // every backend of the run, closed at its end
+}
+
+// newBackend is a Backend on the run's device, closed by closeAll.
+func (st *selftest) newBackend(t *testing.T) *metal.Backend {
+	b, err := metal.New(st.dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.backends = append(st.backends, b)
+	return b
+}
+
+// closeAll reports the command buffers' GPU times of every backend of the run, closes them
+// and reports the device's live objects after (a leak fails the row): the section "Command
+// buffers and lifetimes".
+func (st *selftest) closeAll() {
+	var times []time.Duration
+	for _, b := range st.backends {
+		times = append(times, b.CommandBufferTimes()...)
+		b.Close()
+	}
+	var rows []row
+	r := row{Kernel: "command buffers", Variant: fmt.Sprintf("%d committed (budget %+v)", len(times), metal.DefaultCommandBufferBudget), Status: statusPass}
+	if slices.Contains(times, 0) || len(times) == 0 {
+		r.Note = "GPU time not reported by this device"
+	} else {
+		slices.Sort(times)
+		var total time.Duration
+		for _, d := range times {
+			total += d
+		}
+		r.MS = floatp(float64(times[len(times)-1]) / 1e6)
+		r.Note = fmt.Sprintf("GPU time: longest %v (ms column), median %v, total %v", times[len(times)-1], times[len(times)/2], total)
+	}
+	rows = append(rows, r)
+	lr := row{Kernel: "objects live after Close", Status: statusPass}
+	if lc, ok := st.dev.(mtl.LiveCounter); ok {
+		l := lc.Live()
+		lr.Variant = fmt.Sprint(l.Total())
+		lr.Note = l.String()
+		if l.Total() != 0 {
+			lr.Status = statusFail
+			st.failures = append(st.failures, fmt.Sprintf("after every backend closed, %v are still live (each keeps the Metal device alive)", l))
+		}
+	} else {
+		lr.Status, lr.Note = statusSkip, "the device does not count its objects"
+	}
+	rows = append(rows, lr)
+	st.sections = append(st.sections, section{"Command buffers and lifetimes", rows})
 }
 
 // caseAgg aggregates the op cases of one op (or of one alternative kernel's run).
@@ -51,10 +104,7 @@ type outputs map[string][]float32
 func (st *selftest) run(t *testing.T) {
 	start := time.Now()
 	st.variants, st.ops = map[string]*variantAgg{}, map[string]*caseAgg{}
-	b, err := metal.New(st.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := st.newBackend(t)
 	b.SetLog(func(msg string) { t.Log(msg) })
 	st.describe(b)
 	st.compile(t, b)
@@ -63,6 +113,7 @@ func (st *selftest) run(t *testing.T) {
 	if !st.emulated && st.abN > 0 {
 		st.timeAlternatives(t)
 	}
+	st.closeAll()
 	st.header = append(st.header, [2]string{"run", fmt.Sprintf("%s in %v", st.caseSet(), time.Since(start).Round(time.Second))})
 	failed := st.write(t)
 	if failed > 0 {
@@ -100,6 +151,11 @@ func (st *selftest) describe(b *metal.Backend) {
 		timing = "per pass: the command buffer's GPUEndTime - GPUStartTime (no per-stage counter sampling)"
 	}
 	h = append(h, [2]string{"timing", timing})
+	validation := "off (--validate turns Metal's validation layers on)"
+	if st.validated {
+		validation = strings.Join(validationEnv, " ")
+	}
+	h = append(h, [2]string{"validation", validation})
 	st.header = h
 }
 
@@ -130,13 +186,15 @@ func (st *selftest) compile(t *testing.T, b *metal.Backend) {
 			r.Status = statusFail
 			st.failures = append(st.failures, fmt.Sprintf("pipeline %s: %v", s.Name(), err))
 		} else {
-			r.Status, r.TG = statusPass, intp(n)
+			maxTh, width, _ := b.PipelineLimits(s)
+			r.Status, r.TG, r.MaxThreads = statusPass, intp(n), intp(maxTh)
+			r.Note = fmt.Sprintf("%s; at most %d threads per threadgroup, SIMD width %d", s.File, maxTh, width)
 		}
 		pipes = append(pipes, r)
 	}
 	st.sections = append(st.sections,
 		section{"Kernel files (the device's compiler)", files},
-		section{"Pipelines (every kernel and function-constant specialisation; static threadgroup memory)", pipes})
+		section{"Pipelines (every kernel and function-constant specialisation; static threadgroup memory; maxTotalThreadsPerThreadgroup)", pipes})
 	if t.Failed() {
 		t.Log("compilation failed: see the report")
 	}
@@ -243,10 +301,7 @@ func altKey(a metal.Alternative) string { return a.Op + "=" + a.Kernel }
 // runAlternatives runs each non-default alternative kernel's op cases (and, for the bitwise
 // comparisons, the kernels they must equal) on backends of their own, then compares bitwise.
 func (st *selftest) runAlternatives(t *testing.T) {
-	b0, err := metal.New(st.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b0 := st.newBackend(t)
 	tensorOK := b0.TensorOpsCompile()
 	need := map[string]bool{}
 	for _, a := range metal.Alternatives() {
@@ -269,10 +324,7 @@ func (st *selftest) runAlternatives(t *testing.T) {
 			rows = append(rows, row{Kernel: a.Op, Variant: a.Kernel, Status: statusSkip, Note: "needs Metal 4"})
 			continue
 		}
-		b, err := metal.New(st.dev)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := st.newBackend(t)
 		b.SetLog(func(msg string) { t.Log(msg) })
 		if err := b.Prefer(a.Op, a.Kernel); err != nil {
 			t.Fatal(err)
@@ -359,19 +411,13 @@ func (st *selftest) timeAlternatives(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		def, err := metal.New(st.dev)
-		if err != nil {
-			t.Fatal(err)
-		}
+		def := st.newBackend(t)
 		for _, a := range metal.Alternatives() {
 			if a.Op != abcase.PreferOp(opName) {
 				continue
 			}
 			r := row{Kernel: opName, Variant: a.Kernel}
-			b, err := metal.New(st.dev)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := st.newBackend(t)
 			if err := b.Prefer(a.Op, a.Kernel); err != nil {
 				r.Status, r.Note = statusSkip, err.Error()
 				rows = append(rows, r)

@@ -64,7 +64,7 @@ type Call func(*metal.Backend) ([]float32, op.Timing, error)
 
 // NewCall builds the inputs of one call of opName (T new tokens after pos0 cached ones, for
 // attention; seed picks the inputs) and returns it; each call runs through op.Exec (inputs
-// copied into device tensors, one command buffer, outputs copied back). Errors: an op without a
+// copied into device tensors, one Pass, outputs copied back). Errors: an op without a
 // call.
 func NewCall(opName string, T, pos0 int, seed uint64) (Call, error) {
 	return NewCallQuant(opName, DefaultQuant, T, pos0, seed)
