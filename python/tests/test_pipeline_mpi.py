@@ -3,6 +3,7 @@ bitwise, and its refusals of bad input. Each run has a timeout: a rank left wait
 test instead of hanging it."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,23 +36,83 @@ def mpirun():
     return shutil.which("mpirun")
 
 
-def launch(mpirun, libpath, *apps, script=SCRIPT):
+def launch(mpirun, libpath, *apps, script=SCRIPT, env=None, timeout=TIMEOUT):
     """Runs mpirun --oversubscribe with one app context per (ranks, args) in apps (joined by ':',
-    so that ranks may be given different arguments) and returns (status, stdout, stderr). On a
-    timeout the whole job (its process group) is killed and the test fails."""
+    so that ranks may be given different arguments), with env added to the environment, and
+    returns (status, stdout, stderr). On a timeout the whole job (its process group) is killed
+    and the test fails."""
     cmd = [mpirun, "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     for i, (n, args) in enumerate(apps):
         cmd += ([":"] if i else []) + ["-np", str(n), sys.executable, script] + [str(a) for a in args]
-    env = dict(os.environ, STRATA_LIBRARY=libpath, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ, STRATA_LIBRARY=libpath, PYTHONPATH=os.path.join(ROOT, "python"), **(env or {}))
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=TIMEOUT)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not end within {TIMEOUT} s\n{out}\n{err}")
+        pytest.fail(f"{' '.join(cmd)} did not end within {timeout} s\n{out}\n{err}")
     return proc.returncode, out, err
+
+
+# Open MPI's shared-memory transport with the smallest eager limit it accepts: every message but
+# the smallest goes by rendezvous, so a send completes only once its receive is posted and
+# progressed (no buffering hides a schedule that waits on a receive posted later). Open MPI 4
+# names the transport vader (56 bytes: its fragment header), Open MPI 5 sm.
+def strict_mpi_env(mpirun):
+    info = subprocess.run([os.path.join(os.path.dirname(mpirun), "ompi_info"), "--param", "btl", "all", "--level", "9"],
+                          capture_output=True, text=True).stdout
+    for btl in ("vader", "sm"):
+        m = re.search(rf'btl_{btl}_eager_limit" \(current value: "\d+"', info)
+        if m:
+            return {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": f"self,{btl}", f"OMPI_MCA_btl_{btl}_eager_limit": "56"}
+    pytest.fail(f"ompi_info names no shared-memory transport (vader or sm) with an eager limit:\n{info[:2000]}")
+
+
+# Every chunk count from 1 to 12 (chunk = ceil(96 / n)), with and without all logits, through
+# one pipeline job that loads its stages once; rank 0 compares each run with one process making
+# the same prefill calls, bitwise.
+SCHEDULES = """import sys
+import numpy as np
+sys.path.insert(0, {examples!r})
+import pipeline_mpi
+import strata
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+rank, ranks = comm.Get_rank(), comm.Get_size()
+ids = np.asarray([{ids}], np.int32)
+T = ids.size
+dev = strata.Device("cpu")
+stage = pipeline_mpi.even_stages(4, ranks)[rank]
+model = strata.Model(dev, {model!r}, layers=stage)
+whole = strata.Model(dev, {model!r}) if rank == 0 else None
+for n in range(1, 13):
+    chunk = -(-T // n)
+    assert -(-T // chunk) == n
+    for all_logits in (False, True):
+        st = pipeline_mpi.Stage(comm, model)
+        got = st.run(ids, chunk, all_logits, 0)
+        st.free()
+        if rank == 0:
+            with whole.session(4096) as s:
+                rows = [s.prefill(ids[a:a + chunk], all_logits=all_logits) for a in range(0, T, chunk)]
+            want = np.concatenate(rows) if all_logits else rows[-1]
+            print(f"chunks {{n}} all_logits {{all_logits}}: " + ("equal" if np.array_equal(got, want) else "DIFFERENT"),
+                  flush=True)
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_no_schedule_deadlocks(mpirun, libpath, prompts, tmp_path, ranks):
+    ids, _ = prompts[TINY_Q4]
+    driver = tmp_path / "schedules.py"
+    driver.write_text(SCHEDULES.format(examples=os.path.dirname(SCRIPT), ids=",".join(map(str, ids)), model=TINY_Q4))
+    rc, stdout, stderr = launch(mpirun, libpath, (ranks, []), script=str(driver), env=strict_mpi_env(mpirun),
+                                timeout=90)
+    assert rc == 0, stdout + stderr
+    lines = [line for line in stdout.splitlines() if line.startswith("chunks ")]
+    assert lines == [f"chunks {n} all_logits {a}: equal" for n in range(1, 13) for a in (False, True)], stdout + stderr
 
 
 @pytest.fixture(scope="module")
