@@ -515,7 +515,7 @@ func (s *Session) SaveStateFile(path string) error {
 		return err
 	}
 	defer s.release()
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return WriteFile(path, func(w io.Writer) error {
 		_, err := s.saveLocked(w, path)
 		return err
 	})
@@ -557,11 +557,33 @@ func (s *Session) LoadStateFile(path string) error {
 	return nil
 }
 
-// readStateFile is readState from a file, whose size must be that of the state it holds.
-func readStateFile(m *Model, maxCtx int, path string) (*loadedState, error) {
+// openStateFile opens a state file for reading; a directory or anything but a regular file is
+// refused by name (ErrCheckpoint), before any byte is read.
+func openStateFile(path string) (*os.File, error) {
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, stateError(ErrCheckpoint, err, path, "cannot open")
+	}
+	fi, err := fd.Stat()
+	switch {
+	case err != nil:
+		fd.Close()
+		return nil, stateError(ErrCheckpoint, err, path, "cannot open")
+	case fi.IsDir():
+		fd.Close()
+		return nil, stateError(ErrCheckpoint, nil, path, "is a directory, not a state file")
+	case !fi.Mode().IsRegular():
+		fd.Close()
+		return nil, stateError(ErrCheckpoint, nil, path, "is not a regular file (%s), not a state file", fi.Mode().Type())
+	}
+	return fd, nil
+}
+
+// readStateFile is readState from a file, whose size must be that of the state it holds.
+func readStateFile(m *Model, maxCtx int, path string) (*loadedState, error) {
+	fd, err := openStateFile(path)
+	if err != nil {
+		return nil, err
 	}
 	defer fd.Close()
 	ls, err := readState(m, maxCtx, path, bufio.NewReaderSize(fd, 1<<20))
@@ -595,9 +617,9 @@ type StateInfo struct {
 // file, a header checksum mismatch) or ErrUnsupported (a newer format version).
 func ReadStateInfo(path string) (StateInfo, error) {
 	var in StateInfo
-	fd, err := os.Open(path)
+	fd, err := openStateFile(path)
 	if err != nil {
-		return in, stateError(ErrCheckpoint, err, path, "cannot open")
+		return in, err
 	}
 	defer fd.Close()
 	f, raw, err := safetensors.ReadHeader(path, bufio.NewReader(fd))

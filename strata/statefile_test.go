@@ -565,7 +565,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := writeFileAtomic(path, func(w io.Writer) error {
+	err := WriteFile(path, func(w io.Writer) error {
 		w.Write(bytes.Repeat([]byte("new"), 1<<20))
 		return errors.New("disk full")
 	})

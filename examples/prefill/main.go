@@ -29,11 +29,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -42,10 +42,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"codeberg.org/sbinet/npyio/npy"
-	"github.com/google/renameio/v2"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/stratakernels/strata/internal/modelgen"
@@ -146,8 +146,19 @@ func run() error {
 	if err := checkMLXLMFlags(*saveMLXLM, mlxOpts, *benchCache); err != nil {
 		return err
 	}
-	if *saveMLXLM != "" && *saveState != "" && filepath.Clean(*saveMLXLM) == filepath.Clean(*saveState) {
-		return fmt.Errorf("--save-state and --save-mlx-lm-cache name the same file %s (the second would replace the first)", *saveState)
+	outputs := []pathFlag{{"save-logits", *saveLogits}, {"save-state", *saveState}, {"save-mlx-lm-cache", *saveMLXLM}}
+	if err := checkSamePaths(outputs, []pathFlag{{"load-state", *loadState}, {"tokens-file", *tokensFile}, {"prompt-file", *tf.promptFile}}); err != nil {
+		return err
+	}
+	if *tf.tokenize {
+		for _, o := range outputs {
+			if o.path != "" {
+				return fmt.Errorf("--tokenize prints the prompt's ids and exits before any prefill: --%s would write nothing", o.name)
+			}
+		}
+		if *loadState != "" || *cacheDir != "" {
+			return fmt.Errorf("--tokenize prints the prompt's ids and exits before any prefill: drop --load-state and --prompt-cache")
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -181,7 +192,7 @@ func run() error {
 			return err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	opts := strata.Options{Backend: *backend}
@@ -584,12 +595,11 @@ func topK(row []float32, k int) []int {
 	return idx[:min(k, len(idx))]
 }
 
-// writeNPY writes the logits to f and closes it.
 // saveNPY writes the logits to path as float32 .npy: [T, vocab] of all with allRows, else the
-// [vocab] of last. A regular file (or a new one) is replaced whole or not at all: the bytes go to
-// a temporary file beside it, renamed over it once complete (renameio), so a failed write leaves
-// what path held. Anything else that exists there (a device, a pipe) is written in place, never
-// removed or replaced.
+// [vocab] of last. A regular file (or a new one) is replaced whole or not at all, through
+// strata.WriteFile (a temporary file beside it, renamed over it once complete), so a failed write
+// leaves what path held. Anything else that exists there (a device, a pipe) is written in place,
+// never removed or replaced.
 func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error {
 	var v any = last
 	if allRows {
@@ -610,19 +620,7 @@ func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error
 		}
 		return f.Close()
 	}
-	pf, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644))
-	if err != nil {
-		return err
-	}
-	defer pf.Cleanup()
-	bw := bufio.NewWriterSize(pf, 1<<20)
-	if err := npy.Write(bw, v); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	return pf.CloseAtomicallyReplace()
+	return strata.WriteFile(path, func(w io.Writer) error { return npy.Write(w, v) })
 }
 
 // homeRel shortens paths under the home directory to ~/... for display.

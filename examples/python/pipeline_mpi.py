@@ -11,7 +11,9 @@ float32 [tokens, hidden_size] in one contiguous buffer, to the next rank with a 
 and starts on the next chunk while it travels, so stage k works on chunk c while stage k+1 works
 on chunk c-1. The last rank sends its logits to rank 0, which writes them (--save-logits: float32
 [T, vocab] with --all-logits, else [vocab], as `go run ./examples/prefill` writes them) and prints
-each stage's compute time and the time it waited.
+each stage's compute time and the time it waited. The file is written whole at the end through a
+temporary file beside it (strata.write_file), as the CLI writes it: a run that fails or is killed
+leaves what the path held.
 
 The logits are bitwise those of one process that makes the same prefill calls, with the same
 --all-logits (strata's stages chained through their residual streams give the whole model's
@@ -34,6 +36,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import struct
 import sys
 import time
@@ -54,13 +57,18 @@ MAX_COUNT = 2**31 - 1  # MPI counts are C ints: the most floats one message hold
 SEND_WINDOW = 2  # non-blocking sends in flight per rank (bounds the buffers kept alive)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the stack unwinds (a file being written is
+    removed) before the rank exits with status 128 + the signal."""
+
+
 class JobError(Exception):
     """A failure every rank knows of (found by a collective check): each rank reports it and the
     job exits with status 1."""
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory (each rank reads its own)")
     ap.add_argument("--tokens-file", required=True, help="token ids separated by commas or white space (read by rank 0)")
     ap.add_argument("--chunk", type=int, default=0, help="tokens per chunk (0: the whole prompt in one chunk)")
@@ -347,7 +355,7 @@ class Stage:
 def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
     rank, ranks = comm.Get_rank(), comm.Get_size()
     # 1. What every rank can check before loading anything.
-    err, mine, tokens, save = None, None, None, None
+    err, mine, tokens = None, None, None
     try:
         layers, vocab = read_config(args.model)
         mine = {"model": f"{fingerprint(args.model)} ({args.model})", "layers": layers, "vocab": vocab,
@@ -355,9 +363,12 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
                 "options": f"--stages {args.stages!r} --chunk {args.chunk} --all-logits {args.all_logits} "
                            f"--backend {args.backend} --max-context {args.max_context}"}
         if rank == 0:
+            if args.save_logits:  # checked first: a bad path fails before the prefill
+                strata.check_output(args.save_logits, "--save-logits")
+                if strata.same_file(args.save_logits, args.tokens_file):
+                    raise ValueError(f"--save-logits {args.save_logits} is the file --tokens-file reads: "
+                                     "the run would replace its own input")
             tokens = read_tokens(args.tokens_file, vocab)
-            if args.save_logits:  # opened first: a bad path fails before the prefill
-                save = open(args.save_logits, "wb")
     except (OSError, ValueError, strata.Error) as e:
         err = str(e)  # each names its file
     views = agree(comm, err, "reading the checkpoint and the prompt", mine)
@@ -416,9 +427,8 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
     last = logits[-1] if args.all_logits else logits
     top = np.argsort(-last, kind="stable")[:5]
     print(f"top-5     next token after position {tokens.size - 1}: " + "  ".join(f"{i} ({last[i]:.4f})" for i in top))
-    if save is not None:
-        with save:
-            np.save(save, logits)
+    if args.save_logits:  # written whole at the end: a failed or killed run leaves the file as it was
+        strata.write_file(args.save_logits, lambda f: np.save(f, logits))
         print(f"saved     {args.save_logits}")
 
 
@@ -431,6 +441,12 @@ def report(line: str) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
+    # SIGTERM (mpirun's, when another rank fails) unwinds like SIGINT, so the file being written
+    # is removed (strata.write_file).
+    def terminated(sig: int, frame: object) -> None:
+        raise Terminated(sig)
+
+    signal.signal(signal.SIGTERM, terminated)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:
@@ -439,6 +455,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         report(f"pipeline_mpi: rank {rank}: {e}")
         comm.Barrier()  # every rank has raised it: let each one print before any exits
         sys.exit(1)
+    except Terminated as e:  # the job is being ended (mpirun ends the others): exit with the signal's status
+        report(f"pipeline_mpi: rank {rank}: terminated by signal {e.args[0]}")
+        sys.exit(128 + e.args[0])
     except BaseException as e:  # this rank alone: the others may be waiting on it
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, strata.Error) else str(e)
         report(f"pipeline_mpi: rank {rank} of {comm.Get_size()} failed: {msg}")

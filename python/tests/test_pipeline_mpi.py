@@ -275,12 +275,27 @@ def test_wrong_size_aborts(mpirun, libpath, prompts, tmp_path, ranks, rank, chan
     assert "pipeline_mpi: " + message in stderr, stderr
 
 
-def test_prefill_failure_aborts(mpirun, libpath, prompts):
-    # The session of 50 tokens overflows at the second chunk, on the first rank to get there.
+def test_prefill_failure_aborts(mpirun, libpath, prompts, tmp_path):
+    # The session of 50 tokens overflows at the second chunk, on the first rank to get there; the
+    # --save-logits file is written only at the end, so it keeps what it held.
+    out = tmp_path / "l.npy"
+    out.write_bytes(b"old")
     rc, _, stderr = launch(mpirun, libpath, (2, ["--model", TINY_Q4, "--tokens-file", prompts[TINY_Q4][1],
-                                                 "--chunk", CHUNK, "--max-context", 50]))
+                                                 "--chunk", CHUNK, "--max-context", 50, "--save-logits", out]))
     assert rc != 0
     assert "failed: STRATA_ERR_CAPACITY" in stderr and "exceeds the session's 50-token context" in stderr, stderr
+    assert out.read_bytes() == b"old" and os.listdir(tmp_path) == ["l.npy"]
+
+
+def test_output_flags_refused(mpirun, libpath, prompts, tmp_path):
+    # --save-logits naming the prompt file, and --tokens (no abbreviation of --tokens-file).
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1,2,3")
+    rc, _, stderr = launch(mpirun, libpath, (2, ["--model", TINY_Q4, "--tokens-file", ids, "--save-logits", ids]))
+    assert rc != 0 and ids.read_text() == "1,2,3"
+    assert_every_rank(stderr, 2, f"rank 0: --save-logits {ids} is the file --tokens-file reads")
+    rc, _, stderr = launch(mpirun, libpath, (1, ["--model", TINY_Q4, "--tokens", ids]))
+    assert rc != 0 and "the following arguments are required: --tokens-file" in stderr, stderr
 
 
 def test_rank_that_dies_ends_the_job(mpirun, libpath, prompts, tmp_path):
