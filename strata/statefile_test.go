@@ -585,3 +585,55 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Fatalf("saving into a missing directory: %v", err)
 	}
 }
+
+// TestStateFilePLEContext: a state file with valid checksums whose PLE token context is out of
+// the vocabulary, or in it but not the last ids of the file's own tokens, is refused at load
+// naming the tensor, and the session is unchanged.
+func TestStateFilePLEContext(t *testing.T) {
+	ctx := context.Background()
+	m := loadTiny(t, "qwen4exp-tiny")
+	dir := t.TempDir()
+	s, _ := m.NewSession(SessionOptions{MaxContext: 256})
+	if _, err := s.Prefill(ctx, testPrompt(m, 40, 3), PrefillOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.state")
+	if err := s.SaveStateFile(good); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Snapshot()
+	ls, err := readStateFile(m, 256, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.st.free(m.dev.be)
+	meta, _ := stateMetadata(m, ls.pos)
+	layers := 0
+	for layer, c := range ls.st.pleCtx {
+		layers++
+		if want := [2]int32{ls.ids[38], ls.ids[39]}; *c != want {
+			t.Fatalf("layer %d: a saved PLE context %v, want the last two ids %v", layer, *c, want)
+		}
+		for _, bad := range [][2]int32{{c[0], int32(m.cfg.Vocab) + 7}, {c[1], c[0]}, {c[0], (c[1] + 1) % int32(m.cfg.Vocab)}} {
+			src := ls.st.liveSource(ls.pos)
+			src.ple[layer] = bad
+			var buf bytes.Buffer
+			if _, err := writeState(&buf, "bad", meta, stateTensors(m, ls.pos, ls.ids, src, nil)); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, "bad.state")
+			if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := s.LoadStateFile(p)
+			want := fmt.Sprintf("layers.%d.ple_tokens is %v", layer, bad)
+			if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("PLE context %v: %v, want ErrCheckpoint saying %q", bad, err, want)
+			}
+			unchanged(t, s, before, "a wrong PLE context")
+		}
+	}
+	if layers == 0 {
+		t.Fatal("qwen4exp-tiny has no PLE layer: the test checks nothing")
+	}
+}
