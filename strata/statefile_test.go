@@ -465,6 +465,35 @@ func TestFingerprint(t *testing.T) {
 		raw[f.DataStart()+(b+e)/2] ^= 0x10
 		os.WriteFile(f.Path, raw, 0o644)
 	}
+	// One byte outside every window: a quarter into the largest tensor (not its middle 64 bytes,
+	// and past the shard's first 4 KiB).
+	flipOutside := func(dir string) {
+		ck, err := safetensors.OpenDirHeaders(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f *safetensors.File
+		var b, e int64
+		for _, sf := range ck.Files() {
+			for _, n := range sf.Names() {
+				tn, _ := sf.Tensor(n)
+				if tb, te := tn.Offsets(); te-tb > e-b {
+					f, b, e = sf, tb, te
+				}
+			}
+		}
+		ck.Close()
+		off := b + (e-b)/4
+		if off < fingerprintWindow || off > f.DataSize()/2-fingerprintWindow && off < f.DataSize()/2+fingerprintWindow || off > f.DataSize()-fingerprintWindow {
+			t.Fatalf("byte %d of %s lies in a window: pick another", off, f.Path)
+		}
+		raw, _ := os.ReadFile(f.Path)
+		raw[f.DataStart()+off] ^= 0x10
+		os.WriteFile(f.Path, raw, 0o644)
+	}
+	if a, b := load(src), load(copyDir(flipOutside)); func() bool { x, _ := a.Fingerprint(); y, _ := b.Fingerprint(); return x != y }() {
+		t.Fatal("a byte outside every window changed the fingerprint: the docs say it covers only the windows")
+	}
 	other := t.TempDir()
 	spec := modelgen.Presets["qwen3next-small"]
 	spec.Layers, spec.Vocab = 4, 512
