@@ -110,7 +110,7 @@ func NewPromptCache(m *Model, opts PromptCacheOptions) (*PromptCache, error) {
 		return nil, wrapf(ErrClosed, nil, "model is closed")
 	}
 	if m.lo > 0 || m.hi < m.cfg.Layers {
-		return nil, wrapf(ErrUnsupported, nil, "a prompt cache for a pipeline stage (layers %d..%d of %d): the cache runs whole models", m.lo, m.hi-1, m.cfg.Layers)
+		return nil, wrapf(ErrUnsupported, nil, "a prompt cache for a pipeline stage (layers %d:%d of %d): the cache runs whole models", m.lo, m.hi, m.cfg.Layers)
 	}
 	if opts.Bytes < 0 || opts.DiskBytes < 0 || opts.Every < 0 {
 		return nil, wrapf(ErrInvalidArgument, nil, "PromptCacheOptions: Bytes %d, DiskBytes %d and Every %d must be >= 0 (0: the defaults)", opts.Bytes, opts.DiskBytes, opts.Every)

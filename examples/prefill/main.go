@@ -334,9 +334,9 @@ func run() error {
 		if err := sess.LoadStateFile(*loadState); err != nil {
 			return err
 		}
-		fmt.Printf("state     loaded %s: %d tokens in %v\n", *loadState, sess.Position(), time.Since(t0).Round(time.Millisecond))
+		fmt.Printf("state     loaded %s: %s in %v\n", *loadState, plural(sess.Position(), "token"), time.Since(t0).Round(time.Millisecond))
 	}
-	fmt.Printf("prompt    %d tokens%s", len(tokens), tf.describe())
+	fmt.Printf("prompt    %s%s", plural(len(tokens), "token"), tf.describe())
 	if held > 0 {
 		fmt.Printf(" after the %d loaded", held)
 	}
@@ -425,7 +425,7 @@ func run() error {
 			return err
 		}
 		fi, _ := os.Stat(*saveState)
-		fmt.Printf("state     saved %s: %d tokens, %.1f MiB in %v\n", *saveState, sess.Position(), float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
+		fmt.Printf("state     saved %s: %s, %.1f MiB in %v\n", *saveState, plural(sess.Position(), "token"), float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
 	}
 	if *saveMLXLM != "" {
 		t0 := time.Now()
@@ -433,7 +433,7 @@ func run() error {
 			return err
 		}
 		fi, _ := os.Stat(*saveMLXLM)
-		fmt.Printf("mlx-lm    saved %s: %d tokens (%s format), %.1f MiB in %v\n", *saveMLXLM, sess.Position(), *mlxFormat, float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
+		fmt.Printf("mlx-lm    saved %s: %s (%s format), %.1f MiB in %v\n", *saveMLXLM, plural(sess.Position(), "token"), *mlxFormat, float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
 	}
 	if *saveLogits != "" {
 		rows := len(all) / m.Vocab() // every chunk's rows, not only the last chunk's
@@ -452,7 +452,7 @@ func run() error {
 
 // printStats prints the prefill line and the time of each stage.
 func printStats(total strata.Stats) {
-	fmt.Printf("prefill   %d tokens in %v: %.1f tokens/s\n", total.Tokens, total.Total.Round(time.Millisecond),
+	fmt.Printf("prefill   %s in %v: %.1f tokens/s\n", plural(total.Tokens, "token"), total.Total.Round(time.Millisecond),
 		float64(total.Tokens)/total.Total.Seconds())
 	var staged time.Duration
 	for st := strata.Stage(0); st < strata.Stage(len(total.Stage)); st++ {

@@ -269,3 +269,20 @@ func TestSaveAllLogitsChunked(t *testing.T) {
 		}
 	}
 }
+
+// TestOneTokenWords: the lines of a one-token run say "1 token", not "1 tokens".
+func TestOneTokenWords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "one.state")
+	out, err := runMain(t, "--model", tinyQ4, "--backend", "cpu", "--tokens", "7", "--save-state", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"prompt    1 token\n", "prefill   1 token in ", "state     saved " + path + ": 1 token, "} {
+		if !strings.Contains(out, w) {
+			t.Errorf("%q not in:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "1 tokens") {
+		t.Errorf("\"1 tokens\" in:\n%s", out)
+	}
+}

@@ -30,9 +30,10 @@ class PromptCache(_Handle):
     with `dir`, also on disk as session state files (`disk_bytes`; processes sharing dir share
     them); the least recently used go first. A new prompt resumes from the deepest checkpoint
     whose tokens are a prefix of it. Usable from many threads at once, each with its own
-    session. Raises InvalidArgumentError for a budget smaller than one checkpoint (the message
-    gives both sizes) or a directory that cannot be written, UnsupportedError for a pipeline
-    stage."""
+    session. Raises InvalidArgumentError for a budget smaller than one checkpoint of 1 token (the
+    message gives both sizes; prefill refuses one smaller than a checkpoint of min(every, the
+    session's max_context) tokens), an empty dir or a directory that cannot be written,
+    UnsupportedError for a pipeline stage."""
 
     _free = "strata_prompt_cache_free"
 
@@ -45,6 +46,8 @@ class PromptCache(_Handle):
         keep = None
         if dir is not None:
             keep = _path(dir, "dir")
+            if not keep:  # the C API reads "" as no directory; here it is a mistake
+                raise InvalidArgumentError("dir is empty: give a directory, or None for checkpoints in memory only")
             p.dir = keep
         p.bytes = _count(bytes, "bytes") or p.bytes
         p.disk_bytes = _count(disk_bytes, "disk_bytes")

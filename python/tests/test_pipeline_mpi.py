@@ -171,7 +171,7 @@ def test_last_logits_explicit_stages(mpirun, libpath, strata, device, prompts, t
     got = np.load(out)
     assert got.shape == (512,) and got.dtype == np.float32
     assert np.array_equal(got, one_process(strata, device, TINY_Q4, ids, 25, all_logits=False))
-    assert "stage: layers 2..3" in stdout
+    assert "stage: layers 2:4 of 4" in stdout
 
 
 def test_copy_in_another_folder_agrees(mpirun, libpath, strata, device, prompts, tmp_path):
