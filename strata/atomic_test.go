@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestWriteFileTemporaries: a failed write leaves the old file and no temporary; a killed run's
@@ -61,12 +63,27 @@ func TestWriteFileTemporaries(t *testing.T) {
 	}
 }
 
-// TestStateFileNotRegular: a directory given as a state file is refused as one, not read as a
-// file of 0 bytes.
+// TestStateFileNotRegular: a directory or a FIFO given as a state file is refused as such, not
+// read as a file of 0 bytes or waited on (a FIFO blocks its opener until a writer comes).
 func TestStateFileNotRegular(t *testing.T) {
 	dir := t.TempDir()
 	_, err := ReadStateInfo(dir)
 	if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "state file "+dir+": is a directory, not a state file") {
 		t.Fatalf("err = %v", err)
+	}
+	// A FIFO: refused without opening it (which would wait for a writer).
+	fifo := filepath.Join(dir, "fifo.state")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadStateInfo(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "is not a regular file") {
+			t.Fatalf("a FIFO: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a FIFO as a state file blocked")
 	}
 }

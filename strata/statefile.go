@@ -571,6 +571,10 @@ func (s *Session) LoadStateFile(path string) error {
 // openStateFile opens a state file for reading; a directory or anything but a regular file is
 // refused by name (ErrCheckpoint), before any byte is read.
 func openStateFile(path string) (*os.File, error) {
+	// Stat first: opening a FIFO would block until a writer came.
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, stateError(ErrCheckpoint, nil, path, "is not a regular file (%s), not a state file", fi.Mode().Type())
+	}
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, stateError(ErrCheckpoint, err, path, "cannot open")

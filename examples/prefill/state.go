@@ -38,6 +38,8 @@ func checkStateFlags(save, load, cacheDir string, cacheBytes int64, every, chunk
 			return fmt.Errorf("--load-state %s: %v", load, err)
 		case fi.IsDir():
 			return fmt.Errorf("--load-state %s: is a directory, not a state file", load)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("--load-state %s: is not a regular file (%s), not a state file", load, fi.Mode().Type())
 		}
 	}
 	if save != "" {
