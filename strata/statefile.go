@@ -518,9 +518,10 @@ func (s *Session) saveLocked(w io.Writer, name string) (int64, error) {
 	return writeState(w, name, meta, stateTensors(s.m, s.pos, s.ids, s.state.liveSource(s.pos), nil))
 }
 
-// SaveStateFile writes the session's state (SaveState) to path atomically: into a temporary
-// file in the same directory, flushed to disk (fsync), then renamed over path, so that path
-// holds either its old content or the whole new file, never a part. Errors name the file.
+// SaveStateFile writes the session's state (SaveState) to path atomically through WriteFile:
+// into a temporary file in the same directory, flushed to disk (fsync), then renamed over path,
+// so that path holds either its old content or the whole new file, never a part (a temporary
+// left by a killed process is removed by the next write to path). Errors name the file.
 func (s *Session) SaveStateFile(path string) error {
 	if err := s.acquire(); err != nil {
 		return err
