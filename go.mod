@@ -5,7 +5,6 @@ go 1.26
 require (
 	codeberg.org/sbinet/npyio v0.14.0
 	github.com/ebitengine/purego v0.11.3
-	github.com/google/renameio/v2 v2.0.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/x448/float16 v0.8.4
 	go.uber.org/goleak v1.3.0

@@ -137,6 +137,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{"topk > experts", false, func(m map[string]any) { m["num_experts_per_tok"] = 13 }, hfconfig.ErrConfig, "num_experts_per_tok = 13 outside [1, 12]"},
 		{"zero head dim", false, func(m map[string]any) { m["head_dim"] = 0 }, hfconfig.ErrConfig, "head_dim = 0"},
 		{"zero key head dim", false, func(m map[string]any) { m["linear_key_head_dim"] = 0 }, hfconfig.ErrConfig, "linear_key_head_dim = 0"},
+		{"rope_parameters null", true, func(m map[string]any) { m["rope_parameters"] = nil }, hfconfig.ErrConfig, "rope_parameters: null: want an object (rope_theta, partial_rotary_factor, ...), or leave the key out"},
 		{"odd rotary dim", false, func(m map[string]any) {
 			m["partial_rotary_factor"] = 65.0 / 256
 			m["rope_parameters"].(map[string]any)["partial_rotary_factor"] = 65.0 / 256

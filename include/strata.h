@@ -213,9 +213,9 @@ typedef struct strata_prompt_cache_params {
   const char* dir;
   int64_t     bytes;        /* memory budget in bytes; 0: 2 GiB; default STRATA_DEFAULT_PROMPT_CACHE_BYTES */
   int64_t     disk_bytes;   /* budget of dir's state files (of every model sharing it); 0 (default): bytes */
-  /* checkpoint spacing in tokens: a prefill through the cache runs in steps of at most every
-   * tokens and keeps a checkpoint after each step that ends every or more tokens after the last
-   * one, and at the end of each call; 0: the default, STRATA_DEFAULT_CHECKPOINT_EVERY */
+  /* checkpoint spacing in tokens: a prefill through the cache runs in steps that end at every
+   * multiple of every (absolute positions; at most every tokens long) and keeps a checkpoint at
+   * each of them and at the end of each call; 0: the default, STRATA_DEFAULT_CHECKPOINT_EVERY */
   int64_t     every;
 } strata_prompt_cache_params;
 
@@ -442,8 +442,9 @@ strata_status strata_snapshot_free(strata_snapshot* snapshot);
  * and stage on any backend. */
 
 /* Writes the session's state to path (NUL-terminated UTF-8) atomically: a temporary file in the
- * same directory, flushed to disk and renamed over path, so path never holds a partial file.
- * Errors: INVALID_HANDLE, INVALID_ARGUMENT (path NULL, or the file cannot be written: the
+ * same directory (.NAME.tmp-PID-*), flushed to disk and renamed over path, so path never holds
+ * a partial file; on failure the temporary is removed, and one left by a process killed while
+ * writing (its PID no longer running) is removed by the next save to path. Errors: INVALID_HANDLE, INVALID_ARGUMENT (path NULL, or the file cannot be written: the
  * message names it), CHECKPOINT (the model's files could not be read for its fingerprint),
  * BUSY. */
 strata_status strata_session_save(strata_session* session, const char* path);
@@ -491,7 +492,7 @@ strata_prompt_cache_params strata_prompt_cache_default_params(void);
  * On success *out receives a handle the caller frees with strata_prompt_cache_free; the cache
  * keeps the model alive until then. A cache may be used by many sessions from many threads at
  * once. Errors: INVALID_ARGUMENT (a negative budget or spacing, a budget smaller than one
- * checkpoint of every tokens: the message gives both sizes; a directory that cannot be created
+ * checkpoint of 1 token: the message gives both sizes; a directory that cannot be created
  * or written: the message names it), UNSUPPORTED (a pipeline stage), INVALID_HANDLE, CHECKPOINT. */
 strata_status strata_prompt_cache_new(strata_model* model, const strata_prompt_cache_params* params,
                                       strata_prompt_cache** out);
@@ -502,8 +503,8 @@ strata_status strata_prompt_cache_free(strata_prompt_cache* cache);
 /* Runs the prompt tokens[0..n_tokens) (the whole sequence, from position 0) in session, a
  * session of the cache's model: the session's state is replaced by the deepest checkpoint whose
  * tokens are a prefix of the prompt (its own state when its tokens are one), and only the rest
- * is prefilled, in steps of at most the cache's every tokens; the logits equal bitwise those of
- * a prefill split at that checkpoint. logits_out receives the last token's logits [vocab], or
+ * is prefilled, in steps that end at the multiples of the cache's every; the logits equal
+ * bitwise those of prefill calls split at that checkpoint and at those multiples. logits_out receives the last token's logits [vocab], or
  * with params->all_logits those of every prefilled token, [n_tokens - result->reused, vocab]
  * (at least one token is then prefilled); logits_cap must hold [n_tokens, vocab] floats for
  * all_logits, [vocab] otherwise (checked before any work); *n_written (when not NULL) receives
@@ -511,7 +512,8 @@ strata_status strata_prompt_cache_free(strata_prompt_cache* cache);
  * not NULL (its struct_size set), receives what the cache did. A failed or cancelled call
  * (strata_session_cancel) leaves the session as it was; checkpoints that cannot be kept or
  * written are skipped without failing the call. Errors: as strata_session_prefill, and
- * INVALID_ARGUMENT (a session of another model), INVALID_HANDLE (cache or session). */
+ * INVALID_ARGUMENT (a session of another model; a budget smaller than one checkpoint of
+ * min(every, the session's max_context) tokens), INVALID_HANDLE (cache or session). */
 strata_status strata_prompt_cache_prefill(strata_prompt_cache* cache, strata_session* session,
                                           const int32_t* tokens, size_t n_tokens,
                                           const strata_prefill_params* params, float* logits_out,

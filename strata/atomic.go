@@ -5,19 +5,29 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
-// writeFileAtomic writes a file through write so that path holds either what it held before or
-// the whole new content: the bytes go to a temporary file in path's directory (named
-// .BASE.tmp-*, mode 0644), which is flushed to disk (fsync) and renamed over path, and the
-// directory is synced so that the rename survives a crash. On error the temporary file is
-// removed and path is untouched. Errors wrap ErrInvalidArgument and name the file.
-func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
+// WriteFile writes the file at path through write so that path holds either what it held
+// before or the whole new content, never a part: the bytes go to a temporary file in path's
+// directory, named .BASE.tmp-PID-RANDOM (PID: this process's id; mode 0644), which is flushed to
+// disk (fsync) and renamed over path, and the directory is synced so that the rename survives a
+// crash. When write or any step fails, the temporary file is removed and path is untouched. A
+// process killed while writing (SIGKILL, or a signal its host does not catch) leaves its
+// temporary file behind: each WriteFile first removes the temporary files of path whose PID is
+// no live process of this host (a temporary of a process still running, one saving the same
+// path at the same time, is left alone). Hosts that catch SIGINT and SIGTERM (the prefill CLI
+// does) let the write finish or fail, which removes it. Every file strata writes (state files,
+// prompt-cache checkpoints, mlx-lm caches, the CLI's logits) goes through it. Errors wrap
+// ErrInvalidArgument and name the file.
+func WriteFile(path string, write func(w io.Writer) error) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	removeStaleTemps(dir, base)
+	f, err := os.CreateTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
 	if err != nil {
 		return wrapf(ErrInvalidArgument, err, "writing %s", path)
 	}
@@ -49,6 +59,31 @@ func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
 	}
 	syncDir(dir)
 	return nil
+}
+
+// tempPrefix is the start of the names of base's temporary files: ".BASE.tmp-".
+func tempPrefix(base string) string { return "." + base + ".tmp-" }
+
+// removeStaleTemps removes dir's temporary files of base (.BASE.tmp-PID-*) whose PID is no live
+// process (best effort: a file that cannot be removed stays).
+func removeStaleTemps(dir, base string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := tempPrefix(base)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		os.Remove(filepath.Join(dir, e.Name()))
+	}
 }
 
 // syncDir flushes a directory's entries to disk (best effort: not every system can open a

@@ -62,9 +62,9 @@ func cacheBytes(m *Model, maxCtx int) int64 {
 func newCache(m *Model, maxCtx int) (*cache, error) {
 	be := m.dev.be
 	need := cacheBytes(m, maxCtx)
-	if ok, avail := memoryFor(need, 0); !ok {
-		return nil, wrapf(ErrOutOfMemory, nil, "a session cache of %d tokens needs %.0f MiB, %.0f MiB are available (a smaller SessionOptions.MaxContext needs less)",
-			maxCtx, mib(need), mib(avail))
+	if ok, avail, limit := memoryFor(need, 0); !ok {
+		return nil, wrapf(ErrOutOfMemory, nil, "a session cache of %d tokens needs %.0f MiB, %.0f MiB are available (limit: %s; a smaller SessionOptions.MaxContext needs less)",
+			maxCtx, mib(need), mib(avail), limit)
 	}
 	ch := &cache{at: map[stateKey]*state{}, pleCtx: map[int]*[2]int32{}}
 	for _, s := range sessionStates(m) {

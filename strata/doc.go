@@ -20,9 +20,12 @@
 // Memory. A prompt longer than PrefillOptions.Step (DefaultStep, 2048 tokens) runs in steps
 // within the call, so activations are O(step) whatever the prompt length; the results are those
 // of separate calls of that size. Before a step, and before a session's cache is allocated, the
-// bytes needed are compared with the memory available (Linux MemAvailable, macOS hw.memsize,
-// capped by a Go memory limit): a prefill or session that would not fit fails with
-// ErrOutOfMemory naming both figures instead of the process running out of memory.
+// bytes needed are compared with the memory available, the smallest of: on Linux MemAvailable,
+// the headroom of RLIMIT_AS (ulimit -v) and RLIMIT_DATA (ulimit -d), and that of every memory
+// cgroup the process is in (v2 memory.max, v1 memory.limit_in_bytes, less current use); on
+// macOS hw.memsize; and a Go memory limit (GOMEMLIMIT): a prefill or session that would not fit
+// fails with ErrOutOfMemory naming both figures and the limit that applied instead of the
+// process running out of memory.
 //
 // State that outlives the call. A session's whole state (with the token ids it was made from)
 // goes to a session state file (Session.SaveState, SaveStateFile: safetensors, tied to the

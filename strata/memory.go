@@ -1,25 +1,40 @@
 package strata
 
 import (
+	"fmt"
 	"runtime/debug"
 
 	"github.com/stratakernels/strata/family"
 )
 
-// memoryFor reports whether need more bytes fit in memory, and how many are available: the
-// system's available memory (memAvailable: Linux MemAvailable, the physical memory elsewhere)
-// capped by the Go memory limit when one is set (GOMEMLIMIT), plus held, memory the caller
-// already owns and would reuse. ok is true when the available memory is unknown.
-func memoryFor(need, held int64) (ok bool, avail int64) {
-	avail, known := memAvailable()
-	if lim := debug.SetMemoryLimit(-1); lim > 0 && lim < 1<<62 && (!known || lim < avail) {
-		avail, known = lim, true
+// memLimit is one limit on the memory this process can still take: the bytes it leaves, and
+// what it is, in words for error messages.
+type memLimit struct {
+	avail int64
+	what  string
+}
+
+// memoryFor reports whether need more bytes fit in memory, how many are available and the limit
+// that gives that figure: the smallest of the platform's limits (memLimits: on Linux
+// MemAvailable, the RLIMIT_AS and RLIMIT_DATA headroom and the cgroup memory headroom; the
+// physical memory on macOS) and the Go memory limit when one is set (GOMEMLIMIT), plus held,
+// memory the caller already owns and would reuse. ok is true when no limit is known.
+func memoryFor(need, held int64) (ok bool, avail int64, limit string) {
+	lims := memLimits()
+	if lim := debug.SetMemoryLimit(-1); lim > 0 && lim < 1<<62 {
+		lims = append(lims, memLimit{lim, fmt.Sprintf("the Go memory limit (GOMEMLIMIT) of %.0f MiB", mib(lim))})
 	}
-	if !known {
-		return true, -1
+	if len(lims) == 0 {
+		return true, -1, ""
 	}
-	avail += held
-	return need <= avail, avail
+	least := lims[0]
+	for _, l := range lims[1:] {
+		if l.avail < least.avail {
+			least = l
+		}
+	}
+	avail = max(least.avail, 0) + held
+	return need <= avail, avail, least.what
 }
 
 // mib formats a byte count in MiB for error messages.
@@ -36,9 +51,9 @@ func (s *Session) checkMemory(step, T int, allLogits bool) error {
 		need += 2 * 4 * int64(T) * int64(s.m.plan.Vocab)
 	}
 	held := s.scratch.Bytes()
-	if ok, avail := memoryFor(need, held); !ok {
-		return wrapf(ErrOutOfMemory, nil, "a prefill step of %d tokens needs about %.0f MiB of activations%s, %.0f MiB are available (a smaller PrefillOptions.Step needs less)",
-			step, mib(need), map[bool]string{true: " and logits of every token", false: ""}[allLogits], mib(avail))
+	if ok, avail, limit := memoryFor(need, held); !ok {
+		return wrapf(ErrOutOfMemory, nil, "a prefill step of %d tokens needs about %.0f MiB of activations%s, %.0f MiB are available (limit: %s; a smaller PrefillOptions.Step needs less)",
+			step, mib(need), map[bool]string{true: " and logits of every token", false: ""}[allLogits], mib(avail), limit)
 	}
 	return nil
 }

@@ -119,7 +119,7 @@ func (s *Session) SaveMLXLMCache(path string, opts MLXLMOptions) error {
 	if err != nil {
 		return fmt.Errorf("mlx-lm prompt-cache file %s: %w", path, err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return writeMLXLM(w, ts, meta) })
+	return WriteFile(path, func(w io.Writer) error { return writeMLXLM(w, ts, meta) })
 }
 
 // MLXLMModel returns the mlx-lm model module that runs this model (qwen3_next, qwen3_5 or

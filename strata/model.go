@@ -176,7 +176,7 @@ func (m *Model) Describe() string {
 	s += fmt.Sprintf(", vocab %d, streams %d", c.Vocab, m.plan.Streams)
 	s += quantNote(m.info)
 	if m.lo > 0 || m.hi < c.Layers {
-		s += fmt.Sprintf("; stage: layers %d..%d", m.lo, m.hi-1)
+		s += fmt.Sprintf("; stage: layers %d:%d of %d", m.lo, m.hi, m.cfg.Layers)
 	}
 	return s
 }

@@ -33,9 +33,11 @@ type PromptCacheOptions struct {
 	// DiskBytes is the most bytes the state files in Dir (of every model sharing it) may take;
 	// the least recently used (by modification time, which a hit renews) go first. 0: Bytes.
 	DiskBytes int64
-	// Every is the checkpoint spacing in tokens: a prefill through the cache runs in steps of at
-	// most Every tokens and keeps a checkpoint after each step that ends Every or more tokens
-	// after the last one, and at the end of the call. 0: DefaultCheckpointEvery.
+	// Every is the checkpoint spacing in tokens: a prefill through the cache runs in steps that
+	// end at every absolute position that is a multiple of Every (and are at most Every tokens
+	// long) and keeps a checkpoint at each of those positions and at the end of the call, so
+	// which prefixes can be reused depends on the prompts, not on the order of the calls.
+	// 0: DefaultCheckpointEvery.
 	Every int
 }
 
@@ -108,7 +110,7 @@ func NewPromptCache(m *Model, opts PromptCacheOptions) (*PromptCache, error) {
 		return nil, wrapf(ErrClosed, nil, "model is closed")
 	}
 	if m.lo > 0 || m.hi < m.cfg.Layers {
-		return nil, wrapf(ErrUnsupported, nil, "a prompt cache for a pipeline stage (layers %d..%d of %d): the cache runs whole models", m.lo, m.hi-1, m.cfg.Layers)
+		return nil, wrapf(ErrUnsupported, nil, "a prompt cache for a pipeline stage (layers %d:%d of %d): the cache runs whole models", m.lo, m.hi, m.cfg.Layers)
 	}
 	if opts.Bytes < 0 || opts.DiskBytes < 0 || opts.Every < 0 {
 		return nil, wrapf(ErrInvalidArgument, nil, "PromptCacheOptions: Bytes %d, DiskBytes %d and Every %d must be >= 0 (0: the defaults)", opts.Bytes, opts.DiskBytes, opts.Every)
@@ -123,11 +125,11 @@ func NewPromptCache(m *Model, opts PromptCacheOptions) (*PromptCache, error) {
 	if c.diskBytes == 0 {
 		c.diskBytes = c.bytes
 	}
-	// The first checkpoint a prefill takes holds min(Every, a prompt's length) tokens: a budget
-	// that cannot hold one of Every tokens would keep nothing useful.
-	one := checkpointBytes(m, c.every, true)
+	// The smallest checkpoint holds one token (Prefill checks the budgets against the checkpoints
+	// of its session, which hold up to min(Every, MaxContext) tokens).
+	one := checkpointBytes(m, 1, true)
 	if c.bytes < one {
-		return nil, wrapf(ErrInvalidArgument, nil, "prompt cache budget of %d bytes is smaller than one checkpoint of %d tokens (%d bytes)", c.bytes, c.every, one)
+		return nil, wrapf(ErrInvalidArgument, nil, "prompt cache budget of %d bytes is smaller than one checkpoint of 1 token (%d bytes)", c.bytes, one)
 	}
 	var err error
 	if c.fp, err = m.Fingerprint(); err != nil {
@@ -135,7 +137,7 @@ func NewPromptCache(m *Model, opts PromptCacheOptions) (*PromptCache, error) {
 	}
 	if opts.Dir != "" {
 		if c.diskBytes < one {
-			return nil, wrapf(ErrInvalidArgument, nil, "prompt cache disk budget of %d bytes is smaller than one checkpoint of %d tokens (%d bytes)", c.diskBytes, c.every, one)
+			return nil, wrapf(ErrInvalidArgument, nil, "prompt cache disk budget of %d bytes is smaller than one checkpoint of 1 token (%d bytes)", c.diskBytes, one)
 		}
 		if c.disk, err = openDiskTier(opts.Dir, c.tierName(), c.diskBytes); err != nil {
 			return nil, err
@@ -181,6 +183,14 @@ func (c *PromptCache) tierName() string {
 	return name
 }
 
+// budgetDisk is the disk budget, or the memory budget without a directory.
+func (c *PromptCache) budgetDisk() int64 {
+	if c.disk == nil {
+		return c.bytes
+	}
+	return c.diskBytes
+}
+
 // Every is the cache's checkpoint spacing in tokens.
 func (c *PromptCache) Every() int { return c.every }
 
@@ -205,18 +215,20 @@ func (c *PromptCache) prefixKey(ids []int32) string {
 // model, reusing the deepest checkpoint whose tokens are a prefix of prompt: the session's own
 // state when its tokens are one, a checkpoint in memory, or a state file in the directory. The
 // session's state is replaced by the checkpoint's and only the rest of the prompt is prefilled,
-// in steps of at most Every tokens (opts.Step, when smaller, bounds them too), taking a
-// checkpoint after each step that ends Every or more tokens after the last and at the end of
-// the call (with the last token's logits, so that the same prompt again needs no prefill).
-// Resuming at position P gives the bits of a prefill split at P: the checkpoint holds the state
-// bitwise, and the rest runs as a Prefill of it with that step would.
+// in steps that end at every multiple of Every (absolute positions) and are at most Every
+// tokens long (opts.Step, when smaller, bounds them too), taking a checkpoint at each multiple
+// of Every and at the end of the call (with the last token's logits, so that the same prompt
+// again needs no prefill). Resuming at position P gives the bits of Prefill calls split at P and
+// at each multiple of Every after it: the checkpoint holds the state bitwise, and each step runs
+// as such a call would.
 //
 // The logits are those of the prefilled tokens: Logits.Pos0 is the first (Reused) with
 // opts.AllLogits, whose rows cover the tokens from Reused on (at least one token is prefilled
 // then); without it the last token's, read from the checkpoint when the whole prompt was
 // cached. opts.Hidden must be nil (the cache runs whole models). Validation happens before any
 // work as in Session.Prefill (empty prompt, ids outside [0, vocab): ErrInvalidArgument; more
-// tokens than MaxContext: ErrCapacity; a session of another model: ErrInvalidArgument). A failed
+// tokens than MaxContext: ErrCapacity; a session of another model, or a budget smaller than one
+// checkpoint of min(Every, MaxContext) tokens: ErrInvalidArgument naming the sizes). A failed
 // or cancelled call leaves the session as it was before the call (its previous state is put
 // back); checkpoints taken before the failure stay in the cache. A checkpoint that cannot be
 // kept (larger than a budget) is skipped, and one that cannot be written or read on disk is
@@ -241,6 +253,12 @@ func (c *PromptCache) Prefill(ctx context.Context, s *Session, prompt []int32, o
 		return nil, nil, wrapf(ErrInvalidArgument, nil, "PrefillOptions.Hidden given to a prompt cache prefill (the cache runs whole models)")
 	case N > s.maxCtx:
 		return nil, nil, wrapf(ErrCapacity, nil, "prompt of %d tokens exceeds the session's %d-token context", N, s.maxCtx)
+	}
+	// A checkpoint of this session holds up to min(Every, MaxContext) tokens before the next
+	// grid point: a budget that cannot hold one would keep nothing useful.
+	if n := min(c.every, s.maxCtx); checkpointBytes(m, n, true) > min(c.bytes, c.budgetDisk()) {
+		return nil, nil, wrapf(ErrInvalidArgument, nil, "prompt cache budget of %d bytes (disk %d) is smaller than one checkpoint of %d tokens (min(Every %d, the session's MaxContext %d): %d bytes)",
+			c.bytes, c.budgetDisk(), n, c.every, s.maxCtx, checkpointBytes(m, n, true))
 	}
 	for i, t := range prompt {
 		if t < 0 || int(t) >= m.cfg.Vocab {
@@ -336,12 +354,10 @@ func (c *PromptCache) Prefill(ctx context.Context, s *Session, prompt []int32, o
 		}
 		po := opts
 		po.Step = min(step, c.every)
-		last := best
 		hook := func(pos int, lg *Logits) {
-			if pos-last < c.every && pos != N {
+			if pos%c.every != 0 && pos != N {
 				return
 			}
-			last = pos
 			var lgRow []float32
 			if pos == N {
 				lgRow = append([]float32(nil), lg.Row(lg.Rows-1)...)
@@ -349,7 +365,7 @@ func (c *PromptCache) Prefill(ctx context.Context, s *Session, prompt []int32, o
 			c.keep(s, lgRow, res)
 		}
 		var err error
-		if out, err = s.prefillLocked(ctx, prompt[best:], po, hook); err != nil {
+		if out, err = s.prefillLocked(ctx, prompt[best:], po, c.every, hook); err != nil {
 			rollback()
 			return nil, nil, err
 		}

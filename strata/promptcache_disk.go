@@ -20,7 +20,7 @@ import (
 // diskTier is a prompt cache's directory. Layout: ROOT/.lock (locked during evictions), and per
 // model and stage a subdirectory FINGERPRINT16-Llo-hi holding one state file per checkpoint,
 // named POSITION-KEY.state (the position in 9 digits, the prefix key in hex). A file is written
-// to a temporary name and renamed into place (writeFileAtomic), so a reader, in this process or
+// to a temporary name and renamed into place (WriteFile), so a reader, in this process or
 // another, sees a whole file or none; two writers of the same checkpoint write the same name,
 // and either whole file serves. The least recently used files (by modification time: a hit
 // renews it) are removed while the files of ROOT's subdirectories take more than bytes.
@@ -135,7 +135,7 @@ func (d *diskTier) write(m *Model, pos int, key string, ids []int32, src stateSo
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return WriteFile(path, func(w io.Writer) error {
 		_, err := writeState(w, path, meta, stateTensors(m, pos, ids, src, logits))
 		return err
 	})

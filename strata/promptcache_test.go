@@ -40,11 +40,23 @@ func splitLogits(m *Model, prompt []int32, R, every int, all bool) ([]float32, e
 			return nil, err
 		}
 	}
-	lg, err := s.Prefill(ctx, prompt[R:], PrefillOptions{Step: every, AllLogits: all})
-	if err != nil {
-		return nil, err
+	// The rest in calls that end at each multiple of every (absolute positions), as the cache
+	// steps it.
+	var out []float32
+	for at := R; at < len(prompt); {
+		end := min((at/every+1)*every, len(prompt))
+		lg, err := s.Prefill(ctx, prompt[at:end], PrefillOptions{AllLogits: all})
+		if err != nil {
+			return nil, err
+		}
+		if all {
+			out = append(out, lg.Data...)
+		} else {
+			out = lg.Data
+		}
+		at = end
 	}
-	return lg.Data, nil
+	return out, nil
 }
 
 // cachePrefill runs c.Prefill and checks the tokens reused, the source and the session's
@@ -144,7 +156,8 @@ func TestPromptCacheResume(t *testing.T) {
 
 // TestPromptCacheChat: a chat of 10 turns, each adding 30 tokens and each on a fresh session,
 // resumes every turn from the end of the one before and gives the logits of one session that
-// prefilled the turns as calls of their own.
+// prefilled the turns as calls of their own, split at the multiples of Every as the cache steps
+// them.
 func TestPromptCacheChat(t *testing.T) {
 	ctx := context.Background()
 	m := loadTiny(t, "qwen4exp-tiny")
@@ -156,9 +169,13 @@ func TestPromptCacheChat(t *testing.T) {
 	var prompt []int32
 	for turn := range 10 {
 		add := testPrompt(m, 30, uint64(100+turn))
-		want, err := ref.Prefill(ctx, add, PrefillOptions{})
-		if err != nil {
-			t.Fatal(err)
+		var want *Logits
+		for at := 0; at < len(add); {
+			end := min(len(add), ((ref.Position()/64)+1)*64-ref.Position()+at)
+			if want, err = ref.Prefill(ctx, add[at:end], PrefillOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			at = end
 		}
 		from := "memory"
 		if turn == 0 {
@@ -200,12 +217,28 @@ func dirStateBytes(t *testing.T, dir string) (n int, bytes int64) {
 // used last stays.
 func TestPromptCacheBudget(t *testing.T) {
 	m := loadTiny(t, "qwen3next-tiny")
-	one := checkpointBytes(m, 32, true)
+	one := checkpointBytes(m, 1, true)
 	for _, o := range []PromptCacheOptions{{Every: 32, Bytes: one - 1}, {Every: 32, Bytes: one, DiskBytes: one - 1, Dir: t.TempDir()}} {
 		_, err := NewPromptCache(m, o)
 		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), strconv.FormatInt(one-1, 10)) || !strings.Contains(err.Error(), strconv.FormatInt(one, 10)) {
-			t.Fatalf("a budget of one byte less than a checkpoint: %v, want ErrInvalidArgument with both sizes", err)
+			t.Fatalf("a budget of one byte less than a checkpoint of 1 token: %v, want ErrInvalidArgument with both sizes", err)
 		}
+	}
+	// At prefill the checkpoints hold up to min(Every, MaxContext) tokens: a budget of 40
+	// tokens' checkpoint serves sessions of 40 tokens with Every 1024, not sessions of 41.
+	at40 := checkpointBytes(m, 40, true)
+	small, err := NewPromptCache(m, PromptCacheOptions{Every: 1024, Bytes: at40})
+	if err != nil {
+		t.Fatalf("a budget of one checkpoint of 40 tokens with Every 1024: %v", err)
+	}
+	s40, _ := m.NewSession(SessionOptions{MaxContext: 40})
+	if _, res, err := small.Prefill(context.Background(), s40, testPrompt(m, 40, 9), PrefillOptions{}); err != nil || res.Checkpoints != 1 || res.Skipped != 0 {
+		t.Fatalf("a 40-token session under a budget of one 40-token checkpoint: %+v, %v", res, err)
+	}
+	s41, _ := m.NewSession(SessionOptions{MaxContext: 41})
+	_, _, err = small.Prefill(context.Background(), s41, testPrompt(m, 40, 9), PrefillOptions{})
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "one checkpoint of 41 tokens (min(Every 1024, the session's MaxContext 41)") {
+		t.Fatalf("a 41-token session under a budget of one 40-token checkpoint: %v", err)
 	}
 	if _, err := NewPromptCache(m, PromptCacheOptions{Every: -1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Every -1: %v", err)
@@ -519,5 +552,52 @@ func TestPromptCacheEmu(t *testing.T) {
 	lg := cachePrefill(t, c, s, B, true, 32, "memory")
 	if !bitwiseEqual(lg.Data, splitRef(t, m, B, 32, 16, true)) {
 		t.Fatal("emu: B resumed at 32 differs from a prefill split at 32")
+	}
+}
+
+// TestPromptCacheAbsoluteGrid: checkpoints lie on the multiples of Every whatever the call
+// history: after a call of 300 tokens, a call of 700 that resumes at 300 takes them at 512 and
+// 700 (its end), so a third prompt sharing 550 tokens with it resumes at 512, bitwise as the
+// same prefill calls in one session.
+func TestPromptCacheAbsoluteGrid(t *testing.T) {
+	ctx := context.Background()
+	m := loadTiny(t, "qwen4exp-tiny")
+	c, err := NewPromptCache(m, PromptCacheOptions{Every: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	A := testPrompt(m, 700, 41)
+	B := append(slices.Clone(A[:550]), testPrompt(m, 100, 42)...)
+	s, _ := m.NewSession(SessionOptions{MaxContext: 1024})
+	if _, res, err := c.Prefill(ctx, s, A[:300], PrefillOptions{}); err != nil || res.Checkpoints != 2 {
+		t.Fatalf("300 tokens: %+v, %v; want checkpoints at 256 and 300", res, err)
+	}
+	s2, _ := m.NewSession(SessionOptions{MaxContext: 1024})
+	_, res, err := c.Prefill(ctx, s2, A, PrefillOptions{})
+	if err != nil || res.Reused != 300 || res.Checkpoints != 2 {
+		t.Fatalf("700 tokens: %+v, %v; want 300 reused and checkpoints at 512 and 700", res, err)
+	}
+	c.mu.Lock()
+	var at []int
+	for _, ck := range c.mem {
+		at = append(at, ck.pos)
+	}
+	c.mu.Unlock()
+	slices.Sort(at)
+	if !slices.Equal(at, []int{256, 300, 512, 700}) {
+		t.Fatalf("checkpoints at %v, want [256 300 512 700]", at)
+	}
+	s3, _ := m.NewSession(SessionOptions{MaxContext: 1024})
+	got := cachePrefill(t, c, s3, B, true, 512, "memory")
+	// The state at 512 was made by the calls 0..256, 256..300 (the first call's end), 300..512.
+	ref, _ := m.NewSession(SessionOptions{MaxContext: 1024})
+	var want *Logits
+	for _, r := range [][2]int{{0, 256}, {256, 300}, {300, 512}, {512, 650}} {
+		if want, err = ref.Prefill(ctx, B[r[0]:r[1]], PrefillOptions{AllLogits: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bitwiseEqual(got.Data, want.Data) {
+		t.Fatal("resumed at 512: logits differ from the same prefill calls in one session")
 	}
 }

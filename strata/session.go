@@ -357,7 +357,7 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 		return nil, err
 	}
 	defer s.release()
-	return s.prefillLocked(ctx, tokens, opts, nil)
+	return s.prefillLocked(ctx, tokens, opts, 0, nil)
 }
 
 // afterStep, when given to prefillLocked, is called after each step with the session holding
@@ -365,8 +365,9 @@ func (s *Session) Prefill(ctx context.Context, tokens []int32, opts PrefillOptio
 // takes its checkpoints there.
 type afterStep func(pos int, lg *Logits)
 
-// prefillLocked is Prefill for a caller that holds the session.
-func (s *Session) prefillLocked(ctx context.Context, tokens []int32, opts PrefillOptions, hook afterStep) (*Logits, error) {
+// prefillLocked is Prefill for a caller that holds the session. With grid > 0 its steps also
+// end at every absolute position (session position) that is a multiple of grid.
+func (s *Session) prefillLocked(ctx context.Context, tokens []int32, opts PrefillOptions, grid int, hook afterStep) (*Logits, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -446,11 +447,24 @@ func (s *Session) prefillLocked(ctx context.Context, tokens []int32, opts Prefil
 		}
 		return nil, err
 	}
-	steps := (T + step - 1) / step
+	// The steps' ends (indices into tokens): every step tokens, and, with a grid, at every
+	// absolute position that is a multiple of grid as well.
+	var ends []int
+	for at := 0; at < T; at = ends[len(ends)-1] {
+		end := min(at+step, T)
+		if grid > 0 {
+			end = min(end, ((pos0+at)/grid+1)*grid-pos0)
+		}
+		ends = append(ends, end)
+	}
+	steps := len(ends)
 	collect := m.stepBytes(step) >= collectBytes
 	out := &Logits{Vocab: V, Pos0: pos0}
-	for k := 0; k < steps; k++ {
-		at, end := k*step, min((k+1)*step, T)
+	for k, end := range ends {
+		at := 0
+		if k > 0 {
+			at = ends[k-1]
+		}
 		spec := stepSpec{progress: progress, doneLayer: k * len(m.layers), allLayers: steps * len(m.layers), keepH: !head}
 		if head && (opts.AllLogits || k == steps-1) {
 			spec.rows = 1

@@ -367,6 +367,17 @@ func readState(m *Model, maxCtx int, name string, r io.Reader) (*loadedState, er
 			return nil, stateError(ErrCheckpoint, nil, name, "token %d at position %d is outside the vocabulary [0, %d)", id, i, m.cfg.Vocab)
 		}
 	}
+	for layer, ctx := range ls.st.pleCtx {
+		// The PLE token context is the last two ids of the history eos, eos, ids[0..pos-1]
+		// (op.PLEHash.IDs): anything else would hash the next tokens from the wrong n-grams.
+		want := m.layerAt(layer).ple.hash.InitialContext()
+		hist := append(want[:], ls.ids...)
+		want = [2]int32{hist[len(hist)-2], hist[len(hist)-1]}
+		if *ctx != want {
+			st.free(m.dev.be)
+			return nil, stateError(ErrCheckpoint, nil, name, "layers.%d.ple_tokens is %v, but the file's last token ids (eos %d before the first) make it %v", layer, *ctx, m.layerAt(layer).ple.hash.Eos, want)
+		}
+	}
 	return ls, nil
 }
 
@@ -507,15 +518,16 @@ func (s *Session) saveLocked(w io.Writer, name string) (int64, error) {
 	return writeState(w, name, meta, stateTensors(s.m, s.pos, s.ids, s.state.liveSource(s.pos), nil))
 }
 
-// SaveStateFile writes the session's state (SaveState) to path atomically: into a temporary
-// file in the same directory, flushed to disk (fsync), then renamed over path, so that path
-// holds either its old content or the whole new file, never a part. Errors name the file.
+// SaveStateFile writes the session's state (SaveState) to path atomically through WriteFile:
+// into a temporary file in the same directory, flushed to disk (fsync), then renamed over path,
+// so that path holds either its old content or the whole new file, never a part (a temporary
+// left by a killed process is removed by the next write to path). Errors name the file.
 func (s *Session) SaveStateFile(path string) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
 	defer s.release()
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return WriteFile(path, func(w io.Writer) error {
 		_, err := s.saveLocked(w, path)
 		return err
 	})
@@ -557,11 +569,37 @@ func (s *Session) LoadStateFile(path string) error {
 	return nil
 }
 
-// readStateFile is readState from a file, whose size must be that of the state it holds.
-func readStateFile(m *Model, maxCtx int, path string) (*loadedState, error) {
+// openStateFile opens a state file for reading; a directory or anything but a regular file is
+// refused by name (ErrCheckpoint), before any byte is read.
+func openStateFile(path string) (*os.File, error) {
+	// Stat first: opening a FIFO would block until a writer came.
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, stateError(ErrCheckpoint, nil, path, "is not a regular file (%s), not a state file", fi.Mode().Type())
+	}
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, stateError(ErrCheckpoint, err, path, "cannot open")
+	}
+	fi, err := fd.Stat()
+	switch {
+	case err != nil:
+		fd.Close()
+		return nil, stateError(ErrCheckpoint, err, path, "cannot open")
+	case fi.IsDir():
+		fd.Close()
+		return nil, stateError(ErrCheckpoint, nil, path, "is a directory, not a state file")
+	case !fi.Mode().IsRegular():
+		fd.Close()
+		return nil, stateError(ErrCheckpoint, nil, path, "is not a regular file (%s), not a state file", fi.Mode().Type())
+	}
+	return fd, nil
+}
+
+// readStateFile is readState from a file, whose size must be that of the state it holds.
+func readStateFile(m *Model, maxCtx int, path string) (*loadedState, error) {
+	fd, err := openStateFile(path)
+	if err != nil {
+		return nil, err
 	}
 	defer fd.Close()
 	ls, err := readState(m, maxCtx, path, bufio.NewReaderSize(fd, 1<<20))
@@ -595,9 +633,9 @@ type StateInfo struct {
 // file, a header checksum mismatch) or ErrUnsupported (a newer format version).
 func ReadStateInfo(path string) (StateInfo, error) {
 	var in StateInfo
-	fd, err := os.Open(path)
+	fd, err := openStateFile(path)
 	if err != nil {
-		return in, stateError(ErrCheckpoint, err, path, "cannot open")
+		return in, err
 	}
 	defer fd.Close()
 	f, raw, err := safetensors.ReadHeader(path, bufio.NewReader(fd))

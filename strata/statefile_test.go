@@ -465,6 +465,35 @@ func TestFingerprint(t *testing.T) {
 		raw[f.DataStart()+(b+e)/2] ^= 0x10
 		os.WriteFile(f.Path, raw, 0o644)
 	}
+	// One byte outside every window: a quarter into the largest tensor (not its middle 64 bytes,
+	// and past the shard's first 4 KiB).
+	flipOutside := func(dir string) {
+		ck, err := safetensors.OpenDirHeaders(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f *safetensors.File
+		var b, e int64
+		for _, sf := range ck.Files() {
+			for _, n := range sf.Names() {
+				tn, _ := sf.Tensor(n)
+				if tb, te := tn.Offsets(); te-tb > e-b {
+					f, b, e = sf, tb, te
+				}
+			}
+		}
+		ck.Close()
+		off := b + (e-b)/4
+		if off < fingerprintWindow || off > f.DataSize()/2-fingerprintWindow && off < f.DataSize()/2+fingerprintWindow || off > f.DataSize()-fingerprintWindow {
+			t.Fatalf("byte %d of %s lies in a window: pick another", off, f.Path)
+		}
+		raw, _ := os.ReadFile(f.Path)
+		raw[f.DataStart()+off] ^= 0x10
+		os.WriteFile(f.Path, raw, 0o644)
+	}
+	if a, b := load(src), load(copyDir(flipOutside)); func() bool { x, _ := a.Fingerprint(); y, _ := b.Fingerprint(); return x != y }() {
+		t.Fatal("a byte outside every window changed the fingerprint: the docs say it covers only the windows")
+	}
 	other := t.TempDir()
 	spec := modelgen.Presets["qwen3next-small"]
 	spec.Layers, spec.Vocab = 4, 512
@@ -565,7 +594,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := writeFileAtomic(path, func(w io.Writer) error {
+	err := WriteFile(path, func(w io.Writer) error {
 		w.Write(bytes.Repeat([]byte("new"), 1<<20))
 		return errors.New("disk full")
 	})
@@ -583,5 +612,57 @@ func TestWriteFileAtomic(t *testing.T) {
 	missing := filepath.Join(dir, "no", "such", "dir", "s.state")
 	if err := s.SaveStateFile(missing); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("saving into a missing directory: %v", err)
+	}
+}
+
+// TestStateFilePLEContext: a state file with valid checksums whose PLE token context is out of
+// the vocabulary, or in it but not the last ids of the file's own tokens, is refused at load
+// naming the tensor, and the session is unchanged.
+func TestStateFilePLEContext(t *testing.T) {
+	ctx := context.Background()
+	m := loadTiny(t, "qwen4exp-tiny")
+	dir := t.TempDir()
+	s, _ := m.NewSession(SessionOptions{MaxContext: 256})
+	if _, err := s.Prefill(ctx, testPrompt(m, 40, 3), PrefillOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.state")
+	if err := s.SaveStateFile(good); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Snapshot()
+	ls, err := readStateFile(m, 256, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.st.free(m.dev.be)
+	meta, _ := stateMetadata(m, ls.pos)
+	layers := 0
+	for layer, c := range ls.st.pleCtx {
+		layers++
+		if want := [2]int32{ls.ids[38], ls.ids[39]}; *c != want {
+			t.Fatalf("layer %d: a saved PLE context %v, want the last two ids %v", layer, *c, want)
+		}
+		for _, bad := range [][2]int32{{c[0], int32(m.cfg.Vocab) + 7}, {c[1], c[0]}, {c[0], (c[1] + 1) % int32(m.cfg.Vocab)}} {
+			src := ls.st.liveSource(ls.pos)
+			src.ple[layer] = bad
+			var buf bytes.Buffer
+			if _, err := writeState(&buf, "bad", meta, stateTensors(m, ls.pos, ls.ids, src, nil)); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, "bad.state")
+			if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := s.LoadStateFile(p)
+			want := fmt.Sprintf("layers.%d.ple_tokens is %v", layer, bad)
+			if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("PLE context %v: %v, want ErrCheckpoint saying %q", bad, err, want)
+			}
+			unchanged(t, s, before, "a wrong PLE context")
+		}
+	}
+	if layers == 0 {
+		t.Fatal("qwen4exp-tiny has no PLE layer: the test checks nothing")
 	}
 }

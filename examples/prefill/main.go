@@ -31,11 +31,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -44,10 +44,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"codeberg.org/sbinet/npyio/npy"
-	"github.com/google/renameio/v2"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/stratakernels/strata/internal/modelgen"
@@ -148,8 +148,19 @@ func run() error {
 	if err := checkMLXLMFlags(*saveMLXLM, mlxOpts, *benchCache); err != nil {
 		return err
 	}
-	if *saveMLXLM != "" && *saveState != "" && filepath.Clean(*saveMLXLM) == filepath.Clean(*saveState) {
-		return fmt.Errorf("--save-state and --save-mlx-lm-cache name the same file %s (the second would replace the first)", *saveState)
+	outputs := []pathFlag{{"save-logits", *saveLogits}, {"save-state", *saveState}, {"save-mlx-lm-cache", *saveMLXLM}}
+	if err := checkSamePaths(outputs, []pathFlag{{"load-state", *loadState}, {"tokens-file", *tokensFile}, {"prompt-file", *tf.promptFile}}); err != nil {
+		return err
+	}
+	if *tf.tokenize {
+		for _, o := range outputs {
+			if o.path != "" {
+				return fmt.Errorf("--tokenize prints the prompt's ids and exits before any prefill: --%s would write nothing", o.name)
+			}
+		}
+		if *loadState != "" || *cacheDir != "" {
+			return fmt.Errorf("--tokenize prints the prompt's ids and exits before any prefill: drop --load-state and --prompt-cache")
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -183,7 +194,7 @@ func run() error {
 			return err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	opts := strata.Options{Backend: *backend}
@@ -325,9 +336,9 @@ func run() error {
 		if err := sess.LoadStateFile(*loadState); err != nil {
 			return err
 		}
-		fmt.Printf("state     loaded %s: %d tokens in %v\n", *loadState, sess.Position(), time.Since(t0).Round(time.Millisecond))
+		fmt.Printf("state     loaded %s: %s in %v\n", *loadState, plural(sess.Position(), "token"), time.Since(t0).Round(time.Millisecond))
 	}
-	fmt.Printf("prompt    %d tokens%s", len(tokens), tf.describe())
+	fmt.Printf("prompt    %s%s", plural(len(tokens), "token"), tf.describe())
 	if held > 0 {
 		fmt.Printf(" after the %d loaded", held)
 	}
@@ -416,7 +427,7 @@ func run() error {
 			return err
 		}
 		fi, _ := os.Stat(*saveState)
-		fmt.Printf("state     saved %s: %d tokens, %.1f MiB in %v\n", *saveState, sess.Position(), float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
+		fmt.Printf("state     saved %s: %s, %.1f MiB in %v\n", *saveState, plural(sess.Position(), "token"), float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
 	}
 	if *saveMLXLM != "" {
 		t0 := time.Now()
@@ -424,7 +435,7 @@ func run() error {
 			return err
 		}
 		fi, _ := os.Stat(*saveMLXLM)
-		fmt.Printf("mlx-lm    saved %s: %d tokens (%s format), %.1f MiB in %v\n", *saveMLXLM, sess.Position(), *mlxFormat, float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
+		fmt.Printf("mlx-lm    saved %s: %s (%s format), %.1f MiB in %v\n", *saveMLXLM, plural(sess.Position(), "token"), *mlxFormat, float64(fi.Size())/(1<<20), time.Since(t0).Round(time.Millisecond))
 	}
 	if *saveLogits != "" {
 		rows := len(all) / m.Vocab() // every chunk's rows, not only the last chunk's
@@ -443,7 +454,7 @@ func run() error {
 
 // printStats prints the prefill line and the time of each stage.
 func printStats(total strata.Stats) {
-	fmt.Printf("prefill   %d tokens in %v: %.1f tokens/s\n", total.Tokens, total.Total.Round(time.Millisecond),
+	fmt.Printf("prefill   %s in %v: %.1f tokens/s\n", plural(total.Tokens, "token"), total.Total.Round(time.Millisecond),
 		float64(total.Tokens)/total.Total.Seconds())
 	var staged time.Duration
 	for st := strata.Stage(0); st < strata.Stage(len(total.Stage)); st++ {
@@ -586,12 +597,11 @@ func topK(row []float32, k int) []int {
 	return idx[:min(k, len(idx))]
 }
 
-// writeNPY writes the logits to f and closes it.
 // saveNPY writes the logits to path as float32 .npy: [T, vocab] of all with allRows, else the
-// [vocab] of last. A regular file (or a new one) is replaced whole or not at all: the bytes go to
-// a temporary file beside it, renamed over it once complete (renameio), so a failed write leaves
-// what path held. Anything else that exists there (a device, a pipe) is written in place, never
-// removed or replaced.
+// [vocab] of last. A regular file (or a new one) is replaced whole or not at all, through
+// strata.WriteFile (a temporary file beside it, renamed over it once complete), so a failed write
+// leaves what path held. Anything else that exists there (a device, a pipe) is written in place,
+// never removed or replaced.
 func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error {
 	var v any = last
 	if allRows {
@@ -612,19 +622,7 @@ func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error
 		}
 		return f.Close()
 	}
-	pf, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644))
-	if err != nil {
-		return err
-	}
-	defer pf.Cleanup()
-	bw := bufio.NewWriterSize(pf, 1<<20)
-	if err := npy.Write(bw, v); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	return pf.CloseAtomicallyReplace()
+	return strata.WriteFile(path, func(w io.Writer) error { return npy.Write(w, v) })
 }
 
 // homeRel shortens paths under the home directory to ~/... for display.

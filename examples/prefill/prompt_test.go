@@ -141,6 +141,13 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 	}
 	outDir := t.TempDir()
 	out := filepath.Join(outDir, "s.safetensors")
+	in, link := filepath.Join(outDir, "in.state"), filepath.Join(outDir, "link.state")
+	if err := os.WriteFile(in, []byte("7"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		msg  string
@@ -169,6 +176,14 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "1", "--backend", "emu", "--compute", "int8"}, "--backend emu runs f32 only (give --backend cpu"},
 		{[]string{"--model", dir, "--tokens", "1,2,3", "--max-context", "2"}, "--max-context 2: the prompt has 3 tokens; give at least 3"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-logits", filepath.Join(outDir, "missing", "l.npy")}, "its directory does not exist"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-state", out, "--save-logits", out}, "--save-logits and --save-state name the same file"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-logits", out, "--save-mlx-lm-cache", filepath.Join(outDir, ".", "s.safetensors")}, "--save-logits and --save-mlx-lm-cache name the same file"},
+		{[]string{"--model", dir, "--tokens", "7", "--load-state", in, "--save-logits", in}, "--save-logits " + in + " is the file --load-state reads"},
+		{[]string{"--model", dir, "--tokens", "7", "--load-state", in, "--save-state", link}, "--save-state " + link + " is the file --load-state reads"},
+		{[]string{"--model", dir, "--tokens-file", in, "--save-state", in}, "is the file --tokens-file reads"},
+		{[]string{"--model", dir, "--prompt-file", in, "--save-logits", in}, "is the file --prompt-file reads"},
+		{[]string{"--model", dir, "--prompt", "hi", "--tokenize", "--save-state", out}, "--tokenize prints the prompt's ids and exits before any prefill: --save-state would write nothing"},
+		{[]string{"--model", dir, "--tokens", "7", "--load-state", outDir}, "is a directory, not a state file"},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
@@ -252,5 +267,22 @@ func TestSaveAllLogitsChunked(t *testing.T) {
 		if d := math.Abs(float64(one[i] - chunked[i])); d > 1e-4 {
 			t.Fatalf("row %d, logit %d: one-shot %v, chunked %v", i/512, i%512, one[i], chunked[i])
 		}
+	}
+}
+
+// TestOneTokenWords: the lines of a one-token run say "1 token", not "1 tokens".
+func TestOneTokenWords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "one.state")
+	out, err := runMain(t, "--model", tinyQ4, "--backend", "cpu", "--tokens", "7", "--save-state", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"prompt    1 token\n", "prefill   1 token in ", "state     saved " + path + ": 1 token, "} {
+		if !strings.Contains(out, w) {
+			t.Errorf("%q not in:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "1 tokens") {
+		t.Errorf("\"1 tokens\" in:\n%s", out)
 	}
 }

@@ -30,6 +30,18 @@ func checkStateFlags(save, load, cacheDir string, cacheBytes int64, every, chunk
 	case bench && (save != "" || load != ""):
 		return fmt.Errorf("--bench-cache takes no --save-state or --load-state")
 	}
+	if load != "" {
+		// A state file's header and data are checked after the model loads (LoadStateFile);
+		// what can be told without it is told now.
+		switch fi, err := os.Stat(load); {
+		case err != nil:
+			return fmt.Errorf("--load-state %s: %v", load, err)
+		case fi.IsDir():
+			return fmt.Errorf("--load-state %s: is a directory, not a state file", load)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("--load-state %s: is not a regular file (%s), not a state file", load, fi.Mode().Type())
+		}
+	}
 	if save != "" {
 		return checkOutputFile("save-state", save)
 	}
@@ -112,3 +124,42 @@ func cacheLine(res *strata.PromptCacheResult, budget int64, dir string) string {
 }
 
 func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
+
+// pathFlag is a file flag's name (without the dashes) and its value.
+type pathFlag struct{ name, path string }
+
+// checkSamePaths refuses, before anything is loaded, two output flags naming one file (the
+// second would replace the first) and an output naming an input file (the run would replace
+// what it reads). Two paths name one file when they are the same once made absolute and clean,
+// or when both exist and are the same file (a link, another spelling). Unset flags are skipped.
+func checkSamePaths(outputs, inputs []pathFlag) error {
+	for i, o := range outputs {
+		if o.path == "" {
+			continue
+		}
+		for _, other := range outputs[i+1:] {
+			if other.path != "" && samePath(o.path, other.path) {
+				return fmt.Errorf("--%s and --%s name the same file %s (the second would replace the first)", o.name, other.name, o.path)
+			}
+		}
+		for _, in := range inputs {
+			if in.path != "" && samePath(o.path, in.path) {
+				return fmt.Errorf("--%s %s is the file --%s reads: the run would replace its own input", o.name, o.path, in.name)
+			}
+		}
+	}
+	return nil
+}
+
+// samePath reports whether a and b name one file: the same absolute clean path, or two
+// existing paths of the same file (os.SameFile).
+func samePath(a, b string) bool {
+	if aa, err := filepath.Abs(a); err == nil {
+		if bb, err := filepath.Abs(b); err == nil && aa == bb {
+			return true
+		}
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}

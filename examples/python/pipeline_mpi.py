@@ -11,7 +11,9 @@ float32 [tokens, hidden_size] in one contiguous buffer, to the next rank with a 
 and starts on the next chunk while it travels, so stage k works on chunk c while stage k+1 works
 on chunk c-1. The last rank sends its logits to rank 0, which writes them (--save-logits: float32
 [T, vocab] with --all-logits, else [vocab], as `go run ./examples/prefill` writes them) and prints
-each stage's compute time and the time it waited.
+each stage's compute time and the time it waited. The file is written whole at the end through a
+temporary file beside it (strata.write_file), as the CLI writes it: a run that fails or is killed
+leaves what the path held.
 
 The logits are bitwise those of one process that makes the same prefill calls, with the same
 --all-logits (strata's stages chained through their residual streams give the whole model's
@@ -34,6 +36,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import struct
 import sys
 import time
@@ -54,13 +57,18 @@ MAX_COUNT = 2**31 - 1  # MPI counts are C ints: the most floats one message hold
 SEND_WINDOW = 2  # non-blocking sends in flight per rank (bounds the buffers kept alive)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the stack unwinds (a file being written is
+    removed) before the rank exits with status 128 + the signal."""
+
+
 class JobError(Exception):
     """A failure every rank knows of (found by a collective check): each rank reports it and the
     job exits with status 1."""
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory (each rank reads its own)")
     ap.add_argument("--tokens-file", required=True, help="token ids separated by commas or white space (read by rank 0)")
     ap.add_argument("--chunk", type=int, default=0, help="tokens per chunk (0: the whole prompt in one chunk)")
@@ -196,31 +204,23 @@ def agree(comm: "MPI.Comm", err: Optional[str], what: str, value: object = None)
     return [v for _, v in got]
 
 
-def wait(req: "MPI.Request", status: Optional["MPI.Status"] = None) -> None:
-    """Waits for req by polling with short sleeps, so a waiting rank leaves the CPU to the
-    computing ranks (MPI's blocking waits spin, which costs a core on an oversubscribed host)."""
-    delay = 2e-5
-    while not req.Test(status):
-        time.sleep(delay)
-        delay = min(2 * delay, 1e-3)
-
-
-class TooLong(Exception):
-    """A message longer than the buffer it was meant for (drained, never written into it)."""
-
-
 class ProbedRecv:
     """A receive into buf (float32) from source on comm that matches the message with a probe
-    first and checks its length: a longer one is drained into a scratch buffer and raises TooLong
-    instead of reaching buf (a truncated receive can write past its buffer in some MPI
-    transports). Test(status) is MPI.Request.Test's, the receives of one comm and source completed
-    in the order they were made, as MPI matches them."""
+    first and checks its length: a longer one is drained into a scratch buffer and recorded as
+    too long instead of reaching buf (a truncated receive can write past its buffer in some MPI
+    transports). poll() advances it without blocking; the receives of one comm and source must
+    be polled in the order they were made, as MPI matches them."""
 
     def __init__(self, comm: "MPI.Comm", buf: np.ndarray, source: int) -> None:
         self.comm, self.buf, self.source = comm, buf, source
         self.req: Optional["MPI.Request"] = None
+        self.count: Optional[int] = None  # floats received, once complete
+        self.longer = False  # the message was longer than buf (count is its length)
 
-    def Test(self, status: Optional["MPI.Status"] = None) -> bool:
+    def poll(self) -> bool:
+        """Advances the receive; True once it is complete."""
+        if self.count is not None:
+            return True
         if self.req is None:
             st = MPI.Status()
             msg = self.comm.Improbe(source=self.source, status=st)
@@ -229,24 +229,30 @@ class ProbedRecv:
             n = st.Get_count(MPI.FLOAT)
             if n > self.buf.size:
                 msg.Recv([np.empty(n, np.float32), MPI.FLOAT])
-                raise TooLong(n)
+                self.count, self.longer = n, True
+                return True
             self.req = msg.Irecv([self.buf, MPI.FLOAT])
-        return self.req.Test(status)
+        st = MPI.Status()
+        if not self.req.Test(st):
+            return False
+        self.count = st.Get_count(MPI.FLOAT)
+        return True
 
-
-def received(req: ProbedRecv, want: int) -> str:
-    """Waits for a receive into a buffer of want floats and returns how many arrived, as text:
-    "more than {want}" when the message was longer than the buffer."""
-    st = MPI.Status()
-    try:
-        wait(req, st)
-    except TooLong:
-        return f"more than {want}"
-    return str(st.Get_count(MPI.FLOAT))
+    def got(self) -> str:
+        """How many floats arrived, as text: "more than N" for a message longer than buf."""
+        return f"more than {self.buf.size}" if self.longer else str(self.count)
 
 
 class Stage:
-    """One rank's part of the pipeline: its model, its neighbours, its clocks (seconds)."""
+    """One rank's part of the pipeline: its model, its neighbours, its clocks (seconds).
+
+    The schedule cannot deadlock, whatever MPI buffers: a rank that waits for anything (room in
+    its send window, a hidden state, the end of its sends) keeps polling every receive it will
+    need next, the next chunk's hidden state from the previous rank and, on rank 0, the last
+    stage's logits in order (posted for every chunk before the first prefill), so every send
+    finds its receive progressed while its receiver is not computing. By induction from the last
+    stage, whose only sends are the logits that rank 0 always takes, every stage's sends
+    complete."""
 
     def __init__(self, comm: "MPI.Comm", model: "strata.Model") -> None:
         self.rank, self.ranks = comm.Get_rank(), comm.Get_size()
@@ -254,21 +260,40 @@ class Stage:
         self.hidden = comm.Dup()  # stage k -> k+1: residual streams
         self.logits = comm.Dup()  # last stage -> rank 0: logits
         self.sends: deque = deque()  # (request, buffer kept alive until the request completes)
+        self.logit_recvs: deque = deque()  # rank 0: the logits receives not yet complete, in order
+        self.next_hidden: Optional[ProbedRecv] = None  # the next chunk's hidden state
         self.compute = self.wait_fill = self.wait_in = self.wait_out = self.wait_logits = 0.0
 
-    def send(self, comm: "MPI.Comm", buf: np.ndarray, dest: int) -> None:
-        """Starts a non-blocking send of buf, first waiting for the oldest send when SEND_WINDOW
-        are in flight (the next rank is behind)."""
-        while len(self.sends) >= SEND_WINDOW:
-            t = MPI.Wtime()
-            wait(self.sends.popleft()[0])
-            self.wait_out += MPI.Wtime() - t
-        self.sends.append((comm.Isend(buf, dest=dest), buf))
+    def free(self) -> None:
+        self.hidden.Free()
+        self.logits.Free()
 
-    def reap(self) -> None:
-        """Completes the sends that have arrived (and lets MPI progress them)."""
+    def progress(self) -> None:
+        """Completes the sends that have arrived and advances every receive this rank needs next."""
         while self.sends and self.sends[0][0].Test():
             self.sends.popleft()
+        while self.logit_recvs and self.logit_recvs[0].poll():
+            self.logit_recvs.popleft()
+        if self.next_hidden is not None:
+            self.next_hidden.poll()
+
+    def wait_for(self, done) -> float:
+        """Polls (progress) until done() holds, with short sleeps, so a waiting rank leaves the
+        CPU to the computing ranks (MPI's blocking waits spin, which costs a core on an
+        oversubscribed host). Returns the seconds waited."""
+        t, delay = MPI.Wtime(), 2e-5
+        while True:
+            self.progress()
+            if done():
+                return MPI.Wtime() - t
+            time.sleep(delay)
+            delay = min(2 * delay, 1e-3)
+
+    def send(self, comm: "MPI.Comm", buf: np.ndarray, dest: int) -> None:
+        """Starts a non-blocking send of buf, first waiting (and polling this rank's receives)
+        while SEND_WINDOW sends are in flight (the next rank is behind)."""
+        self.wait_out += self.wait_for(lambda: len(self.sends) < SEND_WINDOW)
+        self.sends.append((comm.Isend(buf, dest=dest), buf))
 
     def post_recv(self, rows: int) -> Tuple[np.ndarray, ProbedRecv]:
         buf = np.empty((rows, self.model.hidden_size), np.float32)
@@ -285,26 +310,27 @@ class Stage:
             if not last:  # receive the last stage's logits straight into out
                 parts = ([(f"chunk {c}", out[a:b]) for c, (a, b) in enumerate(bounds)] if all_logits
                          else [("the last token", out)])
-                pending = [(what, p, ProbedRecv(self.logits, p, self.ranks - 1)) for what, p in parts]
+                pending = [(what, ProbedRecv(self.logits, p, self.ranks - 1)) for what, p in parts]
+                self.logit_recvs.extend(r for _, r in pending)
         nxt = None if first else self.post_recv(bounds[0][1] - bounds[0][0])
         with self.model.session(max_context or max(T, 4096)) as s:
             for c, (a, b) in enumerate(bounds):
                 hidden = None
                 if nxt is not None:
                     buf, req = nxt
+                    self.next_hidden = req
                     want = (b - a) * HS
-                    t = MPI.Wtime()
-                    got = received(req, want)
-                    waited = MPI.Wtime() - t
+                    waited = self.wait_for(req.poll)
                     if c == 0:
                         self.wait_fill += waited
                     else:
                         self.wait_in += waited
-                    if got != str(want):
+                    if req.got() != str(want):
                         raise ValueError(f"the hidden state of chunk {c} (tokens {a}..{b - 1}) from rank {self.rank - 1} "
-                                         f"has {got} floats, want {want} ({b - a} tokens x hidden_size {HS})")
+                                         f"has {req.got()} floats, want {want} ({b - a} tokens x hidden_size {HS})")
                     hidden = buf
                     nxt = self.post_recv(bounds[c + 1][1] - bounds[c + 1][0]) if c + 1 < len(bounds) else None
+                    self.next_hidden = nxt[1] if nxt is not None else None
                 t = MPI.Wtime()
                 y = s.prefill(tokens[a:b], all_logits=all_logits, hidden=hidden)
                 self.compute += MPI.Wtime() - t
@@ -317,24 +343,19 @@ class Stage:
                         out[:] = y
                 elif all_logits or c == len(bounds) - 1:
                     self.send(self.logits, y, 0)
-                self.reap()
-        t = MPI.Wtime()
-        while self.sends:
-            wait(self.sends.popleft()[0])
-        self.wait_out += MPI.Wtime() - t
-        t = MPI.Wtime()
-        for what, part, req in pending:
-            got = received(req, part.size)
-            if got != str(part.size):
-                raise ValueError(f"the logits of {what} from rank {self.ranks - 1} have {got} floats, want {part.size}")
-        self.wait_logits = MPI.Wtime() - t
+                self.progress()
+        self.wait_out += self.wait_for(lambda: not self.sends)
+        self.wait_logits = self.wait_for(lambda: not self.logit_recvs)
+        for what, req in pending:
+            if req.got() != str(req.buf.size):
+                raise ValueError(f"the logits of {what} from rank {self.ranks - 1} have {req.got()} floats, want {req.buf.size}")
         return out
 
 
 def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
     rank, ranks = comm.Get_rank(), comm.Get_size()
     # 1. What every rank can check before loading anything.
-    err, mine, tokens, save = None, None, None, None
+    err, mine, tokens = None, None, None
     try:
         layers, vocab = read_config(args.model)
         mine = {"model": f"{fingerprint(args.model)} ({args.model})", "layers": layers, "vocab": vocab,
@@ -342,9 +363,12 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
                 "options": f"--stages {args.stages!r} --chunk {args.chunk} --all-logits {args.all_logits} "
                            f"--backend {args.backend} --max-context {args.max_context}"}
         if rank == 0:
+            if args.save_logits:  # checked first: a bad path fails before the prefill
+                strata.check_output(args.save_logits, "--save-logits")
+                if strata.same_file(args.save_logits, args.tokens_file):
+                    raise ValueError(f"--save-logits {args.save_logits} is the file --tokens-file reads: "
+                                     "the run would replace its own input")
             tokens = read_tokens(args.tokens_file, vocab)
-            if args.save_logits:  # opened first: a bad path fails before the prefill
-                save = open(args.save_logits, "wb")
     except (OSError, ValueError, strata.Error) as e:
         err = str(e)  # each names its file
     views = agree(comm, err, "reading the checkpoint and the prompt", mine)
@@ -388,6 +412,7 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
     t0 = MPI.Wtime()
     logits = stage.run(tokens, chunk, args.all_logits, args.max_context)
     wall = MPI.Wtime() - t0
+    stage.free()
     clocks = comm.gather((stage.compute, stage.wait_fill, stage.wait_in, stage.wait_out, wall), root=0)
     if rank != 0:
         return
@@ -402,9 +427,8 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
     last = logits[-1] if args.all_logits else logits
     top = np.argsort(-last, kind="stable")[:5]
     print(f"top-5     next token after position {tokens.size - 1}: " + "  ".join(f"{i} ({last[i]:.4f})" for i in top))
-    if save is not None:
-        with save:
-            np.save(save, logits)
+    if args.save_logits:  # written whole at the end: a failed or killed run leaves the file as it was
+        strata.write_file(args.save_logits, lambda f: np.save(f, logits))
         print(f"saved     {args.save_logits}")
 
 
@@ -417,6 +441,12 @@ def report(line: str) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
+    # SIGTERM (mpirun's, when another rank fails) unwinds like SIGINT, so the file being written
+    # is removed (strata.write_file).
+    def terminated(sig: int, frame: object) -> None:
+        raise Terminated(sig)
+
+    signal.signal(signal.SIGTERM, terminated)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:
@@ -425,6 +455,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         report(f"pipeline_mpi: rank {rank}: {e}")
         comm.Barrier()  # every rank has raised it: let each one print before any exits
         sys.exit(1)
+    except Terminated as e:  # the job is being ended (mpirun ends the others): exit with the signal's status
+        report(f"pipeline_mpi: rank {rank}: terminated by signal {e.args[0]}")
+        sys.exit(128 + e.args[0])
     except BaseException as e:  # this rank alone: the others may be waiting on it
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, strata.Error) else str(e)
         report(f"pipeline_mpi: rank {rank} of {comm.Get_size()} failed: {msg}")

@@ -7,6 +7,7 @@
 """
 
 import argparse
+import signal
 import sys
 import time
 
@@ -26,14 +27,37 @@ def parse_tokens(args, vocab):
     if args.tokens_file:
         with open(args.tokens_file) as f:
             text = f.read()
-    ids = [int(x) for x in text.replace(",", " ").split()]
+    what = f"--tokens-file {args.tokens_file}" if args.tokens_file else "--tokens"
+    try:
+        ids = parse_ids(text)
+    except ValueError as e:
+        sys.exit(f"{what}: {e}")
+    bad = [i for i, t in enumerate(ids) if not 0 <= t < vocab]
+    if bad:
+        sys.exit(f"{what}: token id {ids[bad[0]]} (prompt index {bad[0]}) is outside the model's vocabulary [0, {vocab})")
+    return np.asarray(ids, dtype=np.int32)
+
+
+def parse_ids(text):
+    """Token ids separated by commas and/or white space, as the CLI reads them: an empty entry
+    between two commas, or an entry that is not an integer, raises ValueError naming it."""
+    ids = []
+    for i, part in enumerate(text.split(",")):
+        fields = part.split()
+        if not fields and (i > 0 or "," in text):
+            raise ValueError(f"empty entry in the token list (after {len(ids)} ids)")
+        for f in fields:
+            try:
+                ids.append(int(f))
+            except ValueError:
+                raise ValueError(f"token {f!r} (prompt index {len(ids)}) is not an integer") from None
     if not ids:
-        sys.exit("no token ids given")
-    return np.asarray(ids, dtype=np.int64)
+        raise ValueError("no token ids given")
+    return ids
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
     ap.add_argument("--tokens", help="comma-separated token ids")
     ap.add_argument("--tokens-file", help="file of token ids separated by commas or white space")
@@ -49,12 +73,15 @@ def main():
     for name in ("chunk", "random_tokens", "max_context"):
         if (getattr(args, name) or 0) < 0:
             ap.error(f"--{name.replace('_', '-')} must be >= 0")
-    out = None
-    if args.save_logits:  # open first: a bad path should fail before a long prefill
+    if args.save_logits:  # checked first: a bad path should fail before a long prefill
         try:
-            out = open(args.save_logits, "wb")
-        except OSError as e:
-            ap.error(f"--save-logits: {e}")
+            strata.check_output(args.save_logits, "--save-logits")
+        except ValueError as e:
+            ap.error(str(e))
+        if args.tokens_file and strata.same_file(args.save_logits, args.tokens_file):
+            ap.error(f"--save-logits {args.save_logits} is the file --tokens-file reads: the run would replace its own input")
+    # SIGTERM unwinds like SIGINT, so a file being written is removed (strata.write_file).
+    signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
 
     if args.v:
         strata.set_log_callback(lambda lvl, msg: print(f"[{lvl}] {msg}", file=sys.stderr), level=0)
@@ -85,9 +112,8 @@ def main():
             top = np.argsort(-last, kind="stable")[:5]
             print(f"top-5     next token after position {s.position - 1}: " +
                   "  ".join(f"{i} ({last[i]:.4f})" for i in top))
-        if out is not None:
-            with out:
-                np.save(out, logits)
+        if args.save_logits:  # written whole at the end: a failed or killed run leaves the file as it was
+            strata.write_file(args.save_logits, lambda f: np.save(f, logits))
             print(f"saved     {args.save_logits}")
     except strata.Error as e:
         sys.exit(f"prefill: {e}")

@@ -1,6 +1,7 @@
 package hfconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -158,6 +159,11 @@ func ReadRope(c *Config, o *Object, prf float64) (unsupported []string) {
 	}
 	if hasLegacyPRF {
 		prf = legacyPRF
+	}
+	if raw, ok := o.m["rope_parameters"]; ok && string(bytes.TrimSpace(raw)) == "null" {
+		// Null elsewhere means "the default"; here it would hide the rotary settings the family's
+		// checks then report as another field's error.
+		o.Fail("rope_parameters", "null: want an object (rope_theta, partial_rotary_factor, ...), or leave the key out")
 	}
 	if raw, ok := o.Get("rope_parameters"); ok {
 		rp, err := DecodeObject(raw, o.Name("rope_parameters"), o.errs)

@@ -20,6 +20,7 @@ subclasses carrying the status code and the library's message.
 from ._lib import ABI_VERSION, library_path
 from ._lib import load as library
 from .api import DEFAULT_STEP, Device, Model, Session, Snapshot, prefill, set_log_callback, version
+from .files import check_output, same_file, write_file
 from .errors import (BackendError, BusyError, CancelledError, CapacityError, CheckpointError, DTypeError, Error,
                      InternalError, InvalidArgumentError, InvalidHandleError, OutOfMemoryError, ShapeError,
                      UnsupportedError, status_name)
@@ -36,4 +37,5 @@ __all__ = [
     "CheckpointError", "BackendError", "OutOfMemoryError", "CancelledError", "InternalError", "BusyError",
     "UnsupportedError",
     "status_name",
+    "write_file", "check_output", "same_file",
 ]

@@ -25,14 +25,15 @@ def _count(v: Any, what: str) -> int:
 
 
 class PromptCache(_Handle):
-    """Checkpoints of a whole model's session states, taken at step boundaries (every `every`
-    tokens) and at the end of every prefill, kept under a byte budget in memory (`bytes`) and,
+    """Checkpoints of a whole model's session states, taken at the multiples of `every`
+    (absolute positions) and at the end of every prefill, kept under a byte budget in memory (`bytes`) and,
     with `dir`, also on disk as session state files (`disk_bytes`; processes sharing dir share
     them); the least recently used go first. A new prompt resumes from the deepest checkpoint
     whose tokens are a prefix of it. Usable from many threads at once, each with its own
-    session. Raises InvalidArgumentError for a budget smaller than one checkpoint (the message
-    gives both sizes) or a directory that cannot be written, UnsupportedError for a pipeline
-    stage."""
+    session. Raises InvalidArgumentError for a budget smaller than one checkpoint of 1 token (the
+    message gives both sizes; prefill refuses one smaller than a checkpoint of min(every, the
+    session's max_context) tokens), an empty dir or a directory that cannot be written,
+    UnsupportedError for a pipeline stage."""
 
     _free = "strata_prompt_cache_free"
 
@@ -45,6 +46,8 @@ class PromptCache(_Handle):
         keep = None
         if dir is not None:
             keep = _path(dir, "dir")
+            if not keep:  # the C API reads "" as no directory; here it is a mistake
+                raise InvalidArgumentError("dir is empty: give a directory, or None for checkpoints in memory only")
             p.dir = keep
         p.bytes = _count(bytes, "bytes") or p.bytes
         p.disk_bytes = _count(disk_bytes, "disk_bytes")
@@ -60,8 +63,10 @@ class PromptCache(_Handle):
                 step: int = DEFAULT_STEP) -> Tuple[np.ndarray, Dict[str, Any]]:
         """Runs the whole prompt `tokens` (from position 0) in `session`: its state is replaced by
         the deepest checkpoint whose tokens are a prefix of the prompt (the session's own state
-        when its tokens are one) and only the rest is prefilled, in steps of at most `every`
-        tokens; the logits equal bitwise those of a prefill split at that checkpoint. Returns
+        when its tokens are one) and only the rest is prefilled, in steps that end at the
+        multiples of `every` (absolute positions; a checkpoint is taken at each and at the end);
+        the logits equal bitwise those of prefill calls split at that checkpoint and at those
+        multiples. Returns
         (logits, info): float32 [vocab] for the last token, or [len(tokens) - reused, vocab] with
         all_logits (the prefilled tokens); info is a dict: reused, tokens, source ("session",
         "memory", "disk" or "" for a miss), checkpoints, checkpoint_bytes, skipped,

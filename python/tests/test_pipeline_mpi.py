@@ -3,6 +3,7 @@ bitwise, and its refusals of bad input. Each run has a timeout: a rank left wait
 test instead of hanging it."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,23 +36,83 @@ def mpirun():
     return shutil.which("mpirun")
 
 
-def launch(mpirun, libpath, *apps, script=SCRIPT):
+def launch(mpirun, libpath, *apps, script=SCRIPT, env=None, timeout=TIMEOUT):
     """Runs mpirun --oversubscribe with one app context per (ranks, args) in apps (joined by ':',
-    so that ranks may be given different arguments) and returns (status, stdout, stderr). On a
-    timeout the whole job (its process group) is killed and the test fails."""
+    so that ranks may be given different arguments), with env added to the environment, and
+    returns (status, stdout, stderr). On a timeout the whole job (its process group) is killed
+    and the test fails."""
     cmd = [mpirun, "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     for i, (n, args) in enumerate(apps):
         cmd += ([":"] if i else []) + ["-np", str(n), sys.executable, script] + [str(a) for a in args]
-    env = dict(os.environ, STRATA_LIBRARY=libpath, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ, STRATA_LIBRARY=libpath, PYTHONPATH=os.path.join(ROOT, "python"), **(env or {}))
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=TIMEOUT)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not end within {TIMEOUT} s\n{out}\n{err}")
+        pytest.fail(f"{' '.join(cmd)} did not end within {timeout} s\n{out}\n{err}")
     return proc.returncode, out, err
+
+
+# Open MPI's shared-memory transport with the smallest eager limit it accepts: every message but
+# the smallest goes by rendezvous, so a send completes only once its receive is posted and
+# progressed (no buffering hides a schedule that waits on a receive posted later). Open MPI 4
+# names the transport vader (56 bytes: its fragment header), Open MPI 5 sm.
+def strict_mpi_env(mpirun):
+    info = subprocess.run([os.path.join(os.path.dirname(mpirun), "ompi_info"), "--param", "btl", "all", "--level", "9"],
+                          capture_output=True, text=True).stdout
+    for btl in ("vader", "sm"):
+        m = re.search(rf'btl_{btl}_eager_limit" \(current value: "\d+"', info)
+        if m:
+            return {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": f"self,{btl}", f"OMPI_MCA_btl_{btl}_eager_limit": "56"}
+    pytest.fail(f"ompi_info names no shared-memory transport (vader or sm) with an eager limit:\n{info[:2000]}")
+
+
+# Every chunk count from 1 to 12 (chunk = ceil(96 / n)), with and without all logits, through
+# one pipeline job that loads its stages once; rank 0 compares each run with one process making
+# the same prefill calls, bitwise.
+SCHEDULES = """import sys
+import numpy as np
+sys.path.insert(0, {examples!r})
+import pipeline_mpi
+import strata
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+rank, ranks = comm.Get_rank(), comm.Get_size()
+ids = np.asarray([{ids}], np.int32)
+T = ids.size
+dev = strata.Device("cpu")
+stage = pipeline_mpi.even_stages(4, ranks)[rank]
+model = strata.Model(dev, {model!r}, layers=stage)
+whole = strata.Model(dev, {model!r}) if rank == 0 else None
+for n in range(1, 13):
+    chunk = -(-T // n)
+    assert -(-T // chunk) == n
+    for all_logits in (False, True):
+        st = pipeline_mpi.Stage(comm, model)
+        got = st.run(ids, chunk, all_logits, 0)
+        st.free()
+        if rank == 0:
+            with whole.session(4096) as s:
+                rows = [s.prefill(ids[a:a + chunk], all_logits=all_logits) for a in range(0, T, chunk)]
+            want = np.concatenate(rows) if all_logits else rows[-1]
+            print(f"chunks {{n}} all_logits {{all_logits}}: " + ("equal" if np.array_equal(got, want) else "DIFFERENT"),
+                  flush=True)
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_no_schedule_deadlocks(mpirun, libpath, prompts, tmp_path, ranks):
+    ids, _ = prompts[TINY_Q4]
+    driver = tmp_path / "schedules.py"
+    driver.write_text(SCHEDULES.format(examples=os.path.dirname(SCRIPT), ids=",".join(map(str, ids)), model=TINY_Q4))
+    rc, stdout, stderr = launch(mpirun, libpath, (ranks, []), script=str(driver), env=strict_mpi_env(mpirun),
+                                timeout=90)
+    assert rc == 0, stdout + stderr
+    lines = [line for line in stdout.splitlines() if line.startswith("chunks ")]
+    assert lines == [f"chunks {n} all_logits {a}: equal" for n in range(1, 13) for a in (False, True)], stdout + stderr
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +171,7 @@ def test_last_logits_explicit_stages(mpirun, libpath, strata, device, prompts, t
     got = np.load(out)
     assert got.shape == (512,) and got.dtype == np.float32
     assert np.array_equal(got, one_process(strata, device, TINY_Q4, ids, 25, all_logits=False))
-    assert "stage: layers 2..3" in stdout
+    assert "stage: layers 2:4 of 4" in stdout
 
 
 def test_copy_in_another_folder_agrees(mpirun, libpath, strata, device, prompts, tmp_path):
@@ -214,12 +275,27 @@ def test_wrong_size_aborts(mpirun, libpath, prompts, tmp_path, ranks, rank, chan
     assert "pipeline_mpi: " + message in stderr, stderr
 
 
-def test_prefill_failure_aborts(mpirun, libpath, prompts):
-    # The session of 50 tokens overflows at the second chunk, on the first rank to get there.
+def test_prefill_failure_aborts(mpirun, libpath, prompts, tmp_path):
+    # The session of 50 tokens overflows at the second chunk, on the first rank to get there; the
+    # --save-logits file is written only at the end, so it keeps what it held.
+    out = tmp_path / "l.npy"
+    out.write_bytes(b"old")
     rc, _, stderr = launch(mpirun, libpath, (2, ["--model", TINY_Q4, "--tokens-file", prompts[TINY_Q4][1],
-                                                 "--chunk", CHUNK, "--max-context", 50]))
+                                                 "--chunk", CHUNK, "--max-context", 50, "--save-logits", out]))
     assert rc != 0
     assert "failed: STRATA_ERR_CAPACITY" in stderr and "exceeds the session's 50-token context" in stderr, stderr
+    assert out.read_bytes() == b"old" and os.listdir(tmp_path) == ["l.npy"]
+
+
+def test_output_flags_refused(mpirun, libpath, prompts, tmp_path):
+    # --save-logits naming the prompt file, and --tokens (no abbreviation of --tokens-file).
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1,2,3")
+    rc, _, stderr = launch(mpirun, libpath, (2, ["--model", TINY_Q4, "--tokens-file", ids, "--save-logits", ids]))
+    assert rc != 0 and ids.read_text() == "1,2,3"
+    assert_every_rank(stderr, 2, f"rank 0: --save-logits {ids} is the file --tokens-file reads")
+    rc, _, stderr = launch(mpirun, libpath, (1, ["--model", TINY_Q4, "--tokens", ids]))
+    assert rc != 0 and "the following arguments are required: --tokens-file" in stderr, stderr
 
 
 def test_rank_that_dies_ends_the_job(mpirun, libpath, prompts, tmp_path):

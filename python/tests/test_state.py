@@ -94,6 +94,9 @@ def test_prompt_cache(strata, model, tmp_path):
 def test_prompt_cache_errors_and_threads(strata, model, tmp_path):
     with pytest.raises(strata.InvalidArgumentError, match="smaller than one checkpoint"):
         strata.PromptCache(model, bytes=1000)
+    for empty in ("", b""):
+        with pytest.raises(strata.InvalidArgumentError, match="dir is empty"):
+            strata.PromptCache(model, dir=empty)
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(strata.InvalidArgumentError, match=str(f)):

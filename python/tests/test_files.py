@@ -1,0 +1,108 @@
+"""Output files written whole (strata.write_file) and the example scripts' output flags: a write
+that fails, is interrupted or is killed leaves the file as it was and no temporary beside it, a
+killed run's temporary is removed by the next write, and an output naming an input is refused
+before anything loads."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, TINY_Q4
+
+PREFILL = os.path.join(ROOT, "examples", "python", "prefill.py")
+
+
+def entries(d):
+    return sorted(os.listdir(d))
+
+
+@pytest.mark.parametrize("exc", [OSError("disk full"), KeyboardInterrupt(), SystemExit(143)],
+                         ids=["error", "sigint", "sigterm"])
+def test_write_file_failure_keeps_file(strata, tmp_path, exc):
+    path = tmp_path / "out.npy"
+    path.write_bytes(b"old")
+
+    def write(f):
+        f.write(b"partial")
+        raise exc
+
+    with pytest.raises(type(exc)):
+        strata.write_file(path, write)
+    assert path.read_bytes() == b"old"
+    assert entries(tmp_path) == ["out.npy"]
+
+
+def test_write_file_removes_a_killed_runs_temporary(strata, tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f".out.npy.tmp-{dead.pid}-abc"
+    live = tmp_path / f".out.npy.tmp-{os.getppid()}-def"
+    for p in (stale, live):
+        p.write_bytes(b"left by a run")
+    strata.write_file(tmp_path / "out.npy", lambda f: f.write(b"new"))
+    assert (tmp_path / "out.npy").read_bytes() == b"new"
+    assert entries(tmp_path) == sorted(["out.npy", live.name])
+    assert oct(os.stat(tmp_path / "out.npy").st_mode & 0o777) == "0o644"
+
+
+def run_script(libpath, script, *args, driver=None):
+    env = dict(os.environ, STRATA_LIBRARY=libpath, PYTHONPATH=os.path.join(ROOT, "python"))
+    cmd = [sys.executable] + (["-c", driver, script] if driver else [script]) + [str(a) for a in args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+
+# Runs a script whose np.save writes part of the file and then sends SIGTERM to the process.
+KILL_IN_SAVE = """import os, runpy, signal, sys
+import numpy as np
+def save(f, a):
+    f.write(b"partial")
+    os.kill(os.getpid(), signal.SIGTERM)
+np.save = save
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_prefill_script_sigterm_while_saving(libpath, tmp_path):
+    out = tmp_path / "l.npy"
+    out.write_bytes(b"old")
+    res = run_script(libpath, PREFILL, "--model", TINY_Q4, "--tokens", "1,2,3", "--save-logits", out,
+                     driver=KILL_IN_SAVE)
+    assert res.returncode == 128 + signal.SIGTERM, res.stdout + res.stderr
+    assert out.read_bytes() == b"old"
+    assert entries(tmp_path) == ["l.npy"]
+
+
+def test_prefill_script_failure_keeps_file(libpath, tmp_path):
+    out = tmp_path / "l.npy"
+    out.write_bytes(b"old")
+    res = run_script(libpath, PREFILL, "--model", TINY_Q4, "--tokens", "1,2,3", "--max-context", "2",
+                     "--save-logits", out)
+    assert res.returncode != 0 and "context" in res.stderr, res.stderr
+    assert out.read_bytes() == b"old" and entries(tmp_path) == ["l.npy"]
+    res = run_script(libpath, PREFILL, "--model", TINY_Q4, "--tokens", "1,2,3", "--save-logits", out)
+    assert res.returncode == 0, res.stderr
+    assert np.load(out).shape == (512,) and entries(tmp_path) == ["l.npy"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--tokens", "1,,2"], "--tokens: empty entry in the token list (after 1 ids)"),
+    (["--tokens", "1,a"], "--tokens: token 'a' (prompt index 1) is not an integer"),
+    (["--tokens", "1,512"], "--tokens: token id 512 (prompt index 1) is outside the model's vocabulary [0, 512)"),
+    (["--token", "1"], "unrecognized arguments: --token"),
+    (["--tokens-file", "{ids}", "--save-logits", "{ids}"], "is the file --tokens-file reads"),
+    (["--tokens", "1", "--save-logits", "{tmp}"], "is a directory"),
+    (["--tokens", "1", "--save-logits", "{tmp}/missing/l.npy"], "its directory does not exist"),
+])
+def test_prefill_script_refusals(libpath, tmp_path, args, message):
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1,2,3")
+    args = [a.format(ids=ids, tmp=tmp_path) for a in args]
+    res = run_script(libpath, PREFILL, "--model", TINY_Q4, *args)
+    assert res.returncode != 0 and message in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+    assert ids.read_text() == "1,2,3"
