@@ -25,8 +25,9 @@
 # and every top-k (the router's, the QSA indexer's blocks) is a stable sort, exact ties to the lower
 # index. Before running, the state dict's keys and shapes are compared with the weights read, and
 # the PLE int64 buffers a file stores with the ones transformers derives. The logits, rounded to
-# float32, go to OUT_DIR/goldens.safetensors as NAME.a.logits [96, vocab] and NAME.b.logits [300,
-# vocab]; OUT_DIR/report.txt logs every check and transformers' own float32 path against float64.
+# float32, go to OUT_DIR/goldens.safetensors as NAME.a.logits [96, vocab] (every row) and
+# NAME.b.logits [61, vocab] (the rows B_ROWS of prompt b, saved as b.rows: every fifth and the
+# last); OUT_DIR/report.txt logs every check and transformers' own float32 path against float64.
 #
 # --check (numpy only) runs everything but transformers: each fixture's sha256 against
 # fixtures.json, the readers, the gains' convention, the comparison with the source, and, where
@@ -41,6 +42,9 @@ import tempfile
 import traceback
 
 import numpy as np
+
+# The rows of prompt b's logits kept: a stride prime to every tile size, and the last row.
+B_ROWS = list(range(0, 300, 5)) + [299]
 
 # ----------------------------------------------------------------------------------------------
 # Element formats, from their definitions.
@@ -579,10 +583,11 @@ def goldens(fixtures, prompts_path, out_dir):
             continue
         for p, v in l64.items():
             assert v.dtype == torch.float64 and torch.isfinite(v).all()
-            out[f"{e['name']}.{p}.logits"] = v.to(torch.float32).contiguous()
+            out[f"{e['name']}.{p}.logits"] = (v[B_ROWS] if p == "b" else v).to(torch.float32).contiguous()
         d = (l32["b"].double() - l64["b"]).abs().max().item()
         log(f"{e['name']} (sha256 {e['sha256'][:16]}): a {tuple(l64['a'].shape)} b {tuple(l64['b'].shape)} mean|logit| {l64['b'].abs().mean().item():.4f}; "
             f"transformers fp32 (its own path) vs float64, prompt b: max|diff| {d:.3g}")
+    out["b.rows"] = torch.tensor(B_ROWS, dtype=torch.int32)
     save_file(out, os.path.join(out_dir, "goldens.safetensors"))
     log("wrote", len(out), "tensors; failed:", failed)
     return 1 if failed else 0
