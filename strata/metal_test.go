@@ -19,9 +19,13 @@ var (
 )
 
 // emuDevice returns the MSL emulator (default options), skipping the test when no clang++ is
-// installed to compile the kernels.
+// installed to compile the kernels, and with -short (`make check`: the emulator runs the Metal
+// kernels thread by thread, minutes for these tests; `make test` runs them).
 func emuDevice(t testing.TB) mtl.Device {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("the Metal kernels on the MSL emulator: skipped with -short")
+	}
 	emuOnce.Do(func() { emuDev, emuErr = emu.Open(emu.Options{}) })
 	if errors.Is(emuErr, mtl.ErrCompile) {
 		t.Skipf("metal backend on the MSL emulator needs clang++ (Debian clang-16): %v", emuErr)

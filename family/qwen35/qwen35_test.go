@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stratakernels/strata/internal/modelgen"
+	"github.com/stratakernels/strata/internal/modeltest"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/strata"
 )
@@ -161,8 +162,9 @@ func maxAbsDiff(a, b []float32) float64 {
 
 // TestGoldens: strata's logits of the generated Qwen3.5 (dense) and Qwen3.5-MoE checkpoints in
 // the published multimodal layout, and of their MLX 4-bit conversions (mlx-vlm's layout), are
-// within 1e-4 of transformers' float64 logits on the values each file holds, on the CPU and on the
-// emulator (the Metal kernels), one-shot and chunked.
+// within 1e-4 of transformers' float64 logits on the values each file holds (every row of prompt a,
+// the rows b.rows of prompt b: modeltest.GoldenRows), on the CPU and on the emulator (the Metal
+// kernels), one-shot and chunked.
 func TestGoldens(t *testing.T) {
 	g := openGoldens(t)
 	a, b := promptIDs(t, "a"), promptIDs(t, "b")
@@ -190,7 +192,7 @@ func TestGoldens(t *testing.T) {
 					if backend == "emu" && r.golden == "b" && r.opts.Step == 64 {
 						continue // the emulator is slow: one b run, the chunked a run covers continuation
 					}
-					got := prefill(t, m, r.ids, r.opts, r.splits...)
+					got := modeltest.SelectRows(t, prefill(t, m, r.ids, r.opts, r.splits...), modeltest.GoldenRows(t, g.f, r.golden), m.Vocab())
 					d := maxAbsDiff(got, g.f32(t, name+"."+r.golden+".logits"))
 					t.Logf("%s on %s, %s: logits max|diff| %.3g", name, backend, r.what, d)
 					if d > 1e-4 {

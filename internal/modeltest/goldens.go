@@ -18,8 +18,9 @@ var formatGoldens = filepath.Join("internal", "modelgen", "cmd", "format-fixture
 const GoldenTol = 1e-4
 
 // FormatGoldens are transformers' float64 logits of the format fixtures (modelgen.FormatFixtures)
-// on the values each file holds, rounded to float32 (NAME.a.logits [96, vocab], NAME.b.logits
-// [300, vocab]), with the sha256 of the model.safetensors each was computed from (fixtures.json).
+// on the values each file holds, rounded to float32 (NAME.a.logits [35, vocab] and NAME.b.logits
+// [61, vocab]: the rows a.rows and b.rows of prompts a and b, GoldenRows), with the sha256 of the
+// model.safetensors each was computed from (fixtures.json).
 type FormatGoldens struct {
 	f    *safetensors.File
 	sums map[string]string
@@ -61,10 +62,58 @@ func (g *FormatGoldens) CheckSum(t testing.TB, name, sum string) {
 	}
 }
 
-// Logits is the golden NAME.PROMPT.logits, [T, vocab] row-major.
+// Logits is the golden NAME.PROMPT.logits, [rows, vocab] row-major: the rows Rows(prompt) of
+// the prompt's logits.
 func (g *FormatGoldens) Logits(t testing.TB, name, prompt string) []float32 {
 	t.Helper()
 	return tensorF32(t, g.f, name+"."+prompt+".logits")
+}
+
+// Rows is GoldenRows of the format goldens.
+func (g *FormatGoldens) Rows(t testing.TB, prompt string) []int {
+	t.Helper()
+	return GoldenRows(t, g.f, prompt)
+}
+
+// GoldenRows are the positions of the rows a goldens file of prompts a and b keeps of a prompt's
+// logits: its tensor PROMPT.rows (int32) where it has one, nil (every row) otherwise. The logit
+// goldens of the generated checkpoints keep, of prompt b (300 tokens), every fifth row and the
+// last (b.rows: 0, 5, ..., 295, 299); those of the format fixtures and the MLX conversions keep,
+// of prompt a (96 tokens), every third row, the rows where the chunked cases split and the last
+// (a.rows: 0, 3, ..., 93, 37, 38, 95; Qwen3.5's keep every row of prompt a, which the Python
+// tests of the mlx-lm reference read whole).
+func GoldenRows(t testing.TB, f *safetensors.File, prompt string) []int {
+	t.Helper()
+	tn, err := f.Tensor(prompt + ".rows")
+	if err != nil {
+		return nil
+	}
+	v, err := tn.Int32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]int, len(v))
+	for i, r := range v {
+		rows[i] = int(r)
+	}
+	return rows
+}
+
+// SelectRows returns rows (nil: all) of x [T, vocab] row-major, in that order; a row past the end
+// of x fails t.
+func SelectRows(t testing.TB, x []float32, rows []int, vocab int) []float32 {
+	t.Helper()
+	if rows == nil {
+		return x
+	}
+	out := make([]float32, 0, len(rows)*vocab)
+	for _, r := range rows {
+		if r < 0 || (r+1)*vocab > len(x) {
+			t.Fatalf("golden row %d outside the %d rows of the logits", r, len(x)/vocab)
+		}
+		out = append(out, x[r*vocab:(r+1)*vocab]...)
+	}
+	return out
 }
 
 // tensorF32 reads tensor name of a goldens file as float32, failing t when it cannot.
@@ -82,9 +131,10 @@ func tensorF32(t testing.TB, f *safetensors.File, name string) []float32 {
 }
 
 // Compare runs format fixture name (written in dir, its sum checked) on the CPU and, unless
-// -short, on the emulator, and fails the test where a case's logits are more than GoldenTol from
-// the goldens: prompt a one-shot, prompt a in calls of 37 + 1 + rest, prompt b one-shot. It logs
-// every case's max|diff| and returns the CPU logits of prompt a one-shot.
+// -short, on the emulator, and fails the test where a case's logits (the rows the goldens keep)
+// are more than GoldenTol from the goldens: prompt a one-shot, prompt a in calls of 37 + 1 + rest,
+// prompt b one-shot. It logs every case's max|diff| and returns the CPU logits of prompt a
+// one-shot at the rows the goldens keep (those of Logits(name, "a")).
 func (g *FormatGoldens) Compare(t *testing.T, name, dir string) []float32 {
 	t.Helper()
 	a, b := PromptIDs(t, "a"), PromptIDs(t, "b")
@@ -100,7 +150,7 @@ func (g *FormatGoldens) Compare(t *testing.T, name, dir string) []float32 {
 		}
 		m := Load(t, backend, dir)
 		for _, c := range cases {
-			got := Prefill(t, m, c.ids, c.splits...)
+			got := SelectRows(t, Prefill(t, m, c.ids, c.splits...), g.Rows(t, c.prompt), m.Vocab())
 			d := MaxAbsDiff(got, g.Logits(t, name, c.prompt))
 			t.Logf("%s on %s, prompt %s: max|diff| %.3g against transformers float64", name, backend, c.what, d)
 			if d > GoldenTol {

@@ -10,7 +10,8 @@
 # float64, the RMSNorms, the gated norm and the rotary embedding compute in float64, the Gated
 # DeltaNet core is a float64 token-by-token recurrence, and the router's top-k is a stable sort
 # (exact ties to the lower expert index). The logits, rounded to float32, go to
-# OUT_DIR/mlx_goldens.safetensors as NAME.a.logits [96, 512] and NAME.b.logits [300, 512]; the
+# OUT_DIR/mlx_goldens.safetensors as NAME.a.logits [35, 512] and NAME.b.logits [61, 512] (the
+# rows A_ROWS and B_ROWS of prompts a and b, saved as a.rows and b.rows); the
 # report (OUT_DIR/report_mlx.txt) compares each with transformers' own float32 path.
 import os
 import sys
@@ -28,6 +29,10 @@ set_dir, golden_path, out_dir = sys.argv[1:4]
 ids = load_file(golden_path)
 prompts = {p: ids[p + ".input_ids"].long()[None] for p in ("a", "b")}
 report = open(os.path.join(out_dir, "report_mlx.txt"), "w")
+# The rows of the logits kept: strides prime to every tile size, the rows where the chunked cases
+# split (prompt a in calls of 37 + 1 + rest) and the last.
+A_ROWS = sorted(set(range(0, 96, 3)) | {37, 38, 95})
+B_ROWS = list(range(0, 300, 5)) + [299]
 
 
 def log(*a):
@@ -143,10 +148,12 @@ for name in sorted(os.listdir(set_dir)):
     l32 = load(path, torch.float32)(input_ids=prompts["b"], use_cache=False).logits[0]
     for p, v in l64.items():
         assert v.dtype == torch.float64 and torch.isfinite(v).all()
-        out[f"{name}.{p}.logits"] = v.to(torch.float32).contiguous()
+        out[f"{name}.{p}.logits"] = v[A_ROWS if p == "a" else B_ROWS].to(torch.float32).contiguous()
     d = (l32.double() - l64["b"]).abs().max().item()
     log(f"{name}: a {tuple(l64['a'].shape)} b {tuple(l64['b'].shape)} mean|logit| {l64['b'].abs().mean().item():.4f}; "
         f"transformers fp32 (its own path) vs float64, prompt b: max|diff| {d:.3g}")
+out["a.rows"] = torch.tensor(A_ROWS, dtype=torch.int32)
+out["b.rows"] = torch.tensor(B_ROWS, dtype=torch.int32)
 save_file(out, os.path.join(out_dir, "mlx_goldens.safetensors"))
 log("wrote", len(out), "tensors; failed:", failed)
 sys.exit(1 if failed else 0)
