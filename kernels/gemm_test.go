@@ -184,7 +184,7 @@ func TestMatMulErrors(t *testing.T) {
 		{"negative T", op.ErrShape, func() error { return matMulChecked(nil, nil, -1, w) }},
 		{"short bf16", op.ErrShape, func() error { return matMulChecked(make([]float32, 4), make([]float32, 3), 1, bad16) }},
 		{"bad dtype", op.ErrDType, func() error {
-			return matMulChecked(make([]float32, 4), make([]float32, 3), 1, &op.Matrix{N: 4, K: 3, DType: 7, U16: make([]uint16, 12)})
+			return matMulChecked(make([]float32, 4), make([]float32, 3), 1, &op.Matrix{N: 4, K: 3, DType: op.GGML + 1, U16: make([]uint16, 12)})
 		}},
 		{"NewMatrixU16 F32", op.ErrShape, func() error { _, err := op.NewMatrixU16(2, 2, op.F32, make([]uint16, 4)); return err }},
 		{"NewMatrixF32 size", op.ErrShape, func() error { _, err := op.NewMatrixF32(2, 2, make([]float32, 3)); return err }},
