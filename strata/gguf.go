@@ -164,6 +164,9 @@ type GGUFInfo struct {
 	Metadata     int    // metadata entries
 	Tensors      int
 	TensorBytes  int64
+	// DataSize is the bytes of tensor data the tensor table describes, DataPresent how many the
+	// file holds: less in a header-only copy or a file cut short, which loading refuses.
+	DataSize, DataPresent int64
 	// Types are the tensors by class (embedding, output, attention, GDN, router, experts,
 	// shared expert, MLP, norms and vectors, MTP layers, other) and ggml type.
 	Types []GGUFTypeBytes
@@ -194,7 +197,7 @@ func InspectGGUF(path string) (*GGUFInfo, error) {
 		return nil, wrapf(ErrCheckpoint, err, "GGUF")
 	}
 	defer f.Close()
-	in := &GGUFInfo{Path: path, Parts: len(f.Parts), Metadata: len(f.Metadata())}
+	in := &GGUFInfo{Path: path, Parts: len(f.Parts), Metadata: len(f.Metadata()), DataSize: f.DataSize, DataPresent: f.DataPresent}
 	in.Architecture, _ = f.String("general.architecture")
 	in.Name, _ = f.String("general.name")
 	layers := -1

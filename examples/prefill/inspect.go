@@ -67,6 +67,10 @@ func inspectGGUF(path, compute string) error {
 	}
 	line("GGUF", "%s, llama.cpp architecture %s%s, %s, %d metadata keys, %d tensors, %s",
 		homeRel(g.Path), g.Architecture, name, plural(g.Parts, "file"), g.Metadata, g.Tensors, size(g.TensorBytes))
+	if g.DataPresent < g.DataSize {
+		line("data", "%s of the %s of tensor data present: a header-only copy or a file cut short; loading refuses it",
+			size(g.DataPresent), size(g.DataSize))
+	}
 	for i, t := range g.Types {
 		key := ""
 		if i == 0 {
@@ -180,7 +184,7 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 		return
 	}
 	if gguf {
-		line("check", "ok: the metadata and every tensor of the table agree with the model")
+		line("check", "ok: the metadata and every tensor of the table agree with the model (headers only: the data is not read)")
 		return
 	}
 	line("check", "ok: config.json, the shard index and every tensor header agree with the model")

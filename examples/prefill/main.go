@@ -149,7 +149,7 @@ func run() error {
 		return err
 	}
 	outputs := []pathFlag{{"save-logits", *saveLogits}, {"save-state", *saveState}, {"save-mlx-lm-cache", *saveMLXLM}}
-	if err := checkSamePaths(outputs, []pathFlag{{"load-state", *loadState}, {"tokens-file", *tokensFile}, {"prompt-file", *tf.promptFile}}); err != nil {
+	if err := checkSamePaths(outputs, []pathFlag{{"model", *modelDir}, {"load-state", *loadState}, {"tokens-file", *tokensFile}, {"prompt-file", *tf.promptFile}}); err != nil {
 		return err
 	}
 	if *tf.tokenize {

@@ -184,6 +184,10 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--prompt-file", in, "--save-logits", in}, "is the file --prompt-file reads"},
 		{[]string{"--model", dir, "--prompt", "hi", "--tokenize", "--save-state", out}, "--tokenize prints the prompt's ids and exits before any prefill: --save-state would write nothing"},
 		{[]string{"--model", dir, "--tokens", "7", "--load-state", outDir}, "is a directory, not a state file"},
+		{[]string{"--model", in, "--tokens", "7", "--save-logits", in}, "--save-logits " + in + " is the file --model reads"},
+		{[]string{"--model", link, "--tokens", "7", "--save-state", in}, "is the file --model reads"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-state", filepath.Join(dir, "config.json")}, "is inside the folder --model " + dir + " reads"},
+		{[]string{"--model", dir, "--tokens", "7", "--save-logits", filepath.Join(dir, ".", "new.npy")}, "is inside the folder --model"},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {

@@ -146,9 +146,31 @@ func checkSamePaths(outputs, inputs []pathFlag) error {
 			if in.path != "" && samePath(o.path, in.path) {
 				return fmt.Errorf("--%s %s is the file --%s reads: the run would replace its own input", o.name, o.path, in.name)
 			}
+			if in.path != "" && insideDir(o.path, in.path) {
+				return fmt.Errorf("--%s %s is inside the folder --%s %s reads: the run would replace part of its own input", o.name, o.path, in.name, in.path)
+			}
 		}
 	}
 	return nil
+}
+
+// insideDir reports whether path lies in the existing directory dir (a checkpoint folder).
+func insideDir(path, dir string) bool {
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	if pst, err := os.Stat(filepath.Dir(path)); err != nil || !pst.IsDir() {
+		return false // reported by the output's own check
+	}
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if samePath(d, dir) {
+			return true
+		}
+		if p := filepath.Dir(d); p == d {
+			return false
+		}
+	}
 }
 
 // samePath reports whether a and b name one file: the same absolute clean path, or two

@@ -32,6 +32,10 @@ type File struct {
 	Version, Alignment int
 	// HeaderOnly: opened by OpenHeader, the tensors carry no Data.
 	HeaderOnly bool
+	// DataSize is the bytes of tensor data the tensor tables of all parts describe, DataPresent
+	// how many of them the files hold (equal in a set Open accepts; less in a header-only copy
+	// or a download cut short, which OpenHeader reads).
+	DataSize, DataPresent int64
 
 	kvs     []KV
 	byKey   map[string]int
@@ -85,6 +89,10 @@ func open(path string, headerOnly bool) (*File, error) {
 		if unmap != nil {
 			f.unmaps = append(f.unmaps, unmap)
 		}
+		f.DataSize += int64(h.dataSize)
+		if st, err := os.Stat(p); err == nil && st.Size() > int64(h.dataStart) {
+			f.DataPresent += min(st.Size()-int64(h.dataStart), int64(h.dataSize))
+		}
 		pf := &File{kvs: h.kvs, byKey: h.byKey, Path: p}
 		no, count := int64(0), int64(1)
 		if _, ok := h.byKey[KeySplitCount]; ok || len(parts) > 1 {
@@ -132,6 +140,10 @@ func open(path string, headerOnly bool) (*File, error) {
 // readPart opens one file: mapped and checked whole, or (headerOnly) its header read by growing
 // prefixes. Errors name the file.
 func readPart(path string, headerOnly bool) (*header, []byte, func() error, error) {
+	// Checked before opening: opening a FIFO waits for a writer.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, nil, nil, fmt.Errorf("%w: %s: not a regular file (%v)", ErrFormat, path, st.Mode())
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
