@@ -31,7 +31,7 @@ func openGGUF(path string, headerOnly bool) (*gguf.File, *hfconfig.Config, *fami
 	}
 	f, err := open(path)
 	if err != nil {
-		return nil, nil, nil, wrapf(ErrCheckpoint, err, "GGUF")
+		return nil, nil, nil, wrapf(ErrCheckpoint, err, "GGUF file")
 	}
 	cfg, err := family.GGUFConfig(f)
 	if err != nil {
@@ -194,7 +194,7 @@ type GGUFTypeBytes struct {
 func InspectGGUF(path string) (*GGUFInfo, error) {
 	f, err := gguf.OpenHeader(path)
 	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "GGUF")
+		return nil, wrapf(ErrCheckpoint, err, "GGUF file")
 	}
 	defer f.Close()
 	in := &GGUFInfo{Path: path, Parts: len(f.Parts), Metadata: len(f.Metadata()), DataSize: f.DataSize, DataPresent: f.DataPresent}

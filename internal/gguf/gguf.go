@@ -42,6 +42,9 @@ const MaxDims = 4
 // MaxNameLen is the longest tensor name ggml takes (GGML_MAX_NAME - 1 bytes).
 const MaxNameLen = 63
 
+// MaxKeyLen is the longest metadata key, in bytes: the GGUF specification's 2^16-1.
+const MaxKeyLen = 1<<16 - 1
+
 // maxDepth bounds arrays nested in arrays (the format allows them; no writer nests deeply).
 const maxDepth = 8
 

@@ -241,6 +241,8 @@ func TestDamaged(t *testing.T) {
 		{name: "five dims", edit: func(im *image) { im.tensors[0].dims = []uint64{1, 1, 1, 1, 3} }, want: "5 dimensions"},
 		{name: "duplicate tensor", edit: func(im *image) { im.tensors[1].name = "a.weight" }, want: `tensor "a.weight" appears twice`},
 		{name: "long name", edit: func(im *image) { im.tensors[0].name = strings.Repeat("x", 64) }, want: "longer than 63 bytes"},
+		{name: "long tensor name cut in the message", edit: func(im *image) { im.tensors[0].name = strings.Repeat("x", 5000) }, want: `xxxx"... (5000 bytes) is empty or longer`},
+		{name: "long key", edit: func(im *image) { im.kvs[1].Key = strings.Repeat("k", 1<<16) }, want: `metadata entry 1: key of 65536 bytes (at most 65535): "kkk`},
 		{name: "split part without its name", edit: func(im *image) {
 			im.kvs = append(im.kvs, kv(KeySplitNo, uint16(0)), kv(KeySplitCount, uint16(2)), kv(KeySplitTensor, int32(4)))
 		}, want: "the file is split part 1 of 2"},
@@ -267,6 +269,9 @@ func TestDamaged(t *testing.T) {
 			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q\nwant ErrFormat naming %s and %q", err, p, c.want)
 			}
+			if len(err.Error()) > 1024 {
+				t.Errorf("error message of %d bytes", len(err.Error()))
+			}
 			if mapped(t, p) {
 				t.Error("the file stays mapped after the error")
 			}
@@ -277,6 +282,25 @@ func TestDamaged(t *testing.T) {
 				t.Errorf("Parse: %v", err)
 			}
 		})
+	}
+}
+
+// TestMissingFile: a path that does not exist is reported as the os error, not as a malformed file.
+func TestMissingFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "absent.gguf")
+	for _, headerOnly := range []bool{false, true} {
+		open := Open
+		if headerOnly {
+			open = OpenHeader
+		}
+		f, err := open(p)
+		if err == nil {
+			f.Close()
+			t.Fatal("accepted")
+		}
+		if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), p) {
+			t.Errorf("header only %v: %v; want fs.ErrNotExist naming the path, not ErrFormat", headerOnly, err)
+		}
 	}
 }
 

@@ -144,14 +144,16 @@ func readPart(path string, headerOnly bool) (*header, []byte, func() error, erro
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, nil, nil, fmt.Errorf("%w: %s: not a regular file (%v)", ErrFormat, path, st.Mode())
 	}
+	// A file that cannot be opened is not a malformed one: the os error (which names the path)
+	// is returned as it is, so that errors.Is(err, fs.ErrNotExist) holds.
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+		return nil, nil, nil, err
 	}
 	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+		return nil, nil, nil, err
 	}
 	size := st.Size()
 	if !st.Mode().IsRegular() {

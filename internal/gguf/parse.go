@@ -130,16 +130,19 @@ func parse(b []byte, fileSize uint64, prefix, present bool) (*header, error) {
 		if err != nil {
 			return nil, truncated(c, fmt.Sprintf("metadata entry %d", i), err)
 		}
+		if len(key) > MaxKeyLen {
+			return nil, fmt.Errorf("metadata entry %d: key of %d bytes (at most %d): %s", i, len(key), MaxKeyLen, quoteShort(key))
+		}
 		if _, dup := h.byKey[key]; dup {
-			return nil, fmt.Errorf("metadata key %q appears twice", key)
+			return nil, fmt.Errorf("metadata key %s appears twice", quoteShort(key))
 		}
 		t, err := c.u32()
 		if err != nil {
-			return nil, truncated(c, fmt.Sprintf("metadata %q", key), err)
+			return nil, truncated(c, "metadata "+quoteShort(key), err)
 		}
 		val, err := c.value(ValueType(t), 0)
 		if err != nil {
-			return nil, truncated(c, fmt.Sprintf("metadata %q", key), err)
+			return nil, truncated(c, "metadata "+quoteShort(key), err)
 		}
 		h.byKey[key] = len(h.kvs)
 		h.kvs = append(h.kvs, KV{Key: key, Value: val})
@@ -329,7 +332,7 @@ func (c *cursor) tensorInfo(i uint64) (*Tensor, error) {
 		return nil, err
 	}
 	if name == "" || len(name) > MaxNameLen {
-		return nil, fmt.Errorf("tensor name %q is empty or longer than %d bytes", name, MaxNameLen)
+		return nil, fmt.Errorf("tensor name %s is empty or longer than %d bytes", quoteShort(name), MaxNameLen)
 	}
 	t := &Tensor{Name: name}
 	nd, err := c.u32()
@@ -410,4 +413,14 @@ func (h *header) checkData(fileSize uint64, present bool) error {
 		}
 	}
 	return nil
+}
+
+// quoteShort quotes s for an error message, cut to its first 64 bytes with its length said
+// when longer (a damaged length can make a name megabytes long).
+func quoteShort(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:n], len(s))
 }
