@@ -8,7 +8,8 @@ import (
 )
 
 // Plan is a model as strata runs it: its sizes, every layer's blocks with the checkpoint tensors
-// their weights are read from (under one Layout), and every tensor the checkpoint must hold.
+// their weights are read from (under one Layout: the blocks of blocks.go with M = Mat, V = Vec),
+// and every tensor the checkpoint must hold.
 // A family builds it (Family.Plan); the runner, the session cache, the memory estimate, resident
 // bytes, FLOPs and the checkpoint check are all derived from it.
 type Plan struct {
