@@ -106,9 +106,10 @@ type MoEOf[M, V any] struct {
 // gate GateUp [I, D] and Up [I, D] apart (a GGUF file's ffn_gate and ffn_up, kept as views of the
 // file rather than their rows copied together).
 type DenseOf[M, V any] struct {
-	I            int
-	GateUp, Down M
-	Up           *M
+	I      int
+	GateUp M
+	Up     *M
+	Down   M
 }
 
 // PLEOf is a hashed n-gram embedding layer (qwen4_exp's PLE; docs/MODELS.md "PLE"): Index is its
