@@ -1,15 +1,15 @@
 package family
 
-// FLOPs counts the floating-point operations of one layer over T tokens after pos0 cached ones:
+// LayerFLOPs counts the floating-point operations of layer l over T tokens after pos0 cached ones:
 // gemm is the dense products (2 flops per multiply-add: projections, GatedResidual mixing,
 // router, the K routed experts each token uses plus the shared expert), mix the token-mixing
 // work that is not a weight product: attention scores and P V over the keys each query attends
 // (causal, and QSA-selected past the budget) plus the indexer's block scores, and the GDN
 // recurrence at 6 dk dv flops per token and value head (S^T k, k delta^T, S^T q). Norms,
 // activations and elementwise ops are not counted.
-func (l *Layer) FLOPs(pos0, T int) (gemm, mix float64) {
+func LayerFLOPs(l *Layer, pos0, T int) (gemm, mix float64) {
 	t := float64(T)
-	gemm = l.In.flops(t) + l.Post.flops(t)
+	gemm = readFLOPs(l.In, t) + readFLOPs(l.Post, t)
 	if g := l.GDN; g != nil {
 		gemm += g.QKV.flops(t) + g.Z.flops(t) + g.B.flops(t) + g.A.flops(t) + g.Out.flops(t)
 		mix += 6 * t * float64(g.Hv*g.Dk*g.Dv)
@@ -35,29 +35,29 @@ func (l *Layer) FLOPs(pos0, T int) (gemm, mix float64) {
 	if m := l.MoE; m != nil {
 		gemm += m.Router.flops(t)
 		gemm += 2 * t * float64(m.TopK) * 3 * float64(m.Down[0].N*m.I) // routed experts (gate, up, down)
-		gemm += m.Shared.flops(t) + m.SharedGate.flops(t)
+		gemm += denseFLOPs(&m.Shared, t) + m.SharedGate.flops(t)
 	}
 	if m := l.MLP; m != nil {
-		gemm += m.flops(t)
+		gemm += denseFLOPs(m, t)
 	}
 	return gemm, mix
 }
 
-// FLOPs counts the head's products for rows rows of logits (the final mixer and lm_head).
-func (h *Head) FLOPs(rows int) float64 {
+// HeadFLOPs counts the head's products for rows rows of logits (the final mixer and lm_head).
+func HeadFLOPs(h *Head, rows int) float64 {
 	r := float64(rows)
 	f := h.LMHead.flops(r)
 	if h.Mixer != nil {
-		f += h.Mixer.flops(r)
+		f += grFLOPs(h.Mixer, r)
 	}
 	return f
 }
 
 func (m Mat) flops(t float64) float64 { return 2 * t * float64(m.N) * float64(m.K) }
 
-func (d *Dense) flops(t float64) float64 { f := d.Fused(); return f.flops(t) + d.Down.flops(t) }
+func denseFLOPs(d *Dense, t float64) float64 { f := GateUpRows(d); return f.flops(t) + d.Down.flops(t) }
 
-func (g *GR) flops(t float64) float64 {
+func grFLOPs(g *GR, t float64) float64 {
 	f := g.Down.flops(t) + g.Up.flops(t)
 	if g.Inj != nil {
 		f += g.Inj.flops(t)
@@ -65,9 +65,9 @@ func (g *GR) flops(t float64) float64 {
 	return f
 }
 
-func (r Read) flops(t float64) float64 {
+func readFLOPs(r Read, t float64) float64 {
 	if r.GR != nil {
-		return r.GR.flops(t)
+		return grFLOPs(r.GR, t)
 	}
 	return 0
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // Plan is a model as strata runs it: its sizes, every layer's blocks with the checkpoint tensors
-// their weights are read from (under one Layout), and every tensor the checkpoint must hold.
+// their weights are read from (under one Layout: the blocks of blocks.go with M = Mat, V = Vec),
+// and every tensor the checkpoint must hold.
 // A family builds it (Family.Plan); the runner, the session cache, the memory estimate, resident
 // bytes, FLOPs and the checkpoint check are all derived from it.
 type Plan struct {
@@ -31,135 +32,13 @@ type Plan struct {
 	Skipped []Skip
 }
 
-// Head is what follows the last decoder layer: a final RMSNorm1p (Norm) or a read-only
-// GatedResidual mixer (Mixer), then LMHead [Vocab, D] (the embedding's tensor when tied).
-type Head struct {
-	Norm   *Vec
-	Mixer  *GR
-	LMHead Mat
-}
-
-// Layer is one decoder layer: an optional PLE n-gram embedding added to the streams first, then
-// the mixer block (GDN or Attention, exactly one set) between the residual read In and its write,
-// then the MLP block (MoE or MLP) between the read Post and its write.
-type Layer struct {
-	Index    int
-	Type     hfconfig.LayerType
-	In, Post Read
-	GDN      *GDN
-	Attn     *Attention
-	MoE      *MoE
-	MLP      *Dense
-	PLE      *PLE
-}
-
-// Read is how a block reads the residual: RMSNorm1p of the single stream (Norm; the write adds
-// the block output), or a GatedResidual read of the streams (GR; the write adds beta (x) u).
-type Read struct {
-	Norm *Vec
-	GR   *GR
-}
-
-// GR is a GatedResidual module over S streams of D with low rank R (docs/MODELS.md "GatedResidual"):
-// hc_norm [S*D], input_mix_weight_down [R, S*D], input_mix_weight_up [S*D, R] and, for the reads
-// of a layer, block_inject_weight [S, S*D] (nil for the final mixer).
-type GR struct {
-	S, D, R  int
-	Norm     Vec
-	Down, Up Mat
-	Inj      *Mat
-}
-
-// GDN is a Gated DeltaNet mixer: projections QKV [2*Hk*dk + Hv*dv, D] (channels q | k | v),
-// Z [Hv*dv, D], B and A [Hv, D], Out [D, Hv*dv]; the depthwise conv over the QKV channels
-// (kernel ConvK, Conv holding channel c's taps at [c*ConvK, (c+1)*ConvK)); A_log and dt_bias [Hv];
-// the gated norm's weight [dv] (plain, not zero-centred) with activation Act. Map says which qk
-// head value head h reads: h / (Hv/Hk) (op.Grouped, the zero value: the Hugging Face and MLX
-// files) or h % Hk (op.Tiled: llama.cpp's Qwen3.5 GGUF files, whose converter reorders the value
-// heads; every per-value-head row, channel and column of the layer is in that order).
-type GDN struct {
-	Hk, Hv, Dk, Dv, ConvK int
-	Act                   op.GateAct
-	Map                   op.HeadMap
-	QKV, Z, B, A, Out     Mat
-	Conv, ALog, DtBias    Vec
-	Norm                  Vec
-}
-
-// Channels is the width of the short conv (and its state): 2*Hk*dk + Hv*dv.
-func (g *GDN) Channels() int { return 2*g.Hk*g.Dk + g.Hv*g.Dv }
-
-// Attention is a gated GQA attention mixer: Q [Hq*2*HeadDim, D] (per head its query then its
-// output gate), K and V [Hkv*HeadDim, D], O [D, Hq*HeadDim]; zero-centred q/k norms [HeadDim];
-// partial RoPE over the first Rot dims at Theta; scores scaled by HeadDim^-0.5; an optional QSA
-// Indexer that selects the keys past its budget.
-type Attention struct {
-	Hq, Hkv, HeadDim, Rot int
-	Theta                 float64
-	Q, K, V, O            Mat
-	QNorm, KNorm          Vec
-	Indexer               *Indexer
-}
-
-// Indexer is the QSA indexer: QK [(Heads+1)*Dim, D] (Heads query heads and one key head), its
-// zero-centred q/k norms [Dim], blocks of Ratio tokens, Budget tokens kept per query.
-type Indexer struct {
-	Heads, Dim, Ratio, Budget int
-	QK                        Mat
-	QNorm, KNorm              Vec
-}
-
-// MoE is a routed-experts MLP with a shared expert: Router [E, D] (softmax over all E, top-K,
-// renormalised with NormTopK); per expert GateUp[e] ([2I, D], gate rows first, when Up is nil;
-// else the gate [I, D] with Up[e] [I, D]) and Down[e] [D, I]; Shared, gated per token by
-// sigmoid(SharedGate x) (SharedGate [1, D]).
-type MoE struct {
-	E, TopK, I       int
-	NormTopK         bool
-	Router           Mat
-	GateUp, Up, Down []Mat
-	Shared           Dense
-	SharedGate       Mat
-}
-
-// Dense is a SwiGLU MLP: GateUp [2I, D] (gate rows then up rows), Down [D, I]; or, with Up, the
-// gate GateUp [I, D] and Up [I, D] apart (a GGUF file's ffn_gate and ffn_up, kept as views of the
-// file rather than their rows copied together).
-type Dense struct {
-	I            int
-	GateUp, Down Mat
-	Up           *Mat
-}
-
-// Fused is the gate and up rows as one Mat [2I, D] (GateUp, or GateUp's rows then Up's).
-func (d *Dense) Fused() Mat {
+// GateUpRows is the gate and up rows of d as one Mat [2I, D] (GateUp, or GateUp's rows then Up's).
+func GateUpRows(d *Dense) Mat {
 	if d.Up == nil {
 		return d.GateUp
 	}
 	return Rows(d.GateUp.Role, d.GateUp, *d.Up)
 }
-
-// PLE is a hashed n-gram embedding layer (qwen4_exp's PLE; docs/MODELS.md "PLE"): Index is its position among
-// the PLE layers (it seeds the hash), the hash sizes, the table split into len(Table) equal row
-// blocks (one block: unsplit), the key [S*D, EmbedDim] and value [D, EmbedDim] projections, the
-// zero-centred norms [S*D] and the depthwise conv [S*D x ConvK] with dilation Dilation.
-type PLE struct {
-	Index                                      int
-	Vocab, NGram, HeadsPerNGram, Base, Divisor int
-	Seed                                       int64
-	EOS                                        int32
-	S, D, EmbedDim, HeadDim, ConvK             int
-	Dilation                                   int
-	Table                                      []Mat
-	Key, Value                                 Mat
-	NormKey, NormQuery, NormConv, Conv         Vec
-}
-
-// Heads is the number of hashed heads, EmbedDim / HeadDim.
-func (p *PLE) Heads() int { return p.EmbedDim / p.HeadDim }
-
-// ConvState is the length of the carried conv state: (ConvK-1)*Dilation steps of S*D channels.
-func (p *PLE) ConvState() int { return (p.ConvK - 1) * p.Dilation * p.S * p.D }
 
 // Mat is where a weight matrix [N, K] is read from: row ranges of checkpoint tensors,
 // concatenated in order (one part: a view of the file; several: the rows regrouped into a copy).
@@ -314,7 +193,7 @@ const (
 )
 
 // States lists the layer's session states, in a fixed order (mixer, then PLE).
-func (l *Layer) States() []State {
+func (l *LayerOf[M, V]) States() []State {
 	var out []State
 	i := l.Index
 	if g := l.GDN; g != nil {
@@ -373,7 +252,7 @@ func (p *Plan) Walk() (mats []Mat, vecs []Vec) {
 			}
 		}
 		if m := l.MoE; m != nil {
-			mats = append(mats, m.Router, m.SharedGate, m.Shared.Fused(), m.Shared.Down)
+			mats = append(mats, m.Router, m.SharedGate, GateUpRows(&m.Shared), m.Shared.Down)
 			for e := range m.GateUp {
 				// gate, up, down whatever the storage (fused gate_up rows split in halves)
 				if m.Up != nil {
@@ -384,7 +263,7 @@ func (p *Plan) Walk() (mats []Mat, vecs []Vec) {
 			}
 		}
 		if d := l.MLP; d != nil {
-			mats = append(mats, d.Fused(), d.Down)
+			mats = append(mats, GateUpRows(d), d.Down)
 		}
 		if x := l.PLE; x != nil {
 			mats = append(mats, x.Key, x.Value)

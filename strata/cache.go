@@ -36,7 +36,7 @@ type stateKey struct {
 func sessionStates(m *Model) []family.State {
 	var out []family.State
 	for _, ly := range m.layers {
-		out = append(out, ly.p.States()...)
+		out = append(out, ly.States()...)
 	}
 	return out
 }
@@ -70,7 +70,7 @@ func newCache(m *Model, maxCtx int) (*cache, error) {
 	for _, s := range sessionStates(m) {
 		if s.Host {
 			// The PLE token context: the last 2 token ids, eos at the start.
-			ctx := m.layerAt(s.Layer).ple.hash.InitialContext()
+			ctx := m.layerAt(s.Layer).hash.InitialContext()
 			ch.pleCtx[s.Layer] = &ctx
 			continue
 		}

@@ -85,7 +85,7 @@ func TestFormatsResident(t *testing.T) {
 
 	m := write("qwen4exp-fmt-fp8")
 	const pre = "model.language_model.layers.1."
-	ex := m.layers[1].moe.experts
+	ex := m.layers[1].experts
 	if !ex.Split() || ex.GateUp[0].DType != op.FP8Block || ex.Up[0].DType != op.FP8Block || ex.Down[0].DType != op.FP8Block {
 		t.Fatalf("experts: split %v, %v %v", ex.Split(), ex.GateUp[0].DType, ex.Down[0].DType)
 	}
@@ -99,32 +99,32 @@ func TestFormatsResident(t *testing.T) {
 			inside(m, mod+".weight_scale_inv", unsafe.Pointer(&w.m.FP8.Scales[0]), 2*uintptr(len(w.m.FP8.Scales)))
 		}
 	}
-	ple := m.layers[1].ple
+	ple := m.layers[1].PLE
 	scale, err := m.ck.Tensor(pre + "ple.ple_embedding.ngram_embedding.weight_scale")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s0 := uint16(scale.Data[0]) | uint16(scale.Data[1])<<8
-	for k, part := range ple.parts {
+	for k, part := range ple.Table {
 		if part.DType != op.FP8Block || slices.ContainsFunc(part.FP8.Scales, func(s uint16) bool { return s != s0 }) {
 			t.Fatalf("n-gram row block %d: %v, scales %v (want all %#x)", k, part.DType, part.FP8.Scales, s0)
 		}
 		inside(m, pre+"ple.ple_embedding.ngram_embedding.shard_"+strconv.Itoa(k)+".weight", unsafe.Pointer(&part.FP8.Codes[0]), uintptr(len(part.FP8.Codes)))
 	}
-	if d := m.layers[1].moe.router.DType; d != op.BF16 {
+	if d := m.layers[1].MoE.Router.DType; d != op.BF16 {
 		t.Errorf("router %v, want BF16 (not converted)", d)
 	}
 
 	m = write("qwen4exp-fmt-mxfp4")
 	const vpre = "language_model.model.layers.0."
-	ex = m.layers[0].moe.experts
+	ex = m.layers[0].experts
 	q := ex.GateUp[0]
 	if q.DType != op.QFloat || q.QF.Mode != op.MXFP4 {
 		t.Fatalf("experts %v", q.DType)
 	}
 	inside(m, vpre+"mlp.switch_mlp.gate_proj.weight", unsafe.Pointer(&q.QF.Codes[0]), 4*uintptr(len(q.QF.Codes)))
 	inside(m, vpre+"mlp.switch_mlp.gate_proj.scales", unsafe.Pointer(&q.QF.Scales[0]), uintptr(len(q.QF.Scales)))
-	if r := m.layers[0].moe.router; r.DType != op.QAffine || r.Q.Bits != 8 {
+	if r := m.layers[0].MoE.Router; r.DType != op.QAffine || r.Q.Bits != 8 {
 		t.Errorf("router %v, want 8-bit affine", r.DType)
 	}
 	for _, n := range m.ck.Names() {

@@ -28,9 +28,9 @@ type fwd struct {
 	host  [numStages]time.Duration // host bookkeeping time per stage (PLE ids)
 	stage Stage
 	// hn holds the grouped norm of the streams H, valid (hnFor != nil) when the last write
-	// produced it in its own pass for the GatedResidual read whose weights hnFor are.
+	// produced it in its own pass for the GatedResidual read hnFor.
 	hn    op.Tensor
-	hnFor *op.GRWeights
+	hnFor *grBlock
 	// traces, reported after the Pass (tests).
 	traceH   map[int]op.Tensor
 	traceSel map[int]qsaTrace
@@ -154,27 +154,27 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 		})
 	}
 	for i, ly := range m.layers {
-		li := ly.index
+		li := ly.Index
 		if err := ctx.Err(); err != nil {
 			return nil, wrapf(ErrCancelled, err, "before layer %d", li)
 		}
-		if ly.ple != nil {
+		if ly.PLE != nil {
 			f.hnFor = nil // PLE changes H after the last write normalised it
 			f.ple(li, ly, H, tokens)
 		}
 		// mixer block
-		f.readBlock(li, ly.in, x, beta, H)
-		if ly.gdn != nil {
-			f.gdn(li, ly.gdn, x, u)
+		f.readBlock(li, ly.In, x, beta, H)
+		if ly.GDN != nil {
+			f.gdn(li, ly, x, u)
 		} else {
-			f.attention(li, ly.attn, x, u)
+			f.attention(li, ly, x, u)
 		}
-		f.writeBlock(li, ly.in.gr != nil, H, beta, u, ly.post.gr)
+		f.writeBlock(li, ly.In.GR != nil, H, beta, u, ly.Post.GR)
 		// MLP block
-		f.readBlock(li, ly.post, x, beta, H)
-		var nextGR *op.GRWeights // the next read, when the MLP write may normalise for it
-		if i+1 < len(m.layers) && m.layers[i+1].ple == nil {
-			nextGR = m.layers[i+1].in.gr
+		f.readBlock(li, ly.Post, x, beta, H)
+		var nextGR *grBlock // the next read, when the MLP write may normalise for it
+		if i+1 < len(m.layers) && m.layers[i+1].PLE == nil {
+			nextGR = m.layers[i+1].In.GR
 		}
 		f.mlp(li, ly, x, u, H, beta, nextGR)
 		if f.traceH != nil {
@@ -202,16 +202,16 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 			return nil, f.err
 		}
 		Hsel := H.Slice(first*S*D, T*S*D)
-		if m.final.gr != nil {
+		if g := m.head.Mixer; g != nil {
 			f.do(StageGatedResidual, -1, "final mixer", func() error {
-				return p.GRRead(op.GRRead{X: xf, H: Hsel, T: rows, G: m.final.gr, Eps: f.eps})
+				return p.GRRead(op.GRRead{X: xf, H: Hsel, T: rows, G: grWeights(g), Eps: f.eps})
 			})
 		} else {
 			f.do(StageGatedResidual, -1, "final norm", func() error {
-				return p.RMSNorm(op.RMSNorm{Y: xf, X: Hsel, Rows: rows, D: D, W: m.final.norm, Eps: f.eps})
+				return p.RMSNorm(op.RMSNorm{Y: xf, X: Hsel, Rows: rows, D: D, W: *m.head.Norm, Eps: f.eps})
 			})
 		}
-		f.matmul(-1, "lm_head", lt, xf, rows, m.lmHead)
+		f.matmul(-1, "lm_head", lt, xf, rows, m.head.LMHead)
 		if f.err != nil {
 			return nil, f.err
 		}
@@ -229,7 +229,7 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 		out.Hidden = append([]float32(nil), H.F32()...)
 	}
 	for _, ly := range m.layers {
-		li := ly.index
+		li := ly.Index
 		if th, ok := f.traceH[li]; ok {
 			s.trace(li, "layer_out", th.F32())
 		}
@@ -257,27 +257,27 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 
 // readBlock computes a block's input x [T, D]: a GatedResidual read (with beta [T, S]) or
 // RMSNorm1p of the single stream.
-func (f *fwd) readBlock(layer int, r read, x, beta, H op.Tensor) {
-	eps, gr := f.eps, r.gr
+func (f *fwd) readBlock(layer int, r readBlock, x, beta, H op.Tensor) {
+	eps, gr := f.eps, r.GR
 	if gr != nil {
 		f.do(StageGatedResidual, layer, "gated residual read", func() error {
 			if f.hnFor == gr {
 				f.hnFor = nil
-				return f.p.GRRead(op.GRRead{X: x, Beta: beta, H: f.hn, Normed: true, T: f.T, G: gr, Eps: eps})
+				return f.p.GRRead(op.GRRead{X: x, Beta: beta, H: f.hn, Normed: true, T: f.T, G: grWeights(gr), Eps: eps})
 			}
-			return f.p.GRRead(op.GRRead{X: x, Beta: beta, H: H, T: f.T, G: gr, Eps: eps})
+			return f.p.GRRead(op.GRRead{X: x, Beta: beta, H: H, T: f.T, G: grWeights(gr), Eps: eps})
 		})
 		return
 	}
 	f.do(StageGatedResidual, layer, "rmsnorm", func() error {
-		return f.p.RMSNorm(op.RMSNorm{Y: x, X: H, Rows: f.T, D: f.plan.D, W: r.norm, Eps: eps})
+		return f.p.RMSNorm(op.RMSNorm{Y: x, X: H, Rows: f.T, D: f.plan.D, W: *r.Norm, Eps: eps})
 	})
 }
 
 // writeBlock adds a block output u [T, D] into the residual: H += beta (x) u, or H += u.
 // With next set (the GatedResidual read that follows) the write also normalises H for it in
 // the same pass (gr_norm_h4 fused into the write).
-func (f *fwd) writeBlock(layer int, gated bool, H, beta, u op.Tensor, next *op.GRWeights) {
+func (f *fwd) writeBlock(layer int, gated bool, H, beta, u op.Tensor, next *grBlock) {
 	S, D := f.plan.Streams, f.plan.D
 	f.do(StageGatedResidual, layer, "residual write", func() error {
 		switch {
@@ -291,10 +291,10 @@ func (f *fwd) writeBlock(layer int, gated bool, H, beta, u op.Tensor, next *op.G
 	})
 }
 
-func (f *fwd) gdn(layer int, w *gdnWeights, x, u op.Tensor) {
-	T, p, g0 := f.T, f.p, w.p
+func (f *fwd) gdn(layer int, ly *layer, x, u op.Tensor) {
+	T, p, w := f.T, f.p, ly.GDN
 	st := f.s.state
-	Hk, Hv, dk, dv := g0.Hk, g0.Hv, g0.Dk, g0.Dv
+	Hk, Hv, dk, dv := w.Hk, w.Hv, w.Dk, w.Dv
 	C := 2*Hk*dk + Hv*dv
 	qkv, z := f.f32("gdn qkv", T*C), f.f32("gdn z", T*Hv*dv)
 	a, b := f.f32("gdn a", T*Hv), f.f32("gdn b", T*Hv)
@@ -303,27 +303,27 @@ func (f *fwd) gdn(layer int, w *gdnWeights, x, u op.Tensor) {
 	if f.err != nil {
 		return
 	}
-	f.matmul(layer, "in_proj_qkv", qkv, x, T, w.qkv)
-	f.matmul(layer, "in_proj_z", z, x, T, w.z)
-	f.matmul(layer, "in_proj_b", b, x, T, w.b)
-	f.matmul(layer, "in_proj_a", a, x, T, w.a)
-	prm := op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: g0.ConvK, Map: g0.Map}
+	f.matmul(layer, "in_proj_qkv", qkv, x, T, w.QKV)
+	f.matmul(layer, "in_proj_z", z, x, T, w.Z)
+	f.matmul(layer, "in_proj_b", b, x, T, w.B)
+	f.matmul(layer, "in_proj_a", a, x, T, w.A)
+	prm := op.GDNParams{T: T, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv, ConvK: w.ConvK, Map: w.Map}
 	f.do(StageGDN, layer, "gdn_pre", func() error {
 		return p.GDNPre(op.GDNPre{Q: q, K: k, V: v, G: g, Beta: beta, QKV: qkv, A: a, B: b,
-			ConvState: st.get(layer, family.RoleConv), ConvW: w.convW, ALog: w.aLog, DtBias: w.dt, P: prm})
+			ConvState: st.get(layer, family.RoleConv), ConvW: w.Conv, ALog: w.ALog, DtBias: w.DtBias, P: prm})
 	})
 	f.do(StageGDN, layer, "gdn_scan", func() error {
 		return p.GDNScan(op.GDNScan{O: o, State: st.get(layer, family.RoleRecurrent), Q: q, K: k, V: v, G: g, Beta: beta, P: prm})
 	})
 	y := qkv.Slice(0, T*Hv*dv) // reuse
 	f.do(StageGDN, layer, "gdn_post", func() error {
-		return p.GDNPost(op.GDNPost{Y: y, O: o, Z: z, T: T, Hv: Hv, Dv: dv, W: w.norm, Eps: f.eps, Act: g0.Act})
+		return p.GDNPost(op.GDNPost{Y: y, O: o, Z: z, T: T, Hv: Hv, Dv: dv, W: w.Norm, Eps: f.eps, Act: w.Act})
 	})
-	f.matmul(layer, "out_proj", u, y, T, w.out)
+	f.matmul(layer, "out_proj", u, y, T, w.Out)
 }
 
-func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
-	T, pos0, p, a := f.T, f.pos0, f.p, w.p
+func (f *fwd) attention(layer int, ly *layer, x, u op.Tensor) {
+	T, pos0, p, a := f.T, f.pos0, f.p, ly.Attn
 	st := f.s.state
 	Hq, Hkv, hd := a.Hq, a.Hkv, a.HeadDim
 	eps := f.eps
@@ -332,12 +332,12 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
 	if f.err != nil {
 		return
 	}
-	f.matmul(layer, "q_proj", qg, x, T, w.q)
-	f.matmul(layer, "k_proj", kRaw, x, T, w.k)
-	f.matmul(layer, "v_proj", vRaw, x, T, w.v)
+	f.matmul(layer, "q_proj", qg, x, T, a.Q)
+	f.matmul(layer, "k_proj", kRaw, x, T, a.K)
+	f.matmul(layer, "v_proj", vRaw, x, T, a.V)
 	kc, vc := st.get(layer, family.RoleK), st.get(layer, family.RoleV)
 	f.do(StageAttention, layer, "qsa_prep", func() error {
-		return p.QSAPrep(op.QSAPrep{Q: q, Gate: gate, KC: kc, VC: vc, QG: qg, K: kRaw, V: vRaw, QNorm: w.qNorm, KNorm: w.kNorm,
+		return p.QSAPrep(op.QSAPrep{Q: q, Gate: gate, KC: kc, VC: vc, QG: qg, K: kRaw, V: vRaw, QNorm: a.QNorm, KNorm: a.KNorm,
 			T: T, Hq: Hq, Hkv: Hkv, D: hd, Rot: a.Rot, Pos0: pos0, Theta: a.Theta, Eps: eps})
 	})
 	var plan *op.Selection
@@ -353,10 +353,10 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
 		if f.err != nil {
 			return
 		}
-		f.matmul(layer, "indexer index_qk_proj", iqk, x, T, w.idx)
+		f.matmul(layer, "indexer index_qk_proj", iqk, x, T, ix.QK)
 		f.do(StageIndexer, layer, "qsa_index", func() error {
 			return p.QSAIndex(op.QSAIndex{Plan: plan, Tok: tok, IQ: iq, Keys: st.get(layer, family.RoleIndexKeys), IQK: iqk,
-				QNorm: w.idxQN, KNorm: w.idxKN, P: ip})
+				QNorm: ix.QNorm, KNorm: ix.KNorm, P: ip})
 		})
 		if f.traceSel != nil {
 			f.traceSel[layer] = qsaTrace{plan: plan, tok: tok}
@@ -367,53 +367,53 @@ func (f *fwd) attention(layer int, w *attnWeights, x, u op.Tensor) {
 		return p.Attention(op.Attention{O: o, Q: q, K: kc, V: vc, P: ap, Sel: plan, Tok: tok})
 	})
 	f.do(StageAttention, layer, "output gate", func() error { return p.SigmoidMul(op.SigmoidMul{O: o, G: gate}) })
-	f.matmul(layer, "o_proj", u, o, T, w.o)
+	f.matmul(layer, "o_proj", u, o, T, a.O)
 }
 
 // swiglu runs a dense SwiGLU MLP: y [T, D] = down(silu(gate x) * up x).
-func (f *fwd) swiglu(layer int, name string, y, x op.Tensor, w *mlpWeights) {
+func (f *fwd) swiglu(layer int, name string, y, x op.Tensor, w *denseBlock) {
 	T, I := f.T, w.I
 	gu, h := f.f32(name+" gate_up", T*2*I), f.f32(name+" h", T*I)
 	if f.err != nil {
 		return
 	}
 	a := op.SwiGLU{H: h, GU: gu, Rows: T, I: I}
-	if w.up != nil { // gate and up stored apart: two products into the halves of the scratch
+	if w.Up != nil { // gate and up stored apart: two products into the halves of the scratch
 		a.GU, a.U = gu.Slice(0, T*I), gu.Slice(T*I, 2*T*I)
-		f.matmul(layer, name+" gate", a.GU, x, T, w.gateUp)
-		f.matmul(layer, name+" up", a.U, x, T, w.up)
+		f.matmul(layer, name+" gate", a.GU, x, T, w.GateUp)
+		f.matmul(layer, name+" up", a.U, x, T, *w.Up)
 	} else {
-		f.matmul(layer, name+" gate_up", gu, x, T, w.gateUp)
+		f.matmul(layer, name+" gate_up", gu, x, T, w.GateUp)
 	}
 	f.do(StageMoE, layer, name+" swiglu", func() error { return f.p.SwiGLU(a) })
-	f.matmul(layer, name+" down", y, h, T, w.down)
+	f.matmul(layer, name+" down", y, h, T, w.Down)
 }
 
-func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta op.Tensor, next *op.GRWeights) {
+func (f *fwd) mlp(layer int, ly *layer, x, u, H, beta op.Tensor, next *grBlock) {
 	T, D, S, p := f.T, f.plan.D, f.plan.Streams, f.p
-	gated := ly.post.gr != nil
-	if ly.mlp != nil {
-		f.swiglu(layer, "mlp", u, x, ly.mlp)
+	gated := ly.Post.GR != nil
+	if ly.MLP != nil {
+		f.swiglu(layer, "mlp", u, x, ly.MLP)
 		f.writeBlock(layer, gated, H, beta, u, next)
 		return
 	}
-	mw := ly.moe
-	E, K := mw.p.E, mw.p.TopK
+	mw := ly.MoE
+	E, K := mw.E, mw.TopK
 	rl, wts, idx := f.f32("router logits", T*E), f.f32("moe w", T*K), f.i32("moe idx", T*K)
 	ye, rk := f.f32("experts out", T*K*D), f.i32("moe rk", T*K)
 	sh, sg := f.f32("shared out", T*D), f.f32("shared gate", T)
 	if f.err != nil {
 		return
 	}
-	f.matmul(layer, "router", rl, x, T, mw.router)
+	f.matmul(layer, "router", rl, x, T, mw.Router)
 	f.do(StageMoE, layer, "route", func() error {
-		return p.TopKRoute(op.TopKRoute{W: wts, Idx: idx, Logits: rl, T: T, E: E, K: K, Norm: mw.p.NormTopK})
+		return p.TopKRoute(op.TopKRoute{W: wts, Idx: idx, Logits: rl, T: T, E: E, K: K, Norm: mw.NormTopK})
 	})
 	f.do(StageMoE, layer, "experts", func() error {
-		return p.MoEExperts(op.MoEExperts{YE: ye, RK: rk, X: x, Idx: idx, T: T, K: K, Ex: mw.experts})
+		return p.MoEExperts(op.MoEExperts{YE: ye, RK: rk, X: x, Idx: idx, T: T, K: K, Ex: ly.experts})
 	})
-	f.swiglu(layer, "shared_expert", sh, x, mw.shared)
-	f.matmul(layer, "shared_expert_gate", sg, x, T, mw.sharedGate)
+	f.swiglu(layer, "shared_expert", sh, x, &mw.Shared)
+	f.matmul(layer, "shared_expert_gate", sg, x, T, mw.SharedGate)
 	f.do(StageMoE, layer, "shared expert gate", func() error {
 		return p.RowSigmoidScale(op.RowSigmoidScale{X: sh, S: sg, Rows: T, D: D})
 	})
@@ -442,14 +442,23 @@ func (f *fwd) ple(layer int, ly *layer, H op.Tensor, tokens []int32) {
 	if f.err != nil {
 		return
 	}
-	ids := f.i32(fmt.Sprintf("ple ids %d", layer), f.T*ly.ple.hash.Heads())
+	ids := f.i32(fmt.Sprintf("ple ids %d", layer), f.T*ly.hash.Heads())
 	if f.err != nil {
 		return
 	}
-	a := op.PLEApply{H: H, T: f.T, IDs: ids, W: ly.ple.w, Parts: ly.ple.parts, PartRows: ly.ple.partRows,
-		ConvState: f.s.state.get(layer, family.RolePLEConv), Eps: f.eps}
+	x := ly.PLE
+	w := &op.PLEWeights{S: x.S, D: x.D, EmbedDim: x.EmbedDim, HeadDim: x.HeadDim, Dilation: x.Dilation,
+		Key: x.Key, Value: x.Value, NormKey: x.NormKey, NormQuery: x.NormQuery, NormConv: x.NormConv, ConvW: x.Conv}
+	a := op.PLEApply{H: H, T: f.T, IDs: ids, W: w, ConvState: f.s.state.get(layer, family.RolePLEConv), Eps: f.eps}
+	if len(x.Table) == 1 {
+		w.Table = x.Table[0]
+	} else {
+		// A table split into row blocks (128 in Qwen3.8-Flash-Next, 102 GB): views of the file,
+		// never concatenated; the backend gathers the rows a prompt uses from them.
+		a.Parts, a.PartRows = x.Table, x.Table[0].N
+	}
 	t0 := time.Now()
-	err := ly.ple.hash.IDs(ids.I32(), tokens, f.s.state.pleCtx[layer])
+	err := ly.hash.IDs(ids.I32(), tokens, f.s.state.pleCtx[layer])
 	f.host[StagePLE] += time.Since(t0)
 	if err != nil {
 		f.err = opError(fmt.Sprintf("layer %d: ple ids", layer), err)

@@ -551,7 +551,7 @@ func TestGGUFQ8MatchesF32(t *testing.T) {
 			hfToGGUF(t, dir, pq, q8Edit(false))
 			hfToGGUF(t, dir, pf, q8Edit(true))
 			mq, mf := loadDir(t, pq), loadDir(t, pf)
-			if ex := mq.layers[0].moe.experts.GateUp[1]; ex.DType != op.GGML || ex.GG.Type != op.GGMLQ8_0 {
+			if ex := mq.layers[0].experts.GateUp[1]; ex.DType != op.GGML || ex.GG.Type != op.GGMLQ8_0 {
 				t.Fatalf("experts loaded as %v", ex.DType)
 			}
 			sf, _ := mf.NewSession(SessionOptions{MaxContext: 256})

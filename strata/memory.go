@@ -3,8 +3,6 @@ package strata
 import (
 	"fmt"
 	"runtime/debug"
-
-	"github.com/stratakernels/strata/family"
 )
 
 // memLimit is one limit on the memory this process can still take: the bytes it leaves, and
@@ -67,8 +65,7 @@ func (m *Model) stepBytes(T int) int64 {
 	t, D, S := int64(T), int64(m.plan.D), int64(m.plan.Streams)
 	f := t * (1 + 2*S*D + 2*D + S) // tokens, H, Hn, x, u, beta
 	var gdn, attn, moe, ple, mlp, R int64
-	for _, ly := range m.layers {
-		p := ly.p
+	for _, p := range m.layers {
 		if g := p.GDN; g != nil {
 			Hk, Hv, dk, dv := int64(g.Hk), int64(g.Hv), int64(g.Dk), int64(g.Dv)
 			gdn = max(gdn, t*(int64(g.Channels())+2*Hv*dv+4*Hv+2*Hk*dk+Hv*dv))
@@ -93,7 +90,7 @@ func (m *Model) stepBytes(T int) int64 {
 		if x := p.PLE; x != nil {
 			ple += t * int64(x.Heads())
 		}
-		for _, r := range []family.Read{p.In, p.Post} {
+		for _, r := range []readBlock{p.In, p.Post} {
 			if r.GR != nil {
 				R = max(R, int64(r.GR.R))
 			}

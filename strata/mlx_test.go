@@ -199,16 +199,16 @@ func TestMLXResident(t *testing.T) {
 		inside(mod+".biases", unsafe.Pointer(&q.Biases[0]), 2*uintptr(len(q.Biases)))
 	}
 	view("model.embed_tokens", m.embed)
-	view("lm_head", m.lmHead)
+	view("lm_head", m.head.LMHead)
 	for i, ly := range m.layers {
 		p := "model.layers." + string(rune('0'+i)) + ".mlp."
-		ex := ly.moe.experts
+		ex := ly.experts
 		if !ex.Split() {
 			t.Fatalf("layer %d: quantized experts with gate and up fused (copied)", i)
 		}
-		view(p+"gate", ly.moe.router)
-		if ly.moe.router.Q.Bits != 8 || ly.moe.sharedGate.Q.Bits != 8 {
-			t.Errorf("layer %d: router %d bits, shared expert gate %d bits, want 8", i, ly.moe.router.Q.Bits, ly.moe.sharedGate.Q.Bits)
+		view(p+"gate", ly.MoE.Router)
+		if ly.MoE.Router.Q.Bits != 8 || ly.MoE.SharedGate.Q.Bits != 8 {
+			t.Errorf("layer %d: router %d bits, shared expert gate %d bits, want 8", i, ly.MoE.Router.Q.Bits, ly.MoE.SharedGate.Q.Bits)
 		}
 		for e := 0; e < ex.E; e++ {
 			view(p+"switch_mlp.gate_proj", ex.GateUp[e])
@@ -482,8 +482,8 @@ func TestMLXTiedEmbeddings(t *testing.T) {
 	}
 	mlxDir, hfDir := mlxFrom(t, src, modelgen.MLXOptions{Quantize: true, Bits: 6, Group: 32}, true)
 	mq, mf := loadDir(t, mlxDir), loadDir(t, hfDir)
-	if mq.lmHead != mq.embed || mq.embed.DType != op.QAffine || mq.embed.Q.Bits != 6 {
-		t.Fatalf("lm_head %p embed %p (%v)", mq.lmHead, mq.embed, mq.embed.DType)
+	if mq.head.LMHead != mq.embed || mq.embed.DType != op.QAffine || mq.embed.Q.Bits != 6 {
+		t.Fatalf("lm_head %p embed %p (%v)", mq.head.LMHead, mq.embed, mq.embed.DType)
 	}
 	ids := openGoldens(t, "model_goldens.safetensors").i32("a.input_ids")
 	sq, _ := mq.NewSession(SessionOptions{MaxContext: 128})

@@ -172,19 +172,19 @@ func (s *Session) mlxlmTensors(opts MLXLMOptions) ([]mlxlmTensor, map[string]str
 	var ts []mlxlmTensor
 	T := s.pos
 	for _, ly := range m.layers {
-		i := ly.index
+		i := ly.Index
 		meta[fmt.Sprintf("0.%d", i)] = ""
-		for _, st := range ly.p.States() {
+		for _, st := range ly.States() {
 			switch {
-			case ly.p.GDN != nil && (st.Role == family.RoleConv || st.Role == family.RoleRecurrent):
-			case ly.p.Attn != nil && (st.Role == family.RoleK || st.Role == family.RoleV):
+			case ly.GDN != nil && (st.Role == family.RoleConv || st.Role == family.RoleRecurrent):
+			case ly.Attn != nil && (st.Role == family.RoleK || st.Role == family.RoleV):
 			default:
 				return nil, nil, wrapf(ErrUnsupported, nil, "layer %d holds a %s state, which mlx-lm's cache has no place for", i, st.Role)
 			}
 		}
 		switch {
-		case ly.p.GDN != nil:
-			g := ly.p.GDN
+		case ly.GDN != nil:
+			g := ly.GDN
 			meta[fmt.Sprintf("2.%d", i)] = "ArraysCache"
 			conv := s.state.at[stateKey{i, family.RoleConv}].t.F32()[:(g.ConvK-1)*g.Channels()]
 			rec := s.state.at[stateKey{i, family.RoleRecurrent}].t.F32()[:g.Hv*g.Dk*g.Dv]
@@ -201,7 +201,7 @@ func (s *Session) mlxlmTensors(opts MLXLMOptions) ([]mlxlmTensor, map[string]str
 				ts = append(ts, convT, recT)
 			}
 		default:
-			a := ly.p.Attn
+			a := ly.Attn
 			meta[fmt.Sprintf("2.%d", i)] = "KVCache"
 			for j, role := range []string{family.RoleK, family.RoleV} {
 				rows := s.state.at[stateKey{i, role}].t.F32()[:T*a.Hkv*a.HeadDim]

@@ -184,10 +184,10 @@ func checkMLXLMFile(t *testing.T, m *Model, f, state *safetensors.File, format, 
 	}
 	var pairs []pair
 	for _, ly := range m.layers {
-		i := ly.index
+		i := ly.Index
 		want[fmt.Sprintf("0.%d", i)] = ""
 		st := func(role string) string { return fmt.Sprintf("layers.%d.%s", i, role) }
-		if g := ly.p.GDN; g != nil {
+		if g := ly.GDN; g != nil {
 			want[fmt.Sprintf("2.%d", i)] = "ArraysCache"
 			conv, rec := fmt.Sprintf("%d.0", i), fmt.Sprintf("%d.1", i)
 			if format == MLXLMFormatNew {
@@ -215,7 +215,7 @@ func checkMLXLMFile(t *testing.T, m *Model, f, state *safetensors.File, format, 
 					return out
 				}})
 		} else {
-			a := ly.p.Attn
+			a := ly.Attn
 			want[fmt.Sprintf("2.%d", i)] = "KVCache"
 			kv := func(x []float32) []float32 {
 				out := make([]float32, len(x))

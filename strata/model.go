@@ -54,15 +54,16 @@ type LoadOptions struct {
 // widened to float32). A Model is safe for concurrent use by many sessions. Close releases the
 // mapping once no session runs.
 type Model struct {
-	dev    *Device
-	cfg    *hfconfig.Config
-	plan   *family.Plan
-	dir    string
-	ck     *safetensors.Checkpoint
-	gg     *gguf.File // the GGUF file, in place of ck, of a model loaded from one
-	embed  *op.Matrix // [vocab, D] as stored (gathered and widened or dequantized per token by op.Embed)
-	lmHead *op.Matrix
-	final  read      // the final norm or read-only mixer before lm_head
+	dev   *Device
+	cfg   *hfconfig.Config
+	plan  *family.Plan
+	dir   string
+	ck    *safetensors.Checkpoint
+	gg    *gguf.File // the GGUF file, in place of ck, of a model loaded from one
+	embed *op.Matrix // [vocab, D] as stored (gathered and widened or dequantized per token by op.Embed)
+	// head is the final norm or read-only mixer and lm_head (the last stage of a pipeline; else
+	// the zero value).
+	head   family.HeadOf[*op.Matrix, []float32]
 	layers []*layer  // the decoder layers loaded: lo..hi-1
 	lo, hi int       // the stage: layers [lo, hi) of cfg.Layers
 	info   ModelInfo // the load-time check's findings (Info)
@@ -78,64 +79,33 @@ type Model struct {
 	mode op.ComputeMode
 }
 
-// layer is one loaded decoder layer: its plan and the weights of its blocks (exactly one mixer
-// and one MLP set, as the plan says).
+// layer is one loaded decoder layer: the plan's layer with each weight read onto the backend
+// (family.MapLayer; exactly one mixer and one MLP block set, as the plan says), and what the ops
+// take besides its weights.
 type layer struct {
-	index    int // in the checkpoint (a stage's first layer need not be 0)
-	p        *family.Layer
-	in, post read
-	gdn      *gdnWeights
-	attn     *attnWeights
-	moe      *moeWeights
-	mlp      *mlpWeights
-	ple      *pleWeights
-}
-
-// read is a residual read's weights: a RMSNorm1p gain, or a GatedResidual module.
-type read struct {
-	norm []float32
-	gr   *op.GRWeights
-}
-
-type gdnWeights struct {
-	p                 *family.GDN
-	qkv, z, b, a, out *op.Matrix
-	convW, aLog, dt   []float32
-	norm              []float32
-}
-
-type attnWeights struct {
-	p            *family.Attention
-	q, k, v, o   *op.Matrix
-	qNorm, kNorm []float32
-	idx          *op.Matrix // QSA indexer index_qk_proj, nil without an indexer
-	idxQN, idxKN []float32
-}
-
-type mlpWeights struct {
-	gateUp *op.Matrix // [2I, D], gate rows first; the gate [I, D] alone when up is set
-	up     *op.Matrix // nil, or the up projection [I, D] (family.Dense.Up)
-	down   *op.Matrix // [D, I]
-	I      int
-}
-
-type moeWeights struct {
-	p          *family.MoE
-	router     *op.Matrix // [E, D]
-	experts    *op.Experts
-	shared     *mlpWeights
-	sharedGate *op.Matrix // [1, D]
-}
-
-type pleWeights struct {
-	p    *family.PLE
+	family.LayerOf[*op.Matrix, []float32]
+	// experts are the MoE block's routed experts as op.MoEExperts takes them (its GateUp, Up and
+	// Down slices, shared: one value per layer, which the metal backend keys its uploads by);
+	// nil without a MoE block.
+	experts *op.Experts
+	// hash is the PLE block's n-gram hash (nil without a PLE block).
 	hash *op.PLEHash
-	w    *op.PLEWeights
-	// parts, for a table split into row blocks of partRows rows (shard_k tensors), are the
-	// blocks as views of the file; w.Table is nil and the backend gathers the rows a prompt uses
-	// from them (op.PLEApply.Parts).
-	parts    []*op.Matrix
-	partRows int
+}
+
+// The loaded blocks the runner names apart from a layer.
+type (
+	readBlock  = family.ReadOf[*op.Matrix, []float32]
+	grBlock    = family.GROf[*op.Matrix, []float32]
+	denseBlock = family.DenseOf[*op.Matrix, []float32]
+)
+
+// grWeights is a loaded GatedResidual module as the GatedResidual ops take it.
+func grWeights(g *grBlock) *op.GRWeights {
+	w := &op.GRWeights{S: g.S, D: g.D, R: g.R, Norm: g.Norm, Down: g.Down, Up: g.Up}
+	if g.Inj != nil {
+		w.Inj = *g.Inj
+	}
+	return w
 }
 
 // Arch names the model family: its name in package family's registry.
@@ -314,12 +284,8 @@ func build(dev *Device, cfg *hfconfig.Config, res *family.CheckResult, l *loader
 		}
 	}
 	if m.hi == cfg.Layers {
-		if tied {
-			m.lmHead = m.embed
-		} else if m.lmHead, err = l.mat(plan.Head.LMHead); err != nil {
-			return nil, err
-		}
-		if m.final, err = l.read(family.Read{Norm: plan.Head.Norm, GR: plan.Head.Mixer}); err != nil {
+		// A tied lm_head is the embedding's tensor: the loader returns the matrix read above.
+		if m.head, err = family.MapHead(&plan.Head, l.mat, l.vec); err != nil {
 			return nil, err
 		}
 	}
@@ -333,188 +299,29 @@ func build(dev *Device, cfg *hfconfig.Config, res *family.CheckResult, l *loader
 	return m, nil
 }
 
-// layer loads the weights of one decoder layer's blocks.
+// layer loads the weights of one decoder layer's blocks (family.MapLayer) and sets up what its
+// ops take besides: the PLE hash (first: a hash the config does not allow reads nothing) and
+// the routed experts.
 func (l *loader) layer(p *family.Layer) (*layer, error) {
-	ly := &layer{index: p.Index, p: p}
-	var err error
-	if ly.in, err = l.read(p.In); err != nil {
-		return nil, err
+	ly := &layer{}
+	if x := p.PLE; x != nil {
+		h, err := op.NewPLEHash(x.Vocab, x.NGram, x.HeadsPerNGram, x.Base, x.Divisor, x.Index, x.Seed, x.EOS)
+		if err != nil {
+			return nil, wrapf(ErrCheckpoint, err, "PLE layer %d", x.Index)
+		}
+		ly.hash = h
 	}
-	if ly.post, err = l.read(p.Post); err != nil {
-		return nil, err
-	}
-	switch {
-	case p.GDN != nil:
-		ly.gdn, err = l.gdn(p.GDN)
-	case p.Attn != nil:
-		ly.attn, err = l.attention(p.Attn)
-	}
+	w, err := family.MapLayer(p, l.mat, l.vec)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case p.MoE != nil:
-		ly.moe, err = l.moe(p.MoE)
-	case p.MLP != nil:
-		ly.mlp, err = l.dense(p.MLP)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if p.PLE != nil {
-		if ly.ple, err = l.ple(p.PLE); err != nil {
-			return nil, err
-		}
-	}
-	return ly, nil
-}
-
-// mats loads plan matrices into the destinations in order, stopping at the first error.
-func (l *loader) mats(pairs ...any) error {
-	for i := 0; i < len(pairs); i += 2 {
-		m, err := l.mat(pairs[i+1].(family.Mat))
-		if err != nil {
-			return err
-		}
-		*pairs[i].(**op.Matrix) = m
-	}
-	return nil
-}
-
-// vecs loads plan vectors into the destinations in order, stopping at the first error.
-func (l *loader) vecs(pairs ...any) error {
-	for i := 0; i < len(pairs); i += 2 {
-		v, err := l.vec(pairs[i+1].(family.Vec))
-		if err != nil {
-			return err
-		}
-		*pairs[i].(*[]float32) = v
-	}
-	return nil
-}
-
-func (l *loader) read(r family.Read) (read, error) {
-	var out read
-	switch {
-	case r.Norm != nil:
-		return out, l.vecs(&out.norm, *r.Norm)
-	case r.GR != nil:
-		g := &op.GRWeights{S: r.GR.S, D: r.GR.D, R: r.GR.R}
-		if err := l.vecs(&g.Norm, r.GR.Norm); err != nil {
-			return out, err
-		}
-		if err := l.mats(&g.Down, r.GR.Down, &g.Up, r.GR.Up); err != nil {
-			return out, err
-		}
-		if r.GR.Inj != nil {
-			if err := l.mats(&g.Inj, *r.GR.Inj); err != nil {
-				return out, err
-			}
-		}
-		out.gr = g
-	}
-	return out, nil
-}
-
-func (l *loader) gdn(p *family.GDN) (*gdnWeights, error) {
-	g := &gdnWeights{p: p}
-	if err := l.mats(&g.qkv, p.QKV, &g.z, p.Z, &g.b, p.B, &g.a, p.A, &g.out, p.Out); err != nil {
-		return nil, err
-	}
-	return g, l.vecs(&g.convW, p.Conv, &g.aLog, p.ALog, &g.dt, p.DtBias, &g.norm, p.Norm)
-}
-
-func (l *loader) attention(p *family.Attention) (*attnWeights, error) {
-	a := &attnWeights{p: p}
-	if err := l.mats(&a.q, p.Q, &a.k, p.K, &a.v, p.V, &a.o, p.O); err != nil {
-		return nil, err
-	}
-	if err := l.vecs(&a.qNorm, p.QNorm, &a.kNorm, p.KNorm); err != nil {
-		return nil, err
-	}
-	if x := p.Indexer; x != nil {
-		if err := l.mats(&a.idx, x.QK); err != nil {
-			return nil, err
-		}
-		return a, l.vecs(&a.idxQN, x.QNorm, &a.idxKN, x.KNorm)
-	}
-	return a, nil
-}
-
-func (l *loader) dense(p *family.Dense) (*mlpWeights, error) {
-	w := &mlpWeights{I: p.I}
-	if p.Up != nil {
-		if err := l.mats(&w.up, *p.Up); err != nil {
-			return nil, err
-		}
-	}
-	return w, l.mats(&w.gateUp, p.GateUp, &w.down, p.Down)
-}
-
-func (l *loader) moe(p *family.MoE) (*moeWeights, error) {
-	mw := &moeWeights{p: p}
-	if err := l.mats(&mw.router, p.Router, &mw.sharedGate, p.SharedGate); err != nil {
-		return nil, err
-	}
-	ex := &op.Experts{E: p.E, D: p.Down[0].N, I: p.I}
-	load := func(ms []family.Mat) ([]*op.Matrix, error) {
-		out := make([]*op.Matrix, len(ms))
-		for e, m := range ms {
-			var err error
-			if out[e], err = l.mat(m); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	var err error
+	ly.LayerOf = *w
 	// The experts stay views of the file: gate and up apart (op.Experts.Up) where the checkpoint
 	// stores them apart, never copied.
-	if ex.GateUp, err = load(p.GateUp); err != nil {
-		return nil, err
+	if mw := ly.MoE; mw != nil {
+		ly.experts = &op.Experts{E: mw.E, D: mw.Down[0].N, I: mw.I, GateUp: mw.GateUp, Up: mw.Up, Down: mw.Down}
 	}
-	if p.Up != nil {
-		if ex.Up, err = load(p.Up); err != nil {
-			return nil, err
-		}
-	}
-	if ex.Down, err = load(p.Down); err != nil {
-		return nil, err
-	}
-	mw.experts = ex
-	if mw.shared, err = l.dense(&p.Shared); err != nil {
-		return nil, err
-	}
-	return mw, nil
-}
-
-func (l *loader) ple(p *family.PLE) (*pleWeights, error) {
-	h, err := op.NewPLEHash(p.Vocab, p.NGram, p.HeadsPerNGram, p.Base, p.Divisor, p.Index, p.Seed, p.EOS)
-	if err != nil {
-		return nil, wrapf(ErrCheckpoint, err, "PLE layer %d", p.Index)
-	}
-	w := &op.PLEWeights{S: p.S, D: p.D, EmbedDim: p.EmbedDim, HeadDim: p.HeadDim, Dilation: p.Dilation}
-	pw := &pleWeights{p: p, hash: h, w: w}
-	if err := l.mats(&w.Key, p.Key, &w.Value, p.Value); err != nil {
-		return nil, err
-	}
-	if err := l.vecs(&w.NormKey, p.NormKey, &w.NormQuery, p.NormQuery, &w.NormConv, p.NormConv, &w.ConvW, p.Conv); err != nil {
-		return nil, err
-	}
-	if len(p.Table) == 1 {
-		return pw, l.mats(&w.Table, p.Table[0])
-	}
-	// A table split into row blocks (128 in Qwen3.8-Flash-Next, 102 GB): views of the file, never
-	// concatenated; the backend gathers the rows a prompt uses from them.
-	pw.partRows = p.Table[0].N
-	for _, t := range p.Table {
-		m, err := l.mat(t)
-		if err != nil {
-			return nil, err
-		}
-		pw.parts = append(pw.parts, m)
-	}
-	return pw, nil
+	return ly, nil
 }
 
 // weightRefs lists where the model keeps each weight: the routed experts' matrices, the other
@@ -523,53 +330,70 @@ func (l *loader) ple(p *family.PLE) (*pleWeights, error) {
 // alone), and every float32
 // vector (norms, convolutions, gate vectors).
 func (m *Model) weightRefs() (experts, rest, other []**op.Matrix, vecs [][]float32) {
-	addRead := func(r read) {
-		vecs = append(vecs, r.norm)
-		if g := r.gr; g != nil {
+	gr := func(g *grBlock) {
+		if g != nil {
 			rest = append(rest, &g.Down, &g.Up)
 			if g.Inj != nil {
-				rest = append(rest, &g.Inj)
+				rest = append(rest, g.Inj)
 			}
 			vecs = append(vecs, g.Norm)
 		}
 	}
+	read := func(r readBlock) {
+		if r.Norm != nil {
+			vecs = append(vecs, *r.Norm)
+		}
+		gr(r.GR)
+	}
+	dense := func(d *denseBlock) {
+		rest = append(rest, &d.GateUp)
+		if d.Up != nil {
+			rest = append(rest, d.Up)
+		}
+		rest = append(rest, &d.Down)
+	}
 	other = append(other, &m.embed)
 	for _, ly := range m.layers {
-		addRead(ly.in)
-		addRead(ly.post)
-		if g := ly.gdn; g != nil {
-			rest = append(rest, &g.qkv, &g.z, &g.b, &g.a, &g.out)
-			vecs = append(vecs, g.convW, g.aLog, g.dt, g.norm)
+		read(ly.In)
+		read(ly.Post)
+		if g := ly.GDN; g != nil {
+			rest = append(rest, &g.QKV, &g.Z, &g.B, &g.A, &g.Out)
+			vecs = append(vecs, g.Conv, g.ALog, g.DtBias, g.Norm)
 		}
-		if a := ly.attn; a != nil {
-			rest = append(rest, &a.q, &a.k, &a.v, &a.o)
-			if a.idx != nil {
-				rest = append(rest, &a.idx)
+		if a := ly.Attn; a != nil {
+			rest = append(rest, &a.Q, &a.K, &a.V, &a.O)
+			if x := a.Indexer; x != nil {
+				rest = append(rest, &x.QK)
 			}
-			vecs = append(vecs, a.qNorm, a.kNorm, a.idxQN, a.idxKN)
+			vecs = append(vecs, a.QNorm, a.KNorm)
+			if x := a.Indexer; x != nil {
+				vecs = append(vecs, x.QNorm, x.KNorm)
+			}
 		}
-		if mw := ly.moe; mw != nil {
-			for e := range mw.experts.GateUp {
-				experts = append(experts, &mw.experts.GateUp[e], &mw.experts.Down[e])
-				if mw.experts.Split() {
-					experts = append(experts, &mw.experts.Up[e])
+		if mw := ly.MoE; mw != nil {
+			for e := range mw.GateUp {
+				experts = append(experts, &mw.GateUp[e], &mw.Down[e])
+				if mw.Up != nil {
+					experts = append(experts, &mw.Up[e])
 				}
 			}
-			rest = append(rest, &mw.router, &mw.shared.gateUp, &mw.shared.up, &mw.shared.down, &mw.sharedGate)
+			rest = append(rest, &mw.Router)
+			dense(&mw.Shared)
+			rest = append(rest, &mw.SharedGate)
 		}
-		if ly.mlp != nil {
-			rest = append(rest, &ly.mlp.gateUp, &ly.mlp.up, &ly.mlp.down)
+		if ly.MLP != nil {
+			dense(ly.MLP)
 		}
-		if p := ly.ple; p != nil {
-			other = append(other, &p.w.Table, &p.w.Key, &p.w.Value)
-			for i := range p.parts {
-				other = append(other, &p.parts[i])
+		if p := ly.PLE; p != nil {
+			for i := range p.Table {
+				other = append(other, &p.Table[i])
 			}
-			vecs = append(vecs, p.w.NormKey, p.w.NormQuery, p.w.NormConv, p.w.ConvW)
+			other = append(other, &p.Key, &p.Value)
+			vecs = append(vecs, p.NormKey, p.NormQuery, p.NormConv, p.Conv)
 		}
 	}
-	addRead(m.final)
-	rest = append(rest, &m.lmHead)
+	read(readBlock{Norm: m.head.Norm, GR: m.head.Mixer})
+	rest = append(rest, &m.head.LMHead)
 	return experts, rest, other, vecs
 }
 
@@ -650,17 +474,17 @@ func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 
 // PrefillFLOPs counts the floating-point operations of one prefill of T tokens after pos0
 // cached ones with lastRows rows of logits (1, or T for all logits), from the plan of the layers
-// loaded (family.Layer.FLOPs, family.Head.FLOPs): gemm is the dense products, total adds the
+// loaded (family.LayerFLOPs, family.HeadFLOPs): gemm is the dense products, total adds the
 // token-mixing work (attention over the keys each query attends, the indexer's block scores,
 // the GDN recurrence).
 func (m *Model) PrefillFLOPs(pos0, T, lastRows int) (gemm, total float64) {
 	var mix float64
 	for _, ly := range m.layers {
-		g, x := ly.p.FLOPs(pos0, T)
+		g, x := family.LayerFLOPs(&m.plan.Layers[ly.Index], pos0, T)
 		gemm += g
 		mix += x
 	}
-	gemm += m.plan.Head.FLOPs(lastRows)
+	gemm += family.HeadFLOPs(&m.plan.Head, lastRows)
 	return gemm, gemm + mix
 }
 

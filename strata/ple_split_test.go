@@ -86,7 +86,7 @@ func TestSplitNGramTable(t *testing.T) {
 	defer split.Close()
 	kept := 0
 	for _, ly := range split.layers {
-		if p := ly.ple; p != nil && len(p.parts) == 4 && p.w.Table == nil {
+		if p := ly.PLE; p != nil && len(p.Table) == 4 {
 			kept++
 		}
 	}

@@ -370,12 +370,12 @@ func readState(m *Model, maxCtx int, name string, r io.Reader) (*loadedState, er
 	for layer, ctx := range ls.st.pleCtx {
 		// The PLE token context is the last two ids of the history eos, eos, ids[0..pos-1]
 		// (op.PLEHash.IDs): anything else would hash the next tokens from the wrong n-grams.
-		want := m.layerAt(layer).ple.hash.InitialContext()
+		want := m.layerAt(layer).hash.InitialContext()
 		hist := append(want[:], ls.ids...)
 		want = [2]int32{hist[len(hist)-2], hist[len(hist)-1]}
 		if *ctx != want {
 			st.free(m.dev.be)
-			return nil, stateError(ErrCheckpoint, nil, name, "layers.%d.ple_tokens is %v, but the file's last token ids (eos %d before the first) make it %v", layer, *ctx, m.layerAt(layer).ple.hash.Eos, want)
+			return nil, stateError(ErrCheckpoint, nil, name, "layers.%d.ple_tokens is %v, but the file's last token ids (eos %d before the first) make it %v", layer, *ctx, m.layerAt(layer).hash.Eos, want)
 		}
 	}
 	return ls, nil
