@@ -80,8 +80,11 @@ var (
 	FormatFixtures []FormatFixture
 )
 
-// Register adds a family's generator settings. It panics when the family is registered twice
-// or a preset, release or fixture name is taken (a programming error).
+// Register adds a family's generator settings, from an init function. It panics when the family
+// is registered twice or a preset, release or fixture name is taken (a programming error).
+// modelgen's Presets, Releases and FP8Releases are these maps, so settings registered later (by a
+// test) are seen too; modelgen.FormatFixtures is sorted once, when modelgen is initialized, from
+// the fixtures registered through family/all/gen.
 func Register(f Family) {
 	mu.Lock()
 	defer mu.Unlock()
