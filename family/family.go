@@ -9,7 +9,10 @@
 //
 // Adding a family: a folder family/NAME with a type implementing Family (its config reader with
 // its transformers class defaults, Prefixes, Plan) that calls Register in an init function, and
-// one import line in family/all/all.go.
+// one import line in family/all/all.go. What the module's checkpoint generator (internal/modelgen)
+// needs of it for tests (the config.json of a generated checkpoint, presets, the published
+// releases' tensor tables) lives in family/NAME/gen, registered with one import line in
+// family/all/gen; its tests live in family/NAME.
 package family
 
 import (
@@ -23,27 +26,28 @@ import (
 	"github.com/stratakernels/strata/internal/hfconfig"
 )
 
-// Family is one model family.
+// Family is one model family. Its methods take only this package's types (Config, Object,
+// Layout, Plan, ...), so a family can be written outside this module.
 type Family interface {
-	// Name is the family's name, e.g. "qwen3_next": hfconfig.Config.Family and Model.Arch.
+	// Name is the family's name, e.g. "qwen3_next": Config.Family and Model.Arch.
 	Name() string
 	// ModelTypes are the config.json model_type values (top level) the family reads, each with
 	// the model's name for messages (e.g. "Qwen3-Next").
 	ModelTypes() map[string]string
 	// ReadConfig reads the config (top, the top-level object) into a Config with the family's
-	// transformers class defaults, recording malformed or unknown fields in top's problems, and
-	// returns what it asks for that strata does not implement (named, for ErrUnsupported).
-	// Quantization keys are read before it (Config.Quant or Config.FP8 is set;
-	// hfconfig.ReadQuantization reads those of a nested text_config).
-	ReadConfig(top *hfconfig.Object, c *hfconfig.Config) (unsupported []string)
-	// Validate lists the family's own invariants that c breaks beyond hfconfig.Validate's.
-	Validate(c *hfconfig.Config) []string
+	// transformers class defaults (ReadText and the other readers of config.go), recording
+	// malformed or unknown fields in top's problems, and returns what it asks for that strata
+	// does not implement (named, for ErrUnsupported). Quantization keys are read before it
+	// (Config.Quant or Config.FP8 is set; ReadQuantization reads those of a nested text_config).
+	ReadConfig(top *Object, c *Config) (unsupported []string)
+	// Validate lists the family's own invariants that c breaks beyond Config.Validate's.
+	Validate(c *Config) []string
 	// Prefixes are the tensor-name layouts of the family's checkpoints: the text model's
 	// prefix, the lm_head name, and whether the layout is an MLX conversion's.
 	Prefixes() []Prefix
-	// Plan builds the model's plan for a checkpoint of layout l. Errors wrap hfconfig.ErrTensors
-	// or ErrUnsupported.
-	Plan(c *hfconfig.Config, l Layout) (*Plan, error)
+	// Plan builds the model's plan for a checkpoint of layout l. Errors wrap ErrTensors or
+	// ErrUnsupported.
+	Plan(c *Config, l Layout) (*Plan, error)
 }
 
 var (
@@ -115,15 +119,15 @@ func unsupportedModelType(mt string) error {
 	}
 	mu.RUnlock()
 	sort.Strings(known)
-	return fmt.Errorf("%w: model_type %q%s is not supported: strata runs %s", hfconfig.ErrUnsupported, mt, what, strings.Join(known, ", "))
+	return fmt.Errorf("%w: model_type %q%s is not supported: strata runs %s", ErrUnsupported, mt, what, strings.Join(known, ", "))
 }
 
 // Load reads and parses dir/config.json (Parse). Errors name the file.
-func Load(dir string) (*hfconfig.Config, error) {
+func Load(dir string) (*Config, error) {
 	p := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", hfconfig.ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	c, err := Parse(data)
 	if err != nil {
@@ -133,12 +137,12 @@ func Load(dir string) (*hfconfig.Config, error) {
 }
 
 // Parse parses a config.json: the family registered for its model_type reads it, and the result
-// is validated (the family's Validate, then hfconfig.Config.Validate). Quantization keys are read
+// is validated (the family's Validate, then Config.Validate). Quantization keys are read
 // first, so a quantized format strata does not run is refused by name. Errors wrap
-// hfconfig.ErrConfig (malformed JSON, wrong types, unknown fields, broken invariants; every
+// ErrConfig (malformed JSON, wrong types, unknown fields, broken invariants; every
 // problem found is listed in one error) or ErrUnsupported (another model_type, a quantization
 // method, RoPE scaling, attention biases, ...), naming the value.
-func Parse(data []byte) (*hfconfig.Config, error) {
+func Parse(data []byte) (*Config, error) {
 	var errs []string
 	top, err := hfconfig.DecodeObject(data, "", &errs)
 	if err != nil {
@@ -146,14 +150,14 @@ func Parse(data []byte) (*hfconfig.Config, error) {
 	}
 	mt := top.Str("model_type", "")
 	if mt == "" {
-		return nil, fmt.Errorf("%w: model_type is missing", hfconfig.ErrConfig)
+		return nil, fmt.Errorf("%w: model_type is missing", ErrConfig)
 	}
 	f, ok := ForModelType(mt)
 	if !ok {
 		return nil, unsupportedModelType(mt)
 	}
-	c := &hfconfig.Config{Family: f.Name(), ModelType: mt}
-	if err := hfconfig.ReadQuantization(c, top); err != nil {
+	c := &Config{Family: f.Name(), ModelType: mt}
+	if err := ReadQuantization(c, top); err != nil {
 		return nil, err
 	}
 	c.Architectures, _ = top.Strs("architectures")
@@ -162,12 +166,12 @@ func Parse(data []byte) (*hfconfig.Config, error) {
 		return nil, err
 	}
 	if len(unsupported) > 0 {
-		return nil, fmt.Errorf("%w: %s", hfconfig.ErrUnsupported, strings.Join(unsupported, "; "))
+		return nil, fmt.Errorf("%w: %s", ErrUnsupported, strings.Join(unsupported, "; "))
 	}
 	// The family's invariants first: they say what the general ones would only imply (a family
 	// with experts in every layer whose config has none is not a config of dense layers).
 	if bad := f.Validate(c); len(bad) > 0 {
-		return nil, fmt.Errorf("%w: %s", hfconfig.ErrConfig, strings.Join(bad, "; "))
+		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(bad, "; "))
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -176,7 +180,7 @@ func Parse(data []byte) (*hfconfig.Config, error) {
 }
 
 // Of returns the family that read c. It panics when none did (a Config not made by Parse).
-func Of(c *hfconfig.Config) Family {
+func Of(c *Config) Family {
 	f, ok := Lookup(c.Family)
 	if !ok {
 		panic(fmt.Sprintf("family: config of unregistered family %q", c.Family))

@@ -79,15 +79,3 @@ func (Family) Plan(c *hfconfig.Config, l family.Layout) (*family.Plan, error) {
 	b.Skip()
 	return p, p.Check()
 }
-
-// GenConfig is the config.json of a generated Qwen3-Next checkpoint (Qwen3NextForCausalLM).
-func (Family) GenConfig(s family.GenSpec) map[string]any {
-	c := family.BaseConfig(s, "full_attention")
-	c["architectures"] = []string{"Qwen3NextForCausalLM"}
-	c["partial_rotary_factor"] = 0.25
-	c["decoder_sparse_step"] = 1
-	c["mlp_only_layers"] = []int{}
-	c["intermediate_size"] = s.MoEI * 2
-	c["eos_token_id"] = nil
-	return c
-}

@@ -4,6 +4,8 @@
 // quantization blocks (MLXQuant, FP8Quant). It knows no model family: each family (package family and its
 // folders) reads its own config.json with the readers here (Object and the field groups of
 // text.go), passing its transformers class defaults, and states which field groups it has.
+// Package family names Config, Object and the readers publicly (family/config.go), so that a
+// family outside this module can use them.
 //
 // A field absent from config.json (or null) takes the default the family passes (the default of
 // its transformers class). A field nobody read and no ignore list names is an error: a config

@@ -97,8 +97,8 @@ func fp8Blocks(vals []float32, n, k int, dt safetensors.DType) (codes []uint8, i
 	return codes, inv
 }
 
-// fp8Tensor quantizes a table with one scale for the whole tensor, the form of
-// Qwen3.8-Flash-Next-FP8's n-gram table (docs/FORMATS.md section 4: w = e4m3(code) * weight_scale): the
+// fp8Tensor quantizes a table with one scale for the whole tensor, the form of an FP8 release's
+// n-gram table (docs/FORMATS.md section 4: w = e4m3(code) * weight_scale): the
 // stored scale weight_scale = max|w| / 448 rounded to dt, codes e4m3(w / scale) over every value
 // of the tensor's row blocks (amax their common maximum).
 func fp8Tensor(vals []float32, amax float32, dt safetensors.DType) (codes []uint8, scale float32) {

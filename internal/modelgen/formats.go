@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
+	"github.com/stratakernels/strata/internal/modelgen/genreg"
 	"github.com/stratakernels/strata/internal/safetensors"
 )
 
 // FormatFixture is one checkpoint of the format fixture set: a generated preset (Source) as it
-// is, or converted by ConvertMLX (MLX) or ConvertFP8 (FP8).
+// is, or converted by ConvertMLX (MLX) or ConvertFP8 (FP8). It is genreg.FormatFixture, with Write.
 type FormatFixture struct {
 	Name   string
 	Source string // a preset of Presets
@@ -19,32 +21,18 @@ type FormatFixture struct {
 	FP8    *FP8Options
 }
 
-func fp8Release(name string, scales safetensors.DType) *FP8Options {
-	o := FP8Releases[name]
-	o.ScaleDType = scales
-	return &o
-}
+// FormatFixtures are the published forms of the families' format presets (their MLX conversions,
+// their FP8 releases' layouts), every family's (family/NAME/gen), sorted by name.
+// cmd/format-fixtures writes them for the transformers goldens.
+var FormatFixtures = formatFixtures()
 
-// FormatFixtures are the published forms of the two models strata runs, made from the format
-// presets (qwen4exp-fmt, qwen3next-fmt): mlx-vlm's Qwen3.8-Flash-Next conversions at 3, 4 and 8
-// bits (groups of 32, 64 and 128) storing the zero-centred gains as w (mlx-vlm since its PR
-// #2032) and as 1 + w (before), its mxfp4, nvfp4 and mxfp8 conversions, both models' FP8
-// releases' layouts (BF16 scales, as published; F32 for Qwen3-Next's too), and mlx-lm's mxfp4
-// conversion of Qwen3-Next. cmd/format-fixtures writes them for the transformers goldens.
-var FormatFixtures = []FormatFixture{
-	{Name: "qwen4exp-fmt", Source: "qwen4exp-fmt"},
-	{Name: "qwen4exp-fmt-mlx3", Source: "qwen4exp-fmt", MLX: &MLXOptions{Quantize: true, Bits: 3, Group: 32, VLM: true, GainsAsW: true}},
-	{Name: "qwen4exp-fmt-mlx4", Source: "qwen4exp-fmt", MLX: &MLXOptions{Quantize: true, Bits: 4, Group: 64, VLM: true, GainsAsW: true}},
-	{Name: "qwen4exp-fmt-mlx4-shifted", Source: "qwen4exp-fmt", MLX: &MLXOptions{Quantize: true, Bits: 4, Group: 64, VLM: true}},
-	{Name: "qwen4exp-fmt-mlx8-shifted", Source: "qwen4exp-fmt", MLX: &MLXOptions{Quantize: true, Bits: 8, Group: 128, VLM: true}},
-	{Name: "qwen4exp-fmt-mxfp4", Source: "qwen4exp-fmt", MLX: &MLXOptions{Quantize: true, Mode: "mxfp4", VLM: true, GainsAsW: true}},
-	{Name: "qwen4exp-fmt-nvfp4", Source: "qwen4exp-fmt", MLX: &MLXOptions{Quantize: true, Mode: "nvfp4", VLM: true, GainsAsW: true}},
-	{Name: "qwen4exp-fmt-mxfp8", Source: "qwen4exp-fmt", MLX: &MLXOptions{Quantize: true, Mode: "mxfp8", VLM: true, GainsAsW: true}},
-	{Name: "qwen4exp-fmt-fp8", Source: "qwen4exp-fmt", FP8: fp8Release("qwen3.8-flash-next-fp8", safetensors.BF16)},
-	{Name: "qwen3next-fmt", Source: "qwen3next-fmt"},
-	{Name: "qwen3next-fmt-fp8", Source: "qwen3next-fmt", FP8: fp8Release("qwen3-next-80b-a3b-instruct-fp8", safetensors.BF16)},
-	{Name: "qwen3next-fmt-fp8-f32", Source: "qwen3next-fmt", FP8: fp8Release("qwen3-next-80b-a3b-instruct-fp8", safetensors.F32)},
-	{Name: "qwen3next-fmt-mxfp4", Source: "qwen3next-fmt", MLX: &MLXOptions{Quantize: true, Mode: "mxfp4"}},
+func formatFixtures() []FormatFixture {
+	out := make([]FormatFixture, 0, len(genreg.FormatFixtures))
+	for _, f := range genreg.FormatFixtures {
+		out = append(out, FormatFixture(f))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // FormatFixtureNamed returns the fixture called name.

@@ -9,45 +9,18 @@ import (
 
 	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/internal/modelgen/genreg"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
 )
 
 // FP8Options say which modules an FP8 copy stores as F8_E4M3 and how its quantization_config
-// reads, as one of the published FP8 releases is laid out (FP8Releases).
-type FP8Options struct {
-	// Roles, when set, limits the converted Linear modules to the plan roles named (the
-	// routed "experts" in Qwen3.8-Flash-Next-FP8); nil converts every Linear module but the
-	// embeddings, lm_head and the modules Keep names.
-	Roles []string
-	// Keep names modules left in bf16 (each a module path or a run of its dotted parts, as
-	// modules_to_not_convert entries name them: "mlp.gate" names model.layers.3.mlp.gate).
-	Keep []string
-	// Tables stores the tables whose plan gives a whole-tensor scale (family.Spec.TensorScale:
-	// Qwen3.8-Flash-Next's n-gram table) as F8_E4M3 with that one scale, named in
-	// modules_to_convert by their path inside their decoder layer.
-	Tables bool
-	// ListVectors also names every norm, conv and vector in modules_to_not_convert (Qwen3-Next's
-	// list does: input_layernorm, linear_attn.A_log, ...), not only the Linear modules kept.
-	ListVectors bool
-	// Fmt writes "fmt": "e4m3" (Qwen3-Next's config); PerTensorFlags writes weight_per_tensor and
-	// act_per_tensor false (Qwen3.8's).
-	Fmt, PerTensorFlags bool
-	// ScaleDType is the dtype of the scales: BF16 (both releases) or F32.
-	ScaleDType safetensors.DType
-}
+// reads, as one of the published FP8 releases is laid out (genreg.FP8Options).
+type FP8Options = genreg.FP8Options
 
-// FP8Releases are the layouts of the published FP8 releases (docs/FORMATS.md section 4), by release:
-// Qwen3-Next-80B-A3B-Instruct-FP8 converts every Linear layer but lm_head, the router mlp.gate,
-// mlp.shared_expert_gate and linear_attn.in_proj_ba, and its modules_to_not_convert lists every
-// other tensor's module too; Qwen3.8-Flash-Next-FP8 converts the routed experts (stored one by one)
-// and the n-gram table (one scale for all its row blocks), every other Linear layer listed as not
-// converted. Both store BF16 scales and 128 x 128 blocks.
-var FP8Releases = map[string]FP8Options{
-	"qwen3-next-80b-a3b-instruct-fp8": {Keep: []string{"lm_head", "mlp.gate", "mlp.shared_expert_gate", "linear_attn.in_proj_ba"},
-		ListVectors: true, Fmt: true, ScaleDType: safetensors.BF16},
-	"qwen3.8-flash-next-fp8": {Roles: []string{"experts"}, Tables: true, PerTensorFlags: true, ScaleDType: safetensors.BF16},
-}
+// FP8Releases are the layouts of the published FP8 releases (docs/FORMATS.md section 4), by
+// release, as the families register them (family/NAME/gen). Every one stores 128 x 128 blocks.
+var FP8Releases = genreg.FP8Releases
 
 // ConvertFP8 writes an FP8 copy of the unquantized Hugging Face checkpoint in src into dst, laid
 // out as o says: the routed experts stored one by one (mlp.experts.{e}.{gate,up,down}_proj, as

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/hfconfig"
+	"github.com/stratakernels/strata/internal/modelgen/genreg"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
 	"github.com/x448/float16"
@@ -26,37 +27,9 @@ import (
 // MLX layout (family.Plan.Walk lists the same weights at the same positions in both): the names,
 // the expert stacking, the conv1d shape and which gains are stored as 1 + w are the family's.
 
-// MLXOptions are the arguments of one conversion, as mlx_lm.convert's and mlx_vlm.convert's.
-type MLXOptions struct {
-	// Quantize (-q) quantizes in Mode with Bits (--q-bits, 0: the mode's default) and Group
-	// (--q-group-size, 0: the mode's default).
-	Quantize    bool
-	Bits, Group int
-	// Mode (--q-mode) is "" or "affine" (4 bits in groups of 64 by default), or one of MLX's
-	// float modes "mxfp4", "nvfp4", "mxfp8", whose bits and group sizes are fixed (mlx's
-	// fp_quantize: 4 in 32, 4 in 16, 8 in 32).
-	Mode string
-	// Recipe (--quant-predicate) is "" (the model's own predicate: the router mlp.gate and
-	// mlp.shared_expert_gate at 8 bits in groups of 64, affine, everything else at Bits), or one of
-	// "mixed_2_6", "mixed_3_4", "mixed_3_6", "mixed_4_6": v_proj and down_proj of the first and
-	// last eighth of the layers and of every third layer between at the high width, lm_head at
-	// the high width, every other module at the low one; each quantized module gets its own
-	// entry in the quantization block, with the group size Group as given (0 writes null, as
-	// mlx_lm.convert does without --q-group-size).
-	Recipe string
-	// VLM quantizes as mlx-vlm's quantize_model does with its qwen4_exp predicate (the newest
-	// seen, docs/FORMATS.md section 2): the router and shared-expert gate entries carry "mode":
-	// "affine"; each n-gram table row block (plan role ngram_table) takes fallback_group_size 32,
-	// so it is quantized at the global bits and mode in groups of the global size where that
-	// divides its width and else of 32, with its own entry either way; any other module whose
-	// width the global group does not divide stays float. Without it the rules are mlx-lm's (a
-	// table whose width the group does not divide stays float, router entries without mode).
-	VLM bool
-	// GainsAsW stores the zero-centred gains as w, as mlx-vlm has for qwen4_exp since its PR
-	// #2032, instead of the family's MLX convention 1 + w. The conversion is read back and
-	// refused when the family would not read its gains in the convention written.
-	GainsAsW bool
-}
+// MLXOptions are the arguments of one conversion, as mlx_lm.convert's and mlx_vlm.convert's
+// (genreg.MLXOptions, where the families' format fixtures name them).
+type MLXOptions = genreg.MLXOptions
 
 // mlxRecipes are the (low, high) bit widths of mlx_lm's mixed recipes.
 var mlxRecipes = map[string][2]int{"mixed_2_6": {2, 6}, "mixed_3_4": {3, 4}, "mixed_3_6": {3, 6}, "mixed_4_6": {4, 6}}
@@ -602,9 +575,9 @@ func readConfig(dir string) (map[string]any, error) {
 	return cfg, nil
 }
 
-// MLXVariant is one MLX conversion of the tiny Qwen3-Next checkpoint whose transformers logits
-// are committed as goldens (testdata/goldens/mlx_goldens.safetensors, keys "<Name>.a.logits",
-// "<Name>.b.logits").
+// MLXVariant is one MLX conversion of testdata's tiny per-expert reference checkpoint (the
+// one with model_goldens.safetensors, testdata/README.md) whose transformers logits are committed
+// as goldens (testdata/goldens/mlx_goldens.safetensors, keys "<Name>.a.logits", "<Name>.b.logits").
 type MLXVariant struct {
 	Name string
 	MLXOptions

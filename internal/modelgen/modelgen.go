@@ -1,12 +1,17 @@
 // Package modelgen writes deterministic random checkpoints in the Hugging Face layout
-// (config.json + model.safetensors, bf16 weights) for either architecture strata runs, at any
-// size: the embedded default model of the main job and the models of the benchmarks. The
-// weights are random (seeded), so outputs mean nothing linguistically; they exercise every op
-// at the chosen shapes, exactly as a real checkpoint of that shape would.
+// (config.json + model.safetensors, bf16 weights) for every family strata runs, at any size: the
+// embedded default model of the main job and the models of the tests and benchmarks. The weights
+// are random (seeded), so outputs mean nothing linguistically; they exercise every op at the
+// chosen shapes, exactly as a real checkpoint of that shape would.
 //
-// It also holds the structure of the published releases (Releases: their config.json and
-// every tensor's name, dtype and shape, shard by shard) and writes them without weights
-// (WriteHeaderOnly), for tests of loading and inspection on the real layouts.
+// It also writes the published releases' structure (Releases: their config.json and every
+// tensor's name, dtype and shape, shard by shard) without weights (WriteHeaderOnly), for tests of
+// loading and inspection on the real layouts, and converts checkpoints to the published
+// quantized forms (ConvertMLX, ConvertFP8).
+//
+// It names no family: each family's generator settings (config writer, presets, releases, FP8
+// layouts, format fixtures) live in family/NAME/gen and reach it through package genreg, every
+// family's imported by family/all/gen.
 package modelgen
 
 import (
@@ -19,120 +24,35 @@ import (
 	"path/filepath"
 
 	"github.com/stratakernels/strata/family"
-	_ "github.com/stratakernels/strata/family/all" // the families' config writers
+	_ "github.com/stratakernels/strata/family/all"     // the families
+	_ "github.com/stratakernels/strata/family/all/gen" // their generator settings
+	"github.com/stratakernels/strata/internal/modelgen/genreg"
 	"github.com/stratakernels/strata/internal/safetensors"
 )
 
-// Spec is the size of a generated model. Zero fields are not defaults: use a preset.
-type Spec struct {
-	Arch                string // config.json model_type: selects the family (package family)
-	D, Layers, Vocab    int
-	AttnEvery           int // every AttnEvery-th layer (1-based) is attention, the rest GDN
-	Hq, Hkv, HeadDim    int
-	Hk, Hv, Dk, Dv      int
-	Experts, TopK       int
-	MoEI, SharedI       int
-	Streams, HCRank     int   // hyper-connection streams and rank
-	IdxHeads, IdxBudget int   // QSA indexer (index head dim 128, ratio 4)
-	PLELayers           []int // 1-based, as ple_layer_ids
-	PLEEmbedDim         int
-	NGramBase           int // ngram_vocab_size_base (0: the family's default)
-	NGramParts          int // > 1: the n-gram tables stored as that many row blocks (split_ngram_parts)
-	RopeTheta           float64
-	Seed                uint64
-	PerExpertLayout     bool   // write mlp.experts.{e}.* instead of fused tensors
-	DenseI              int    // dense-MLP width of a family without experts
-	Prefix              string // tensor prefix of the text model ("": the family's first)
-	// Constants writes the plan's constant tensors (the PLE hash buffers, I64) as the published
-	// checkpoints store them; without it they are left out (strata derives them).
-	Constants bool
-}
+// Spec is the size of a generated model (genreg.Spec). Zero fields are not defaults: use a preset.
+type Spec = genreg.Spec
 
-// Presets by name.
-var Presets = map[string]Spec{
-	// The main job's default: a reduced-size Qwen3.8-Flash-Next architecture (every op of the
-	// real model, QSA sparse selection active past 131 tokens).
-	"qwen4exp-small": {Arch: "qwen4_exp_text", D: 512, Layers: 8, Vocab: 8192, AttnEvery: 4,
-		Hq: 12, Hkv: 1, HeadDim: 256, Hk: 2, Hv: 6, Dk: 128, Dv: 128, Experts: 32, TopK: 10, MoEI: 128, SharedI: 128,
-		Streams: 4, HCRank: 64, IdxHeads: 4, IdxBudget: 128, PLELayers: []int{2}, PLEEmbedDim: 128, RopeTheta: 1e7, Seed: 1},
-	"qwen3next-small": {Arch: "qwen3_next", D: 512, Layers: 8, Vocab: 8192, AttnEvery: 4,
-		Hq: 12, Hkv: 1, HeadDim: 256, Hk: 2, Hv: 6, Dk: 128, Dv: 128, Experts: 32, TopK: 10, MoEI: 128, SharedI: 128,
-		RopeTheta: 1e7, Seed: 2, PerExpertLayout: true},
-	// qwen4exp-small with the Qwen3 tokenizer's vocabulary size (151936 embedding rows), so that
-	// Qwen3's tokenizer.json can turn text into its ids and its predictions back into text (the
-	// weights are random: the predicted text means nothing). 464 MB.
-	"qwen4exp-small-qwen3vocab": {Arch: "qwen4_exp_text", D: 512, Layers: 8, Vocab: 151936, AttnEvery: 4,
-		Hq: 12, Hkv: 1, HeadDim: 256, Hk: 2, Hv: 6, Dk: 128, Dv: 128, Experts: 32, TopK: 10, MoEI: 128, SharedI: 128,
-		Streams: 4, HCRank: 64, IdxHeads: 4, IdxBudget: 128, PLELayers: []int{2}, PLEEmbedDim: 128, RopeTheta: 1e7, Seed: 4},
-	// A 4-layer slice of Qwen3.8-Flash-Next at real width (3 GDN + 1 QSA, 64 of the 512
-	// experts, top-10): the benchmark model.
-	"qwen4exp-slice": {Arch: "qwen4_exp_text", D: 2560, Layers: 4, Vocab: 8192, AttnEvery: 4,
-		Hq: 24, Hkv: 2, HeadDim: 256, Hk: 16, Hv: 48, Dk: 128, Dv: 128, Experts: 64, TopK: 10, MoEI: 640, SharedI: 640,
-		Streams: 4, HCRank: 320, IdxHeads: 4, IdxBudget: 2048, PLELayers: []int{2}, PLEEmbedDim: 256, RopeTheta: 1e7, Seed: 3},
-	// Reduced Qwen3.5 models in the published multimodal layout (model.language_model.*, the text
-	// model under text_config): 3 GDN layers (2 value heads per qk head) + 1 attention layer (6 query
-	// heads per KV head, as Qwen3.5-27B), dense MLPs or 16 fused experts top-4. The transformers
-	// goldens of family/qwen35/testdata are theirs.
-	"qwen35-tiny": {Arch: "qwen3_5", D: 256, Layers: 4, Vocab: 512, AttnEvery: 4,
-		Hq: 12, Hkv: 2, HeadDim: 256, Hk: 2, Hv: 4, Dk: 128, Dv: 128, DenseI: 384,
-		RopeTheta: 1e7, Seed: 11, Prefix: "model.language_model."},
-	"qwen35moe-tiny": {Arch: "qwen3_5_moe", D: 256, Layers: 4, Vocab: 512, AttnEvery: 4,
-		Hq: 12, Hkv: 2, HeadDim: 256, Hk: 2, Hv: 4, Dk: 128, Dv: 128, Experts: 16, TopK: 4, MoEI: 64, SharedI: 64,
-		RopeTheta: 1e7, Seed: 12, Prefix: "model.language_model."},
-	// A 4-layer slice of Qwen3-Next-80B-A3B at real width (3 GDN + 1 attention, 64 of the 512
-	// experts, top-10), in the published per-expert layout that mlx_lm.convert reads: the bf16
-	// side of the MLX benchmarks (its 4- and 8-bit conversions come from ConvertMLX).
-	"qwen3next-slice": {Arch: "qwen3_next", D: 2048, Layers: 4, Vocab: 8192, AttnEvery: 4,
-		Hq: 16, Hkv: 2, HeadDim: 256, Hk: 16, Hv: 32, Dk: 128, Dv: 128, Experts: 64, TopK: 10, MoEI: 512, SharedI: 512,
-		RopeTheta: 1e7, Seed: 5, PerExpertLayout: true},
-	// The sources of the format fixtures (cmd/format-fixtures, FormatFixtures): small models in the
-	// published layouts whose conversions (mlx-vlm at 3, 4 and 8 bits in both norm conventions, the
-	// FP8 releases' layouts, MLX's float modes) must all load, within a few megabytes each.
-	// Qwen3.8-Flash-Next in the multimodal layout (model.language_model.*, fused experts) with its
-	// n-gram table split in 128 row blocks of width 32, which MLX's group of 32 divides (512 / 16
-	// heads); 3 GDN + 1 QSA layers, 8 experts top-4 of width 32 (ragged 128 x 128 FP8 blocks).
-	"qwen4exp-fmt": {Arch: "qwen4_exp", D: 128, Layers: 4, Vocab: 512, AttnEvery: 4,
-		Hq: 2, Hkv: 1, HeadDim: 256, Hk: 1, Hv: 2, Dk: 128, Dv: 128, Experts: 8, TopK: 4, MoEI: 32, SharedI: 32,
-		Streams: 4, HCRank: 32, IdxHeads: 4, IdxBudget: 32, PLELayers: []int{2}, PLEEmbedDim: 512, NGramBase: 300, NGramParts: 128,
-		RopeTheta: 1e7, Seed: 21, Prefix: "model.language_model.", Constants: true},
-	// Qwen3-Next in the published per-expert layout, its shared expert 128 wide (the FP8 release
-	// regroups the shared expert's gate and up rows in whole 128-row blocks).
-	"qwen3next-fmt": {Arch: "qwen3_next", D: 128, Layers: 4, Vocab: 512, AttnEvery: 4,
-		Hq: 2, Hkv: 1, HeadDim: 256, Hk: 1, Hv: 2, Dk: 128, Dv: 128, Experts: 8, TopK: 4, MoEI: 32, SharedI: 128,
-		RopeTheta: 1e7, Seed: 22, PerExpertLayout: true},
-	// The sources of the GGUF fixtures (internal/gguf/testdata): the smallest models that still hold
-	// every layer kind (1 GDN + 1 attention layer) and a GDN with 2 value heads per key head over 2
-	// key heads, so that the converter's regrouping of Qwen3-Next's in_proj_qkvz and its Qwen3.5
-	// V-head reordering both move rows. qwen35-gguf is 256 wide, so llama-quantize's 256-element
-	// block types (Q4_K, Q6_K, IQ4_XS) apply to its rows of D; the other two are 128 wide.
-	"qwen35-gguf": {Arch: "qwen3_5", D: 256, Layers: 2, Vocab: 128, AttnEvery: 2,
-		Hq: 2, Hkv: 1, HeadDim: 32, Hk: 2, Hv: 4, Dk: 32, Dv: 32, DenseI: 64,
-		RopeTheta: 1e7, Seed: 31, Prefix: "model.language_model."},
-	"qwen35moe-gguf": {Arch: "qwen3_5_moe", D: 128, Layers: 2, Vocab: 128, AttnEvery: 2,
-		Hq: 2, Hkv: 1, HeadDim: 32, Hk: 2, Hv: 4, Dk: 32, Dv: 32, Experts: 4, TopK: 2, MoEI: 32, SharedI: 32,
-		RopeTheta: 1e7, Seed: 32, Prefix: "model.language_model."},
-	"qwen3next-gguf": {Arch: "qwen3_next", D: 128, Layers: 2, Vocab: 128, AttnEvery: 2,
-		Hq: 2, Hkv: 1, HeadDim: 32, Hk: 2, Hv: 4, Dk: 32, Dv: 32, Experts: 4, TopK: 2, MoEI: 32, SharedI: 32,
-		RopeTheta: 1e7, Seed: 33, PerExpertLayout: true},
-}
+// Presets by name: every family's (family/NAME/gen), among them the main job's default and the
+// benchmark models.
+var Presets = genreg.Presets
 
-// Generate writes the model of spec into dir (created if needed): config.json (the family's,
-// family.Generator) and model.safetensors holding every tensor of the family's plan for that
+// Generate writes the model of spec into dir (created if needed): config.json (the family's
+// config writer, genreg.Family.Config) and model.safetensors holding every tensor of the family's plan for that
 // config, drawn as the plan says (family.Init). The same spec always produces byte-identical files.
 func Generate(dir string, spec Spec) error {
-	if err := spec.check(); err != nil {
+	if err := checkSpec(spec); err != nil {
 		return err
 	}
-	gs := spec.genSpec()
-	f, ok := family.ForModelType(gs.ModelType)
+	f, ok := family.ForModelType(spec.Arch)
 	if !ok {
-		return fmt.Errorf("modelgen: no family reads model_type %q", gs.ModelType)
+		return fmt.Errorf("modelgen: no family reads model_type %q", spec.Arch)
 	}
-	g, ok := f.(family.Generator)
+	write, ok := genreg.ConfigWriter(f.Name())
 	if !ok {
-		return fmt.Errorf("modelgen: family %s cannot generate checkpoints", f.Name())
+		return fmt.Errorf("modelgen: family %s has no generator settings (family/NAME/gen, imported by family/all/gen)", f.Name())
 	}
-	cj, err := json.MarshalIndent(g.GenConfig(gs), "", "  ")
+	cj, err := json.MarshalIndent(write(spec), "", "  ")
 	if err != nil {
 		return err
 	}
@@ -140,17 +60,20 @@ func Generate(dir string, spec Spec) error {
 	if err != nil {
 		return fmt.Errorf("modelgen: the generated config: %w", err)
 	}
-	l := family.Layout{Experts: gs.ExpertStorage}
-	if gs.NGramParts > 1 {
-		l.NGramParts = gs.NGramParts
+	l := family.Layout{Experts: family.Fused}
+	if spec.PerExpertLayout {
+		l.Experts = family.PerExpert
+	}
+	if spec.NGramParts > 1 {
+		l.NGramParts = spec.NGramParts
 	}
 	for _, p := range f.Prefixes() {
-		if gs.Prefix == "" && l.Text == "" || p.Text == gs.Prefix {
+		if spec.Prefix == "" && l.Text == "" || p.Text == spec.Prefix {
 			l.Prefix = p
 		}
 	}
-	if gs.Prefix != "" && l.Text != gs.Prefix {
-		return fmt.Errorf("modelgen: family %s has no tensor prefix %q", f.Name(), gs.Prefix)
+	if spec.Prefix != "" && l.Text != spec.Prefix {
+		return fmt.Errorf("modelgen: family %s has no tensor prefix %q", f.Name(), spec.Prefix)
 	}
 	plan, err := f.Plan(cfg, l)
 	if err != nil {
@@ -166,7 +89,7 @@ func Generate(dir string, spec Spec) error {
 	if spec.Constants {
 		for _, g := range plan.Constants {
 			for _, k := range g.Tensors {
-				r.out = append(r.out, int64Tensor(k.Name, k.Values))
+				r.out = append(r.out, genreg.Int64Tensor(k.Name, k.Values))
 			}
 		}
 	}
@@ -180,7 +103,7 @@ func Generate(dir string, spec Spec) error {
 	return os.WriteFile(filepath.Join(dir, "config.json"), append(cj, '\n'), 0o644)
 }
 
-func (s Spec) check() error {
+func checkSpec(s Spec) error {
 	if _, ok := family.ForModelType(s.Arch); !ok {
 		return fmt.Errorf("modelgen: unknown arch %q", s.Arch)
 	}
@@ -189,20 +112,6 @@ func (s Spec) check() error {
 		return fmt.Errorf("modelgen: inconsistent spec %+v", s)
 	}
 	return nil
-}
-
-// genSpec is the family's view of the spec.
-func (s Spec) genSpec() family.GenSpec {
-	ex := family.Fused
-	if s.PerExpertLayout {
-		ex = family.PerExpert
-	}
-	return family.GenSpec{ModelType: s.Arch, D: s.D, Layers: s.Layers, Vocab: s.Vocab, AttnEvery: s.AttnEvery,
-		Hq: s.Hq, Hkv: s.Hkv, HeadDim: s.HeadDim, Hk: s.Hk, Hv: s.Hv, Dk: s.Dk, Dv: s.Dv,
-		Experts: s.Experts, TopK: s.TopK, MoEI: s.MoEI, SharedI: s.SharedI, DenseI: s.DenseI,
-		Streams: s.Streams, HCRank: s.HCRank, IdxHeads: s.IdxHeads, IdxBudget: s.IdxBudget,
-		PLELayers: s.PLELayers, PLEEmbedDim: s.PLEEmbedDim, NGramBase: s.NGramBase, NGramParts: s.NGramParts, RopeTheta: s.RopeTheta, Seed: s.Seed,
-		ExpertStorage: ex, Prefix: s.Prefix}
 }
 
 type gen struct {
@@ -234,15 +143,6 @@ func (g *gen) fn(name string, f func(i int) float64, shape ...int64) {
 		binary.LittleEndian.PutUint16(b[2*i:], bf16(float32(f(int(i)))))
 	}
 	g.out = append(g.out, safetensors.WriteTensor{Name: name, DType: safetensors.BF16, Shape: shape, Data: b})
-}
-
-// int64Tensor is an I64 tensor [len(v)] of v.
-func int64Tensor(name string, v []int64) safetensors.WriteTensor {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
-	}
-	return safetensors.WriteTensor{Name: name, DType: safetensors.I64, Shape: []int64{int64(len(v))}, Data: b}
 }
 
 // bf16 rounds to nearest even.

@@ -4,33 +4,38 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/stratakernels/strata/family"
-	_ "github.com/stratakernels/strata/family/all"
 	"github.com/stratakernels/strata/internal/safetensors"
 )
 
-// tinySpec is a small spec of each architecture (fast to generate).
-func tinySpec(arch string) Spec {
-	s := Presets["qwen4exp-small"]
-	if arch == "qwen3_next" {
-		s = Presets["qwen3next-small"]
+// smallPresets are the registered presets of a few megabytes (hidden size at most 256, vocabulary
+// at most 1024), sorted: every family has some.
+func smallPresets(t *testing.T) []string {
+	var names []string
+	for n, s := range Presets {
+		if s.D <= 256 && s.Vocab <= 1024 {
+			names = append(names, n)
+		}
 	}
-	s.D, s.Layers, s.Vocab, s.Experts, s.MoEI, s.SharedI, s.HCRank = 64, 4, 300, 6, 16, 16, 8
-	s.Hk, s.Hv, s.Dk, s.Dv, s.HeadDim = 1, 2, 32, 32, 64
-	s.PLEEmbedDim = 32
-	s.TopK = 4
-	return s
+	sort.Strings(names)
+	if len(names) == 0 {
+		t.Fatal("no small preset registered")
+	}
+	return names
 }
 
-// TestGenerateValidAndDeterministic: a generated checkpoint passes the same config and tensor
-// checks as a real one (every tensor the config implies, with its shape), and generating twice
-// gives byte-identical files.
+// TestGenerateValidAndDeterministic: for every small preset of every family, a generated
+// checkpoint passes the same config and tensor checks as a real one (every tensor the config
+// implies, with its shape, in the layout the spec asks for), generating twice gives
+// byte-identical files, and another seed other weights.
 func TestGenerateValidAndDeterministic(t *testing.T) {
-	for _, arch := range []string{"qwen4_exp_text", "qwen3_next"} {
-		t.Run(arch, func(t *testing.T) {
-			spec := tinySpec(arch)
+	families := map[string]bool{}
+	for _, name := range smallPresets(t) {
+		t.Run(name, func(t *testing.T) {
+			spec := Presets[name]
 			a, b := t.TempDir(), t.TempDir()
 			if err := Generate(a, spec); err != nil {
 				t.Fatal(err)
@@ -49,6 +54,7 @@ func TestGenerateValidAndDeterministic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			families[cfg.Family] = true
 			ck, err := safetensors.OpenDir(a)
 			if err != nil {
 				t.Fatal(err)
@@ -58,10 +64,13 @@ func TestGenerateValidAndDeterministic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fused := res.Plan.Layout.Experts == family.Fused; fused == spec.PerExpertLayout {
-				t.Errorf("layout %v for PerExpertLayout=%v", res.Plan.Layout.Experts, spec.PerExpertLayout)
+			l := res.Plan.Layout
+			if spec.Experts > 0 && (l.Experts == family.PerExpert) != spec.PerExpertLayout {
+				t.Errorf("layout %v for PerExpertLayout=%v", l.Experts, spec.PerExpertLayout)
 			}
-			// A different seed changes the weights.
+			if spec.Prefix != "" && l.Text != spec.Prefix {
+				t.Errorf("prefix %q, want %q", l.Text, spec.Prefix)
+			}
 			spec.Seed++
 			c := t.TempDir()
 			if err := Generate(c, spec); err != nil {
@@ -74,18 +83,27 @@ func TestGenerateValidAndDeterministic(t *testing.T) {
 			}
 		})
 	}
+	for _, f := range family.Names() {
+		if !families[f] {
+			t.Errorf("family %s has no small preset: its generator settings are untested here", f)
+		}
+	}
 }
 
 func TestSpecErrors(t *testing.T) {
-	s := tinySpec("qwen3_next")
-	s.Hv = 3
-	s.Hk = 2
+	s := Presets[smallPresets(t)[0]]
+	s.Hv, s.Hk = 3, 2
 	if err := Generate(t.TempDir(), s); err == nil {
 		t.Error("Hv % Hk != 0 accepted")
 	}
-	s = tinySpec("llama")
+	s = Presets[smallPresets(t)[0]]
 	s.Arch = "llama"
 	if err := Generate(t.TempDir(), s); err == nil {
 		t.Error("unknown arch accepted")
+	}
+	s = Presets[smallPresets(t)[0]]
+	s.Prefix = "transformer."
+	if err := Generate(t.TempDir(), s); err == nil {
+		t.Error("unknown tensor prefix accepted")
 	}
 }

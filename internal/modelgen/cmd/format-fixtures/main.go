@@ -1,5 +1,5 @@
-// Command format-fixtures writes the format fixture set (modelgen.FormatFixtures): the generated
-// Qwen3.8-Flash-Next and Qwen3-Next checkpoints and their mlx-vlm, mlx-lm and FP8 forms, the
+// Command format-fixtures writes the format fixture set (modelgen.FormatFixtures, every family's):
+// the families' generated format presets and their mlx-vlm, mlx-lm and FP8 forms, the
 // inputs of the transformers goldens made by goldens.py beside this file (kept, with the
 // fixtures.json they were made from, in testdata/; its README says how):
 //

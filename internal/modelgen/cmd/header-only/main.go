@@ -3,8 +3,10 @@
 // header, the data sections sparse (or, with -truncate, absent). It is how the README's
 // --inspect example is made:
 //
-//	go run ./internal/modelgen/cmd/header-only qwen3.8-flash-next /tmp/qwen3.8-flash-next
-//	go run ./examples/prefill --model /tmp/qwen3.8-flash-next --inspect
+//	go run ./internal/modelgen/cmd/header-only RELEASE /tmp/RELEASE
+//	go run ./examples/prefill --model /tmp/RELEASE --inspect
+//
+// The releases are every family's (family/NAME/gen); the usage message lists them.
 package main
 
 import (

@@ -5,15 +5,18 @@
 // the goldens of the MLX conversions (goldens.py beside this file; strata's TestMLXGoldens reads
 // its output as testdata/goldens/mlx_goldens.safetensors):
 //
-//	go run ./internal/modelgen/cmd/mlx-convert -q -bits 4 -group 64 testdata/qwen3next-tiny /tmp/tiny-4bit
-//	go run ./internal/modelgen/cmd/mlx-convert -q -recipe mixed_3_6 testdata/qwen3next-tiny /tmp/tiny-mixed
-//	go run ./internal/modelgen/cmd/mlx-convert -q -mode mxfp4 -vlm -gains-as-w QWEN4EXP /tmp/q4-mxfp4
-//	go run ./internal/modelgen/cmd/mlx-convert -fp8 qwen3-next-80b-a3b-instruct-fp8 QWEN3NEXT /tmp/q3-fp8
+//	go run ./internal/modelgen/cmd/mlx-convert -q -bits 4 -group 64 SRC /tmp/tiny-4bit
+//	go run ./internal/modelgen/cmd/mlx-convert -q -recipe mixed_3_6 SRC /tmp/tiny-mixed
+//	go run ./internal/modelgen/cmd/mlx-convert -q -mode mxfp4 -vlm -gains-as-w SRC /tmp/mxfp4
+//	go run ./internal/modelgen/cmd/mlx-convert -fp8 RELEASE SRC /tmp/fp8
 //	go run ./internal/modelgen/cmd/mlx-convert -dequantize [-experts fused] /tmp/tiny-4bit /tmp/tiny-4bit-f32
-//	go run ./internal/modelgen/cmd/mlx-convert -golden-set testdata/qwen3next-tiny /tmp/mlx-goldens
+//	go run ./internal/modelgen/cmd/mlx-convert -golden-set TINY /tmp/mlx-goldens
 //
-// -golden-set writes DIR/NAME/mlx and DIR/NAME/hf for every modelgen.MLXGoldenVariants entry;
-// then, where transformers 5.17 and torch are installed:
+// where SRC is a Hugging Face checkpoint (a testdata model or a generated one), RELEASE one of
+// the FP8 releases the families register (the usage message lists them) and TINY the tiny
+// per-expert reference checkpoint of testdata whose goldens are model_goldens.safetensors
+// (testdata/README.md). -golden-set writes DIR/NAME/mlx and DIR/NAME/hf for every
+// modelgen.MLXGoldenVariants entry; then, where transformers 5.17 and torch are installed:
 //
 //	python3 internal/modelgen/cmd/mlx-convert/goldens.py /tmp/mlx-goldens testdata/goldens/model_goldens.safetensors OUTDIR
 package main
@@ -38,8 +41,8 @@ func main() {
 	flag.IntVar(&o.Group, "group", 0, "group size (0: 64; with -recipe, null group sizes in the per-module entries)")
 	flag.StringVar(&o.Recipe, "recipe", "", "mixed recipe: mixed_2_6, mixed_3_4, mixed_3_6 or mixed_4_6")
 	flag.StringVar(&o.Mode, "mode", "", "quantization mode: affine (the default), mxfp4, nvfp4 or mxfp8")
-	flag.BoolVar(&o.VLM, "vlm", false, "quantize as mlx-vlm does (its qwen4_exp predicate: the n-gram table in groups of 32 where the group does not divide it)")
-	flag.BoolVar(&o.GainsAsW, "gains-as-w", false, "store the zero-centred gains as w (mlx-vlm since PR #2032 for qwen4_exp) instead of 1 + w")
+	flag.BoolVar(&o.VLM, "vlm", false, "quantize as mlx-vlm does (its predicate of models with n-gram tables: a table in groups of 32 where the group does not divide it)")
+	flag.BoolVar(&o.GainsAsW, "gains-as-w", false, "store the zero-centred gains as w (mlx-vlm since PR #2032 for models with n-gram tables) instead of 1 + w")
 	fp8 := flag.String("fp8", "", "write an FP8 copy laid out as this release: "+strings.Join(fp8Names(), ", "))
 	scales := flag.String("fp8-scales", "BF16", "the FP8 copy's scale dtype: BF16 (as published) or F32")
 	deq := flag.Bool("dequantize", false, "write SRC's (an MLX conversion) weights as a float32 Hugging Face checkpoint")
