@@ -163,9 +163,9 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.Experts) error {
 	b := j.b
 	D, I, E := ex.D, ex.I, ex.E
-	var pipes [5]mtlPipeline
+	var pipes [5]mtlPipeline // the slot-table kernels of moe.metal, then swiglu
 	for i, f := range []string{"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather"} {
-		p, err := b.pipeline("prompt.metal", f, nil)
+		p, err := b.pipeline("moe.metal", f, nil)
 		if err != nil {
 			return j.fail(err)
 		}

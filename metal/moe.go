@@ -6,7 +6,8 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of the MoE and GatedResidual-write kernels of prompt.metal.
+// Host side of moe.metal: the MoE router, combine and GatedResidual write (its slot-table kernels
+// are encoded by moeExperts in gemm.go, around the grouped GEMMs).
 
 // elemThreads is the threadgroup width of the element-wise kernels (one thread per element of
 // a row of D): the smallest multiple of 32 covering D, at most 256.
@@ -58,7 +59,7 @@ func (j *Pass) moeCombine(fn string, bo, bye, brk, bw *Tensor, T, K, D int) erro
 	if T == 0 {
 		return j.err
 	}
-	pipe, err := j.b.pipeline("prompt.metal", fn, nil)
+	pipe, err := j.b.pipeline("moe.metal", fn, nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -114,7 +115,7 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 	bye, brk, bw, bsh = dummy(bye), dummy(brk), dummy(bw), dummy(bsh)
 	prm := paramBytes(grApplyParams{T: T, K: K, S: S, D: D, Eps: eps, HasShared: hasShared})
 	apply := func() {
-		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
+		pa, err := b.pipeline("moe.metal", "gr_apply_moec", nil)
 		if err != nil {
 			j.fail(err)
 			return
@@ -127,7 +128,7 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 	case bhn == nil:
 		apply()
 	case b.preferred("gr_norm_h_moec", "gr_norm_h_moec") == "gr_norm_h_moec":
-		pipe, err := b.pipeline("prompt.metal", "gr_norm_h_moec", nil)
+		pipe, err := b.pipeline("moe.metal", "gr_norm_h_moec", nil)
 		if err != nil {
 			return j.fail(err)
 		}
@@ -171,7 +172,7 @@ func (j *Pass) route(bw, bi, bl *Tensor, T, E, K int, norm bool) error {
 	if T == 0 {
 		return j.err
 	}
-	pipe, err := j.b.pipeline("prompt.metal", "moe_route", nil)
+	pipe, err := j.b.pipeline("moe.metal", "moe_route", nil)
 	if err != nil {
 		return j.fail(err)
 	}

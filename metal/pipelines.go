@@ -87,10 +87,13 @@ var pipelineTable = func() []pipelineEntry {
 	add("gemm.metal", []bool{true}, "swiglu", "swiglu_split")
 	add("gemm_tensor.metal", bothBool, "gemm_tensor_w16", "gemm_tensor_w16_grouped")
 	add("gemm_tensor.metal", []bool{false}, "gemm_tensor_w32", "gemm_tensor_w32_grouped")
-	add("prompt.metal", noConst, "moe_comb", "moe_comb_slots", "rms_norm", "gr_norm_h4", "gr_apply_moec",
-		"gr_norm_h_moec", "gr_norm_h_stream_out", "moe_route", "embed", "ew_act", "ew_add", "ew_sigmoid_mul",
-		"row_sigmoid_scale", "gr_stream_mean", "ple_gather", "ple_gate", "ple_conv", "ple_state",
-		"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather", "copy_f32")
+	add("norm.metal", noConst, "rms_norm", "gr_norm_h4")
+	add("embed.metal", noConst, "embed")
+	add("moe.metal", noConst, "moe_route", "moe_comb", "moe_comb_slots", "gr_apply_moec", "gr_norm_h_moec",
+		"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather")
+	add("gatedresidual.metal", noConst, "gr_stream_mean", "gr_norm_h_stream_out")
+	add("elementwise.metal", noConst, "ew_act", "ew_add", "ew_sigmoid_mul", "row_sigmoid_scale", "copy_f32")
+	add("ple.metal", noConst, "ple_gather", "ple_gate", "ple_conv", "ple_state")
 	add("qsa_prompt.metal", noConst, "qsa_prep", "qsa_index_prep", "qsa_block_keys", "qsa_scores", "qsa_select")
 	add("qsa_prompt.metal", bothBool, attnFlashKernel, attnFlashPHKernel, attnMMKernel)
 	add("qsa_tensor.metal", bothBool, attnTensorKernel, attnTensorPFKernel)
