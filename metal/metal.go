@@ -25,7 +25,7 @@
 // Kernel choice: each op picks its kernel from the shapes; Alternatives lists the other kernels
 // Prefer can choose per op, which of them give the default's bits and the tolerances of the
 // others. On GPUs with the matrix units behind Metal 4 tensor ops (MTLGPUFamilyApple10 with
-// Metal 4: M5) attention and the GEMMs default to tensor-op kernels (qsa_tensor.metal,
+// Metal 4: M5) attention and the GEMMs default to tensor-op kernels (attention_tensor.metal,
 // gemm_tensor.metal) once a first-use self-check on the device passed (tensorops.go). Every
 // pipeline the backend can build is in one table (Pipelines); every file compiles with
 // CompileOptions (safe math). The self-test command metal/cmd/selftest builds them all and runs
@@ -70,7 +70,7 @@ var kernelFS embed.FS
 // every kernel file before it is compiled; its structs have Go twins in params.go.
 const ParamsHeader = "params.h"
 
-// Source returns the embedded MSL source of one kernel file (e.g. "gdn_prompt.metal") as it is
+// Source returns the embedded MSL source of one kernel file (e.g. "gdn.metal") as it is
 // written, or of a header (ParamsHeader, "common.h"). Errors wrap op.ErrInvalidArgument for an
 // unknown file.
 func Source(file string) (string, error) {
