@@ -1,5 +1,9 @@
 // Package metal is strata's Metal backend: the MSL kernels in metal/kernels (embedded) and the Go
 // host code that compiles them, picks a kernel variant for each call and encodes the dispatches.
+// Each kernel file is one op family paired with the host file that dispatches its kernels
+// (norm.go and kernels/norm.metal, moe.go and kernels/moe.metal, ...; the Metal 4 tensor-op
+// twins as *_tensor.metal); the helpers several kernel files share are in kernels/common.h, the
+// parameter structs in kernels/params.h.
 // The host code is written against the small device interface of metal/mtl, so the same code runs
 // on Apple GPUs (the purego-based device of this package, darwin only) and on the MSL emulator of
 // emu, which is how the kernels are tested without Apple hardware.
@@ -59,10 +63,6 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// The kernel files pair with the host files of this package: norm.metal with norm.go, moe.metal
-// with moe.go and so on, each file one op family; the helpers several files share live in
-// kernels/common.h, next to the parameter header.
-//
 //go:embed kernels/*.metal kernels/*.h
 var kernelFS embed.FS
 

@@ -2,8 +2,7 @@
 // the slot table the grouped GEMMs read (moe_slot_count, moe_slot_plan, moe_slot_scatter,
 // moe_slot_gather), the combine of the experts' outputs (moe_comb, moe_comb_slots) and the
 // GatedResidual write with the combine fused in (gr_apply_moec, gr_norm_h_moec). Host side:
-// moe.go (the slot-table kernels are dispatched by moeExperts in gemm.go, around the grouped
-// GEMMs). Math: docs/MODELS.md (MoE block, GatedResidual).
+// moe.go. Math: docs/MODELS.md (MoE block, GatedResidual).
 #include <metal_stdlib>
 #include "common.h"
 using namespace metal;
