@@ -6,9 +6,9 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of qsa_prompt.metal.
+// Host side of attention.metal (qsa_flash; its variants in attention_variants.go).
 
-// qsaRowsMax is QSA_RMAX of qsa_prompt.metal: score rows per qsa_flash tile.
+// qsaRowsMax is QSA_RMAX of attention.metal: score rows per qsa_flash tile.
 const qsaRowsMax = 16
 
 // Attention implements op.Pass with qsa_flash: causal, optionally QSA-sparse grouped-query
@@ -58,7 +58,7 @@ func (j *Pass) attention(bo, blse, bq, bk, bv *Tensor, p op.AttnParams, sel *op.
 	if sparse {
 		tq = 1
 	}
-	pipe, err := j.b.pipeline("qsa_prompt.metal", "qsa_flash", []mtlConst{boolConst(0, sparse)})
+	pipe, err := j.b.pipeline("attention.metal", "qsa_flash", []mtlConst{boolConst(0, sparse)})
 	if err != nil {
 		return j.fail(err)
 	}

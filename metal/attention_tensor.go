@@ -6,9 +6,9 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of qsa_tensor.metal: op "attention" on Metal 4 tensor ops.
+// Host side of attention_tensor.metal: op "attention" on Metal 4 tensor ops.
 
-// qtKeys and qtDims are QT_BK and QT_BD of qsa_tensor.metal: keys per block, head dims per K/V
+// qtKeys and qtDims are QT_BK and QT_BD of attention_tensor.metal: keys per block, head dims per K/V
 // staging chunk (rows with a selection).
 const (
 	qtKeys = 32
@@ -28,7 +28,7 @@ const (
 func (j *Pass) attentionTensor(kernel string, bo, blse, bq, bk, bv *Tensor, p op.AttnParams, sel *op.Selection, btok *Tensor) error {
 	hpg := p.Hq / p.Hkv
 	sparse := sel != nil
-	pipe, err := j.b.pipeline("qsa_tensor.metal", kernel, []mtlConst{boolConst(0, sparse)})
+	pipe, err := j.b.pipeline("attention_tensor.metal", kernel, []mtlConst{boolConst(0, sparse)})
 	if err != nil {
 		return j.fail(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Variants of op "attention" (qsa_prompt.metal), chosen with Backend.Prefer("attention", kernel).
+// Variants of op "attention" (attention.metal), chosen with Backend.Prefer("attention", kernel).
 // Both compute op.Attention as qsa_flash does, over the same tiles (the HPG query heads of
 // one KV head x tq tokens, tq = 16 / HPG, one token per tile when a selection is given), but not
 // with qsa_flash's bits:
@@ -22,7 +22,7 @@ const (
 	attnFlashPHKernel = "qsa_flash_ph"
 )
 
-// attnMMChunk is QSA_MM_BD of qsa_prompt.metal: head dims per K/V staging chunk of qsa_attn_mm.
+// attnMMChunk is QSA_MM_BD of attention.metal: head dims per K/V staging chunk of qsa_attn_mm.
 const attnMMChunk = 64
 
 // attentionVariant encodes kernel (attnMMKernel or attnFlashPHKernel) with the arguments of
@@ -48,7 +48,7 @@ func (j *Pass) attentionVariant(kernel string, bo, blse, bq, bk, bv *Tensor, p o
 	default:
 		return j.fail(fmt.Errorf("attention: %w: no kernel %q", op.ErrInvalidArgument, kernel))
 	}
-	pipe, err := j.b.pipeline("qsa_prompt.metal", kernel, []mtlConst{boolConst(0, sparse)})
+	pipe, err := j.b.pipeline("attention.metal", kernel, []mtlConst{boolConst(0, sparse)})
 	if err != nil {
 		return j.fail(err)
 	}

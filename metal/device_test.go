@@ -212,6 +212,37 @@ func TestCompileOptionsReachDevice(t *testing.T) {
 	}
 }
 
+// TestCompileSourceInlinesHeaders: a quoted include of an embedded header is replaced by the
+// header's text, line numbering resumes after it (also in a file the library appended under a
+// #line directive), the emulator compiles the result with the header's helpers and cites the
+// including file's own lines, and headers cannot be replaced with SetSource.
+func TestCompileSourceInlinesHeaders(t *testing.T) {
+	common, err := Source("common.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := CompileSource("x.metal", "a\n#include \"common.h\"\nb\n#line 7 \"y.metal\"\n#include \"common.h\"\nc\n")
+	want := "\n#line 1 \"x.metal\"\na\n#line 1 \"common.h\"\n" + common + "#line 3 \"x.metal\"\nb\n#line 7 \"y.metal\"\n" +
+		"#line 1 \"common.h\"\n" + common + "#line 8 \"y.metal\"\nc\n"
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("CompileSource ends\n%s\nwant\n%s", got[max(0, len(got)-len(want)):], want)
+	}
+	if g := CompileSource("x.metal", "#include \"nope.h\"\n"); !strings.HasSuffix(g, "\n#line 1 \"x.metal\"\n#include \"nope.h\"\n") {
+		t.Errorf("an include of no embedded header was changed: %q", g[len(g)-60:])
+	}
+	// Line 4 uses common.h's sigmoid1; line 5 names nothing defined.
+	src := "#include <metal_stdlib>\n#include \"common.h\"\nusing namespace metal;\n" +
+		"kernel void k(device float* y [[buffer(0)]]) { y[0] = sigmoid1(y[0]);\n y[1] = undefined_name; }\n"
+	b := testBackend(t)
+	_, err = b.dev.NewLibrary("x.metal", CompileSource("x.metal", src), CompileOptions("x.metal"))
+	if !errors.Is(err, mtl.ErrCompile) || !strings.Contains(err.Error(), "x.metal:5") || strings.Contains(err.Error(), "x.metal:4") {
+		t.Errorf("compile error %v, want one at x.metal:5 only", err)
+	}
+	if err := b.SetSource("common.h", common); !errors.Is(err, op.ErrInvalidArgument) {
+		t.Errorf("SetSource of a header: %v, want ErrInvalidArgument", err)
+	}
+}
+
 // TestGPUTiming: on a device whose command buffers report GPU time (Metal's GPUStartTime ..
 // GPUEndTime) and no per-dispatch time, Commit reports that time as Total with PerStage false.
 func TestGPUTiming(t *testing.T) {

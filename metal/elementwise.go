@@ -6,7 +6,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of the element-wise kernels of prompt.metal (ew_act, ew_add, ew_sigmoid_mul,
+// Host side of elementwise.metal (ew_act, ew_add, ew_sigmoid_mul,
 // row_sigmoid_scale, copy_f32) and of swiglu (gemm.metal). Activations are float32 with the
 // device's exp; agreement with the CPU's float64 activations about 1e-7 relative per element.
 
@@ -19,7 +19,7 @@ const (
 
 // encodeAct encodes y = mul * act(x / div) over n elements into j (y may be x).
 func (b *Backend) encodeAct(j *Pass, y, x *Tensor, n int, div, mul float32, act int) error {
-	pipe, err := b.pipeline("prompt.metal", "ew_act", nil)
+	pipe, err := b.pipeline("elementwise.metal", "ew_act", nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -37,7 +37,7 @@ func (j *Pass) ew(fn string, out *Tensor, ins []*Tensor, n, D int, hasV bool) er
 	if n == 0 {
 		return j.err
 	}
-	pipe, err := j.b.pipeline("prompt.metal", fn, nil)
+	pipe, err := j.b.pipeline("elementwise.metal", fn, nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -150,7 +150,7 @@ func (j *Pass) copy(dst, src *Tensor) error {
 	if err := guard32("Copy", n); err != nil || n == 0 {
 		return j.fail(err)
 	}
-	pipe, err := j.b.pipeline("prompt.metal", "copy_f32", nil)
+	pipe, err := j.b.pipeline("elementwise.metal", "copy_f32", nil)
 	if err != nil {
 		return j.fail(err)
 	}

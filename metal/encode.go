@@ -29,7 +29,7 @@ type Pass struct {
 	// force names, per op, the kernel this Pass runs whatever Prefer and the capability defaults
 	// say (the first-use self-check of a tensor-op variant compares two kernels this way).
 	force map[string]string
-	// routeStatus is moe_route's flag of non-finite logits ([2] uint32, see prompt.metal), in
+	// routeStatus is moe_route's flag of non-finite logits ([2] uint32, see moe.metal), in
 	// the session's scratch, reset by the first TopKRoute of the Pass and read after the
 	// command buffer.
 	routeStatus *Tensor

@@ -6,8 +6,10 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of the GatedResidual (hyper-connection) read and write of qwen4_exp: compositions of
-// gr_norm_h4, gemm_w16/gemm_w32, ew_act, gr_stream_mean and gr_apply_moec / gr_norm_h_moec.
+// Host side of gatedresidual.metal (gr_stream_mean, gr_norm_h_stream_out): the GatedResidual
+// (hyper-connection) read and write of qwen4_exp, compositions of gr_norm_h4 (norm.metal),
+// gemm_w16/gemm_w32, ew_act (elementwise.metal), gr_stream_mean / gr_norm_h_stream_out and
+// gr_apply_moec / gr_norm_h_moec (moe.metal).
 // Math: docs/MODELS.md "GatedResidual" and op.GRRead / op.GRWrite.
 
 // GRRead implements op.Pass: Hn = grouped RMSNorm1p(H) (gr_norm_h4; skipped when Normed),
@@ -35,7 +37,7 @@ func (j *Pass) GRRead(a op.GRRead) error {
 func (j *Pass) grRead(bx, bb, H *Tensor, normed bool, T int, g *op.GRWeights, eps float32) error {
 	b := j.b
 	S, D, R := g.S, g.D, g.R
-	pmean, err := b.pipeline("prompt.metal", "gr_stream_mean", nil)
+	pmean, err := b.pipeline("gatedresidual.metal", "gr_stream_mean", nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -51,7 +53,7 @@ func (j *Pass) grRead(bx, bb, H *Tensor, normed bool, T int, g *op.GRWeights, ep
 	b.encodeMatMul(j, ba, bz, T, g.Up)
 	if !normed && b.preferred("gr_stream_mean", "gr_stream_mean") == "gr_norm_h_stream_out" {
 		// The read's output from the raw streams, renormalising them in the same pass.
-		pso, err := b.pipeline("prompt.metal", "gr_norm_h_stream_out", nil)
+		pso, err := b.pipeline("gatedresidual.metal", "gr_norm_h_stream_out", nil)
 		if err != nil {
 			return j.fail(err)
 		}

@@ -6,7 +6,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of gdn_prompt.metal (Gated DeltaNet; math in op.GDNPre / GDNScan / GDNPost).
+// Host side of gdn.metal (Gated DeltaNet; math in op.GDNPre / GDNScan / GDNPost).
 
 // GDNPre implements op.Pass with gdn_pre + gdn_conv_update: the short conv over qkv with the conv
 // state (read, then replaced by the last ConvK-1 inputs), silu, l2norm of q and k per head (q
@@ -33,11 +33,11 @@ func (j *Pass) GDNPre(a op.GDNPre) error {
 }
 
 func (j *Pass) gdnPre(bq, bk, bv, bg, bbeta, bqkv, ba, bb, bcs, bw, balog, bdt *Tensor, p op.GDNParams) error {
-	pre, err := j.b.pipeline("gdn_prompt.metal", "gdn_pre", nil)
+	pre, err := j.b.pipeline("gdn.metal", "gdn_pre", nil)
 	if err != nil {
 		return j.fail(err)
 	}
-	upd, err := j.b.pipeline("gdn_prompt.metal", "gdn_conv_update", nil)
+	upd, err := j.b.pipeline("gdn.metal", "gdn_conv_update", nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -86,7 +86,7 @@ func (j *Pass) GDNScan(a op.GDNScan) error {
 
 // gdnNormQK dispatches gdn_norm_qk over q and k [T, Hk, Dk] into scratch tensors it returns.
 func (j *Pass) gdnNormQK(bq, bk *Tensor, p op.GDNParams) (qn, kn *Tensor) {
-	pipe, err := j.b.pipeline("gdn_prompt.metal", "gdn_norm_qk", nil)
+	pipe, err := j.b.pipeline("gdn.metal", "gdn_norm_qk", nil)
 	if err != nil {
 		j.fail(err)
 		return nil, nil
@@ -110,7 +110,7 @@ func (j *Pass) gdnScan(bo, bs, bq, bk, bv, bg, bbeta *Tensor, p op.GDNParams, mo
 	if chunked {
 		return j.gdnScanChunk(bo, bs, bq, bk, bv, bg, bbeta, p)
 	}
-	pipe, err := j.b.pipeline("gdn_prompt.metal", "gdn_scan", nil)
+	pipe, err := j.b.pipeline("gdn.metal", "gdn_scan", nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -137,7 +137,7 @@ func (j *Pass) GDNPost(a op.GDNPost) error {
 
 func (j *Pass) gdnPost(by, bo, bz *Tensor, T, Hv, Dv int, bw *Tensor, eps float32, act op.GateAct) error {
 	silu := act == op.ActSilu
-	pipe, err := j.b.pipeline("gdn_prompt.metal", "gdn_post", []mtlConst{boolConst(0, silu)})
+	pipe, err := j.b.pipeline("gdn.metal", "gdn_post", []mtlConst{boolConst(0, silu)})
 	if err != nil {
 		return j.fail(err)
 	}

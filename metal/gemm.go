@@ -161,16 +161,7 @@ func (j *Pass) MoEExperts(a op.MoEExperts) error {
 }
 
 func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.Experts) error {
-	b := j.b
 	D, I, E := ex.D, ex.I, ex.E
-	var pipes [5]mtlPipeline
-	for i, f := range []string{"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather"} {
-		p, err := b.pipeline("prompt.metal", f, nil)
-		if err != nil {
-			return j.fail(err)
-		}
-		pipes[i] = p
-	}
 	es, err := j.w.experts(ex)
 	if err != nil {
 		return j.fail(err)
@@ -179,29 +170,24 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 	if es.split {
 		swiglu = "swiglu_split"
 	}
-	if pipes[4], err = b.pipeline("gemm.metal", swiglu, []mtlConst{boolConst(0, true)}); err != nil {
+	pswiglu, err := j.b.pipeline("gemm.metal", swiglu, []mtlConst{boolConst(0, true)})
+	if err != nil {
 		return j.fail(err)
 	}
 	rows := T * K
-	ntiles := (rows+31)/32 + E // each expert's last tile may be partial
-	prm := paramBytes(moeSlotParams{T: T, K: K, E: E, D: D, Ntiles: ntiles})
-	count, base := j.tmp("moe count", E), j.tmp("moe base", E+1)
-	tiles, rowtok := j.tmp("moe tiles", 3*ntiles), j.tmp("moe rowtok", rows)
-	xg, gu, h := j.tmp("moe xg", rows*D), j.tmp("moe gate_up", rows*2*I), j.tmp("moe h", rows*I)
-	nc, ns := fitWidth(pipes[0], 256), fitWidth(pipes[2], 256)
-	j.dispatch(pipes[0], fmt.Sprintf("moe_slot_count_tg%d", nc), [3]int{(E + nc - 1) / nc, 1, 1}, [3]int{nc, 1, 1}, 0, count, idx, prm)
-	j.dispatch(pipes[1], "moe_slot_plan_tg32", [3]int{1, 1, 1}, [3]int{32, 1, 1}, 0, base, tiles, count, prm)
-	j.dispatch(pipes[2], fmt.Sprintf("moe_slot_scatter_tg%d", ns), [3]int{(E + ns) / ns, 1, 1}, [3]int{ns, 1, 1}, 0, rk, rowtok, idx, base, prm)
-	nt := fitWidth(pipes[3], elemThreads(D))
-	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
+	xg, tiles, ntiles := j.moeSlots(rk, x, idx, T, K, E, D)
+	if j.err != nil {
+		return j.err
+	}
+	gu, h := j.tmp("moe gate_up", rows*2*I), j.tmp("moe h", rows*I)
 	if es.split {
 		// Gate and up in different formats: one grouped GEMM each, into the two halves of the
 		// gate_up scratch ([rows, I] each).
 		g, u := gu.sub(0, rows*I), gu.sub(rows*I, 2*rows*I)
 		j.groupedGEMM(g, xg, ex.GateUp[0], es.gu, tiles, T, rows, ntiles)
 		j.groupedGEMM(u, xg, ex.Up[0], es.up, tiles, T, rows, ntiles)
-		nt := fitWidth(pipes[4], 256)
-		j.dispatch(pipes[4], "swiglu_split_f32", [3]int{(rows*I + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0,
+		nt := fitWidth(pswiglu, 256)
+		j.dispatch(pswiglu, "swiglu_split_f32", [3]int{(rows*I + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0,
 			h, g, u, paramBytes(swigluParams{Rows: rows, I: I}))
 	} else {
 		guShape := ex.GateUp[0]
@@ -211,8 +197,8 @@ func (j *Pass) moeExperts(ye, rk, x *Tensor, T int, idx *Tensor, K int, ex *op.E
 			guShape = &s
 		}
 		j.groupedGEMM(gu, xg, guShape, es.gu, tiles, T, rows, ntiles)
-		nt := fitWidth(pipes[4], 256)
-		j.dispatch(pipes[4], "swiglu_f32", [3]int{(rows*I + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0,
+		nt := fitWidth(pswiglu, 256)
+		j.dispatch(pswiglu, "swiglu_f32", [3]int{(rows*I + nt - 1) / nt, 1, 1}, [3]int{nt, 1, 1}, 0,
 			h, gu, paramBytes(swigluParams{Rows: rows, I: I}))
 	}
 	j.groupedGEMM(ye, h, ex.Down[0], es.dn, tiles, T, rows, ntiles)

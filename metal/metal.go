@@ -1,5 +1,9 @@
 // Package metal is strata's Metal backend: the MSL kernels in metal/kernels (embedded) and the Go
 // host code that compiles them, picks a kernel variant for each call and encodes the dispatches.
+// Each kernel file is one op family paired with the host file that dispatches its kernels
+// (norm.go and kernels/norm.metal, moe.go and kernels/moe.metal, ...; the Metal 4 tensor-op
+// twins as *_tensor.metal); the helpers several kernel files share are in kernels/common.h, the
+// parameter structs in kernels/params.h.
 // The host code is written against the small device interface of metal/mtl, so the same code runs
 // on Apple GPUs (the purego-based device of this package, darwin only) and on the MSL emulator of
 // emu, which is how the kernels are tested without Apple hardware.
@@ -25,7 +29,7 @@
 // Kernel choice: each op picks its kernel from the shapes; Alternatives lists the other kernels
 // Prefer can choose per op, which of them give the default's bits and the tolerances of the
 // others. On GPUs with the matrix units behind Metal 4 tensor ops (MTLGPUFamilyApple10 with
-// Metal 4: M5) attention and the GEMMs default to tensor-op kernels (qsa_tensor.metal,
+// Metal 4: M5) attention and the GEMMs default to tensor-op kernels (attention_tensor.metal,
 // gemm_tensor.metal) once a first-use self-check on the device passed (tensorops.go). Every
 // pipeline the backend can build is in one table (Pipelines); every file compiles with
 // CompileOptions (safe math). The self-test command metal/cmd/selftest builds them all and runs
@@ -47,8 +51,10 @@ import (
 	"embed"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,15 +63,16 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-//go:embed kernels/*.metal kernels/params.h
+//go:embed kernels/*.metal kernels/*.h
 var kernelFS embed.FS
 
 // ParamsHeader is the file of kernel parameter structs (kernels/params.h) that is prepended to
 // every kernel file before it is compiled; its structs have Go twins in params.go.
 const ParamsHeader = "params.h"
 
-// Source returns the embedded MSL source of one kernel file (e.g. "gdn_prompt.metal") as it is
-// written, or of ParamsHeader. Errors wrap op.ErrInvalidArgument for an unknown file.
+// Source returns the embedded MSL source of one kernel file (e.g. "gdn.metal") as it is
+// written, or of a header (ParamsHeader, "common.h"). Errors wrap op.ErrInvalidArgument for an
+// unknown file.
 func Source(file string) (string, error) {
 	b, err := kernelFS.ReadFile("kernels/" + file)
 	if err != nil {
@@ -76,13 +83,51 @@ func Source(file string) (string, error) {
 
 // CompileSource is what the device compiles for kernel file name with source src: ParamsHeader,
 // then src, each under a #line directive naming it, so that diagnostics cite each file's own
-// lines.
+// lines. Each line `#include "H"` of src that names an embedded header H (common.h) is replaced
+// by H's text under a #line directive naming H, followed by one that resumes src's numbering:
+// Metal compiles source text, with no include path to find H in. H's own quoted includes are not
+// expanded (the embedded headers have none).
 func CompileSource(name, src string) string {
 	hdr, err := Source(ParamsHeader)
 	if err != nil {
 		panic("metal: the embedded " + ParamsHeader + " is missing")
 	}
-	return "#line 1 \"" + ParamsHeader + "\"\n" + hdr + "#line 1 \"" + name + "\"\n" + src
+	return "#line 1 \"" + ParamsHeader + "\"\n" + hdr + "#line 1 \"" + name + "\"\n" + inlineHeaders(name, src)
+}
+
+var (
+	quotedInclude = regexp.MustCompile(`^\s*#\s*include\s+"([^"]+\.h)"\s*$`)
+	lineDirective = regexp.MustCompile(`^\s*#\s*line\s+(\d+)\s+"([^"]*)"`)
+)
+
+// inlineHeaders replaces the quoted includes of embedded headers in src (see CompileSource).
+// file is the name src's first line has in diagnostics; a #line directive in src (the library
+// writes one between the files it concatenates) sets the name and number of the next line.
+func inlineHeaders(file, src string) string {
+	var out strings.Builder
+	n := 1 // number of the current line in file
+	for _, l := range strings.SplitAfter(src, "\n") {
+		if m := lineDirective.FindStringSubmatch(l); m != nil {
+			out.WriteString(l)
+			file = m[2]
+			n, _ = strconv.Atoi(m[1]) // digits only: the regexp's
+			continue
+		}
+		if m := quotedInclude.FindStringSubmatch(strings.TrimRight(l, "\r\n")); m != nil && m[1] != ParamsHeader {
+			if h, err := Source(m[1]); err == nil {
+				fmt.Fprintf(&out, "#line 1 %q\n%s", m[1], h)
+				if !strings.HasSuffix(h, "\n") {
+					out.WriteString("\n")
+				}
+				fmt.Fprintf(&out, "#line %d %q\n", n+1, file)
+				n++
+				continue
+			}
+		}
+		out.WriteString(l)
+		n++
+	}
+	return out.String()
 }
 
 // Sources lists the embedded kernel files (*.metal).
@@ -209,10 +254,14 @@ func (b *Backend) Kernels() string {
 // SetSource replaces the source of one kernel file for this Backend (the A/B harness runs a
 // candidate file this way). It must be called before the file's first use, and before the first
 // use of a file compiled after it (quant.metal is compiled ahead of quant_tensor.metal).
-// Errors wrap op.ErrInvalidArgument when the file is unknown or already compiled.
+// Headers (ParamsHeader, common.h) are not replaced: replace the kernel files that use them.
+// Errors wrap op.ErrInvalidArgument when the file is unknown, a header or already compiled.
 func (b *Backend) SetSource(file, src string) error {
 	if _, err := Source(file); err != nil {
 		return err
+	}
+	if !strings.HasSuffix(file, ".metal") {
+		return fmt.Errorf("metal: %w: %s is a header, not a kernel file: replace the kernel files that include it", op.ErrInvalidArgument, file)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -6,7 +6,8 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of the MoE and GatedResidual-write kernels of prompt.metal.
+// Host side of moe.metal: the MoE router, the slot table (moeSlots, which moeExperts in gemm.go
+// encodes ahead of the grouped GEMMs), the combine and the GatedResidual write.
 
 // elemThreads is the threadgroup width of the element-wise kernels (one thread per element of
 // a row of D): the smallest multiple of 32 covering D, at most 256.
@@ -24,6 +25,37 @@ func fitWidth(p mtlPipeline, want int) int {
 		return m
 	}
 	return want
+}
+
+// moeSlots encodes the MoE slot table for the routed experts idx [T, K] (E experts, rows of D;
+// an index outside [0, E) is an empty slot): rk [T, K] gets each slot's row (-1 when empty), and
+// it returns xg [T*K, D], the slots' token rows of x [T, D] grouped by expert in expert order
+// (slot order within an expert), with the tile table tiles [3*ntiles] (expert, first row, end
+// row per tile of at most 32 rows) the grouped GEMMs read: moe_slot_count, moe_slot_plan,
+// moe_slot_scatter and moe_slot_gather. Failures are recorded in j.
+func (j *Pass) moeSlots(rk, x, idx *Tensor, T, K, E, D int) (xg, tiles *Tensor, ntiles int) {
+	var pipes [4]mtlPipeline
+	for i, f := range []string{"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather"} {
+		p, err := j.b.pipeline("moe.metal", f, nil)
+		if err != nil {
+			j.fail(err)
+			return nil, nil, 0
+		}
+		pipes[i] = p
+	}
+	rows := T * K
+	ntiles = (rows+31)/32 + E // each expert's last tile may be partial
+	prm := paramBytes(moeSlotParams{T: T, K: K, E: E, D: D, Ntiles: ntiles})
+	count, base := j.tmp("moe count", E), j.tmp("moe base", E+1)
+	tiles, rowtok := j.tmp("moe tiles", 3*ntiles), j.tmp("moe rowtok", rows)
+	xg = j.tmp("moe xg", rows*D)
+	nc, ns := fitWidth(pipes[0], 256), fitWidth(pipes[2], 256)
+	j.dispatch(pipes[0], fmt.Sprintf("moe_slot_count_tg%d", nc), [3]int{(E + nc - 1) / nc, 1, 1}, [3]int{nc, 1, 1}, 0, count, idx, prm)
+	j.dispatch(pipes[1], "moe_slot_plan_tg32", [3]int{1, 1, 1}, [3]int{32, 1, 1}, 0, base, tiles, count, prm)
+	j.dispatch(pipes[2], fmt.Sprintf("moe_slot_scatter_tg%d", ns), [3]int{(E + ns) / ns, 1, 1}, [3]int{ns, 1, 1}, 0, rk, rowtok, idx, base, prm)
+	nt := fitWidth(pipes[3], elemThreads(D))
+	j.dispatch(pipes[3], fmt.Sprintf("moe_slot_gather_tg%d", nt), [3]int{(D + nt - 1) / nt, rows, 1}, [3]int{nt, 1, 1}, 0, xg, x, rowtok, base, prm)
+	return xg, tiles, ntiles
 }
 
 // MoECombine implements op.Pass with moe_comb: out[t] = sum over slots j in slot order of
@@ -58,7 +90,7 @@ func (j *Pass) moeCombine(fn string, bo, bye, brk, bw *Tensor, T, K, D int) erro
 	if T == 0 {
 		return j.err
 	}
-	pipe, err := j.b.pipeline("prompt.metal", fn, nil)
+	pipe, err := j.b.pipeline("moe.metal", fn, nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -114,7 +146,7 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 	bye, brk, bw, bsh = dummy(bye), dummy(brk), dummy(bw), dummy(bsh)
 	prm := paramBytes(grApplyParams{T: T, K: K, S: S, D: D, Eps: eps, HasShared: hasShared})
 	apply := func() {
-		pa, err := b.pipeline("prompt.metal", "gr_apply_moec", nil)
+		pa, err := b.pipeline("moe.metal", "gr_apply_moec", nil)
 		if err != nil {
 			j.fail(err)
 			return
@@ -127,7 +159,7 @@ func (j *Pass) grApply(bh, bhn, bbeta, bye, brk, bw, bsh *Tensor, T, S, K, D int
 	case bhn == nil:
 		apply()
 	case b.preferred("gr_norm_h_moec", "gr_norm_h_moec") == "gr_norm_h_moec":
-		pipe, err := b.pipeline("prompt.metal", "gr_norm_h_moec", nil)
+		pipe, err := b.pipeline("moe.metal", "gr_norm_h_moec", nil)
 		if err != nil {
 			return j.fail(err)
 		}
@@ -171,7 +203,7 @@ func (j *Pass) route(bw, bi, bl *Tensor, T, E, K int, norm bool) error {
 	if T == 0 {
 		return j.err
 	}
-	pipe, err := j.b.pipeline("prompt.metal", "moe_route", nil)
+	pipe, err := j.b.pipeline("moe.metal", "moe_route", nil)
 	if err != nil {
 		return j.fail(err)
 	}

@@ -15,7 +15,7 @@ import (
 // define); the self-test builds every entry.
 
 // tensorFiles are the kernel files that use Metal 4 tensor ops (compiled with MSL 4.0).
-var tensorFiles = map[string]bool{"qsa_tensor.metal": true, "gemm_tensor.metal": true, "quant_tensor.metal": true,
+var tensorFiles = map[string]bool{"attention_tensor.metal": true, "gemm_tensor.metal": true, "quant_tensor.metal": true,
 	"fpquant_tensor.metal": true, "ggml_tensor.metal": true}
 
 // CompileOptions returns the options kernel file is compiled with: MSL 3.1 (macOS 14; 4.0 for
@@ -34,13 +34,13 @@ func CompileOptions(file string) mtl.CompileOptions {
 
 // constNames names the function constants (by index) of each kernel file that declares some.
 var constNames = map[string][]string{
-	"gemm.metal":         {"gemm_bf16"},
-	"gemm_tensor.metal":  {"gemm_bf16"},
-	"qsa_prompt.metal":   {"qsa_sparse"},
-	"qsa_tensor.metal":   {"qsa_sparse"},
-	"gdn_prompt.metal":   {"gdn_act_silu"},
-	"quant.metal":        {"q_bf16", "q_bits", "q_group"},
-	"quant_tensor.metal": {"q_bf16", "q_bits", "q_group"},
+	"gemm.metal":             {"gemm_bf16"},
+	"gemm_tensor.metal":      {"gemm_bf16"},
+	"attention.metal":        {"qsa_sparse"},
+	"attention_tensor.metal": {"qsa_sparse"},
+	"gdn.metal":              {"gdn_act_silu"},
+	"quant.metal":            {"q_bf16", "q_bits", "q_group"},
+	"quant_tensor.metal":     {"q_bf16", "q_bits", "q_group"},
 	// The float formats' files are compiled after quant.metal: their constant follows its three.
 	"fpquant.metal":        {"q_bf16", "q_bits", "q_group", "fp_format"},
 	"fpquant_tensor.metal": {"q_bf16", "q_bits", "q_group", "fp_format"},
@@ -80,20 +80,23 @@ var pipelineTable = func() []pipelineEntry {
 			t = append(t, pipelineEntry{file: file, kernel: k, bool0: bool0})
 		}
 	}
-	add("gdn_prompt.metal", noConst, "gdn_pre", "gdn_conv_update", "gdn_norm_qk", "gdn_scan", gdnScanChunkKernel)
-	add("gdn_prompt.metal", bothBool, "gdn_post")
+	add("gdn.metal", noConst, "gdn_pre", "gdn_conv_update", "gdn_norm_qk", "gdn_scan", gdnScanChunkKernel)
+	add("gdn.metal", bothBool, "gdn_post")
 	add("gemm.metal", bothBool, "gemm_w16", "gemm_w16_grouped")
 	add("gemm.metal", []bool{false}, "gemm_w32", "gemm_w32_grouped")
 	add("gemm.metal", []bool{true}, "swiglu", "swiglu_split")
 	add("gemm_tensor.metal", bothBool, "gemm_tensor_w16", "gemm_tensor_w16_grouped")
 	add("gemm_tensor.metal", []bool{false}, "gemm_tensor_w32", "gemm_tensor_w32_grouped")
-	add("prompt.metal", noConst, "moe_comb", "moe_comb_slots", "rms_norm", "gr_norm_h4", "gr_apply_moec",
-		"gr_norm_h_moec", "gr_norm_h_stream_out", "moe_route", "embed", "ew_act", "ew_add", "ew_sigmoid_mul",
-		"row_sigmoid_scale", "gr_stream_mean", "ple_gather", "ple_gate", "ple_conv", "ple_state",
-		"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather", "copy_f32")
-	add("qsa_prompt.metal", noConst, "qsa_prep", "qsa_index_prep", "qsa_block_keys", "qsa_scores", "qsa_select")
-	add("qsa_prompt.metal", bothBool, attnFlashKernel, attnFlashPHKernel, attnMMKernel)
-	add("qsa_tensor.metal", bothBool, attnTensorKernel, attnTensorPFKernel)
+	add("norm.metal", noConst, "rms_norm", "gr_norm_h4")
+	add("embed.metal", noConst, "embed")
+	add("moe.metal", noConst, "moe_route", "moe_comb", "moe_comb_slots", "gr_apply_moec", "gr_norm_h_moec",
+		"moe_slot_count", "moe_slot_plan", "moe_slot_scatter", "moe_slot_gather")
+	add("gatedresidual.metal", noConst, "gr_stream_mean", "gr_norm_h_stream_out")
+	add("elementwise.metal", noConst, "ew_act", "ew_add", "ew_sigmoid_mul", "row_sigmoid_scale", "copy_f32")
+	add("ple.metal", noConst, "ple_gather", "ple_gate", "ple_conv", "ple_state")
+	add("qsa.metal", noConst, "qsa_prep", "qsa_index_prep", "qsa_block_keys", "qsa_scores", "qsa_select")
+	add("attention.metal", bothBool, attnFlashKernel, attnFlashPHKernel, attnMMKernel)
+	add("attention_tensor.metal", bothBool, attnTensorKernel, attnTensorPFKernel)
 	for _, k := range []string{"qmm_affine", "qmm_affine_grouped", "qmv_affine", "qmv_affine_grouped", "qgather_affine"} {
 		t = append(t, pipelineEntry{file: "quant.metal", kernel: k, quant: true})
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of the PLE kernels of prompt.metal (ple_gather, ple_gate, ple_conv, ple_state).
+// Host side of ple.metal (ple_gather, ple_gate, ple_conv, ple_state).
 
 // PLEApply implements op.Pass: the table rows of ids [T, Heads] gathered into emb [T, EmbedDim]
 // (ple_gather; qgather_affine for a QAffine table, qgather_fp for an FP8Block or QFloat one,
@@ -172,7 +172,7 @@ func (j *Pass) pleApply(bh *Tensor, T int, bids *Tensor, tab pleTable, w *op.PLE
 	L := (K - 1) * w.Dilation
 	var pipes [4]mtlPipeline
 	for i, fn := range []string{"ple_gather", "ple_gate", "ple_conv", "ple_state"} {
-		p, err := b.pipeline("prompt.metal", fn, nil)
+		p, err := b.pipeline("ple.metal", fn, nil)
 		if err != nil {
 			return j.fail(err)
 		}

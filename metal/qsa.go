@@ -7,7 +7,7 @@ import (
 	"github.com/stratakernels/strata/op"
 )
 
-// Host side of the QSA preparation and indexer kernels of qsa_prompt.metal.
+// Host side of qsa.metal: the QSA preparation and indexer kernels.
 
 // ropeKey names one cached RoPE table.
 type ropeKey struct {
@@ -76,7 +76,7 @@ func (j *Pass) rope(rot int, theta float64, n int) *Tensor {
 }
 
 func (j *Pass) qsaPrep(bq, bg, bk, bv, bqg, bkr, bvr, bqn, bkn, brope *Tensor, T, Hq, Hkv, D, rot, pos0, row0 int, eps float32) error {
-	pipe, err := j.b.pipeline("qsa_prompt.metal", "qsa_prep", nil)
+	pipe, err := j.b.pipeline("qsa.metal", "qsa_prep", nil)
 	if err != nil {
 		return j.fail(err)
 	}
@@ -112,7 +112,7 @@ func (j *Pass) qsaIndex(plan *op.Selection, btok, bq, bkeys, biqk, bqn, bkn, bro
 	b := j.b
 	var pipes [4]mtlPipeline
 	for i, fn := range []string{"qsa_index_prep", "qsa_block_keys", "qsa_scores", "qsa_select"} {
-		pp, err := b.pipeline("qsa_prompt.metal", fn, nil)
+		pp, err := b.pipeline("qsa.metal", fn, nil)
 		if err != nil {
 			return j.fail(err)
 		}

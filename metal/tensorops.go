@@ -25,7 +25,7 @@ import (
 // Prefer.
 
 const (
-	// attnTensorKernel is qsa_flash on tensor ops, P in half (qsa_tensor.metal).
+	// attnTensorKernel is qsa_flash on tensor ops, P in half (attention_tensor.metal).
 	attnTensorKernel = "qsa_flash_tensor"
 	// attnTensorPFKernel is qsa_flash_tensor with P in float: qsa_attn_mm's arithmetic in its
 	// order (bitwise equal to it on the emulator).

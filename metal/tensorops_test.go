@@ -103,15 +103,15 @@ func TestTensorOpsSelfCheckFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := Source("qsa_tensor.metal")
+	src, err := Source("attention_tensor.metal")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad := strings.Replace(src, "rowf[r] = 1.0f / l[i];", "rowf[r] = 0.99f / l[i];", 1)
 	if bad == src {
-		t.Fatal("the output normalisation of qsa_tensor.metal moved: update the test")
+		t.Fatal("the output normalisation of attention_tensor.metal moved: update the test")
 	}
-	if err := b.SetSource("qsa_tensor.metal", bad); err != nil {
+	if err := b.SetSource("attention_tensor.metal", bad); err != nil {
 		t.Fatal(err)
 	}
 	var logs logSink

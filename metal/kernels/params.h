@@ -8,7 +8,7 @@
 #include <metal_stdlib>
 using namespace metal;
 
-// ---- gdn_prompt.metal
+// ---- gdn.metal
 
 struct GDNPreParams {
     uint T;
@@ -52,18 +52,36 @@ struct SwiGLUParams {
     uint I;
 };
 
-// ---- prompt.metal
-
-struct MoECombParams {
-    uint T;
-    uint K;
-    uint D;
-};
+// ---- norm.metal (gr_norm_h_stream_out and ple_gate take NormParams too)
 
 struct NormParams {
     uint D;   // elements per row (per stream)
     uint S;   // streams per token (1 for a plain RMSNorm1p)
     float eps;
+};
+
+// ---- embed.metal
+
+struct EmbedParams {
+    uint T;
+    uint D;
+    uint S;
+    uint V;
+    uint dtype; // table dtype: 0 float32 (table32), 1 bfloat16, 2 half (table16)
+};
+
+// ---- moe.metal
+
+struct RouteParams {
+    uint E;
+    uint K;
+    uint norm; // norm_topk_prob
+};
+
+struct MoECombParams {
+    uint T;
+    uint K;
+    uint D;
 };
 
 struct GRApplyParams {
@@ -75,19 +93,22 @@ struct GRApplyParams {
     uint has_shared; // shared [T, D] (the gated shared-expert output) is added to u
 };
 
-struct RouteParams {
-    uint E;
+struct MoESlotParams {
+    uint T;
     uint K;
-    uint norm; // norm_topk_prob
+    uint E;
+    uint D;
+    uint ntiles; // tile-table entries to fill (the host's upper bound)
 };
 
-struct EmbedParams {
-    uint T;
+// ---- gatedresidual.metal (gr_norm_h_stream_out takes NormParams)
+
+struct StreamParams {
     uint D;
     uint S;
-    uint V;
-    uint dtype; // table dtype: 0 float32 (table32), 1 bfloat16, 2 half (table16)
 };
+
+// ---- elementwise.metal
 
 struct ActParams {
     uint n;
@@ -102,10 +123,11 @@ struct EwParams {
     uint has_v; // ew_add: v is added too
 };
 
-struct StreamParams {
-    uint D;
-    uint S;
+struct CopyParams {
+    uint n;
 };
+
+// ---- ple.metal (ple_gate takes NormParams)
 
 struct PLEGatherParams {
     uint T;
@@ -121,19 +143,7 @@ struct PLEConvParams {
     uint dil; // dilation (3)
 };
 
-struct MoESlotParams {
-    uint T;
-    uint K;
-    uint E;
-    uint D;
-    uint ntiles; // tile-table entries to fill (the host's upper bound)
-};
-
-struct CopyParams {
-    uint n;
-};
-
-// ---- qsa_prompt.metal
+// ---- qsa.metal
 
 struct QSAPrepParams {
     uint T;
@@ -159,6 +169,8 @@ struct QSAIndexParams {
     float eps;
     float scale; // 1 / sqrt(dim)
 };
+
+// ---- attention.metal, attention_tensor.metal
 
 struct QSAFlashParams {
     uint T;

@@ -53,7 +53,7 @@ type Device interface {
 	// NewBuffer allocates a zeroed shared-storage buffer of length bytes.
 	NewBuffer(length int) (Buffer, error)
 	// NewLibrary compiles MSL source with opts (MTLCompileOptions); name identifies the source in
-	// diagnostics (e.g. "gdn_prompt.metal"). Options the device cannot honour (a language version
+	// diagnostics (e.g. "gdn.metal"). Options the device cannot honour (a language version
 	// it does not know, opts.Check failing) fail with ErrCompile rather than compiling otherwise.
 	NewLibrary(name, source string, opts CompileOptions) (Library, error)
 	// NewCommandBuffer starts a command buffer on the device's queue.

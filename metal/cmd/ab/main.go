@@ -14,7 +14,7 @@
 // for its activations only once; compare variants, not absolute numbers.
 //
 //	go run ./metal/cmd/ab -op moe_comb -prefer moe_comb -T 512
-//	go run ./metal/cmd/ab -op gdn_scan -candidate gdn_prompt_new.metal -T 512 -layers 4 -n 21
+//	go run ./metal/cmd/ab -op gdn_scan -candidate gdn_new.metal -T 512 -layers 4 -n 21
 //	go run ./metal/cmd/ab -op qgemm -bits 4 -group 64 -prefer qmm_affine_tensor -T 512 -tol 1e-5
 //	go run ./metal/cmd/ab -op qgemm -candidate quant_tensor_new.metal -file quant_tensor.metal -prefer qmm_affine_tensor -tol 1e-5
 //	go run ./metal/cmd/ab -op fpgemm -prefer qmv_fp -T 4 -tol 1e-5

@@ -137,7 +137,7 @@ func (st *selftest) describe(b *metal.Backend) {
 	} else {
 		h = append(h, [2]string{"GPU families", "none (the emulator reports no Apple GPU family)"})
 	}
-	h = append(h, [2]string{"compile options", fmt.Sprintf("%v; tensor-op files %v", metal.CompileOptions("prompt.metal"), metal.CompileOptions("qsa_tensor.metal"))})
+	h = append(h, [2]string{"compile options", fmt.Sprintf("%v; tensor-op files %v", metal.CompileOptions("norm.metal"), metal.CompileOptions("attention_tensor.metal"))})
 	switch {
 	case b.TensorOpsDefault():
 		h = append(h, [2]string{"tensor ops", strings.Join(b.CheckTensorOps(), "; ")})

@@ -17,12 +17,12 @@ import (
 
 // Files maps each op with a call to its kernel file (the file a candidate source replaces).
 var Files = map[string]string{
-	"moe_comb":       "prompt.metal",
-	"gr_norm_h4":     "prompt.metal",
-	"gr_norm_h_moec": "prompt.metal",
-	"gr_stream_mean": "prompt.metal",
-	"gdn_scan":       "gdn_prompt.metal",
-	"attention":      "qsa_prompt.metal",
+	"moe_comb":       "moe.metal",
+	"gr_norm_h4":     "norm.metal",
+	"gr_norm_h_moec": "moe.metal",
+	"gr_stream_mean": "gatedresidual.metal",
+	"gdn_scan":       "gdn.metal",
+	"attention":      "attention.metal",
 	"gemm":           "gemm.metal",
 	"qgemm":          "quant.metal",
 	"fpgemm":         "fpquant.metal",

@@ -1,4 +1,4 @@
-// gdn_prompt.metal: Gated DeltaNet over a prefill chunk (Yang, Kautz, Hatamizadeh 2024, as in
+// gdn.metal: Gated DeltaNet over a prefill chunk (Yang, Kautz, Hatamizadeh 2024, as in
 // transformers' Qwen3NextGatedDeltaNet; docs/MODELS.md "Gated DeltaNet layer").
 //   gdn_pre          short conv + silu, l2norm of q and k (q scaled by dk^-0.5), gates beta and g
 //   gdn_conv_update  the conv state <- the last ConvK-1 inputs (after gdn_pre has read it)

@@ -1,7 +1,8 @@
-// qsa_tensor.metal: the attention of qsa_prompt.metal's qsa_flash (causal, optionally QSA-sparse
-// grouped-query attention over the cache, online softmax) with its two products on Metal 4 tensor
-// ops (mpp::tensor_ops::matmul2d into cooperative tensors), for the GPUs whose matrix units run
-// them (M5); the host picks these kernels there by capability, elsewhere only through Prefer.
+// attention_tensor.metal: the attention of attention.metal's qsa_flash (causal, optionally
+// QSA-sparse grouped-query attention over the cache, online softmax) with its two products on
+// Metal 4 tensor ops (mpp::tensor_ops::matmul2d into cooperative tensors), for the GPUs whose
+// matrix units run them (M5); the host (attention_tensor.go) picks these kernels there by
+// capability, elsewhere only through Prefer.
 //   qsa_flash_tensor  P in half, written over the dead S buffer, for the value product
 //   qsa_attn_tensor   P in float: qsa_attn_mm's arithmetic in qsa_attn_mm's order
 // Tile: the HPG query heads of one KV head for one token (grid (T, Hkv), 128 threads = 4
