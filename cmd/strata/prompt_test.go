@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"math"
 	"os"
@@ -47,10 +46,8 @@ func copyFile(t *testing.T, from, to string) {
 // runMain runs the command with args and returns its standard output.
 func runMain(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	oldArgs, oldFlags, oldOut := os.Args, flag.CommandLine, os.Stdout
-	defer func() { os.Args, flag.CommandLine, os.Stdout = oldArgs, oldFlags, oldOut }()
-	os.Args = append([]string{"prefill"}, args...)
-	flag.CommandLine = flag.NewFlagSet("prefill", flag.ContinueOnError)
+	oldOut := os.Stdout
+	defer func() { os.Stdout = oldOut }()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +55,7 @@ func runMain(t *testing.T, args ...string) (string, error) {
 	os.Stdout = w
 	out := make(chan string)
 	go func() { b, _ := io.ReadAll(r); out <- string(b) }()
-	err = run()
+	err = run(args)
 	w.Close()
 	return <-out, err
 }
