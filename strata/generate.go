@@ -32,7 +32,7 @@ func GeneratedModels() []string {
 // directory where there is none). The first call writes it: into a temporary folder beside it,
 // renamed into place once complete, so that an interrupted write leaves nothing a later call
 // would take for the model; notify, when not nil, is called with the folder before the write
-// (seconds for the small models, about a minute and 3.2 GB for a slice). Errors: an unknown
+// (seconds for the small models; longer for the slices, 3.2 GB for qwen4exp-slice). Errors: an unknown
 // name (the error lists the known ones) and a failed write, naming the folder.
 func GeneratedModel(name string, notify func(dir string)) (string, error) {
 	spec, ok := modelgen.Presets[name]

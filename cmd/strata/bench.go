@@ -56,7 +56,7 @@ type benchOps struct{ T, reps int }
 // runBench is --bench on dev: the op cases sized by --bench-op-tokens and --bench-reps (fewer
 // on the emulator, which runs the real widths thousands of times slower than a GPU: a few
 // tokens per op, one timed run, and the slices only when --bench-tokens is given), then the
-// slices (benchSlices).
+// slices (sliceBench).
 func (o *options) runBench(ctx context.Context, dev *strata.Device) error {
 	emu := dev.Backend() == "emu"
 	ops := benchOps{T: o.bench.opTokens, reps: o.bench.reps}

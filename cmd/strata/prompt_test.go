@@ -46,6 +46,14 @@ func copyFile(t *testing.T, from, to string) {
 // runMain runs the command with args and returns its standard output.
 func runMain(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	var err error
+	out := captureStdout(t, func() { err = run(args) })
+	return out, err
+}
+
+// captureStdout returns what fn writes to the standard output.
+func captureStdout(t *testing.T, fn func()) string {
+	t.Helper()
 	oldOut := os.Stdout
 	defer func() { os.Stdout = oldOut }()
 	r, w, err := os.Pipe()
@@ -55,9 +63,9 @@ func runMain(t *testing.T, args ...string) (string, error) {
 	os.Stdout = w
 	out := make(chan string)
 	go func() { b, _ := io.ReadAll(r); out <- string(b) }()
-	err = run(args)
+	fn()
 	w.Close()
-	return <-out, err
+	return <-out
 }
 
 func top5(t *testing.T, out string) string {

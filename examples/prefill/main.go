@@ -6,7 +6,7 @@
 //
 //	go run ./examples/prefill
 //	go run ./examples/prefill --model DIR --prompt "The capital of France is"   (text through DIR/tokenizer.json)
-//	go run ./examples/prefill --model X.gguf --tokens 1,2,3 --chunk 2 --backend cpu
+//	go run ./examples/prefill --model X.gguf --tokens 1,2,3 --chunk 2 --backend cpu   (a llama.cpp GGUF file)
 //
 // The full tool (token files, state files, the prompt cache, the mlx-lm export, --inspect, the
 // benchmarks) is cmd/strata: go run ./cmd/strata -help.
@@ -36,26 +36,25 @@ func main() {
 	backend := flag.String("backend", "auto", "backend: auto, cpu, metal or emu (the Metal kernels on the MSL emulator)")
 	chunk := flag.Int("chunk", 0, "prefill in separate calls of N tokens each (0: one call)")
 	flag.Parse()
-	var err error
-	switch {
-	case flag.NArg() > 0:
-		err = fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
-	case *prompt != "" && *tokens != "":
-		err = fmt.Errorf("give --prompt or --tokens, not both")
-	case *model != "" && *prompt == "" && *tokens == "":
-		err = fmt.Errorf("--model needs a prompt: --prompt or --tokens")
-	case *chunk < 0:
-		err = fmt.Errorf("--chunk %d: must be >= 0", *chunk)
-	default:
-		err = run(*model, *prompt, *tokens, *backend, *chunk)
-	}
-	if err != nil {
+	if err := run(*model, *prompt, *tokens, *backend, *chunk); err != nil {
 		fmt.Fprintln(os.Stderr, "prefill:", err)
 		os.Exit(1)
 	}
 }
 
+// run is the main job: the checkpoint dir (the generated model when empty), the prompt as text
+// or ids, prefilled in calls of chunk tokens on the backend.
 func run(dir, prompt, ids, backend string, chunk int) error {
+	switch {
+	case flag.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", flag.Args())
+	case prompt != "" && ids != "":
+		return fmt.Errorf("give --prompt or --tokens, not both")
+	case dir != "" && prompt == "" && ids == "":
+		return fmt.Errorf("--model needs a prompt: --prompt or --tokens")
+	case chunk < 0:
+		return fmt.Errorf("--chunk %d: must be >= 0", chunk)
+	}
 	tok, tokPath, err := loadTokenizer(dir, prompt != "")
 	if err != nil {
 		return err
@@ -87,7 +86,6 @@ func run(dir, prompt, ids, backend string, chunk int) error {
 		return err
 	}
 	defer sess.Close()
-
 	fmt.Printf("backend   %s\nkernels   %s; compute %s\n", dev.Backend(), dev.Kernels(), m.Compute())
 	fmt.Printf("model     %s\n          %s (loaded in %v)\n", m.Describe(), homeRel(dir), loadTime.Round(time.Millisecond))
 	fmt.Printf("prompt    %s", plural(len(ts), "token"))
@@ -190,12 +188,10 @@ func promptTokens(tok *tokenizer.Tokenizer, prompt, ids string, vocab int) ([]in
 func tokenText(tok *tokenizer.Tokenizer, id int) string {
 	if tok == nil {
 		return ""
+	} else if b, err := tok.TokenBytes(int32(id)); err == nil {
+		return " " + strconv.Quote(string(b))
 	}
-	b, err := tok.TokenBytes(int32(id))
-	if err != nil {
-		return " [no token]"
-	}
-	return " " + strconv.Quote(string(b))
+	return " [no token]"
 }
 
 // printStats prints the prefill line and the time of each stage.
@@ -221,10 +217,7 @@ func topK(row []float32, k int) []int {
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		x, y := row[idx[a]], row[idx[b]]
-		return x == x && (y != y || x > y)
-	})
+	sort.SliceStable(idx, func(a, b int) bool { x, y := row[idx[a]], row[idx[b]]; return x == x && (y != y || x > y) })
 	return idx[:min(k, len(idx))]
 }
 
