@@ -197,7 +197,7 @@ func (d *Device) Backend() string {
 
 // Ops is the device's backend for hosts that run ops themselves, outside any model: the op
 // entry points of this package (Attention, GDNScan, ...) run on it, and op/optest times op
-// cases on it (optest.Time; examples/prefill --bench). Its tensors, weight stores and Passes
+// cases on it (optest.Time; cmd/strata --bench). Its tensors, weight stores and Passes
 // are the caller's to manage, and a model's weights are not reachable through it. nil for a nil
 // Device.
 func (d *Device) Ops() op.Backend {

@@ -1,6 +1,6 @@
 /*
  * prefill: load a checkpoint through libstrata and prefill a prompt, the C counterpart of
- * `go run ./examples/prefill`.
+ * `go run ./cmd/strata` (its prefill).
  *
  *   cc -std=c11 -O2 -I include examples/c/prefill.c -L. -lstrata -o strata-prefill
  *   LD_LIBRARY_PATH=. ./strata-prefill [--all-logits] [--chunk N] [--out FILE] [-v] MODEL_DIR TOKENS

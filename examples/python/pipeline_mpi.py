@@ -10,7 +10,7 @@ every stage's session continues across chunks. A stage sends each chunk's residu
 float32 [tokens, hidden_size] in one contiguous buffer, to the next rank with a non-blocking send
 and starts on the next chunk while it travels, so stage k works on chunk c while stage k+1 works
 on chunk c-1. The last rank sends its logits to rank 0, which writes them (--save-logits: float32
-[T, vocab] with --all-logits, else [vocab], as `go run ./examples/prefill` writes them) and prints
+[T, vocab] with --all-logits, else [vocab], as `go run ./cmd/strata` writes them) and prints
 each stage's compute time and the time it waited. The file is written whole at the end through a
 temporary file beside it (strata.write_file), as the CLI writes it: a run that fails or is killed
 leaves what the path held.

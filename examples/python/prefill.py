@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prefill a prompt through a checkpoint with strata from Python: the counterpart of
-`go run ./examples/prefill` (same flags for the same things).
+`go run ./cmd/strata` (same flags for the same things).
 
     STRATA_LIBRARY=./libstrata.so PYTHONPATH=python \\
         python3 examples/python/prefill.py --model DIR --tokens 1,2,3 [--chunk N] [--all-logits] [--save-logits out.npy]

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"math"
 	"os"
@@ -47,10 +46,16 @@ func copyFile(t *testing.T, from, to string) {
 // runMain runs the command with args and returns its standard output.
 func runMain(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	oldArgs, oldFlags, oldOut := os.Args, flag.CommandLine, os.Stdout
-	defer func() { os.Args, flag.CommandLine, os.Stdout = oldArgs, oldFlags, oldOut }()
-	os.Args = append([]string{"prefill"}, args...)
-	flag.CommandLine = flag.NewFlagSet("prefill", flag.ContinueOnError)
+	var err error
+	out := captureStdout(t, func() { err = run(args) })
+	return out, err
+}
+
+// captureStdout returns what fn writes to the standard output.
+func captureStdout(t *testing.T, fn func()) string {
+	t.Helper()
+	oldOut := os.Stdout
+	defer func() { os.Stdout = oldOut }()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -58,9 +63,9 @@ func runMain(t *testing.T, args ...string) (string, error) {
 	os.Stdout = w
 	out := make(chan string)
 	go func() { b, _ := io.ReadAll(r); out <- string(b) }()
-	err = run()
+	fn()
 	w.Close()
-	return <-out, err
+	return <-out
 }
 
 func top5(t *testing.T, out string) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stratakernels/strata/internal/modelgen"
@@ -71,5 +72,29 @@ func TestBenchComputeSmoke(t *testing.T) {
 				t.Errorf("no compute line (or no report) for %s in %s", m, mode)
 			}
 		}
+	}
+}
+
+// TestSliceRunsSmoke runs the slice lines of --bench on the tiny model (no timing is checked):
+// a run from position 0 and one after untimed tokens each print their line and their stages.
+func TestSliceRunsSmoke(t *testing.T) {
+	dev, err := strata.Open(strata.Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sliceBench{dev: dev, step: strata.OneShot, P: 1}
+	var runErr error
+	out := captureStdout(t, func() { runErr = b.runs(context.Background(), tinyQ4, []benchRun{{T: 8}, {pos0: 4, T: 8}}) })
+	if runErr != nil {
+		t.Fatal(runErr)
+	}
+	for _, pos0 := range []string{"0", "4"} {
+		line := regexp.MustCompile(`(?m)^slice pos0=` + pos0 + ` +T=8 +[0-9.]+ tokens/s +[0-9.]+x the first run's time per token .* peak RSS [0-9]+ MiB$`)
+		if !line.MatchString(out) {
+			t.Errorf("no slice line of pos0 %s in:\n%s", pos0, out)
+		}
+	}
+	if n := strings.Count(out, "\n  GEMM "); n != 2 {
+		t.Errorf("%d GEMM stage lines, want one per run:\n%s", n, out)
 	}
 }

@@ -16,9 +16,10 @@ import (
 // summary, with the compute line: what the mode of --compute (default f32) would run on this
 // CPU for the checkpoint's weight formats. Only --model, --preset, --compute and -v may
 // accompany it.
-func runInspect(modelDir, preset, compute string) error {
+func (o *options) runInspect() error {
+	compute := o.model.compute
 	var other []string
-	flag.Visit(func(f *flag.Flag) {
+	o.fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "inspect", "model", "preset", "compute", "v":
 		default:
@@ -29,12 +30,9 @@ func runInspect(modelDir, preset, compute string) error {
 		sort.Strings(other)
 		return fmt.Errorf("--inspect takes only --model (or --preset) and --compute: drop %s", strings.Join(other, ", "))
 	}
-	dir := modelDir
-	if dir == "" {
-		var err error
-		if dir, err = defaultModel(preset); err != nil {
-			return err
-		}
+	dir, err := o.modelDir()
+	if err != nil {
+		return err
 	}
 	if strings.HasSuffix(strings.ToLower(dir), ".gguf") {
 		return inspectGGUF(dir, compute)
@@ -92,9 +90,19 @@ func inspectGGUF(path, compute string) error {
 	return nil
 }
 
-// printInfo writes the summary of an inspected checkpoint.
+// printInfo writes the summary of an inspected checkpoint: its shapes, then how its weights
+// are stored and what the check found.
 func printInfo(w io.Writer, in *strata.ModelInfo) {
 	line := func(key, format string, args ...any) { fmt.Fprintf(w, "%-10s %s\n", key, fmt.Sprintf(format, args...)) }
+	printShapes(line, in)
+	printStorage(line, in)
+}
+
+// infoLine writes one line of a summary: a key in a column of 10, then the text.
+type infoLine func(key, format string, args ...any)
+
+// printShapes writes the model's lines: family, layers, widths, heads, experts and PLE.
+func printShapes(line infoLine, in *strata.ModelInfo) {
 	line("model", "%s (model_type %s, %s)", in.Arch, in.ModelType, strings.Join(in.Architectures, ", "))
 	line("", "%s", homeRel(in.Dir))
 	var mixers []string
@@ -131,6 +139,11 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 		}
 		line("PLE", "at %s %s; %s; %s", at, joinInts(in.PLELayers), table, buffers)
 	}
+}
+
+// printStorage writes the weights' lines (dtypes, quantization, resident bytes, tensors,
+// norms, skipped groups, missing data) and the check's verdict.
+func printStorage(line infoLine, in *strata.ModelInfo) {
 	var dts []string
 	for _, d := range in.WeightDTypes {
 		dts = append(dts, fmt.Sprintf("%s %d tensors, %s", d.DType, d.Tensors, size(d.Bytes)))
@@ -188,32 +201,4 @@ func printInfo(w io.Writer, in *strata.ModelInfo) {
 		return
 	}
 	line("check", "ok: config.json, the shard index and every tensor header agree with the model")
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
-}
-
-// size prints a byte count in decimal units (GB = 1e9 bytes, as checkpoint sizes are quoted).
-func size(b int64) string {
-	switch {
-	case b >= 1e9:
-		return fmt.Sprintf("%.1f GB", float64(b)/1e9)
-	case b >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(b)/1e6)
-	case b >= 1e3:
-		return fmt.Sprintf("%.1f kB", float64(b)/1e3)
-	}
-	return fmt.Sprintf("%d B", b)
 }

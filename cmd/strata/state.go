@@ -12,20 +12,21 @@ import (
 
 // checkStateFlags refuses combinations of the state and prompt-cache flags that mean nothing,
 // and a --save-state file whose directory does not exist (before a long prefill, not after).
-func checkStateFlags(save, load, cacheDir string, cacheBytes int64, every, chunk int, bench bool) error {
+func (o *options) checkStateFlags() error {
+	save, load, cacheDir, bench := o.state.save, o.state.load, o.state.cacheDir, o.bench.cache
 	for _, name := range []string{"prompt-cache-bytes", "prompt-cache-every"} {
-		if flagSet(name) && cacheDir == "" && !bench {
+		if o.set(name) && cacheDir == "" && !bench {
 			return fmt.Errorf("--%s applies with --prompt-cache DIR (or --bench-cache)", name)
 		}
 	}
 	switch {
-	case cacheBytes <= 0:
-		return fmt.Errorf("--prompt-cache-bytes %d: must be > 0", cacheBytes)
-	case every <= 0:
-		return fmt.Errorf("--prompt-cache-every %d: must be > 0", every)
+	case o.state.cacheBytes <= 0:
+		return fmt.Errorf("--prompt-cache-bytes %d: must be > 0", o.state.cacheBytes)
+	case o.state.cacheEvery <= 0:
+		return fmt.Errorf("--prompt-cache-every %d: must be > 0", o.state.cacheEvery)
 	case load != "" && cacheDir != "":
 		return fmt.Errorf("give --load-state or --prompt-cache, not both (the prompt cache finds the state a prompt continues itself)")
-	case chunk > 0 && cacheDir != "":
+	case o.prefill.chunk > 0 && cacheDir != "":
 		return fmt.Errorf("--chunk does not apply with --prompt-cache (the cache prefills the prompt's rest in steps of --prompt-cache-every)")
 	case bench && (save != "" || load != ""):
 		return fmt.Errorf("--bench-cache takes no --save-state or --load-state")
@@ -75,17 +76,18 @@ func checkOutputFile(name, path string) error {
 
 // checkMLXLMFlags refuses the --mlx-lm-* flags without --save-mlx-lm-cache, and a format, dtype
 // or file name the export would refuse, before a long prefill rather than after it.
-func checkMLXLMFlags(path string, opts strata.MLXLMOptions, bench bool) error {
+func (o *options) checkMLXLMFlags() error {
+	path, opts := o.export.path, o.export.opts
 	if path == "" {
 		for _, name := range []string{"mlx-lm-format", "mlx-lm-dtype", "mlx-lm-model"} {
-			if flagSet(name) {
+			if o.set(name) {
 				return fmt.Errorf("--%s applies with --save-mlx-lm-cache FILE", name)
 			}
 		}
 		return nil
 	}
 	switch {
-	case bench:
+	case o.bench.cache:
 		return fmt.Errorf("--bench-cache takes no --save-mlx-lm-cache")
 	case !strings.HasSuffix(path, ".safetensors"):
 		return fmt.Errorf("--save-mlx-lm-cache %s: the name must end in .safetensors (mlx reads a prompt cache by that extension)", path)
@@ -93,7 +95,7 @@ func checkMLXLMFlags(path string, opts strata.MLXLMOptions, bench bool) error {
 		return fmt.Errorf("--mlx-lm-format %q: new or legacy", opts.Format)
 	case opts.DType != "" && opts.DType != "bfloat16" && opts.DType != "float16" && opts.DType != "float32":
 		return fmt.Errorf("--mlx-lm-dtype %q: bfloat16, float16 or float32", opts.DType)
-	case flagSet("mlx-lm-model") && opts.Model == "":
+	case o.set("mlx-lm-model") && opts.Model == "":
 		return fmt.Errorf("--mlx-lm-model is empty")
 	}
 	return checkOutputFile("save-mlx-lm-cache", path)
@@ -122,8 +124,6 @@ func cacheLine(res *strata.PromptCacheResult, budget int64, dir string) string {
 	}
 	return s + ")"
 }
-
-func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
 
 // pathFlag is a file flag's name (without the dashes) and its value.
 type pathFlag struct{ name, path string }

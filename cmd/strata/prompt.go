@@ -17,24 +17,22 @@ import (
 // textFlags are the flags of text prompts: text in through the checkpoint's tokenizer.json,
 // the top-5 next tokens out with their text.
 type textFlags struct {
-	prompt, promptFile, tokenizerPath *string
-	tokenize                          *bool
+	prompt, promptFile, tokenizerPath string
+	tokenize                          bool
 
 	tok    *tokenizer.Tokenizer // nil without a tokenizer
 	source string               // where tok came from, for display
 	text   bool                 // the prompt is text (tok is required)
 }
 
-func registerTextFlags() *textFlags {
-	return &textFlags{
-		prompt:        flag.String("prompt", "", "prompt text, turned into ids by the checkpoint's tokenizer.json"),
-		promptFile:    flag.String("prompt-file", "", "file whose contents (UTF-8, exactly as stored) are the prompt text"),
-		tokenize:      flag.Bool("tokenize", false, "print the prompt's token ids (comma-separated, one line) and exit without loading weights"),
-		tokenizerPath: flag.String("tokenizer", "", "tokenizer.json to use instead of the checkpoint's"),
-	}
+func (tf *textFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&tf.prompt, "prompt", "", "prompt text, turned into ids by the checkpoint's tokenizer.json")
+	fs.StringVar(&tf.promptFile, "prompt-file", "", "file whose contents (UTF-8, exactly as stored) are the prompt text")
+	fs.BoolVar(&tf.tokenize, "tokenize", false, "print the prompt's token ids (comma-separated, one line) and exit without loading weights")
+	fs.StringVar(&tf.tokenizerPath, "tokenizer", "", "tokenizer.json to use instead of the checkpoint's")
 }
 
-func (tf *textFlags) hasText() bool { return *tf.prompt != "" || *tf.promptFile != "" }
+func (tf *textFlags) hasText() bool { return tf.prompt != "" || tf.promptFile != "" }
 
 // prepare reads the text prompt, if any, and loads the tokenizer (required for a text prompt;
 // else used, when there is one, to show the top-5 as text). With --tokenize it prints the ids
@@ -54,7 +52,7 @@ func (tf *textFlags) prepare(modelDir string, haveIDs bool) (ids []int32, done b
 	if ids, err = tf.encode(text); err != nil {
 		return nil, false, err
 	}
-	if *tf.tokenize {
+	if tf.tokenize {
 		printIDs(ids)
 		return nil, true, nil
 	}
@@ -72,11 +70,11 @@ func (tf *textFlags) describe() string {
 // promptText returns the text of --prompt or --prompt-file; ok is false when neither is given.
 // haveIDs says a token-id flag was given, which excludes a text prompt.
 func (tf *textFlags) promptText(haveIDs bool) (text string, ok bool, err error) {
-	if *tf.prompt != "" && *tf.promptFile != "" {
+	if tf.prompt != "" && tf.promptFile != "" {
 		return "", false, fmt.Errorf("give only one of --prompt, --prompt-file")
 	}
 	if !tf.hasText() {
-		if *tf.tokenize {
+		if tf.tokenize {
 			return "", false, fmt.Errorf("--tokenize needs a text prompt: --prompt or --prompt-file")
 		}
 		return "", false, nil
@@ -84,14 +82,14 @@ func (tf *textFlags) promptText(haveIDs bool) (text string, ok bool, err error) 
 	if haveIDs {
 		return "", false, fmt.Errorf("give either a text prompt (--prompt, --prompt-file) or token ids (--tokens, --tokens-file, --random-tokens), not both")
 	}
-	text = *tf.prompt
-	if *tf.promptFile != "" {
-		b, err := os.ReadFile(*tf.promptFile)
+	text = tf.prompt
+	if tf.promptFile != "" {
+		b, err := os.ReadFile(tf.promptFile)
 		if err != nil {
 			return "", false, fmt.Errorf("--prompt-file: %w", err)
 		}
 		if len(b) == 0 {
-			return "", false, fmt.Errorf("--prompt-file %s is empty", *tf.promptFile)
+			return "", false, fmt.Errorf("--prompt-file %s is empty", tf.promptFile)
 		}
 		text = string(b)
 	}
@@ -103,7 +101,7 @@ func (tf *textFlags) promptText(haveIDs bool) (text string, ok bool, err error) 
 // error; otherwise it only means the top-5 are printed without their text (an unusable file
 // is reported on stderr).
 func (tf *textFlags) loadTokenizer(dir string, required bool) error {
-	path := *tf.tokenizerPath
+	path := tf.tokenizerPath
 	if path == "" && strings.HasSuffix(strings.ToLower(dir), ".gguf") {
 		if !required {
 			return nil
@@ -129,15 +127,15 @@ func (tf *textFlags) loadTokenizer(dir string, required bool) error {
 	case err == nil:
 		tf.tok, tf.source = tok, path
 		return nil
-	case errors.Is(err, fs.ErrNotExist) && *tf.tokenizerPath == "":
+	case errors.Is(err, fs.ErrNotExist) && tf.tokenizerPath == "":
 		if required {
 			return fmt.Errorf("checkpoint %s has no %s: a text prompt needs one (or --tokenizer FILE; token ids go in with --tokens or --tokens-file)", dir, tokenizer.FileName)
 		}
 		return nil
-	case required || *tf.tokenizerPath != "":
+	case required || tf.tokenizerPath != "":
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "prefill: not using %s: %v\n", path, err)
+	fmt.Fprintf(os.Stderr, "strata: not using %s: %v\n", path, err)
 	return nil
 }
 
@@ -174,7 +172,7 @@ func (tf *textFlags) checkVocab(vocab int) error {
 	if tf.text {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "prefill: not using the tokenizer: %v\n", err)
+	fmt.Fprintf(os.Stderr, "strata: not using the tokenizer: %v\n", err)
 	tf.tok = nil
 	return nil
 }

@@ -53,22 +53,45 @@ func parseBenchTokens(list string) ([]benchRun, error) {
 // (4T for the GEMM peak and the long-context cases) and the timed repetitions.
 type benchOps struct{ T, reps int }
 
-// runBench prints the GEMM peak P, the per-op figures, the slice-model figures, and those of
-// each slice beside its FP8, MLX and mxfp4 forms (benchFormats; the qwen4exp slice's only when
-// --model does not replace it), loaded in compute mode compute, then the compute lines
-// (benchCompute: every mode on the qwen3next slice's bf16, MLX 4-bit and 8-bit forms). With
-// slices false only the peak and the ops run.
-func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList string, widen int64, compute string, step int, ops benchOps, slices bool) error {
-	runs, err := parseBenchTokens(tokensList)
+// runBench is --bench on dev: the op cases sized by --bench-op-tokens and --bench-reps (fewer
+// on the emulator, which runs the real widths thousands of times slower than a GPU: a few
+// tokens per op, one timed run, and the slices only when --bench-tokens is given), then the
+// slices (sliceBench).
+func (o *options) runBench(ctx context.Context, dev *strata.Device) error {
+	emu := dev.Backend() == "emu"
+	ops := benchOps{T: o.bench.opTokens, reps: o.bench.reps}
+	switch {
+	case ops.T == 0 && emu:
+		ops.T = 8
+	case ops.T == 0:
+		ops.T = 512
+	}
+	switch {
+	case ops.reps == 0 && emu:
+		ops.reps = 1
+	case ops.reps == 0:
+		ops.reps = 3
+	}
+	runs, err := parseBenchTokens(o.bench.tokens)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("kernels   %s\n", dev.Kernels())
+	P, err := benchPeakAndOps(dev, ops)
+	if err != nil || (emu && !o.set("bench-tokens")) {
+		return err
+	}
+	b := sliceBench{dev: dev, widen: o.model.widen, compute: o.model.compute, step: o.step(), P: P}
+	return b.run(ctx, o.model.dir, runs)
+}
+
+// benchPeakAndOps prints the GEMM peak P and each op case's figures, and returns P in GFLOP/s.
+func benchPeakAndOps(dev *strata.Device, ops benchOps) (float64, error) {
 	o := optest.BenchOptions{T: ops.T, LongT: 4 * ops.T}
 	peak, err := optest.Time(dev.Ops(), optest.BenchPeak(o), ops.reps)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	P := peak.GFLOPS()
 	fmt.Printf("peak P    %.4g GFLOP/s  (%s on %s, median of %d)\n", P, peak.Name, dev.Backend(), ops.reps)
@@ -77,71 +100,42 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 	for _, c := range optest.BenchCases(o) {
 		r, err := optest.Time(dev.Ops(), c, ops.reps)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		fmt.Println(opLine(r, P, dev.Backend() != "cpu"))
 	}
 	if dev.Backend() != "cpu" {
 		fmt.Printf("kernels   %s\n", dev.Kernels()) // the variants the cases dispatched
 	}
-	if !slices {
-		return nil
-	}
+	return P, nil
+}
 
+// sliceBench runs the slice models of --bench on dev, loaded with widen (LoadOptions.WidenBudget)
+// in compute mode compute, prefilled in steps of step; P is the GEMM peak in GFLOP/s.
+type sliceBench struct {
+	dev     *strata.Device
+	widen   int64
+	compute string
+	step    int
+	P       float64
+}
+
+// run prints the slice-model figures (of modelDir, else the qwen4exp slice) at each run, then
+// those of each slice beside its FP8, MLX and mxfp4 forms (benchFormats; the qwen4exp slice's
+// only when modelDir does not replace it) at the runs' lengths from position 0, then on the CPU
+// the compute lines (benchCompute: every mode on the qwen3next slice's bf16, MLX 4-bit and 8-bit
+// forms).
+func (b *sliceBench) run(ctx context.Context, modelDir string, runs []benchRun) error {
 	dir := modelDir
 	if dir == "" {
-		if dir, err = defaultModel("qwen4exp-slice"); err != nil {
+		var err error
+		if dir, err = generated("qwen4exp-slice"); err != nil {
 			return err
 		}
 	}
-	t0 := time.Now()
-	m, err := strata.LoadModel(dev, dir, strata.LoadOptions{WidenBudget: widen, Compute: compute})
-	if err != nil {
+	if err := b.runs(ctx, dir, runs); err != nil {
 		return err
 	}
-	defer m.Close()
-	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB, step %d\ncompute   %s\n", m.Describe(), time.Since(t0).Round(time.Millisecond), widen>>20, step, m.Compute())
-	var firstCost float64 // seconds per token of the first run
-	for i, run := range runs {
-		r := rand.New(rand.NewPCG(1, uint64(run.pos0+run.T)))
-		tokens := make([]int32, run.pos0+run.T)
-		for i := range tokens {
-			tokens[i] = int32(r.IntN(m.Vocab()))
-		}
-		s, err := m.NewSession(strata.SessionOptions{MaxContext: run.pos0 + run.T})
-		if err != nil {
-			return err
-		}
-		if run.pos0 > 0 {
-			if _, err := s.Prefill(ctx, tokens[:run.pos0], strata.PrefillOptions{Step: step}); err != nil {
-				s.Close()
-				return err
-			}
-		}
-		// The peak RSS of this run: the high-water mark is reset (Linux) after returning the
-		// previous runs' freed memory to the system.
-		debug.FreeOSMemory()
-		resetHWM()
-		lg, err := s.Prefill(ctx, tokens[run.pos0:], strata.PrefillOptions{Step: step})
-		s.Close()
-		if err != nil {
-			return err
-		}
-		st := lg.Stats
-		sec := st.Total.Seconds()
-		gemm, total := m.PrefillFLOPs(run.pos0, run.T, 1)
-		cost := sec / float64(run.T)
-		if i == 0 {
-			firstCost = cost
-		}
-		fmt.Printf("slice pos0=%-5d T=%-5d %8.1f tokens/s  %5.2fx the first run's time per token  %7.1f GFLOP/s  %5.1f%% of P  %5.1f%% of the GEMM-bound limit (%.1f GFLOP of GEMM, %.1f total)  peak RSS %d MiB\n",
-			run.pos0, run.T, float64(run.T)/sec, cost/firstCost, total/sec/1e9, 100*total/sec/1e9/P, 100*gemm/(P*1e9)/sec, gemm/1e9, total/1e9, vmHWM()>>20)
-		for i, d := range st.Stage {
-			fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/sec)
-		}
-	}
-	m.Close()
-	// The slices' FP8 and MLX forms, at the lengths of the runs from position 0.
 	var Ts []int
 	for _, r := range runs {
 		if r.pos0 == 0 {
@@ -153,22 +147,83 @@ func runBench(ctx context.Context, dev *strata.Device, modelDir, tokensList stri
 	}
 	if modelDir == "" {
 		fmt.Println("\nqwen4exp-slice and its FP8, MLX 4-bit and mxfp4 forms")
-		if err := benchFormats(ctx, os.Stdout, dev, dir, filepath.Dir(dir), qwen4expFormats, Ts, widen, compute, step); err != nil {
+		if err := benchFormats(ctx, os.Stdout, b.dev, dir, filepath.Dir(dir), qwen4expFormats, Ts, b.widen, b.compute, b.step); err != nil {
 			return err
 		}
 	}
-	q3, err := defaultModel("qwen3next-slice")
+	q3, err := generated("qwen3next-slice")
 	if err != nil {
 		return err
 	}
 	fmt.Println("\nqwen3next-slice (4 layers of Qwen3-Next-80B-A3B at real width, 64 experts) and its FP8, MLX and mxfp4 forms")
-	if err := benchFormats(ctx, os.Stdout, dev, q3, filepath.Dir(q3), qwen3nextFormats, Ts, widen, compute, step); err != nil {
+	if err := benchFormats(ctx, os.Stdout, b.dev, q3, filepath.Dir(q3), qwen3nextFormats, Ts, b.widen, b.compute, b.step); err != nil {
 		return err
 	}
-	if dev.Backend() != "cpu" {
+	if b.dev.Backend() != "cpu" {
 		return nil // the compute modes are a CPU option
 	}
-	return benchCompute(ctx, os.Stdout, dev, q3, Ts, widen, step, 1)
+	return benchCompute(ctx, os.Stdout, b.dev, q3, Ts, b.widen, b.step, 1)
+}
+
+// runs loads the model in dir and prints each run's figures: tokens/s, the time per token
+// beside the first run's, GFLOP/s and the fractions of P and of the GEMM-bound limit, the peak
+// RSS, and the time of each stage.
+func (b *sliceBench) runs(ctx context.Context, dir string, runs []benchRun) error {
+	t0 := time.Now()
+	m, err := strata.LoadModel(b.dev, dir, strata.LoadOptions{WidenBudget: b.widen, Compute: b.compute})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB, step %d\ncompute   %s\n", m.Describe(), time.Since(t0).Round(time.Millisecond), b.widen>>20, b.step, m.Compute())
+	var firstCost float64 // seconds per token of the first run
+	for i, run := range runs {
+		st, err := b.timeRun(ctx, m, run)
+		if err != nil {
+			return err
+		}
+		sec := st.Total.Seconds()
+		gemm, total := m.PrefillFLOPs(run.pos0, run.T, 1)
+		cost := sec / float64(run.T)
+		if i == 0 {
+			firstCost = cost
+		}
+		P := b.P
+		fmt.Printf("slice pos0=%-5d T=%-5d %8.1f tokens/s  %5.2fx the first run's time per token  %7.1f GFLOP/s  %5.1f%% of P  %5.1f%% of the GEMM-bound limit (%.1f GFLOP of GEMM, %.1f total)  peak RSS %d MiB\n",
+			run.pos0, run.T, float64(run.T)/sec, cost/firstCost, total/sec/1e9, 100*total/sec/1e9/P, 100*gemm/(P*1e9)/sec, gemm/1e9, total/1e9, vmHWM()>>20)
+		for i, d := range st.Stage {
+			fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/sec)
+		}
+	}
+	return m.Close()
+}
+
+// timeRun prefills run.T random tokens (seeded by the run) after run.pos0 untimed ones on a new
+// session of m and returns the timed prefill's figures. The peak RSS is of this run: the
+// high-water mark is reset (Linux) after returning the previous runs' freed memory to the system.
+func (b *sliceBench) timeRun(ctx context.Context, m *strata.Model, run benchRun) (strata.Stats, error) {
+	r := rand.New(rand.NewPCG(1, uint64(run.pos0+run.T)))
+	tokens := make([]int32, run.pos0+run.T)
+	for i := range tokens {
+		tokens[i] = int32(r.IntN(m.Vocab()))
+	}
+	s, err := m.NewSession(strata.SessionOptions{MaxContext: run.pos0 + run.T})
+	if err != nil {
+		return strata.Stats{}, err
+	}
+	defer s.Close()
+	if run.pos0 > 0 {
+		if _, err := s.Prefill(ctx, tokens[:run.pos0], strata.PrefillOptions{Step: b.step}); err != nil {
+			return strata.Stats{}, err
+		}
+	}
+	debug.FreeOSMemory()
+	resetHWM()
+	lg, err := s.Prefill(ctx, tokens[run.pos0:], strata.PrefillOptions{Step: b.step})
+	if err != nil {
+		return strata.Stats{}, err
+	}
+	return lg.Stats, nil
 }
 
 // opLine is one op's figures: the median time, and GFLOP/s with the fraction of P for a case
