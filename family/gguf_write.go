@@ -44,9 +44,10 @@ type GGUFWriteOptions struct {
 	Mix string
 	// Name is general.name.
 	Name string
-	// Tokenizer are tokenizer.ggml.* entries (tokenizer.GGUFMetadata builds them from a
-	// tokenizer.json); without them the file carries no tokenizer.
-	Tokenizer []gguf.KV
+	// TokenizerJSON is the path of a tokenizer.json whose tokenizer the file carries
+	// (GGUFTokenizer; the pre-tokenizer qwen2 for qwen3next, qwen35 for qwen35 and qwen35moe);
+	// "" for none.
+	TokenizerJSON string
 }
 
 // GGUFArchitecture is the llama.cpp architecture a config converts to: qwen3next, qwen35 or
@@ -89,7 +90,7 @@ type ggufOut struct {
 // llama-quantize orders them (model-level first, then by layer, by name within each).
 // One tensor is in memory at a time (the source's values, then its encoding). Errors name the
 // file and tensor: an unknown mix, a family without a GGUF architecture, a source error, a
-// value the type cannot encode.
+// value the type cannot encode, a tokenizer that does not fit the model (GGUFTokenizer).
 func WriteGGUF(path string, c *hfconfig.Config, l Layout, src GGUFSource, opt GGUFWriteOptions) error {
 	arch, err := GGUFArchitecture(c)
 	if err != nil {
@@ -115,6 +116,17 @@ func WriteGGUF(path string, c *hfconfig.Config, l Layout, src GGUFSource, opt GG
 			nWV++
 		}
 	}
+	var tok []gguf.KV
+	if opt.TokenizerJSON != "" {
+		eos := -1
+		if len(c.EOS) > 0 {
+			eos = c.EOS[0]
+		}
+		pre := map[string]string{"qwen3next": "qwen2", "qwen35": "qwen35", "qwen35moe": "qwen35"}[arch]
+		if tok, err = GGUFTokenizer(opt.TokenizerJSON, c.Vocab, pre, eos); err != nil {
+			return err
+		}
+	}
 	var ts []gguf.WriteTensor
 	iWV := 0
 	for _, o := range outs {
@@ -133,7 +145,7 @@ func WriteGGUF(path string, c *hfconfig.Config, l Layout, src GGUFSource, opt GG
 			return gguf.Quantize(typ, x, int(o.dims[0]))
 		}})
 	}
-	return gguf.Write(path, ggufMetadata(c, arch, interval, opt), ts)
+	return gguf.Write(path, append(ggufMetadata(c, arch, interval, opt), tok...), ts)
 }
 
 // ggufInterval is full_attention_interval as llama.cpp places the layers ((i+1) % n == 0 is
@@ -227,8 +239,7 @@ func ggufMixType(mix string, o ggufOut, c *hfconfig.Config, iWV, nWV int) (op.GG
 	return t, nil
 }
 
-// ggufMetadata is the converter's metadata for the architecture, plus general.file_type and the
-// tokenizer entries given.
+// ggufMetadata is the converter's metadata for the architecture and general.file_type.
 func ggufMetadata(c *hfconfig.Config, arch string, interval int, opt GGUFWriteOptions) []gguf.KV {
 	var kvs []gguf.KV
 	put := func(k string, x any) { kvs = append(kvs, gguf.KV{Key: k, Value: gguf.ValueOf(x)}) }
@@ -274,7 +285,7 @@ func ggufMetadata(c *hfconfig.Config, arch string, interval int, opt GGUFWriteOp
 	a("full_attention_interval", interval)
 	a("rope.dimension_count", c.RotaryDim)
 	put("general.quantization_version", uint32(2))
-	return append(kvs, opt.Tokenizer...)
+	return kvs
 }
 
 // ggufTensors lists the file's tensors with the converter's transforms (see WriteGGUF).
