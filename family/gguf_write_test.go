@@ -2,6 +2,7 @@ package family_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -96,4 +97,48 @@ func TestWriteGGUFMatchesConverter(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestWriteGGUFRandomRelease: Qwen3.5-35B-A3B's published config, reduced in depth, width and
+// experts (the fields the full-size file is written from otherwise unchanged), written straight to
+// a Q4_K_M GGUF of random weights, reads back with the config it was written from and passes
+// CheckGGUF: the path that writes the full-size file.
+func TestWriteGGUFRandomRelease(t *testing.T) {
+	cfg := modelgen.Releases["qwen3.5-35b-a3b"].Config()
+	tc := cfg["text_config"].(map[string]any)
+	tc["num_hidden_layers"], tc["layer_types"] = 4, []any{"linear_attention", "linear_attention", "linear_attention", "full_attention"}
+	tc["hidden_size"], tc["num_experts"], tc["num_experts_per_tok"], tc["vocab_size"] = 256, 16, 4, 1024
+	tc["moe_intermediate_size"], tc["shared_expert_intermediate_size"], tc["eos_token_id"], tc["bos_token_id"] = 256, 256, 1000, 1000
+	tc["linear_num_key_heads"], tc["linear_num_value_heads"], tc["num_attention_heads"] = 2, 4, 4
+	cj, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := family.Parse(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "r.gguf")
+	if err := family.WriteGGUFRandom(p, cj, 3, family.GGUFWriteOptions{Mix: "Q4_K_M"}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := family.GGUFConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := family.CheckGGUF(got, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.D != want.D || got.Layers != want.Layers || got.Experts != want.Experts || got.TopK != want.TopK || got.Vocab != want.Vocab ||
+		got.Hk != want.Hk || got.Hv != want.Hv || got.MoEI != want.MoEI || !reflect.DeepEqual(got.LayerTypes, want.LayerTypes) ||
+		!reflect.DeepEqual(got.MRoPESection, want.MRoPESection) || got.RotaryDim != want.RotaryDim {
+		t.Errorf("read back %+v\nwritten from %+v", got, want)
+	}
+	t.Logf("types: %+v", res.DTypes)
 }
