@@ -24,13 +24,14 @@ import (
 //     (user-defined) with U+2581 written as a space;
 //   - tokenizer.ggml.merges: each merge "a b", a space inside a side written U+0120;
 //   - tokenizer.ggml.{bos,eos,padding,unknown}_token_id (uint32): the tokenizer_config.json
-//     beside path names them by content (a string or {"content": ...}); eos falls back to
-//     eosID when that is >= 0; add_bos_token / add_eos_token (bool) as tokenizer_config.json
-//     gives them. Without a tokenizer_config.json only eosID is written.
+//     beside path names them by content (a string or {"content": ...}); bos and eos fall back
+//     to bosID and eosID (config.json's bos_token_id, eos_token_id) when those are >= 0;
+//     add_bos_token / add_eos_token (bool) as tokenizer_config.json gives them. Without a
+//     tokenizer_config.json only the fallbacks are written.
 //
 // Errors name the file: unreadable or malformed JSON, a model that is not BPE, a token id at
 // or past vocab, a special token that is not an added token.
-func GGUFTokenizer(path string, vocab int, pre string, eosID int) ([]gguf.KV, error) {
+func GGUFTokenizer(path string, vocab int, pre string, bosID, eosID int) ([]gguf.KV, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer for GGUF: %w", err)
@@ -105,9 +106,12 @@ func GGUFTokenizer(path string, vocab int, pre string, eosID int) ([]gguf.KV, er
 	}
 	cp := filepath.Join(filepath.Dir(path), "tokenizer_config.json")
 	craw, err := os.ReadFile(cp)
+	fallback := map[string]int{"bos": bosID, "eos": eosID, "pad": -1, "unk": -1}
 	if errors.Is(err, fs.ErrNotExist) {
-		if eosID >= 0 {
-			kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: gguf.ValueOf(uint32(eosID))})
+		for _, k := range []string{"bos", "eos"} {
+			if fallback[k] >= 0 {
+				kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml." + k + "_token_id", Value: gguf.ValueOf(uint32(fallback[k]))})
+			}
 		}
 		return kvs, nil
 	}
@@ -128,8 +132,8 @@ func GGUFTokenizer(path string, vocab int, pre string, eosID int) ([]gguf.KV, er
 			content = obj.Content
 		}
 		if content == "" {
-			if k == "eos" && eosID >= 0 {
-				kvs = append(kvs, gguf.KV{Key: key, Value: gguf.ValueOf(uint32(eosID))})
+			if fallback[k] >= 0 {
+				kvs = append(kvs, gguf.KV{Key: key, Value: gguf.ValueOf(uint32(fallback[k]))})
 			}
 			continue
 		}

