@@ -33,10 +33,10 @@ func (s CheckpointSource) Float32(name string) ([]float32, error) {
 }
 
 // GGUFMixes are the tensor-type recipes WriteGGUF writes, named as llama-quantize's file types.
-var GGUFMixes = []string{"F32", "BF16", "Q8_0", "Q6_K", "Q4_K_M"}
+var GGUFMixes = []string{"F32", "BF16", "Q8_0", "Q6_K", "Q4_K_M", "Q4_0", "IQ4_XS"}
 
 // ggufFileType is llama.cpp's general.file_type (enum llama_ftype) of each mix.
-var ggufFileType = map[string]uint32{"F32": 0, "BF16": 32, "Q8_0": 7, "Q6_K": 18, "Q4_K_M": 15}
+var ggufFileType = map[string]uint32{"F32": 0, "BF16": 32, "Q8_0": 7, "Q6_K": 18, "Q4_K_M": 15, "Q4_0": 2, "IQ4_XS": 30}
 
 // GGUFWriteOptions configures WriteGGUF.
 type GGUFWriteOptions struct {
@@ -179,13 +179,15 @@ func ggufUseMoreBits(i, n int) bool {
 // ggufMixType is the type of tensor o in mix, by llama-quantize's rules for these architectures
 // (llama.cpp's src/llama-quant.cpp at the commit docs/FORMATS.md names, read, not copied):
 // vectors, norms, ffn_gate_inp and ssm_conv1d stay F32; in F32 and BF16 every matrix has that
-// type; otherwise the mix's base type (Q8_0, Q6_K, Q4_K) with, for Q4_K_M, attn_v / attn_qkv
-// (the iWV-th of nWV in file order) and ffn_down* of layer i at Q6_K where use_more_bits says,
-// output.weight (or a tied token_embd) at Q6_K (Q8_0 when its rows are not whole 256-blocks or
-// in Q8_0), and, with exactly 8 experts, attn_v / attn_k at Q8_0 and attn_output at Q5_K. A
+// type; otherwise the mix's base type (Q8_0, Q6_K, Q4_K, Q4_0, IQ4_XS) with output.weight (or a
+// tied token_embd) at Q6_K (Q8_0 when its rows are not whole 256-blocks or in Q8_0), and: for
+// Q4_K_M, attn_v / attn_qkv (the iWV-th of nWV in file order) and ffn_down* of layer i at Q6_K
+// where use_more_bits says, and with exactly 8 experts attn_v / attn_k at Q8_0 and attn_output at
+// Q5_K; for IQ4_XS (no importance matrix), attn_v / attn_qkv at Q5_K when Hq/Hkv >= 4,
+// ffn_down* of the first eighth of the layers at Q5_K, and the same 8-expert rules. A
 // 256-block type whose rows are not whole blocks falls back as llama-quantize does (Q4_K to
-// Q5_0, Q6_K to Q8_0; Q5_K to Q5_1, which strata does not write: an error), then to F16 when
-// rows are not whole 32-blocks either.
+// Q5_0, Q6_K to Q8_0, IQ4_XS to IQ4_NL; Q5_K to Q5_1, which strata does not write: an error),
+// then to F16 when rows are not whole 32-blocks either.
 func ggufMixType(mix string, o ggufOut, c *hfconfig.Config, iWV, nWV int) (op.GGMLType, error) {
 	if !o.matrix {
 		return op.GGMLF32, nil
@@ -196,7 +198,7 @@ func ggufMixType(mix string, o ggufOut, c *hfconfig.Config, iWV, nWV int) (op.GG
 	case "BF16":
 		return op.GGMLBF16, nil
 	}
-	base := map[string]op.GGMLType{"Q8_0": op.GGMLQ8_0, "Q6_K": op.GGMLQ6_K, "Q4_K_M": op.GGMLQ4_K}[mix]
+	base := map[string]op.GGMLType{"Q8_0": op.GGMLQ8_0, "Q6_K": op.GGMLQ6_K, "Q4_K_M": op.GGMLQ4_K, "Q4_0": op.GGMLQ4_0, "IQ4_XS": op.GGMLIQ4_XS}[mix]
 	t := base
 	ncols := int(o.dims[0])
 	name := o.name
@@ -209,6 +211,22 @@ func ggufMixType(mix string, o ggufOut, c *hfconfig.Config, iWV, nWV int) (op.GG
 			t = op.GGMLQ6_K
 		}
 	case name == "token_embd.weight":
+	case mix == "IQ4_XS":
+		switch {
+		case ggufAttnV(name):
+			if c.Hkv > 0 && c.Hq/c.Hkv >= 4 {
+				t = op.GGMLQ5_K
+			}
+			if c.Experts == 8 {
+				t = op.GGMLQ8_0
+			}
+		case strings.HasSuffix(name, ".attn_k.weight") && c.Experts == 8:
+			t = op.GGMLQ8_0
+		case strings.Contains(name, "ffn_down") && o.layer < c.Layers/8:
+			t = op.GGMLQ5_K
+		case strings.HasSuffix(name, ".attn_output.weight") && c.Experts == 8:
+			t = op.GGMLQ5_K
+		}
 	case mix != "Q4_K_M":
 	case ggufAttnV(name):
 		if ggufUseMoreBits(iWV, nWV) {
@@ -227,7 +245,7 @@ func ggufMixType(mix string, o ggufOut, c *hfconfig.Config, iWV, nWV int) (op.GG
 		t = op.GGMLQ5_K
 	}
 	if ncols%t.BlockSize() != 0 {
-		fb := map[op.GGMLType]op.GGMLType{op.GGMLQ4_K: op.GGMLQ5_0, op.GGMLQ6_K: op.GGMLQ8_0}[t]
+		fb := map[op.GGMLType]op.GGMLType{op.GGMLQ4_K: op.GGMLQ5_0, op.GGMLQ6_K: op.GGMLQ8_0, op.GGMLIQ4_XS: op.GGMLIQ4_NL}[t]
 		if fb == 0 {
 			return 0, fmt.Errorf("%w: tensor %q: rows of %d are not whole %v blocks and its fallback is not written", op.ErrUnsupported, name, ncols, t)
 		}

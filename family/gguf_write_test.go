@@ -53,15 +53,15 @@ func writeGGUFOf(t *testing.T, preset, mix string) string {
 // TestWriteGGUFMatchesConverter: the generated checkpoints of the GGUF fixtures written by
 // WriteGGUF in BF16 hold exactly the tensors llama.cpp's converter wrote from the same
 // checkpoints (names, extents, types, every byte; tensor order aside) and the same metadata
-// but for the name, size label and tokenizer entries; in Q8_0, Q6_K and Q4_K_M every tensor has
-// the type llama-quantize chose for it (the recipe, its per-layer choices and its fallbacks for rows
-// that are not whole 256-blocks). The fixtures are llama.cpp's output, so this checks every
-// transform of the converter and the recipe against llama.cpp itself.
+// but for the name, size label and tokenizer entries; in Q8_0, Q6_K, Q4_K_M, Q4_0 and IQ4_XS
+// every tensor has the type llama-quantize chose for it (the recipe, its per-layer choices and
+// its fallbacks for rows that are not whole 256-blocks). The fixtures are llama.cpp's output,
+// so this checks every transform of the converter and the recipes against llama.cpp itself.
 func TestWriteGGUFMatchesConverter(t *testing.T) {
 	for _, c := range []struct{ preset, fixture string }{
 		{"qwen35-gguf", "qwen35"}, {"qwen35moe-gguf", "qwen35moe"}, {"qwen3next-gguf", "qwen3next"},
 	} {
-		for _, mix := range []string{"BF16", "Q8_0", "Q6_K", "Q4_K_M"} {
+		for _, mix := range []string{"BF16", "Q8_0", "Q6_K", "Q4_K_M", "Q4_0", "IQ4_XS"} {
 			t.Run(c.fixture+"-"+mix, func(t *testing.T) {
 				ours, err := gguf.Open(writeGGUFOf(t, c.preset, mix))
 				if err != nil {

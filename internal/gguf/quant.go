@@ -13,7 +13,7 @@ import (
 
 // QuantizeTypes are the tensor types Quantize writes.
 var QuantizeTypes = []op.GGMLType{op.GGMLF32, op.GGMLF16, op.GGMLBF16, op.GGMLQ8_0, op.GGMLQ4_0, op.GGMLQ5_0,
-	op.GGMLQ4_K, op.GGMLQ5_K, op.GGMLQ6_K, op.GGMLIQ4_XS}
+	op.GGMLQ4_K, op.GGMLQ5_K, op.GGMLQ6_K, op.GGMLIQ4_NL, op.GGMLIQ4_XS}
 
 // Quantize encodes x, rows of k values each (len(x) a multiple of k), as tensor type t in ggml's
 // block layouts (op.GGMLBlocks documents them; op/optest's float64 reference decodes them):
@@ -22,9 +22,10 @@ var QuantizeTypes = []op.GGMLType{op.GGMLF32, op.GGMLF16, op.GGMLBF16, op.GGMLQ8
 // each element to its nearest code; Q4_K and Q5_K (per sub-block of 32 a scale and a min <= 0
 // fitted by least squares to the rounded codes, then both quantized to 6 bits against the
 // block's d and dmin); Q6_K (per sub-block of 16 a signed scale, int8 against the block's d);
-// IQ4_XS (per sub-block of 32 a signed scale chosen among candidates that map the extreme value
-// onto either end of the non-linear table, refitted by least squares, 6 bits against d; each
-// element its nearest table entry). Every code is chosen with the scales as stored (after their
+// IQ4_NL and IQ4_XS (per block or sub-block of 32 a signed scale chosen among candidates that
+// map the extreme value onto either end of the non-linear table, refitted by least squares;
+// IQ4_NL stores it as float16, IQ4_XS in 6 bits against d; each element its nearest table
+// entry). Every code is chosen with the scales as stored (after their
 // float16 and 6- or 8-bit rounding), so the error of an element is at most half a step of its
 // sub-block where it lies inside the code range. The method is this package's own, in the
 // spirit of ggml's reference quantizers (without an importance matrix); its results differ
@@ -102,6 +103,7 @@ var encoders = map[op.GGMLType]func(b []byte, x []float32) bool{
 	op.GGMLQ4_K:   func(b []byte, x []float32) bool { return encodeQxK(b, x, 4) },
 	op.GGMLQ5_K:   func(b []byte, x []float32) bool { return encodeQxK(b, x, 5) },
 	op.GGMLQ6_K:   encodeQ6K,
+	op.GGMLIQ4_NL: encodeIQ4NL,
 	op.GGMLIQ4_XS: encodeIQ4XS,
 }
 
@@ -393,17 +395,27 @@ func encodeIQ4XS(b []byte, x []float32) bool {
 		ls := l + 32
 		b[4+s/2] |= byte(ls&15) << (4 * (s % 2))
 		sh |= uint16(ls>>4) << (2 * s)
-		is := inv(d * float64(l))
-		qs := b[8+16*s : 8+16*s+16]
-		for j := range 16 {
-			lo := nearestIQ4(float64(x[32*s+j]) * is)
-			hi := nearestIQ4(float64(x[32*s+16+j]) * is)
-			if is == 0 { // a zero scale: every code decodes to 0 whatever it is
-				lo, hi = 8, 8
-			}
-			qs[j] = byte(lo | hi<<4)
-		}
+		putIQ4(b[8+16*s:8+16*s+16], x[32*s:32*s+32], d*float64(l))
 	}
 	binary.LittleEndian.PutUint16(b[2:], sh)
+	return ok
+}
+
+// putIQ4 writes the codes of 32 values for the scale d (nearest table entries) as IQ4_NL's qs[16].
+func putIQ4(qs []byte, x []float32, d float64) {
+	is := inv(d)
+	for j := range 16 {
+		lo, hi := nearestIQ4(float64(x[j])*is), nearestIQ4(float64(x[j+16])*is)
+		if is == 0 { // a zero scale: every code decodes to 0 whatever it is
+			lo, hi = 8, 8
+		}
+		qs[j] = byte(lo | hi<<4)
+	}
+}
+
+func encodeIQ4NL(b []byte, x []float32) bool {
+	hb, d, ok := half(fitIQ4(x))
+	binary.LittleEndian.PutUint16(b, hb)
+	putIQ4(b[2:18], x, d)
 	return ok
 }

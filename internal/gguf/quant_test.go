@@ -53,6 +53,7 @@ func TestQuantizeError(t *testing.T) {
 		{op.GGMLQ4_K, 1.0/15 + 1.0/63, 0.085},
 		{op.GGMLQ5_K, 1.0/31 + 1.0/63, 0.045},
 		{op.GGMLQ6_K, 1.0/32 + 1.0/254, 0.025},
+		{op.GGMLIQ4_NL, 0.12, 0.085},
 		{op.GGMLIQ4_XS, 0.12, 0.085},
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
