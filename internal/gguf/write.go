@@ -33,9 +33,12 @@ func (t *WriteTensor) Bytes() (int64, error) {
 	if len(t.Dims) == 0 || len(t.Dims) > MaxDims {
 		return 0, fmt.Errorf("tensor %q has %d dimensions (want 1 to %d)", t.Name, len(t.Dims), MaxDims)
 	}
-	row, err := t.Type.RowBytes(int(min(t.Dims[0], math.MaxInt32)))
-	if err != nil || t.Dims[0] > math.MaxInt32 {
-		return 0, fmt.Errorf("tensor %q of type %v with extents %v: %v", t.Name, t.Type, t.Dims, err)
+	if t.Dims[0] > math.MaxInt32 {
+		return 0, fmt.Errorf("tensor %q: rows of %d elements (at most %d)", t.Name, t.Dims[0], math.MaxInt32)
+	}
+	row, err := t.Type.RowBytes(int(t.Dims[0]))
+	if err != nil {
+		return 0, fmt.Errorf("tensor %q with extents %v: %w", t.Name, t.Dims, err)
 	}
 	n := uint64(row)
 	for _, d := range t.Dims {
