@@ -4,7 +4,9 @@
 // writes (NAME-0000i-of-0000N.gguf) open as one tensor name space. Written from the format's
 // specification (ggml's docs/gguf.md): every length, count and offset is checked against the
 // bytes that back it before it is used, and every error names the file and the problem and
-// wraps ErrFormat (ErrKey for a metadata key absent or of another type than asked).
+// wraps ErrFormat (ErrKey for a metadata key absent or of another type than asked). Write
+// writes such files (a tensor's data produced when it is reached) and Quantize encodes float32
+// rows into the block types llama.cpp's quantizer writes (write.go, quant.go).
 //
 // Layout (all little-endian): magic "GGUF", uint32 version, uint64 tensor count, uint64
 // metadata count; the metadata key/values (key: uint64 length + UTF-8 bytes; uint32 value
