@@ -11,6 +11,8 @@ import (
 
 	"github.com/stratakernels/strata/family"
 	"github.com/stratakernels/strata/internal/gguf"
+	"github.com/stratakernels/strata/internal/modelgen"
+	"github.com/stratakernels/strata/internal/modelgen/genreg"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/op/optest"
@@ -195,7 +197,11 @@ func TestWriteGGUFTokenizer(t *testing.T) {
 		t.Skipf("%v: make tokenizer-data fetches it", err)
 	}
 	fam, _ := family.ForModelType("qwen3_next")
-	cfg := fam.(family.Generator).GenConfig(family.GenSpec{ModelType: "qwen3_next", D: 128, Layers: 2, Vocab: 151936, AttnEvery: 2,
+	write, ok := genreg.ConfigWriter(fam.Name())
+	if !ok {
+		t.Fatalf("family %s has no generator settings", fam.Name())
+	}
+	cfg := write(modelgen.Spec{Arch: "qwen3_next", D: 128, Layers: 2, Vocab: 151936, AttnEvery: 2,
 		Hq: 2, Hkv: 1, HeadDim: 32, Hk: 1, Hv: 2, Dk: 32, Dv: 32, Experts: 4, TopK: 2, MoEI: 32, SharedI: 32, RopeTheta: 1e7})
 	cfg["eos_token_id"] = 151645
 	cj, err := json.Marshal(cfg)

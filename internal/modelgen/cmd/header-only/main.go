@@ -4,7 +4,7 @@
 // --inspect example is made:
 //
 //	go run ./internal/modelgen/cmd/header-only RELEASE /tmp/RELEASE
-//	go run ./examples/prefill --model /tmp/RELEASE --inspect
+//	go run ./cmd/strata --model /tmp/RELEASE --inspect
 //
 // The releases are every family's (family/NAME/gen); the usage message lists them.
 package main
