@@ -394,19 +394,23 @@ def summarize(cfgs, tps, Ts, rounds):
     summary = []
     for T in Ts:
         med = {c.key: statistics.median(tps[(c.key, T)]) for c in cfgs}
-        fastest = {}
+        fastest, same = {}, {}  # engine -> its fastest; (engine, model) -> its fastest on that model
         for c in cfgs:
             if c.engine not in fastest or med[c.key] > med[fastest[c.engine].key]:
                 fastest[c.engine] = c
+            k = (c.engine, c.model)
+            if k not in same or med[c.key] > med[same[k].key]:
+                same[k] = c
         rows = []
         for c in cfgs:
             v = tps[(c.key, T)]
             row = {"engine": c.engine, "config": c.name, "model": c.model, "key": c.key,
-                   "tokens_per_s": ratio_stats(v), "fastest_of_engine": fastest[c.engine] is c, "ratio_to": {}}
+                   "tokens_per_s": ratio_stats(v), "fastest_of_engine": fastest[c.engine] is c, "ratio_to": {}, "ratio_to_same_file": {}}
             for eng in ("ik_llama.cpp", "llama.cpp"):
-                if eng in fastest and fastest[eng] is not c:
-                    ref = tps[(fastest[eng].key, T)]
-                    row["ratio_to"][eng] = ratio_stats([v[r] / ref[r] for r in range(rounds)])
+                for ref_cfg, out in ((fastest.get(eng), row["ratio_to"]), (same.get((eng, c.model)), row["ratio_to_same_file"])):
+                    if ref_cfg is not None and ref_cfg is not c:
+                        ref = tps[(ref_cfg.key, T)]
+                        out[eng] = ratio_stats([v[r] / ref[r] for r in range(rounds)])
             rows.append(row)
         summary.append({"T": T, "fastest": {e: c.key for e, c in fastest.items()}, "rows": rows})
     return summary
@@ -422,9 +426,10 @@ def print_tables(summary, accuracy, rounds, threads):
         acc[(r["engine"], r["config"] if r["engine"] == "strata" else None, r["model"])] = r
     for s in summary:
         print(f"\nT = {s['T']}, {threads} threads, {rounds} rounds: tokens/s median (min-max); ratio = this row's "
-              f"tokens/s over the peer's fastest configuration's in the same round, median (min-max) of the {rounds} paired ratios")
+              f"tokens/s over that of the peer's fastest configuration (on any file, or on the same file) in the same round, "
+              f"median (min-max) of the {rounds} paired ratios")
         peers = [e for e in ("ik_llama.cpp", "llama.cpp") if e in s["fastest"]]
-        head = ["engine", "config", "model", "tokens/s"] + [f"/ {e} fastest" for e in peers] + ["accuracy: max |logit - golden| (rows), argmax agreement"]
+        head = ["engine", "config", "model", "tokens/s"] + [f"/ {e} {w}" for e in peers for w in ("fastest", "same file")] + ["accuracy: max |logit - golden| (rows), argmax agreement"]
         lines = [head]
         for r in s["rows"]:
             t = r["tokens_per_s"]
@@ -432,6 +437,10 @@ def print_tables(summary, accuracy, rounds, threads):
                      f"{t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f})"]
             for e in peers:
                 cells.append(fmt_ratio(r["ratio_to"][e]) if e in r["ratio_to"] else "1 (itself)")
+                if e in r["ratio_to_same_file"]:
+                    cells.append(fmt_ratio(r["ratio_to_same_file"][e]))
+                else:
+                    cells.append("1 (itself)" if r["engine"] == e else "-")
             ar = acc.get((r["engine"], r["config"] if r["engine"] == "strata" else None, r["model"]))
             cells.append(f"{ar['max_abs']:.3g} ({ar['n_rows']} rows), {ar['argmax_agree']:.2f}" if ar else "-")
             lines.append(cells)

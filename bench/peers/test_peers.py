@@ -126,6 +126,9 @@ def test_end_to_end(setup, capsys):
             for eng, v in (("ik_llama.cpp", ik), ("llama.cpp", ll)):
                 st = row["ratio_to"][eng]
                 assert st["median"] == pytest.approx(v) and st["min"] == pytest.approx(v) and st["max"] == pytest.approx(v)
+        assert rows["strata int8 m-Q4_0.gguf"]["ratio_to_same_file"]["ik_llama.cpp"]["median"] == pytest.approx(150 / 120)
+        assert set(rows["ik_llama.cpp fa1-fmoe1-rtr1 m-Q4_0.gguf"]["ratio_to_same_file"]) == {"llama.cpp"}  # not to itself
+        assert rows["ik_llama.cpp fa1-fmoe1-rtr1 m-Q4_0.gguf"]["ratio_to_same_file"]["llama.cpp"]["max"] == pytest.approx(120 / 50)
         # tokens/s of the three rounds: base x 1, 2, 3.
         assert rows["strata int8 m-Q4_0.gguf"]["tokens_per_s"]["median"] == pytest.approx(300.0)
         assert rows["llama.cpp repack m-Q4_0.gguf"]["ratio_to"]["ik_llama.cpp"]["median"] == pytest.approx(50 / 120)
