@@ -48,7 +48,7 @@ const int8Block = 32
 
 // computeForm is the CPU's op.ComputeForm: a matrix's int8 or bf16 operand and its kernel.
 type computeForm struct {
-	mode  op.ComputeMode
+	mode op.ComputeMode
 	i8   qdot.Int8Weights // int8: the weight as stored
 	b16  qdot.BF16Weights // bf16
 	k    qdot.Kernel
