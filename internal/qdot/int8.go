@@ -22,26 +22,28 @@ type i8src struct {
 	// row writes row n's codes in natural order into q (len K; nil: not wanted), its group
 	// scales into s and (bias) its group biases into b (len K/group).
 	row func(n int, q []int32, s, b []float32)
-	// words is row n's code words (nibbles and 8-bit MLX).
-	words func(n int) []uint32
-	// packed: the weight was packed for one kernel (PackInt8); row and words are nil.
-	packed *Int8Packed
+	// codes holds the code words of 4-bit and 8-bit MLX weights, wpr a row ([N][wpr]), which
+	// the panels take as stored (nibbles) or reordered (8-bit); nil for the other weights.
+	codes []uint32
+	wpr   int
 }
 
 func (w *Affine) int8Source() (*i8src, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	wpr := w.K * w.Bits / 32
-	return &i8src{N: w.N, K: w.K, group: w.Group, bias: true, nibbles: w.Bits == 4, wide: w.Bits == 8,
+	src := &i8src{N: w.N, K: w.K, group: w.Group, bias: true, nibbles: w.Bits == 4, wide: w.Bits == 8,
 		row: func(n int, q []int32, s, b []float32) {
 			if q != nil {
 				w.affineRow(n, q)
 			}
 			w.affineScales(n, s, b)
 		},
-		words: func(n int) []uint32 { return w.Codes[n*wpr : (n+1)*wpr] },
-	}, nil
+	}
+	if w.Bits == 4 || w.Bits == 8 {
+		src.codes, src.wpr = w.Codes, w.K*w.Bits/32
+	}
+	return src, nil
 }
 
 // FP8Int8Group is the group of the int8 form of an FP8 weight: each run of 32 elements of a
@@ -173,10 +175,6 @@ func checkInt8(y []float32, ldy int, a *Int8Act, w Int8Weights, n0, n1 int, k Ke
 	}
 	if err := checkOut(y, ldy, a.T, n0, n1, src.N); err != nil {
 		return nil, err
-	}
-	if p := src.packed; p != nil && (p.k != k || n0%panelCols != 0) {
-		return nil, fmt.Errorf("%w: a weight packed for kernel %v multiplied with %v from column %d (want %v, a multiple of %d)",
-			ErrUnsupported, p.k, k, n0, p.k, panelCols)
 	}
 	return src, nil
 }

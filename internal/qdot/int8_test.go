@@ -151,13 +151,32 @@ func TestInt8Go(t *testing.T) {
 
 // TestInt8Kernels: every kernel of this CPU gives bitwise the portable kernel's result, for
 // every weight case and activation block, with row counts around the tiles (1, 5, 6, 13),
-// column ranges that start inside a panel and end in a partial one, and a padded y.
+// column ranges that start inside a panel and end in a partial one, and a padded y; K 256, and
+// K 96 for groups of 32 (12 code words a row of 4-bit codes: the panel transpose's 8 x 8 blocks
+// and a remainder).
 func TestInt8Kernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	ks := Int8Kernels()
 	t.Logf("int8 kernels: %v", ks)
+	var cases []struct {
+		int8Case
+		K int
+	}
 	for _, c := range int8Cases() {
-		const N, K = 75, 256
+		cases = append(cases, struct {
+			int8Case
+			K int
+		}{c, 256})
+		if c.group == 32 {
+			cases = append(cases, struct {
+				int8Case
+				K int
+			}{c, 96})
+		}
+	}
+	for _, c := range cases {
+		const N = 75
+		K := c.K
 		w, _ := c.make(r, N, K)
 		for _, blk := range c.blocks() {
 			for _, T := range []int{1, 5, 6, 13} {
@@ -379,17 +398,6 @@ func TestInt8Extremes(t *testing.T) {
 				t.Fatal(err)
 			}
 			sameBits(t, fmt.Sprintf("%v weight %d", k, i), got, want, N, T, N)
-			if k == Go {
-				continue
-			}
-			p, err := PackInt8(w, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := MatMulInt8(got, N, &a, p, 0, N, k); err != nil {
-				t.Fatal(err)
-			}
-			sameBits(t, fmt.Sprintf("%v packed weight %d", k, i), got, want, N, T, N)
 		}
 	}
 }
@@ -453,50 +461,6 @@ func TestFP8Int8(t *testing.T) {
 }
 
 func abs32(v int32) int32 { return max(v, -v) }
-
-// A weight packed once (PackInt8) gives bitwise the products of the weight itself, and is
-// refused with another kernel or a column range that does not start on a panel.
-func TestInt8Packed(t *testing.T) {
-	r := rand.New(rand.NewPCG(15, 16))
-	const T, N, K = 7, 75, 256
-	var a Int8Act
-	if err := QuantizeInt8(&a, randActs(r, T, K), T, K, 32); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []int8Case{{4, 64}, {8, 32}, {3, 128}, {0, 32}} {
-		w, _ := c.make(r, N, K)
-		for _, k := range Int8Kernels() {
-			p, err := PackInt8(w, k)
-			if k == Go {
-				if !errors.Is(err, ErrUnsupported) {
-					t.Fatalf("PackInt8 for Go: %v", err)
-				}
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, cols := range [][2]int{{0, N}, {32, 70}} {
-				n0, n1 := cols[0], cols[1]
-				want := make([]float32, T*(n1-n0))
-				got := make([]float32, T*(n1-n0))
-				if err := MatMulInt8(want, n1-n0, &a, w, n0, n1, Go); err != nil {
-					t.Fatal(err)
-				}
-				if err := MatMulInt8(got, n1-n0, &a, p, n0, n1, k); err != nil {
-					t.Fatal(err)
-				}
-				sameBits(t, fmt.Sprintf("%v packed %v [%d, %d)", c, k, n0, n1), got, want, n1-n0, T, n1-n0)
-			}
-			if err := MatMulInt8(make([]float32, T*N), N, &a, p, 3, N, k); !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("packed from column 3: %v", err)
-			}
-			if err := MatMulInt8(make([]float32, T*N), N, &a, p, 0, N, Go); !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("packed for %v used with Go: %v", k, err)
-			}
-		}
-	}
-}
 
 // TestQuantizeAsm: the AVX2 quantization kernels give bitwise the portable loop's codes, scales
 // and sums, in blocks of 32, 64 and 128: random rows, a block of exact halves (amax 127, so
