@@ -22,10 +22,10 @@ type i8src struct {
 	// row writes row n's codes in natural order into q (len K; nil: not wanted), its group
 	// scales into s and (bias) its group biases into b (len K/group).
 	row func(n int, q []int32, s, b []float32)
-	// codes holds the code words of 4-bit and 8-bit MLX weights, wpr a row ([N][wpr]), which
-	// the panels take as stored (nibbles) or reordered (8-bit); nil for the other weights.
-	codes []uint32
-	wpr   int
+	// aff is a 4-bit or 8-bit MLX weight, whose panels are transposed from its code words as
+	// stored (nibbles) or reordered (8-bit) and its scales and biases (Affine.panelScales);
+	// nil for the other weights, which the panels take from row.
+	aff *Affine
 }
 
 func (w *Affine) int8Source() (*i8src, error) {
@@ -41,7 +41,7 @@ func (w *Affine) int8Source() (*i8src, error) {
 		},
 	}
 	if w.Bits == 4 || w.Bits == 8 {
-		src.codes, src.wpr = w.Codes, w.K*w.Bits/32
+		src.aff = w
 	}
 	return src, nil
 }

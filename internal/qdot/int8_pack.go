@@ -72,8 +72,9 @@ func (p *i8packer) wordRows() int {
 }
 
 // pack writes the panel of columns [c0, c0+32) (columns past N zero) into words and wsb. MLX
-// 4-bit and 8-bit code words are transposed straight from the weight (transposeCols); other
-// weights are decoded row by row (src.row) into the columns' byte words first.
+// 4-bit and 8-bit code words are transposed straight from the weight (transposeCols, wr words a
+// row as stored); other weights are decoded row by row (src.row) into the columns' byte words
+// first.
 func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 	K, G := p.src.K, p.src.group
 	ng := K / G
@@ -81,27 +82,22 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 	cols := min(panelCols, p.src.N-c0)
 	clear(wsb[:ng*2*panelCols])
 	p.s, p.b = grow(p.s, ng), grow(p.b, ng)
-	if p.src.codes != nil {
+	if w := p.src.aff; w != nil {
 		// 4-bit: the words as stored; 8-bit: each pair of words' bytes into octet order.
-		wpr := p.src.wpr
-		transposeCols(words, p.src.codes[c0*wpr:(c0+cols)*wpr], wpr, wr, cols, p.src.wide, p.plan.xor)
-	} else {
-		p.q = grow(p.q, K)
-		p.rows = grow(p.rows, panelCols*wr)
+		transposeCols(words, w.Codes[c0*wr:(c0+cols)*wr], wr, wr, cols, w.Bits == 8, p.plan.xor)
+		w.panelScales(wsb, c0, cols)
+		return
 	}
+	p.q = grow(p.q, K)
+	p.rows = grow(p.rows, panelCols*wr)
 	for col := 0; col < cols; col++ {
-		n := c0 + col
-		if p.src.codes != nil {
-			p.src.row(n, nil, p.s, p.b)
-		} else {
-			p.src.row(n, p.q, p.s, p.b)
-			row := p.rows[col*wr : (col+1)*wr]
-			for k := 0; k < K; k += 8 {
-				q := p.q[k : k+8 : k+8]
-				lo := uint32(uint8(q[0])) | uint32(uint8(q[2]))<<8 | uint32(uint8(q[4]))<<16 | uint32(uint8(q[6]))<<24
-				hi := uint32(uint8(q[1])) | uint32(uint8(q[3]))<<8 | uint32(uint8(q[5]))<<16 | uint32(uint8(q[7]))<<24
-				row[k/4], row[k/4+1] = lo^p.plan.xor, hi^p.plan.xor
-			}
+		p.src.row(c0+col, p.q, p.s, p.b)
+		row := p.rows[col*wr : (col+1)*wr]
+		for k := 0; k < K; k += 8 {
+			q := p.q[k : k+8 : k+8]
+			lo := uint32(uint8(q[0])) | uint32(uint8(q[2]))<<8 | uint32(uint8(q[4]))<<16 | uint32(uint8(q[6]))<<24
+			hi := uint32(uint8(q[1])) | uint32(uint8(q[3]))<<8 | uint32(uint8(q[5]))<<16 | uint32(uint8(q[7]))<<24
+			row[k/4], row[k/4+1] = lo^p.plan.xor, hi^p.plan.xor
 		}
 		for g := 0; g < ng; g++ {
 			wsb[g*2*panelCols+col] = p.s[g]
@@ -110,8 +106,26 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 			}
 		}
 	}
-	if p.src.codes == nil {
-		transposeCols(words, p.rows[:cols*wr], wr, wr, cols, false, 0)
+	transposeCols(words, p.rows[:cols*wr], wr, wr, cols, false, 0)
+}
+
+// panelScales writes the scales and biases of rows [c0, c0+cols) of w as float32 into a panel's
+// wsb ([groups][2][32]: scales, then biases; the columns from cols on are left as they are).
+func (w *Affine) panelScales(wsb []float32, c0, cols int) {
+	gpr := w.K / w.Group
+	sc, bi := w.Scales[c0*gpr:(c0+cols)*gpr], w.Biases[c0*gpr:(c0+cols)*gpr]
+	for g := 0; g < gpr; g++ {
+		ds, db := wsb[g*2*panelCols:g*2*panelCols+cols], wsb[g*2*panelCols+panelCols:g*2*panelCols+panelCols+cols]
+		if w.F16 {
+			for c := range ds {
+				ds[c], db[c] = widen16(sc[c*gpr+g], true), widen16(bi[c*gpr+g], true)
+			}
+			continue
+		}
+		for c := range ds {
+			ds[c] = math.Float32frombits(uint32(sc[c*gpr+g]) << 16)
+			db[c] = math.Float32frombits(uint32(bi[c*gpr+g]) << 16)
+		}
 	}
 }
 

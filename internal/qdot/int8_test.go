@@ -214,6 +214,48 @@ func TestInt8Kernels(t *testing.T) {
 	}
 }
 
+// TestInt8F16Scales: MLX weights with IEEE half scales and biases (normal and subnormal halves
+// of both signs) give with every kernel bitwise the portable kernel's product, which the
+// float64 evaluation of the same codes and widened scales bounds.
+func TestInt8F16Scales(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	const T, N, K = 7, 70, 256
+	var a Int8Act
+	if err := QuantizeInt8(&a, randActs(r, T, K), T, K, 32); err != nil {
+		t.Fatal(err)
+	}
+	for _, bits := range []int{4, 8, 3} {
+		w, _ := quantizeAffine(randWeights(r, N, K), N, K, bits, 64)
+		w.F16 = true
+		for i := range w.Scales {
+			// exponents 0 (subnormal) to 11: magnitudes up to 2^-4
+			w.Scales[i] = uint16(r.IntN(0x3000))
+			w.Biases[i] = uint16(r.IntN(0x3000)) | uint16(r.IntN(2))<<15
+		}
+		src, err := w.int8Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, T*N)
+		if err := MatMulInt8(want, N, &a, w, 0, N, Go); err != nil {
+			t.Fatal(err)
+		}
+		ref, bound := refInt8(&a, src)
+		for j := range want {
+			if d := math.Abs(float64(want[j]) - ref[j]); !(d <= bound[j]) {
+				t.Fatalf("%d-bit: y[%d] = %g, exact %g", bits, j, want[j], ref[j])
+			}
+		}
+		for _, k := range Int8Kernels() {
+			got := make([]float32, T*N)
+			if err := MatMulInt8(got, N, &a, w, 0, N, k); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, fmt.Sprintf("%v %d-bit f16 scales", k, bits), got, want, N, T, N)
+		}
+	}
+}
+
 // ParallelInt8 gives the same bits for every worker count, and the same as one MatMulInt8.
 func TestInt8Parallel(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
