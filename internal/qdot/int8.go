@@ -26,6 +26,8 @@ type i8src struct {
 	// stored (nibbles) or reordered (8-bit) and its scales and biases (Affine.panelScales);
 	// nil for the other weights, which the panels take from row.
 	aff *Affine
+	// fp8 is an FP8 weight, whose panels take its codes through octetRow; nil for the others.
+	fp8 *FP8
 }
 
 func (w *Affine) int8Source() (*i8src, error) {
@@ -58,7 +60,7 @@ func (w *FP8) int8Source() (*i8src, error) {
 	if w.K%FP8Int8Group != 0 {
 		return nil, fmt.Errorf("%w: FP8 weight [%d, %d] as int8 needs K a multiple of %d", ErrShape, w.N, w.K, FP8Int8Group)
 	}
-	return &i8src{N: w.N, K: w.K, group: FP8Int8Group, signed: true,
+	return &i8src{N: w.N, K: w.K, group: FP8Int8Group, signed: true, fp8: w,
 		row: func(n int, q []int32, s, _ []float32) { w.FP8Int8(n, q, s) }}, nil
 }
 
@@ -73,23 +75,65 @@ func (w *FP8) FP8Int8(n int, q []int32, s []float32) {
 	for g := 0; g < w.K/FP8Int8Group; g++ {
 		run := codes[g*FP8Int8Group : (g+1)*FP8Int8Group]
 		qq := q[g*FP8Int8Group : (g+1)*FP8Int8Group]
-		// The magnitude codes 0..0x7e order as their values, and 0x7f (NaN) lies above them.
-		var top uint8
-		for _, c := range run {
-			top = max(top, c&0x7f)
-		}
-		if top == 0x7f {
-			s[g] = float32(math.NaN())
+		h, ok := fp8RunShift(run)
+		s[g] = w.runScale(n, g, h, ok)
+		if !ok {
 			clear(qq)
 			continue
 		}
-		h := fp8Shift[top]
 		tab := &fp8Codes[h]
 		for i, c := range run {
 			qq[i] = int32(tab[c])
 		}
-		s[g] = float32(math.Ldexp(float64(w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)), int(h)-9))
 	}
+}
+
+// octetRow is FP8Int8 for a panel: row n's int8 codes as bytes in octet order (each 8 elements
+// as two words, elements 0 2 4 6 then 1 3 5 7), XORed with xor, into row (len K/4), and its
+// scales into s.
+func (w *FP8) octetRow(n int, row []uint32, s []float32, xor uint32) {
+	codes := w.Codes[n*w.K : (n+1)*w.K]
+	for g := 0; g < w.K/FP8Int8Group; g++ {
+		run := codes[g*FP8Int8Group : (g+1)*FP8Int8Group]
+		out := row[g*FP8Int8Group/4 : (g+1)*FP8Int8Group/4]
+		h, ok := fp8RunShift(run)
+		s[g] = w.runScale(n, g, h, ok)
+		if !ok {
+			for i := range out {
+				out[i] = xor // zero codes
+			}
+			continue
+		}
+		tab := &fp8Codes[h]
+		for i := 0; i < FP8Int8Group; i += 8 {
+			c := run[i : i+8 : i+8]
+			out[i/4] = (uint32(uint8(tab[c[0]])) | uint32(uint8(tab[c[2]]))<<8 | uint32(uint8(tab[c[4]]))<<16 | uint32(uint8(tab[c[6]]))<<24) ^ xor
+			out[i/4+1] = (uint32(uint8(tab[c[1]])) | uint32(uint8(tab[c[3]]))<<8 | uint32(uint8(tab[c[5]]))<<16 | uint32(uint8(tab[c[7]]))<<24) ^ xor
+		}
+	}
+}
+
+// fp8RunShift is the shift of a run of E4M3 codes (fp8Shift of its largest magnitude code), and
+// false when the run holds a NaN code. The magnitude codes 0..0x7e order as their values, and
+// 0x7f (NaN) lies above them.
+func fp8RunShift(run []uint8) (uint8, bool) {
+	var top uint8
+	for _, c := range run {
+		top = max(top, c&0x7f)
+	}
+	if top == 0x7f {
+		return 0, false
+	}
+	return fp8Shift[top], true
+}
+
+// runScale is the int8 scale of run g of row n at shift h: ScaleInv * 2^(h-9), NaN for a run
+// holding a NaN code (ok false).
+func (w *FP8) runScale(n, g int, h uint8, ok bool) float32 {
+	if !ok {
+		return float32(math.NaN())
+	}
+	return float32(math.Ldexp(float64(w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)), int(h)-9))
 }
 
 // fp8Shift is the shift h of a run whose largest magnitude code is c: the smallest h >= 0 with

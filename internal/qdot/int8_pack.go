@@ -73,8 +73,8 @@ func (p *i8packer) wordRows() int {
 
 // pack writes the panel of columns [c0, c0+32) (columns past N zero) into words and wsb. MLX
 // 4-bit and 8-bit code words are transposed straight from the weight (transposeCols, wr words a
-// row as stored); other weights are decoded row by row (src.row) into the columns' byte words
-// first.
+// row as stored); FP8 codes are mapped row by row into the columns' byte words (FP8.octetRow),
+// other weights decoded row by row (src.row) into them, and then transposed.
 func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 	K, G := p.src.K, p.src.group
 	ng := K / G
@@ -91,8 +91,15 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 	p.q = grow(p.q, K)
 	p.rows = grow(p.rows, panelCols*wr)
 	for col := 0; col < cols; col++ {
-		p.src.row(c0+col, p.q, p.s, p.b)
 		row := p.rows[col*wr : (col+1)*wr]
+		if f := p.src.fp8; f != nil {
+			f.octetRow(c0+col, row, p.s, p.plan.xor)
+			for g := 0; g < ng; g++ {
+				wsb[g*2*panelCols+col] = p.s[g]
+			}
+			continue
+		}
+		p.src.row(c0+col, p.q, p.s, p.b)
 		for k := 0; k < K; k += 8 {
 			q := p.q[k : k+8 : k+8]
 			lo := uint32(uint8(q[0])) | uint32(uint8(q[2]))<<8 | uint32(uint8(q[4]))<<16 | uint32(uint8(q[6]))<<24
