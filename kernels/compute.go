@@ -19,7 +19,7 @@ import (
 //     activations quantized per row and block of int8Block elements (QuantizeInt8), on the
 //     widest int8 kernel of the CPU (AVX-512 VNNI, AVX-VNNI, AVX2 or NEON SDOT). Every weight
 //     runs from its data as stored: the kernels pack each panel of 32 columns per call into a
-//     thread's scratch of about 16 bytes per element of K (MLX 4-bit code words transposed,
+//     thread's scratch of 16 to 64 bytes per element of K (MLX 4-bit code words transposed,
 //     8-bit codes reordered, FP8 and GGML codes mapped to int8 with a scale, and an offset,
 //     per 32), so that a 4-bit file stays its size in memory; nothing is packed at load
 //     (ggml_int8.go for the GGML types; Q2_K, Q3_K and Q6_K groups whose two 16-element

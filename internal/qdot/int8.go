@@ -7,7 +7,7 @@ import (
 )
 
 // Int8Weights is a weight MatMulInt8 takes: *Affine (any MLX bit width), *FP8 (codes mapped
-// to int8, see FP8Int8), or either packed for one kernel (*Int8Packed).
+// to int8, see FP8Int8) or *Int8Rows (decoded by its owner), each read as stored.
 type Int8Weights interface {
 	int8Source() (*i8src, error)
 }
