@@ -1,6 +1,7 @@
 package qdot
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -113,18 +114,31 @@ func (w *FP8) octetRow(n int, row []uint32, s []float32, xor uint32) {
 	}
 }
 
-// fp8RunShift is the shift of a run of E4M3 codes (fp8Shift of its largest magnitude code), and
-// false when the run holds a NaN code. The magnitude codes 0..0x7e order as their values, and
-// 0x7f (NaN) lies above them.
+// fp8RunShift is the shift of a run of FP8Int8Group E4M3 codes (fp8Shift of its largest
+// magnitude code), and false when the run holds a NaN code. The magnitude codes 0..0x7e order as
+// their values, and 0x7f (NaN) lies above them. The largest is found 8 codes at a time, in the
+// bytes of a uint64 (maxBytes).
 func fp8RunShift(run []uint8) (uint8, bool) {
-	var top uint8
-	for _, c := range run {
-		top = max(top, c&0x7f)
-	}
+	const mag = 0x7f7f7f7f7f7f7f7f
+	m := maxBytes(binary.LittleEndian.Uint64(run[0:])&mag, binary.LittleEndian.Uint64(run[8:])&mag)
+	m = maxBytes(m, maxBytes(binary.LittleEndian.Uint64(run[16:])&mag, binary.LittleEndian.Uint64(run[24:])&mag))
+	m = maxBytes(m, m>>32)
+	m = maxBytes(m, m>>16)
+	top := uint8(maxBytes(m, m>>8))
 	if top == 0x7f {
 		return 0, false
 	}
 	return fp8Shift[top], true
+}
+
+// maxBytes is the bytewise maximum of a and b, whose bytes are all below 0x80: (a|0x80) - b
+// keeps a byte's top bit exactly where a's byte is at least b's (no borrow crosses a byte).
+func maxBytes(a, b uint64) uint64 {
+	const hi = 0x8080808080808080
+	ge := ((a | hi) - b) & hi // 0x80 where a >= b
+	sel := ge - ge>>7         // 0x7f there (a's bits 0-6)
+	sel |= ge                 // 0xff there
+	return a&sel | b&^sel
 }
 
 // runScale is the int8 scale of run g of row n at shift h: ScaleInv * 2^(h-9), NaN for a run

@@ -554,3 +554,36 @@ func TestQuantizeAsm(t *testing.T) {
 		}
 	}
 }
+
+// TestFP8RunShift: the shift and NaN flag of a run found 8 codes at a time are those of its
+// largest magnitude code found one at a time: every code at every position of a run of smaller
+// ones, and random runs.
+func TestFP8RunShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	check := func(run []uint8) {
+		var top uint8
+		for _, c := range run {
+			top = max(top, c&0x7f)
+		}
+		h, ok := fp8RunShift(run)
+		if ok != (top != 0x7f) || ok && h != fp8Shift[top] {
+			t.Fatalf("run %x: shift %d ok %v, largest magnitude code %#x (shift %d)", run, h, ok, top, fp8Shift[top])
+		}
+	}
+	run := make([]uint8, FP8Int8Group)
+	for c := range 256 {
+		for i := range run {
+			for j := range run {
+				run[j] = uint8(r.IntN(256)) & (0x80 | uint8(c&0x7f)>>1)
+			}
+			run[i] = uint8(c)
+			check(run)
+		}
+	}
+	for range 10000 {
+		for j := range run {
+			run[j] = uint8(r.IntN(256))
+		}
+		check(run)
+	}
+}
