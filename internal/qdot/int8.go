@@ -147,8 +147,17 @@ func (w *FP8) runScale(n, g int, h uint8, ok bool) float32 {
 	if !ok {
 		return float32(math.NaN())
 	}
-	return float32(math.Ldexp(float64(w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)), int(h)-9))
+	// A float32 times a power of two is exact in float64: one rounding, as Ldexp's.
+	return float32(float64(w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)) * fp8Pow[h])
 }
+
+// fp8Pow[h] is 2^(h-9), the weight of a code at shift h (h <= 11).
+var fp8Pow = func() (t [12]float64) {
+	for h := range t {
+		t[h] = math.Ldexp(1, h-9)
+	}
+	return
+}()
 
 // fp8Shift is the shift h of a run whose largest magnitude code is c: the smallest h >= 0 with
 // e4m3Int[c] <= 127 * 2^h (at most 11: 127 * 2^11 >= 229376).
