@@ -164,8 +164,8 @@ typedef struct strata_model_params {
    * strata_model_load): NULL or "f32" (default: float32, today's results), "bf16" (activations
    * rounded to bfloat16, BF16/FP8/MLX weights as bfloat16, float32 sums: VDPBF16PS or its FMA
    * emulation) or "int8" (activations quantized per row and block of 32, MLX affine and FP8
-   * codes as integers, int32 sums; weights packed at load). Weights a mode does not take run
-   * in f32. A CPU option: another name, or a mode other than f32 on metal or emu, is
+   * codes as integers, int32 sums; weights read as stored, none packed at load). Weights a
+   * mode does not take run in f32. A CPU option: another name, or a mode other than f32 on metal or emu, is
    * INVALID_ARGUMENT naming it. strata_model_compute says what ran. */
   const char*        compute;
 } strata_model_params;

@@ -81,8 +81,8 @@ type hostWeights struct {
 }
 
 // Prepare implements op.Weights. In a compute mode (int8, bf16) a matrix whose format the mode
-// takes comes back as a copy of m carrying its compute form (op.Matrix.Compute: int8 panels
-// packed once, or the bf16 operand). Otherwise: a float32 copy of a BF16 or F16 matrix while the
+// takes comes back as a copy of m carrying its compute form (op.Matrix.Compute: the int8 or bf16
+// operand, which reads m's data as stored). Otherwise: a float32 copy of a BF16 or F16 matrix while the
 // copies made so far plus this one stay within the budget, else m.
 func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 	if err := m.Validate("Weights.Prepare"); err != nil {
@@ -94,12 +94,12 @@ func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 			return nil, err
 		}
 		if f != nil {
-			w.c.note(f.String(), f.bytes)
+			w.c.note(f.String())
 			cp := *m
 			cp.Compute = f
 			return &cp, nil
 		}
-		w.c.note(fmt.Sprintf("f32 for %s (%s)", weightFormat(m), why), 0)
+		w.c.note(fmt.Sprintf("f32 for %s (%s)", weightFormat(m), why))
 	}
 	if m.DType != op.BF16 && m.DType != op.F16 {
 		return m, nil // float32 already, or quantized (kept packed: dequantized inside the GEMMs)
@@ -115,13 +115,11 @@ func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 	return widenF32(m)
 }
 
-// Bytes implements op.Weights: the float32 copies and the packed int8 panels made at load.
+// Bytes implements op.Weights: the float32 copies made at load (the compute modes make none).
 func (w *hostWeights) Bytes() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.c.mu.Lock()
-	defer w.c.mu.Unlock()
-	return w.bytes + w.c.bytes
+	return w.bytes
 }
 
 // Compute implements op.Weights (computeState.report).

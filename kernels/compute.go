@@ -15,13 +15,15 @@ import (
 // the mode takes a computeForm (op.Matrix.Compute) and matMul runs its products through package
 // internal/qdot, whose package documentation defines the arithmetic:
 //
-//   - int8: QAffine (every MLX bit width) and FP8Block weights; activations quantized per row
-//     and block of int8Block elements (QuantizeInt8). The weight is packed once at load for
-//     the widest int8 kernel of the CPU (PackInt8: AVX-512 VNNI, AVX-VNNI, AVX2 or NEON SDOT).
-//     GGML weights (the GGUF block types) run from their blocks as stored, mapped to int8
-//     codes with a scale (and an offset) per 32 on every call and not packed, so that a
-//     4-bit file stays its size in memory (ggml_int8.go; Q2_K, Q3_K and Q6_K groups whose two
-//     16-element sub-blocks differ are requantized there). BF16, F16, F32 and QFloat weights
+//   - int8: QAffine (every MLX bit width), FP8Block and GGML weights (the GGUF block types);
+//     activations quantized per row and block of int8Block elements (QuantizeInt8), on the
+//     widest int8 kernel of the CPU (AVX-512 VNNI, AVX-VNNI, AVX2 or NEON SDOT). Every weight
+//     runs from its data as stored: the kernels pack each panel of 32 columns per call into a
+//     thread's scratch of 16 to 64 bytes per element of K (MLX 4-bit code words transposed,
+//     8-bit codes reordered, FP8 and GGML codes mapped to int8 with a scale, and an offset,
+//     per 32), so that a 4-bit file stays its size in memory; nothing is packed at load
+//     (ggml_int8.go for the GGML types; Q2_K, Q3_K and Q6_K groups whose two 16-element
+//     sub-blocks differ are requantized there). BF16, F16, F32 and QFloat weights
 //     run in f32: an int8 form of them would requantize the weights, which this mode does not
 //     do.
 //   - bf16: BF16, FP8Block and QAffine weights (MLX codes dequantized and rounded to bfloat16
@@ -46,15 +48,16 @@ const int8Block = 32
 
 // computeForm is the CPU's op.ComputeForm: a matrix's int8 or bf16 operand and its kernel.
 type computeForm struct {
-	mode  op.ComputeMode
-	i8    qdot.Int8Weights // int8: packed for k, or (portable kernel) the weight as stored
-	b16   qdot.BF16Weights // bf16
-	k     qdot.Kernel
-	what  string // the weight's format, for reports
-	bytes int64  // packed panels
+	mode op.ComputeMode
+	i8   qdot.Int8Weights // int8: the weight as stored
+	b16  qdot.BF16Weights // bf16
+	k    qdot.Kernel
+	what string // the weight's format, for reports
 }
 
-func (f *computeForm) Bytes() int64 { return f.bytes }
+// Bytes is 0: every form reads the matrix's own data as stored (the kernels pack or convert
+// each panel per call into a small scratch).
+func (f *computeForm) Bytes() int64 { return 0 }
 
 func (f *computeForm) String() string {
 	if f.mode == op.ComputeInt8 {
@@ -72,7 +75,6 @@ type computeState struct {
 	// routes counts the matrices per report entry ("int8 avx2 (vpmaddubsw) for MLX 4-bit ...",
 	// "f32 for BF16 (...)").
 	routes map[string]int
-	bytes  int64
 }
 
 func newComputeState(mode op.ComputeMode) *computeState {
@@ -167,18 +169,11 @@ func (c *computeState) form(m *op.Matrix) (*computeForm, string, error) {
 		case fp8 != nil:
 			w = fp8
 		case m.DType == op.GGML:
-			// Read from the blocks on every call: a packed copy would be about 2.2x a 4-bit file.
-			f.k, f.i8 = c.i8k, ggmlInt8(m)
-			return f, "", nil
+			w = ggmlInt8(m)
 		}
+		// Read as stored: the kernels pack each panel of 32 columns per call into a small
+		// scratch, so that the weight adds no resident bytes to the mapped file.
 		f.k, f.i8 = c.i8k, w
-		if c.i8k != qdot.Go {
-			p, err := qdot.PackInt8(w, c.i8k)
-			if err != nil {
-				return nil, "", fmt.Errorf("cpu: %w: packing a %s weight for int8: %v", op.ErrShape, f.what, err)
-			}
-			f.i8, f.bytes = p, p.Bytes()
-		}
 		return f, "", nil
 	}
 	f.k = c.b16k
@@ -194,10 +189,9 @@ func (c *computeState) form(m *op.Matrix) (*computeForm, string, error) {
 }
 
 // note counts one matrix under a report entry.
-func (c *computeState) note(entry string, bytes int64) {
+func (c *computeState) note(entry string) {
 	c.mu.Lock()
 	c.routes[entry]++
-	c.bytes += bytes
 	c.mu.Unlock()
 }
 
@@ -208,13 +202,7 @@ func (c *computeState) report() string {
 	s := c.mode.String()
 	switch c.mode {
 	case op.ComputeInt8:
-		ggml := ""
-		for k := range c.routes {
-			if strings.HasPrefix(k, "int8 ") && strings.Contains(k, " for GGML ") {
-				ggml = "; GGML weights read as stored, not packed"
-			}
-		}
-		s += fmt.Sprintf(" (activations in blocks of %d, weights packed at load: %.1f MiB%s)", int8Block, float64(c.bytes)/(1<<20), ggml)
+		s += fmt.Sprintf(" (activations in blocks of %d, weights read as stored: panels packed per call, none at load)", int8Block)
 	case op.ComputeBF16:
 		best, why := qdot.BestBF16(), qdot.BF16Choice()
 		switch {

@@ -287,7 +287,7 @@ func TestComputeModes(t *testing.T) {
 // BenchmarkComputeExperts: the routed experts of the qwen3next slice's MoE layer (T = 512
 // tokens, 64 experts, top-10, D 2048, I 512: about 80 rows an expert) on MLX 4-bit and 8-bit
 // weights (groups of 64, gate and up apart as MLX stores them), f32 (dequantized per call)
-// against int8 (packed at load) and bf16. GFLOP/s counts 2 T K 3 D I per call; cpu-GFLOP/s
+// against int8 (panels packed per call) and bf16. GFLOP/s counts 2 T K 3 D I per call; cpu-GFLOP/s
 // divides by the process's CPU time instead (user + system, all threads), which other
 // processes on a shared machine do not inflate.
 func BenchmarkComputeExperts(b *testing.B) {

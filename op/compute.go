@@ -54,7 +54,7 @@ func (c ComputeMode) Valid() error {
 }
 
 // ComputeForm is a backend's form of a weight matrix for a compute mode other than f32
-// (Matrix.Compute, set by Weights.Prepare): e.g. the CPU's int8 panels packed once at load.
+// (Matrix.Compute, set by Weights.Prepare): e.g. the CPU's int8 operand of an MLX weight.
 type ComputeForm interface {
 	// Bytes is the memory the form holds beyond the matrix's own data.
 	Bytes() int64

@@ -40,8 +40,10 @@ type LoadOptions struct {
 	// (activations rounded to bfloat16, BF16, FP8 and MLX affine weights as bfloat16, float32
 	// sums in VDPBF16PS order: the instruction where the CPU has AVX512_BF16, else its FMA
 	// emulation) or "int8" (activations quantized per row and block of 32 to int8, MLX affine
-	// and FP8 codes used as integers with their scales, int32 sums: VNNI, AVX2 maddubs or NEON
-	// SDOT; int8 weights packed once at load). Weights a mode does not take (int8: BF16, F16,
+	// and FP8 codes and the GGUF block types used as integers with their scales, int32 sums:
+	// VNNI, AVX2 maddubs or NEON SDOT; the weights read as stored, each panel of 32 columns
+	// packed per call into a small scratch, so that no mode adds resident bytes to the file's:
+	// ModelInfo.ResidentBytes is the f32 mode's). Weights a mode does not take (int8: BF16, F16,
 	// F32, MLX float modes; bf16: F16, F32, MLX float modes) run in f32. Model.Compute says what
 	// ran with which kernel and why; BENCHMARKS.md gives the speed and the accuracy against the
 	// float64 goldens. A CPU option: the metal backend refuses a mode other than f32. Another

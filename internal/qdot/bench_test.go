@@ -19,8 +19,7 @@ var benchShapes = [][3]int{{512, 2560, 2560}, {2048, 2560, 2560}, {80, 1280, 256
 // each int8 and bf16 kernel of this CPU on MLX 4- and 8-bit (group 64) and FP8 weights and on
 // bf16 weights, and the activation quantization and rounding alone. GFLOP/s counts 2 T N K for
 // every product, so the figures compare directly; quantize and round report ns per element.
-// The products include their per-call weight packing, except the "-packed" int8 cases (the
-// weight packed once by PackInt8).
+// The products include their per-call weight packing.
 func BenchmarkQDot(b *testing.B) {
 	b.Logf("f32: %s", blas.Impl())
 	r := rand.New(rand.NewPCG(31, 32))
@@ -78,19 +77,6 @@ func BenchmarkQDot(b *testing.B) {
 				a    *Int8Act
 				w    Int8Weights
 			}{{"mlx4-b32", &a32, mlx4}, {"mlx4-b64", &a64, mlx4}, {"mlx8-b64", &a64, mlx8}, {"fp8-b32", &a32, fp8}}
-			if k != Go {
-				for _, c := range cases[:] {
-					p, err := PackInt8(c.w, k)
-					if err != nil {
-						b.Fatal(err)
-					}
-					cases = append(cases, struct {
-						name string
-						a    *Int8Act
-						w    Int8Weights
-					}{c.name + "-packed", c.a, p})
-				}
-			}
 			for _, c := range cases {
 				b.Run(fmt.Sprintf("%dx%dx%d/int8-%v-%s", T, N, K, k, c.name), func(b *testing.B) {
 					loop(b, func() error { return MatMulInt8(y, N, c.a, c.w, 0, N, k) })

@@ -63,11 +63,14 @@
 // # Drivers
 //
 // MatMulInt8 and MatMulBF16 compute the columns [n0, n1) of y on the calling goroutine: the
-// weights are packed per panel of 32 columns (MLX's code words transposed, FP8 codes
-// converted) and each panel multiplies every row tile of the activations. Every element's
-// arithmetic is fixed by the definitions above, not by the tiling, so any split of the columns
-// over goroutines gives the same bits: ParallelInt8 and ParallelBF16 split them over workers.
-// PackInt8 packs a weight once for one kernel, for weights multiplied many times with few rows.
+// weights are packed per call, one panel of 32 columns at a time, into the goroutine's scratch,
+// and each panel multiplies every row tile of the activations. An int8 panel takes 16 bytes per
+// element of K for 4-bit MLX codes (the code words as stored, transposed), 32 for 8-bit MLX
+// (reordered; both by an AVX2 8 x 8 word transpose on amd64) and 64 for the others (FP8 and
+// the other codes converted row by row, then transposed), and its scales. No weight is copied
+// beside the caller's: the products read the weights as stored. Every element's arithmetic is fixed by the definitions above, not by the
+// tiling, so any split of the columns over goroutines gives the same bits: ParallelInt8 and
+// ParallelBF16 split them over workers.
 //
 // A linear layer in int8 mode, y = x W^T for an MLX 4-bit W (op.Quant's fields) on all cores:
 //

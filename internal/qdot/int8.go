@@ -1,13 +1,14 @@
 package qdot
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
 )
 
 // Int8Weights is a weight MatMulInt8 takes: *Affine (any MLX bit width), *FP8 (codes mapped
-// to int8, see FP8Int8), or either packed for one kernel (*Int8Packed).
+// to int8, see FP8Int8) or *Int8Rows (decoded by its owner), each read as stored.
 type Int8Weights interface {
 	int8Source() (*i8src, error)
 }
@@ -22,26 +23,30 @@ type i8src struct {
 	// row writes row n's codes in natural order into q (len K; nil: not wanted), its group
 	// scales into s and (bias) its group biases into b (len K/group).
 	row func(n int, q []int32, s, b []float32)
-	// words is row n's code words (nibbles and 8-bit MLX).
-	words func(n int) []uint32
-	// packed: the weight was packed for one kernel (PackInt8); row and words are nil.
-	packed *Int8Packed
+	// aff is a 4-bit or 8-bit MLX weight, whose panels are transposed from its code words as
+	// stored (nibbles) or reordered (8-bit) and its scales and biases (Affine.panelScales);
+	// nil for the other weights, which the panels take from row.
+	aff *Affine
+	// fp8 is an FP8 weight, whose panels take its codes through octetRow; nil for the others.
+	fp8 *FP8
 }
 
 func (w *Affine) int8Source() (*i8src, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	wpr := w.K * w.Bits / 32
-	return &i8src{N: w.N, K: w.K, group: w.Group, bias: true, nibbles: w.Bits == 4, wide: w.Bits == 8,
+	src := &i8src{N: w.N, K: w.K, group: w.Group, bias: true, nibbles: w.Bits == 4, wide: w.Bits == 8,
 		row: func(n int, q []int32, s, b []float32) {
 			if q != nil {
 				w.affineRow(n, q)
 			}
 			w.affineScales(n, s, b)
 		},
-		words: func(n int) []uint32 { return w.Codes[n*wpr : (n+1)*wpr] },
-	}, nil
+	}
+	if w.Bits == 4 || w.Bits == 8 {
+		src.aff = w
+	}
+	return src, nil
 }
 
 // FP8Int8Group is the group of the int8 form of an FP8 weight: each run of 32 elements of a
@@ -56,7 +61,7 @@ func (w *FP8) int8Source() (*i8src, error) {
 	if w.K%FP8Int8Group != 0 {
 		return nil, fmt.Errorf("%w: FP8 weight [%d, %d] as int8 needs K a multiple of %d", ErrShape, w.N, w.K, FP8Int8Group)
 	}
-	return &i8src{N: w.N, K: w.K, group: FP8Int8Group, signed: true,
+	return &i8src{N: w.N, K: w.K, group: FP8Int8Group, signed: true, fp8: w,
 		row: func(n int, q []int32, s, _ []float32) { w.FP8Int8(n, q, s) }}, nil
 }
 
@@ -71,24 +76,88 @@ func (w *FP8) FP8Int8(n int, q []int32, s []float32) {
 	for g := 0; g < w.K/FP8Int8Group; g++ {
 		run := codes[g*FP8Int8Group : (g+1)*FP8Int8Group]
 		qq := q[g*FP8Int8Group : (g+1)*FP8Int8Group]
-		// The magnitude codes 0..0x7e order as their values, and 0x7f (NaN) lies above them.
-		var top uint8
-		for _, c := range run {
-			top = max(top, c&0x7f)
-		}
-		if top == 0x7f {
-			s[g] = float32(math.NaN())
+		h, ok := fp8RunShift(run)
+		s[g] = w.runScale(n, g, h, ok)
+		if !ok {
 			clear(qq)
 			continue
 		}
-		h := fp8Shift[top]
 		tab := &fp8Codes[h]
 		for i, c := range run {
 			qq[i] = int32(tab[c])
 		}
-		s[g] = float32(math.Ldexp(float64(w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)), int(h)-9))
 	}
 }
+
+// octetRow is FP8Int8 for a panel: row n's int8 codes as bytes in octet order (each 8 elements
+// as two words, elements 0 2 4 6 then 1 3 5 7), XORed with xor, into row (len K/4), and its
+// scales into s.
+func (w *FP8) octetRow(n int, row []uint32, s []float32, xor uint32) {
+	codes := w.Codes[n*w.K : (n+1)*w.K]
+	for g := 0; g < w.K/FP8Int8Group; g++ {
+		run := codes[g*FP8Int8Group : (g+1)*FP8Int8Group]
+		out := row[g*FP8Int8Group/4 : (g+1)*FP8Int8Group/4]
+		h, ok := fp8RunShift(run)
+		s[g] = w.runScale(n, g, h, ok)
+		if !ok {
+			for i := range out {
+				out[i] = xor // zero codes
+			}
+			continue
+		}
+		tab := &fp8Codes[h]
+		for i := 0; i < FP8Int8Group; i += 8 {
+			c := run[i : i+8 : i+8]
+			out[i/4] = (uint32(uint8(tab[c[0]])) | uint32(uint8(tab[c[2]]))<<8 | uint32(uint8(tab[c[4]]))<<16 | uint32(uint8(tab[c[6]]))<<24) ^ xor
+			out[i/4+1] = (uint32(uint8(tab[c[1]])) | uint32(uint8(tab[c[3]]))<<8 | uint32(uint8(tab[c[5]]))<<16 | uint32(uint8(tab[c[7]]))<<24) ^ xor
+		}
+	}
+}
+
+// fp8RunShift is the shift of a run of FP8Int8Group E4M3 codes (fp8Shift of its largest
+// magnitude code), and false when the run holds a NaN code. The magnitude codes 0..0x7e order as
+// their values, and 0x7f (NaN) lies above them. The largest is found 8 codes at a time, in the
+// bytes of a uint64 (maxBytes).
+func fp8RunShift(run []uint8) (uint8, bool) {
+	const mag = 0x7f7f7f7f7f7f7f7f
+	m := maxBytes(binary.LittleEndian.Uint64(run[0:])&mag, binary.LittleEndian.Uint64(run[8:])&mag)
+	m = maxBytes(m, maxBytes(binary.LittleEndian.Uint64(run[16:])&mag, binary.LittleEndian.Uint64(run[24:])&mag))
+	m = maxBytes(m, m>>32)
+	m = maxBytes(m, m>>16)
+	top := uint8(maxBytes(m, m>>8))
+	if top == 0x7f {
+		return 0, false
+	}
+	return fp8Shift[top], true
+}
+
+// maxBytes is the bytewise maximum of a and b, whose bytes are all below 0x80: (a|0x80) - b
+// keeps a byte's top bit exactly where a's byte is at least b's (no borrow crosses a byte).
+func maxBytes(a, b uint64) uint64 {
+	const hi = 0x8080808080808080
+	ge := ((a | hi) - b) & hi // 0x80 where a >= b
+	sel := ge - ge>>7         // 0x7f there (a's bits 0-6)
+	sel |= ge                 // 0xff there
+	return a&sel | b&^sel
+}
+
+// runScale is the int8 scale of run g of row n at shift h: ScaleInv * 2^(h-9), NaN for a run
+// holding a NaN code (ok false).
+func (w *FP8) runScale(n, g int, h uint8, ok bool) float32 {
+	if !ok {
+		return float32(math.NaN())
+	}
+	// A float32 times a power of two is exact in float64: one rounding, as Ldexp's.
+	return float32(float64(w.scaleInv(n/FP8Block, g*FP8Int8Group/FP8Block)) * fp8Pow[h])
+}
+
+// fp8Pow[h] is 2^(h-9), the weight of a code at shift h (h <= 11).
+var fp8Pow = func() (t [12]float64) {
+	for h := range t {
+		t[h] = math.Ldexp(1, h-9)
+	}
+	return
+}()
 
 // fp8Shift is the shift h of a run whose largest magnitude code is c: the smallest h >= 0 with
 // e4m3Int[c] <= 127 * 2^h (at most 11: 127 * 2^11 >= 229376).
@@ -173,10 +242,6 @@ func checkInt8(y []float32, ldy int, a *Int8Act, w Int8Weights, n0, n1 int, k Ke
 	}
 	if err := checkOut(y, ldy, a.T, n0, n1, src.N); err != nil {
 		return nil, err
-	}
-	if p := src.packed; p != nil && (p.k != k || n0%panelCols != 0) {
-		return nil, fmt.Errorf("%w: a weight packed for kernel %v multiplied with %v from column %d (want %v, a multiple of %d)",
-			ErrUnsupported, p.k, k, n0, p.k, panelCols)
 	}
 	return src, nil
 }

@@ -29,6 +29,34 @@ func i8AVX2ByteU(a *i8args)
 //go:noescape
 func i8AVX2ByteS(a *i8args)
 
+//go:noescape
+func i8Transpose(dst *uint32, src *uint32, stride int, jblocks int, shuf *[32]byte, xor uint32)
+
+// The VPSHUFB controls of i8Transpose: bytes as they are, and each 8 bytes into octet order
+// (0 2 4 6 1 3 5 7).
+var (
+	shufIdentity = [32]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	shufOctet    = [32]byte{0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15}
+)
+
+// transposeBulk is transposeCols (int8_pack.go) for a full panel over the words j below the
+// largest multiple of 8 of n, through i8Transpose (AVX2, which every amd64 int8 kernel has); it
+// returns that multiple.
+func transposeBulk(words, src []uint32, stride, n int, octet bool, xor uint32) int {
+	jb := n / 8
+	if jb == 0 {
+		return 0
+	}
+	_ = words[8*jb*panelCols-1]
+	_ = src[(panelCols-1)*stride+8*jb-1]
+	shuf := &shufIdentity
+	if octet {
+		shuf = &shufOctet
+	}
+	i8Transpose(&words[0], &src[0], stride, jb, shuf, xor)
+	return 8 * jb
+}
+
 // planInt8 is how kernel k stores src (int8_pack.go, i8plan). The VNNI kernels take unsigned
 // weight bytes: MLX codes as they are, FP8's signed codes recentred (+128, corrected by -128 *
 // sum(q_x)). VPMADDUBSW adds pairs of u8 * s8 products into 16 bits with saturation: codes

@@ -1,7 +1,6 @@
 package qdot
 
 import (
-	"fmt"
 	"math"
 	"sync"
 )
@@ -61,52 +60,106 @@ type i8packer struct {
 	plan i8plan
 	q    []int32
 	s, b []float32
+	rows []uint32 // byte form from src.row: the panel's columns in octet order, [32][wr]
 }
 
-// pack writes the panel of columns [c0, c0+32) (columns past N zero) into words and wsb.
+// wordRows is the panel's word-rows: K/8 in the nibble form, K/4 in the byte form.
+func (p *i8packer) wordRows() int {
+	if p.plan.nibbles {
+		return p.src.K / 8
+	}
+	return p.src.K / 4
+}
+
+// pack writes the panel of columns [c0, c0+32) (columns past N zero) into words and wsb. MLX
+// 4-bit and 8-bit code words are transposed straight from the weight (transposeCols, wr words a
+// row as stored); FP8 codes are mapped row by row into the columns' byte words (FP8.octetRow),
+// other weights decoded row by row (src.row) into them, and then transposed.
 func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 	K, G := p.src.K, p.src.group
 	ng := K / G
-	wr := K / 4 // word-rows of the byte form
-	if p.plan.nibbles {
-		wr = K / 8
-	}
-	clear(words[:wr*panelCols])
+	wr := p.wordRows()
+	cols := min(panelCols, p.src.N-c0)
 	clear(wsb[:ng*2*panelCols])
-	p.q = grow(p.q, K)
 	p.s, p.b = grow(p.s, ng), grow(p.b, ng)
-	for col := 0; col < panelCols && c0+col < p.src.N; col++ {
-		n := c0 + col
-		switch {
-		case p.plan.nibbles:
-			for j, v := range p.src.words(n) {
-				words[j*panelCols+col] = v
+	if w := p.src.aff; w != nil {
+		// 4-bit: the words as stored; 8-bit: each pair of words' bytes into octet order.
+		transposeCols(words, w.Codes[c0*wr:(c0+cols)*wr], wr, wr, cols, w.Bits == 8, p.plan.xor)
+		w.panelScales(wsb, c0, cols)
+		return
+	}
+	p.q = grow(p.q, K)
+	p.rows = grow(p.rows, panelCols*wr)
+	for col := 0; col < cols; col++ {
+		row := p.rows[col*wr : (col+1)*wr]
+		if f := p.src.fp8; f != nil {
+			f.octetRow(c0+col, row, p.s, p.plan.xor)
+			for g := 0; g < ng; g++ {
+				wsb[g*2*panelCols+col] = p.s[g]
 			}
-			p.src.row(n, nil, p.s, p.b)
-		case p.src.wide && p.src.words != nil:
-			// 8-bit MLX: bytes of word pairs into octet order without unpacking.
-			row := p.src.words(n)
-			for j := 0; j < len(row); j += 2 {
-				w0, w1 := row[j], row[j+1]
-				words[j*panelCols+col] = (even16(w0) | even16(w1)<<16) ^ p.plan.xor
-				words[(j+1)*panelCols+col] = (even16(w0>>8) | even16(w1>>8)<<16) ^ p.plan.xor
-			}
-			p.src.row(n, nil, p.s, p.b)
-		default:
-			p.src.row(n, p.q, p.s, p.b)
-			for k := 0; k < K; k += 8 {
-				q := p.q[k : k+8 : k+8]
-				lo := uint32(uint8(q[0])) | uint32(uint8(q[2]))<<8 | uint32(uint8(q[4]))<<16 | uint32(uint8(q[6]))<<24
-				hi := uint32(uint8(q[1])) | uint32(uint8(q[3]))<<8 | uint32(uint8(q[5]))<<16 | uint32(uint8(q[7]))<<24
-				words[(k/4)*panelCols+col] = lo ^ p.plan.xor
-				words[(k/4+1)*panelCols+col] = hi ^ p.plan.xor
-			}
+			continue
+		}
+		p.src.row(c0+col, p.q, p.s, p.b)
+		for k := 0; k < K; k += 8 {
+			q := p.q[k : k+8 : k+8]
+			lo := uint32(uint8(q[0])) | uint32(uint8(q[2]))<<8 | uint32(uint8(q[4]))<<16 | uint32(uint8(q[6]))<<24
+			hi := uint32(uint8(q[1])) | uint32(uint8(q[3]))<<8 | uint32(uint8(q[5]))<<16 | uint32(uint8(q[7]))<<24
+			row[k/4], row[k/4+1] = lo^p.plan.xor, hi^p.plan.xor
 		}
 		for g := 0; g < ng; g++ {
 			wsb[g*2*panelCols+col] = p.s[g]
 			if p.src.bias {
 				wsb[g*2*panelCols+panelCols+col] = p.b[g]
 			}
+		}
+	}
+	transposeCols(words, p.rows[:cols*wr], wr, wr, cols, false, 0)
+}
+
+// panelScales writes the scales and biases of rows [c0, c0+cols) of w as float32 into a panel's
+// wsb ([groups][2][32]: scales, then biases; the columns from cols on are left as they are).
+func (w *Affine) panelScales(wsb []float32, c0, cols int) {
+	gpr := w.K / w.Group
+	sc, bi := w.Scales[c0*gpr:(c0+cols)*gpr], w.Biases[c0*gpr:(c0+cols)*gpr]
+	for g := 0; g < gpr; g++ {
+		ds, db := wsb[g*2*panelCols:g*2*panelCols+cols], wsb[g*2*panelCols+panelCols:g*2*panelCols+panelCols+cols]
+		if w.F16 {
+			for c := range ds {
+				ds[c], db[c] = widen16(sc[c*gpr+g], true), widen16(bi[c*gpr+g], true)
+			}
+			continue
+		}
+		for c := range ds {
+			ds[c] = math.Float32frombits(uint32(sc[c*gpr+g]) << 16)
+			db[c] = math.Float32frombits(uint32(bi[c*gpr+g]) << 16)
+		}
+	}
+}
+
+// transposeCols writes words[j*32 + c] = f(src[c*stride + j]) for the cols columns c and the n
+// words j of each, and zero for the columns from cols to 32: f is an XOR with xor, after (octet)
+// the bytes of each pair of words (j even, j+1) taken into octet order (words j and j+1 of the
+// column then hold its bytes 0 2 4 6 and 1 3 5 7; n even). A full panel goes through the
+// assembly transpose where the build has one (transposeBulk), the rest in Go.
+func transposeCols(words, src []uint32, stride, n, cols int, octet bool, xor uint32) {
+	j0 := 0
+	if cols == panelCols {
+		j0 = transposeBulk(words, src, stride, n, octet, xor)
+	} else {
+		clear(words[:n*panelCols])
+	}
+	for c := 0; c < cols; c++ {
+		col := src[c*stride : c*stride+n]
+		if !octet {
+			for j := j0; j < n; j++ {
+				words[j*panelCols+c] = col[j] ^ xor
+			}
+			continue
+		}
+		for j := j0; j < n; j += 2 {
+			w0, w1 := col[j], col[j+1]
+			words[j*panelCols+c] = (even16(w0) | even16(w1)<<16) ^ xor
+			words[(j+1)*panelCols+c] = (even16(w0>>8) | even16(w1>>8)<<16) ^ xor
 		}
 	}
 }
@@ -121,6 +174,7 @@ type i8Scratch struct {
 	xsc   []uint32
 	xb    []float32
 	xbt   []float32
+	pk    i8packer // its buffers reused from call to call
 	out   [8 * panelCols]float32
 }
 
@@ -129,7 +183,7 @@ var i8ScratchPool = sync.Pool{New: func() any { return new(i8Scratch) }}
 // int8Asm runs an assembly kernel over columns [n0, n1): the side tables once, then panel by
 // panel, every row tile.
 func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel) {
-	plan := planInt8(k, src, a.Block) // a packed weight's panels have this plan's storage
+	plan := planInt8(k, src, a.Block)
 	sc := i8ScratchPool.Get().(*i8Scratch)
 	defer i8ScratchPool.Put(sc)
 	K, G, B, R := src.K, src.group, a.Block, plan.rows
@@ -168,16 +222,13 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 	}
 	sc.words = grow(sc.words, wr*panelCols)
 	sc.wsb = grow(sc.wsb, ng*2*panelCols)
-	pk := i8packer{src: src, plan: plan}
+	pk := &sc.pk
+	pk.src, pk.plan = src, plan
+	defer func() { pk.src, pk.plan = nil, i8plan{} }()
 	args := i8args{ldx: K, nchunk: G / B, cwords: cwords, ngroup: ng, flags: flags}
 	words, wsb := sc.words, sc.wsb
 	for c0 := n0; c0 < n1; c0 += panelCols {
-		if pw := src.packed; pw != nil {
-			p := c0 / panelCols
-			words, wsb = pw.words[p*wr*panelCols:(p+1)*wr*panelCols], pw.wsb[p*ng*2*panelCols:(p+1)*ng*2*panelCols]
-		} else {
-			pk.pack(words, wsb, c0)
-		}
+		pk.pack(words, wsb, c0)
 		cols := min(panelCols, n1-c0)
 		for i := 0; i < tiles; i++ {
 			args.x = &a.q[i*R*K]
@@ -199,59 +250,3 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 		}
 	}
 }
-
-// Int8Packed is a weight packed once for one int8 kernel: its panels as that kernel reads them,
-// so that products with few rows (an expert's share of a prefill) do not repack the weight on
-// every call, and an FP8 weight is mapped to int8 once. It takes about the memory of the codes
-// it came from (4-bit: the code words transposed; 8-bit and FP8: one byte per element) plus
-// two float32 per group and 32 columns. The products are bitwise those of the weight it was
-// packed from.
-type Int8Packed struct {
-	src   *i8src // the weight's description; packed points back here
-	plan  i8plan
-	k     Kernel
-	words []uint32 // [panels][word-rows][32]
-	wsb   []float32
-}
-
-// PackInt8 packs w for kernel k (a kernel of Int8Kernels other than Go, which reads the
-// weight as it is). MatMulInt8 then takes the result with that kernel only, and column ranges
-// that start on a multiple of 32. Errors wrap ErrShape or ErrUnsupported.
-func PackInt8(w Int8Weights, k Kernel) (*Int8Packed, error) {
-	if err := checkKernel("int8", k, int8Kernels); err != nil {
-		return nil, err
-	}
-	if k == Go {
-		return nil, fmt.Errorf("%w: PackInt8 for the portable kernel, which reads weights as they are", ErrUnsupported)
-	}
-	src, err := w.int8Source()
-	if err != nil {
-		return nil, err
-	}
-	plan := planInt8(k, src, 0)
-	wr := src.K / 4
-	if plan.nibbles {
-		wr = src.K / 8
-	}
-	ng := src.K / src.group
-	panels := ceilDiv(src.N, panelCols)
-	p := &Int8Packed{plan: plan, k: k, words: make([]uint32, panels*wr*panelCols), wsb: make([]float32, panels*ng*2*panelCols)}
-	// Panels are independent: packed on up to GOMAXPROCS goroutines (a large weight takes
-	// seconds on one core).
-	parallelRows(panels, 8, func(i0, i1 int) {
-		pk := i8packer{src: src, plan: plan}
-		for i := i0; i < i1; i++ {
-			pk.pack(p.words[i*wr*panelCols:(i+1)*wr*panelCols], p.wsb[i*ng*2*panelCols:(i+1)*ng*2*panelCols], i*panelCols)
-		}
-	})
-	ps := *src
-	ps.row, ps.words, ps.packed = nil, nil, p
-	p.src = &ps
-	return p, nil
-}
-
-func (p *Int8Packed) int8Source() (*i8src, error) { return p.src, nil }
-
-// Bytes is the memory of the packed panels: the code words and the per-panel scales (and
-// biases) as float32.
-func (p *Int8Packed) Bytes() int64 { return 4 * int64(len(p.words)+len(p.wsb)) }

@@ -14,8 +14,7 @@ import (
 // several goroutines at once and must give the same values for a row every time. This is how
 // the GGUF block types (package kernels) reach the int8 kernels: each type's codes, sub-block
 // scales and mins become int8 codes with a scale (and an offset) per 32 elements. The weight is
-// not copied: with the assembly kernels its panels are packed from Row on every call (PackInt8
-// packs them once instead, at about 1.25 bytes an element).
+// not copied: with the assembly kernels its panels are packed from Row on every call.
 type Int8Rows struct {
 	N, K, Group int
 	Bias        bool

@@ -151,13 +151,32 @@ func TestInt8Go(t *testing.T) {
 
 // TestInt8Kernels: every kernel of this CPU gives bitwise the portable kernel's result, for
 // every weight case and activation block, with row counts around the tiles (1, 5, 6, 13),
-// column ranges that start inside a panel and end in a partial one, and a padded y.
+// column ranges that start inside a panel and end in a partial one, and a padded y; K 256, and
+// K 96 for groups of 32 (12 code words a row of 4-bit codes: the panel transpose's 8 x 8 blocks
+// and a remainder).
 func TestInt8Kernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	ks := Int8Kernels()
 	t.Logf("int8 kernels: %v", ks)
+	var cases []struct {
+		int8Case
+		K int
+	}
 	for _, c := range int8Cases() {
-		const N, K = 75, 256
+		cases = append(cases, struct {
+			int8Case
+			K int
+		}{c, 256})
+		if c.group == 32 {
+			cases = append(cases, struct {
+				int8Case
+				K int
+			}{c, 96})
+		}
+	}
+	for _, c := range cases {
+		const N = 75
+		K := c.K
 		w, _ := c.make(r, N, K)
 		for _, blk := range c.blocks() {
 			for _, T := range []int{1, 5, 6, 13} {
@@ -191,6 +210,48 @@ func TestInt8Kernels(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestInt8F16Scales: MLX weights with IEEE half scales and biases (normal and subnormal halves
+// of both signs) give with every kernel bitwise the portable kernel's product, which the
+// float64 evaluation of the same codes and widened scales bounds.
+func TestInt8F16Scales(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	const T, N, K = 7, 70, 256
+	var a Int8Act
+	if err := QuantizeInt8(&a, randActs(r, T, K), T, K, 32); err != nil {
+		t.Fatal(err)
+	}
+	for _, bits := range []int{4, 8, 3} {
+		w, _ := quantizeAffine(randWeights(r, N, K), N, K, bits, 64)
+		w.F16 = true
+		for i := range w.Scales {
+			// exponents 0 (subnormal) to 11: magnitudes up to 2^-4
+			w.Scales[i] = uint16(r.IntN(0x3000))
+			w.Biases[i] = uint16(r.IntN(0x3000)) | uint16(r.IntN(2))<<15
+		}
+		src, err := w.int8Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, T*N)
+		if err := MatMulInt8(want, N, &a, w, 0, N, Go); err != nil {
+			t.Fatal(err)
+		}
+		ref, bound := refInt8(&a, src)
+		for j := range want {
+			if d := math.Abs(float64(want[j]) - ref[j]); !(d <= bound[j]) {
+				t.Fatalf("%d-bit: y[%d] = %g, exact %g", bits, j, want[j], ref[j])
+			}
+		}
+		for _, k := range Int8Kernels() {
+			got := make([]float32, T*N)
+			if err := MatMulInt8(got, N, &a, w, 0, N, k); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, fmt.Sprintf("%v %d-bit f16 scales", k, bits), got, want, N, T, N)
 		}
 	}
 }
@@ -379,17 +440,6 @@ func TestInt8Extremes(t *testing.T) {
 				t.Fatal(err)
 			}
 			sameBits(t, fmt.Sprintf("%v weight %d", k, i), got, want, N, T, N)
-			if k == Go {
-				continue
-			}
-			p, err := PackInt8(w, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := MatMulInt8(got, N, &a, p, 0, N, k); err != nil {
-				t.Fatal(err)
-			}
-			sameBits(t, fmt.Sprintf("%v packed weight %d", k, i), got, want, N, T, N)
 		}
 	}
 }
@@ -454,50 +504,6 @@ func TestFP8Int8(t *testing.T) {
 
 func abs32(v int32) int32 { return max(v, -v) }
 
-// A weight packed once (PackInt8) gives bitwise the products of the weight itself, and is
-// refused with another kernel or a column range that does not start on a panel.
-func TestInt8Packed(t *testing.T) {
-	r := rand.New(rand.NewPCG(15, 16))
-	const T, N, K = 7, 75, 256
-	var a Int8Act
-	if err := QuantizeInt8(&a, randActs(r, T, K), T, K, 32); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []int8Case{{4, 64}, {8, 32}, {3, 128}, {0, 32}} {
-		w, _ := c.make(r, N, K)
-		for _, k := range Int8Kernels() {
-			p, err := PackInt8(w, k)
-			if k == Go {
-				if !errors.Is(err, ErrUnsupported) {
-					t.Fatalf("PackInt8 for Go: %v", err)
-				}
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, cols := range [][2]int{{0, N}, {32, 70}} {
-				n0, n1 := cols[0], cols[1]
-				want := make([]float32, T*(n1-n0))
-				got := make([]float32, T*(n1-n0))
-				if err := MatMulInt8(want, n1-n0, &a, w, n0, n1, Go); err != nil {
-					t.Fatal(err)
-				}
-				if err := MatMulInt8(got, n1-n0, &a, p, n0, n1, k); err != nil {
-					t.Fatal(err)
-				}
-				sameBits(t, fmt.Sprintf("%v packed %v [%d, %d)", c, k, n0, n1), got, want, n1-n0, T, n1-n0)
-			}
-			if err := MatMulInt8(make([]float32, T*N), N, &a, p, 3, N, k); !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("packed from column 3: %v", err)
-			}
-			if err := MatMulInt8(make([]float32, T*N), N, &a, p, 0, N, Go); !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("packed for %v used with Go: %v", k, err)
-			}
-		}
-	}
-}
-
 // TestQuantizeAsm: the AVX2 quantization kernels give bitwise the portable loop's codes, scales
 // and sums, in blocks of 32, 64 and 128: random rows, a block of exact halves (amax 127, so
 // codes RNE(k + 0.5) of both signs), subnormals and signed zeros, a zero block, NaN and an
@@ -546,5 +552,38 @@ func TestQuantizeAsm(t *testing.T) {
 				t.Fatalf("block %d: block %d scale %g sum %d, portable %g %d", block, i, a.scale[i], a.sum[i], b.scale[i], b.sum[i])
 			}
 		}
+	}
+}
+
+// TestFP8RunShift: the shift and NaN flag of a run found 8 codes at a time are those of its
+// largest magnitude code found one at a time: every code at every position of a run of smaller
+// ones, and random runs.
+func TestFP8RunShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	check := func(run []uint8) {
+		var top uint8
+		for _, c := range run {
+			top = max(top, c&0x7f)
+		}
+		h, ok := fp8RunShift(run)
+		if ok != (top != 0x7f) || ok && h != fp8Shift[top] {
+			t.Fatalf("run %x: shift %d ok %v, largest magnitude code %#x (shift %d)", run, h, ok, top, fp8Shift[top])
+		}
+	}
+	run := make([]uint8, FP8Int8Group)
+	for c := range 256 {
+		for i := range run {
+			for j := range run {
+				run[j] = uint8(r.IntN(256)) & (0x80 | uint8(c&0x7f)>>1)
+			}
+			run[i] = uint8(c)
+			check(run)
+		}
+	}
+	for range 10000 {
+		for j := range run {
+			run[j] = uint8(r.IntN(256))
+		}
+		check(run)
 	}
 }
