@@ -312,3 +312,138 @@ func BenchmarkMoEExperts(b *testing.B) {
 		})
 	}
 }
+
+// moeExpertsRef is the routed experts one expert at a time, each product one MatMul over all the
+// expert's rows on the calling goroutine (no tiles, no row blocks): what moeRun must give
+// bitwise for every core count and wave size.
+func moeExpertsRef(t *testing.T, ex *op.Experts, x []float32, idx []int32, K int) []float32 {
+	t.Helper()
+	D, I := ex.D, ex.I
+	ye := make([]float32, len(idx)*D)
+	r := 0
+	for e := 0; e < ex.E; e++ {
+		var toks []int
+		for i, v := range idx {
+			if int(v) == e {
+				toks = append(toks, i/K)
+			}
+		}
+		n := len(toks)
+		if n == 0 {
+			continue
+		}
+		xg := make([]float32, n*D)
+		for j, tk := range toks {
+			copy(xg[j*D:(j+1)*D], x[tk*D:(tk+1)*D])
+		}
+		gu := make([]float32, n*2*I)
+		if err := matMul(gu, 2*I, xg, n, ex.GateUp[e], false); err != nil {
+			t.Fatal(err)
+		}
+		if ex.Split() {
+			if err := matMul(gu[I:], 2*I, xg, n, ex.Up[e], false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := make([]float32, n*I)
+		swigluRange(h, gu, 0, n, I)
+		if err := matMul(ye[r*D:], D, h, n, ex.Down[e], false); err != nil {
+			t.Fatal(err)
+		}
+		r += n
+	}
+	return ye
+}
+
+// TestMoETilesBitwise: the tiled experts (tiles over every core, rows cut into blocks, waves)
+// against moeExpertsRef, bitwise, for every weight kind the experts take and every compute
+// mode, fused and split gate/up, on 1 to 64 workers (64 cuts every expert's rows into blocks
+// where the rows' bits allow it: strata's SGEMM and the compute forms) and waves of 1 to all
+// experts. An empty slot and an expert without rows are included.
+func TestMoETilesBitwise(t *testing.T) {
+	const T, E, K, D, I = 150, 7, 3, 256, 256
+	x := optest.Floats(21, T*D, 1)
+	wt, idx := make([]float32, T*K), make([]int32, T*K)
+	logits := optest.Floats(22, T*E, 1)
+	for tk := 0; tk < T; tk++ {
+		logits[tk*E+E-1] = -30 // expert E-1 gets no rows
+	}
+	if err := topKRoute(wt, idx, logits, T, E, K, true); err != nil {
+		t.Fatal(err)
+	}
+	idx[4] = -1
+	kinds := []struct {
+		name string
+		make func(seed uint64, n, k int, down bool) (*op.Matrix, []float32, error)
+	}{
+		{"f32", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandMatrix(s, n, k, op.F32, 0.1)
+		}},
+		{"bf16", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandMatrix(s, n, k, op.BF16, 0.1)
+		}},
+		{"f16", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandMatrix(s, n, k, op.F16, 0.1)
+		}},
+		{"mlx4", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandQuant(s, n, k, 4, 64, op.BF16, 0.1)
+		}},
+		{"fp8", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandFP8Block(s, n, k, op.BF16, 0.1)
+		}},
+		{"ggml", func(s uint64, n, k int, down bool) (*op.Matrix, []float32, error) {
+			if down {
+				return optest.RandGGML(s, n, k, op.GGMLQ6_K, 0.1)
+			}
+			return optest.RandGGML(s, n, k, op.GGMLQ4_K, 0.1)
+		}},
+	}
+	for _, kind := range kinds {
+		for _, mode := range []op.ComputeMode{op.ComputeF32, op.ComputeInt8, op.ComputeBF16} {
+			for _, split := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%v/split=%v", kind.name, mode, split)
+				store := Backend{}.NewWeights(op.WeightOptions{Compute: mode})
+				ex := &op.Experts{E: E, D: D, I: I}
+				if split {
+					ex.Up = make([]*op.Matrix, E)
+				}
+				mk := func(seed uint64, n, k int, down bool) *op.Matrix {
+					m, _, err := kind.make(seed, n, k, down)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := store.Prepare(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return p
+				}
+				for e := 0; e < E; e++ {
+					if split {
+						ex.GateUp = append(ex.GateUp, mk(uint64(3*e+1), I, D, false))
+						ex.Up[e] = mk(uint64(3*e+2), I, D, false)
+					} else {
+						ex.GateUp = append(ex.GateUp, mk(uint64(3*e+1), 2*I, D, false))
+					}
+					ex.Down = append(ex.Down, mk(uint64(3*e+3), D, I, true))
+				}
+				want := moeExpertsRef(t, ex, x, idx, K)
+				for _, workers := range []int{1, 2, 3, 16, 64} {
+					for _, wave := range []int{1, 100, T * K} {
+						ye := optest.Floats(23, T*K*D, 1) // stale values: every row is written
+						rk := make([]int32, T*K)
+						if err := moeRun(ye, rk, x, idx, K, ex, workers, wave); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						for i := range want {
+							if math.Float32bits(ye[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%s workers %d wave %d: element %d (row %d) = %g, want %g bitwise",
+									name, workers, wave, i, i/D, ye[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
