@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op/optest"
@@ -313,15 +318,36 @@ func BenchmarkMoEExperts(b *testing.B) {
 	}
 }
 
-// moeExpertsRef is the routed experts one expert at a time, each product one MatMul over all the
-// expert's rows on the calling goroutine (no tiles, no row blocks): what moeRun must give
-// bitwise for every core count and wave size.
-func moeExpertsRef(t *testing.T, ex *op.Experts, x []float32, idx []int32, K int) []float32 {
-	t.Helper()
+// moeExpertsPerExpert is the schedule the tiles replaced, kept as their reference and the
+// benchmark's baseline: one expert per goroutine (largest first), each of its products one
+// MatMul over all its rows on that goroutine, when there are at least two experts per worker;
+// else the experts one at a time, each MatMul split over the cores. ye rows grouped as
+// moeExperts groups them.
+func moeExpertsPerExpert(ye []float32, x []float32, idx []int32, K int, ex *op.Experts, workers int) error {
 	D, I := ex.D, ex.I
-	ye := make([]float32, len(idx)*D)
-	r := 0
+	first := make([]int, ex.E+1)
+	for _, e := range idx {
+		if e >= 0 {
+			first[e+1]++
+		}
+	}
+	for e := 1; e <= ex.E; e++ {
+		first[e] += first[e-1]
+	}
+	var order []int
 	for e := 0; e < ex.E; e++ {
+		if first[e+1] > first[e] {
+			order = append(order, e)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		return first[order[i]+1]-first[order[i]] > first[order[j]+1]-first[order[j]]
+	})
+	perExpert := workers > 1 && len(order) >= 2*workers
+	if !perExpert {
+		workers = 1
+	}
+	run := func(e int) error {
 		var toks []int
 		for i, v := range idx {
 			if int(v) == e {
@@ -329,34 +355,47 @@ func moeExpertsRef(t *testing.T, ex *op.Experts, x []float32, idx []int32, K int
 			}
 		}
 		n := len(toks)
-		if n == 0 {
-			continue
-		}
 		xg := make([]float32, n*D)
 		for j, tk := range toks {
 			copy(xg[j*D:(j+1)*D], x[tk*D:(tk+1)*D])
 		}
 		gu := make([]float32, n*2*I)
-		if err := matMul(gu, 2*I, xg, n, ex.GateUp[e], false); err != nil {
-			t.Fatal(err)
+		if err := matMul(gu, 2*I, xg, n, ex.GateUp[e], !perExpert); err != nil {
+			return err
 		}
 		if ex.Split() {
-			if err := matMul(gu[I:], 2*I, xg, n, ex.Up[e], false); err != nil {
-				t.Fatal(err)
+			if err := matMul(gu[I:], 2*I, xg, n, ex.Up[e], !perExpert); err != nil {
+				return err
 			}
 		}
 		h := make([]float32, n*I)
 		swigluRange(h, gu, 0, n, I)
-		if err := matMul(ye[r*D:], D, h, n, ex.Down[e], false); err != nil {
-			t.Fatal(err)
-		}
-		r += n
+		return matMul(ye[first[e]*D:], D, h, n, ex.Down[e], !perExpert)
 	}
-	return ye
+	var next atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(order) {
+					return
+				}
+				if err := run(order[i]); err != nil && errs[g] == nil {
+					errs[g] = err
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // TestMoETilesBitwise: the tiled experts (tiles over every core, rows cut into blocks, waves)
-// against moeExpertsRef, bitwise, for every weight kind the experts take and every compute
+// against the schedule they replaced (moeExpertsPerExpert), bitwise, for every weight kind the experts take and every compute
 // mode, fused and split gate/up, on 1 to 64 workers (64 cuts every expert's rows into blocks
 // where the rows' bits allow it: strata's SGEMM and the compute forms) and waves of 1 to all
 // experts. An empty slot and an expert without rows are included.
@@ -427,7 +466,10 @@ func TestMoETilesBitwise(t *testing.T) {
 					}
 					ex.Down = append(ex.Down, mk(uint64(3*e+3), D, I, true))
 				}
-				want := moeExpertsRef(t, ex, x, idx, K)
+				want := make([]float32, T*K*D)
+				if err := moeExpertsPerExpert(want, x, idx, K, ex, runtime.GOMAXPROCS(0)); err != nil {
+					t.Fatal(err)
+				}
 				for _, workers := range []int{1, 2, 3, 16, 64} {
 					for _, wave := range []int{1, 100, T * K} {
 						ye := optest.Floats(23, T*K*D, 1) // stale values: every row is written
@@ -444,6 +486,89 @@ func TestMoETilesBitwise(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkMoESchedule: the routed experts of a qwen3next slice layer (64 experts, top-10,
+// D 2048, I 512) at T = 512 and 2048, the tiles (new) against the schedule they replaced
+// (old, moeExpertsPerExpert), interleaved call by call in one process (the order alternating),
+// for f32 compute on F32 and BF16 weights and for MLX 4-bit weights in int8 and bf16 compute.
+// Reports each one's ms per call (wall) and cpu-ms (the process's CPU time, which other
+// processes on a shared machine do not inflate), and new/old of both.
+func BenchmarkMoESchedule(b *testing.B) {
+	const E, K, D, I = 64, 10, 2048, 512
+	for _, kind := range []string{"f32-F32", "f32-BF16", "int8-mlx4", "bf16-mlx4"} {
+		mode, wdt := op.ComputeF32, op.F32
+		switch kind {
+		case "f32-BF16":
+			wdt = op.BF16
+		case "int8-mlx4":
+			mode = op.ComputeInt8
+		case "bf16-mlx4":
+			mode = op.ComputeBF16
+		}
+		store := Backend{}.NewWeights(op.WeightOptions{Compute: mode})
+		ex := &op.Experts{E: E, D: D, I: I}
+		for e := 0; e < E; e++ {
+			for _, sh := range [][2]int{{2 * I, D}, {D, I}} {
+				var m *op.Matrix
+				var err error
+				if mode == op.ComputeF32 {
+					m, _, err = optest.RandMatrix(uint64(2*e+sh[1]), sh[0], sh[1], wdt, 0.05)
+				} else {
+					m, _, err = optest.RandQuant(uint64(2*e+sh[1]), sh[0], sh[1], 4, 64, op.BF16, 0.05)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if m, err = store.Prepare(m); err != nil {
+					b.Fatal(err)
+				}
+				if sh[1] == D {
+					ex.GateUp = append(ex.GateUp, m)
+				} else {
+					ex.Down = append(ex.Down, m)
+				}
+			}
+		}
+		for _, T := range []int{512, 2048} {
+			x := optest.Floats(3, T*D, 1)
+			wt, idx := make([]float32, T*K), make([]int32, T*K)
+			if err := topKRoute(wt, idx, optest.Floats(4, T*E, 1), T, E, K, true); err != nil {
+				b.Fatal(err)
+			}
+			ye, rk := make([]float32, T*K*D), make([]int32, T*K)
+			b.Run(fmt.Sprintf("%s/T%d", kind, T), func(b *testing.B) {
+				var wall, cpu [2]float64 // old, new
+				step := func(v int) {
+					t0, c0 := time.Now(), processCPU()
+					var err error
+					if v == 0 {
+						err = moeExpertsPerExpert(ye, x, idx, K, ex, runtime.GOMAXPROCS(0))
+					} else {
+						err = moeExperts(ye, rk, x, T, idx, K, ex)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					wall[v] += time.Since(t0).Seconds()
+					cpu[v] += processCPU() - c0
+				}
+				i := 0
+				for b.Loop() {
+					step(i % 2)
+					step(1 - i%2)
+					i++
+				}
+				n := float64(b.N)
+				b.ReportMetric(1e3*wall[0]/n, "old-ms")
+				b.ReportMetric(1e3*wall[1]/n, "new-ms")
+				b.ReportMetric(1e3*cpu[0]/n, "old-cpu-ms")
+				b.ReportMetric(1e3*cpu[1]/n, "new-cpu-ms")
+				b.ReportMetric(wall[1]/wall[0], "new/old")
+				b.ReportMetric(cpu[1]/cpu[0], "new/old-cpu")
+			})
 		}
 	}
 }
