@@ -101,7 +101,7 @@ func grMatMul(y, x []float32, T int, w *op.Matrix) error {
 	}
 	f := computeOf(w)
 	if T == 0 || f == nil && blas.Native() {
-		return matMul(y, w.N, x, T, w, true)
+		return matMul(y, x, T, w)
 	}
 	N, K := w.N, w.K
 	nrb := (T + grRowBlock - 1) / grRowBlock

@@ -270,7 +270,7 @@ func TestGRMatMulBitwise(t *testing.T) {
 					name := fmt.Sprintf("%v %s [%d, %d] T %d", mode, dt, N, K, T)
 					x := optest.Floats(uint64(40+T), T*K, 1)
 					want := make([]float32, T*N)
-					if err := matMul(want, N, x, T, w, false); err != nil {
+					if err := matMul(want, x, T, w); err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
 					denseSameAcrossProcs(t, name, func() []float32 {
@@ -311,7 +311,7 @@ func BenchmarkGRProducts(b *testing.B) {
 				mm := func(y, x []float32, w *op.Matrix) {
 					var err error
 					if v == 0 {
-						err = matMul(y, w.N, x, T, w, true)
+						err = matMul(y, x, T, w)
 					} else {
 						err = grMatMul(y, x, T, w)
 					}

@@ -151,26 +151,23 @@ func execMatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	return matMul(a.Y.F32(), a.W.N, a.X.F32(), a.T, a.W, true)
+	return matMul(a.Y.F32(), a.X.F32(), a.T, a.W)
 }
 
-// matMul is MatMul after validation, writing row t of the product at y[t*ldy:] (ldy >= N: the
-// experts write gate and up columns side by side). With parallel false every block runs on the
-// calling goroutine (callers that already run one product per core, such as MoEExperts); the
-// blocks, and so the bits, are the same either way.
-func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel bool) error {
+// matMul is MatMul after validation: the column blocks over the cores (matMulBlock each).
+func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 	if T == 0 {
 		return nil
 	}
 	if computeOf(w) != nil {
-		return matMulCompute([][]float32{y}, ldy, x, T, []*op.Matrix{w}, parallel)
+		return matMulCompute([][]float32{y}, w.N, x, T, []*op.Matrix{w}, true)
 	}
 	nb := gemmBlockRows(w.N, w.K)
 	nblk := (w.N + nb - 1) / nb
 	concurrent := blas.Concurrent()
 	need := matMulScratch(w)
 	block := func(b int, scratch []float32) error {
-		return matMulBlock(y, ldy, x, T, w, b, scratch, concurrent)
+		return matMulBlock(y, w.N, x, T, w, b, scratch, concurrent)
 	}
 	scratchOf := func() (*[]float32, []float32) {
 		sp := gemmScratch.Get().(*[]float32)
@@ -180,7 +177,7 @@ func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel boo
 		return sp, (*sp)[:cap(*sp)]
 	}
 	workers := 1
-	if parallel && concurrent {
+	if concurrent {
 		// A block below ~1 MFLOP is not worth a goroutine.
 		workers = min(runtime.GOMAXPROCS(0), nblk, max(1, 2*T*w.N*w.K/(1<<20)))
 	}

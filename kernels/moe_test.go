@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op/optest"
 )
@@ -360,17 +361,27 @@ func moeExpertsPerExpert(ye []float32, x []float32, idx []int32, K int, ex *op.E
 			copy(xg[j*D:(j+1)*D], x[tk*D:(tk+1)*D])
 		}
 		gu := make([]float32, n*2*I)
-		if err := matMul(gu, 2*I, xg, n, ex.GateUp[e], !perExpert); err != nil {
-			return err
-		}
+		var up *computeForm
 		if ex.Split() {
-			if err := matMul(gu[I:], 2*I, xg, n, ex.Up[e], !perExpert); err != nil {
+			up = computeOf(ex.Up[e])
+		}
+		if g := computeOf(ex.GateUp[e]); g != nil && up != nil && up.mode == g.mode {
+			if err := matMulCompute([][]float32{gu, gu[I:]}, 2*I, xg, n, []*op.Matrix{ex.GateUp[e], ex.Up[e]}, !perExpert); err != nil {
 				return err
+			}
+		} else {
+			if err := matMulOld(gu, 2*I, xg, n, ex.GateUp[e], !perExpert); err != nil {
+				return err
+			}
+			if ex.Split() {
+				if err := matMulOld(gu[I:], 2*I, xg, n, ex.Up[e], !perExpert); err != nil {
+					return err
+				}
 			}
 		}
 		h := make([]float32, n*I)
 		swigluRange(h, gu, 0, n, I)
-		return matMul(ye[first[e]*D:], D, h, n, ex.Down[e], !perExpert)
+		return matMulOld(ye[first[e]*D:], D, h, n, ex.Down[e], !perExpert)
 	}
 	var next atomic.Int64
 	errs := make([]error, workers)
@@ -391,6 +402,28 @@ func moeExpertsPerExpert(ye []float32, x []float32, idx []int32, K int, ex *op.E
 		}(g)
 	}
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// matMulOld is the MatMul the replaced schedule called: row t at y[t*ldy:], and with parallel
+// false every column block on the calling goroutine.
+func matMulOld(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel bool) error {
+	if computeOf(w) != nil {
+		return matMulCompute([][]float32{y}, ldy, x, T, []*op.Matrix{w}, parallel)
+	}
+	nb := gemmBlockRows(w.N, w.K)
+	nblk := (w.N + nb - 1) / nb
+	grain := nblk
+	if parallel {
+		grain = 1
+	}
+	errs := make([]error, nblk)
+	parallelFor(nblk, grain, func(lo, hi int) {
+		scratch := make([]float32, matMulScratch(w))
+		for b := lo; b < hi; b++ {
+			errs[b] = matMulBlock(y, ldy, x, T, w, b, scratch, blas.Concurrent())
+		}
+	})
 	return errors.Join(errs...)
 }
 
