@@ -266,8 +266,11 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 		tilesA = s.upTiles(tilesA, b, blk.e)
 		tilesB = colTiles(tilesB, b, ex.Down[blk.e], 0)
 	}
-	gu := make([]float32, n*2*I)
-	h := make([]float32, n*I)
+	// The buffers come from a pool, not fresh memory: every element is written before it is
+	// read, and first touches of fresh pages (tens of MiB a wave) cost as much as the SwiGLU.
+	buf := poolF32(&moeBufs, n*3*I)
+	defer moeBufs.Put(buf)
+	gu, h := (*buf)[:n*2*I], (*buf)[n*2*I:n*3*I]
 	left := make([]atomic.Int32, len(blocks)) // gate and up tiles of a block still to run
 	for _, t := range tilesA {
 		left[t.blk].Add(1)
@@ -277,14 +280,17 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 		rows := blk.r1 - blk.r0
 		if wk.gathered != t.blk {
 			wk.gathered = t.blk
-			wk.xg = slices.Grow(wk.xg[:0], rows*ex.D)[:rows*ex.D]
+			if wk.xg == nil {
+				wk.xg = poolF32(&gemmScratch, 0)
+			}
+			*wk.xg = slices.Grow((*wk.xg)[:0], rows*D)[:rows*D]
 			for r := 0; r < rows; r++ {
 				tk := int(s.slots[blk.r0+r]) / s.K
-				copy(wk.xg[r*D:(r+1)*D], s.x[tk*D:(tk+1)*D])
+				copy((*wk.xg)[r*D:(r+1)*D], s.x[tk*D:(tk+1)*D])
 			}
 		}
 		y := gu[(blk.r0-w0)*2*I+t.off:]
-		err := wk.product(y, 2*I, wk.xg, rows, t)
+		err := wk.product(y, 2*I, *wk.xg, rows, t)
 		if left[t.blk].Add(-1) == 0 {
 			swigluRange(h, gu, blk.r0-w0, blk.r1-w0, I)
 		}
@@ -344,20 +350,34 @@ func (s *moeSchedule) tiles(tiles []moeTile, fn func(*moeWorker, moeTile) error)
 	return errors.Join(errs...)
 }
 
+// moeBufs holds the gate/up and SwiGLU buffers of a wave (poolF32).
+var moeBufs = sync.Pool{New: func() any { s := make([]float32, 0); return &s }}
+
+// poolF32 takes a buffer of at least n values from p, its length its capacity and its
+// contents stale; Put it back when done.
+func poolF32(p *sync.Pool, n int) *[]float32 {
+	b := p.Get().(*[]float32)
+	if cap(*b) < n {
+		*b = make([]float32, n)
+	}
+	*b = (*b)[:cap(*b)]
+	return b
+}
+
 // moeWorker is one goroutine's scratch: the gathered rows of its last block, the quantized
 // (int8) or rounded (bf16) form of its last product's rows, and the widening scratch of f32
 // blocks.
 type moeWorker struct {
 	s        *moeSchedule
 	gathered int // block whose rows xg holds, -1 for none
-	xg       []float32
+	xg       *[]float32
 	// actBlk, actMode: the block and mode the activation below was made for (a worker serves
 	// one phase, so the block names the rows).
 	actBlk  int
 	actMode op.ComputeMode
 	i8      *qdot.Int8Act
 	b16     *qdot.BF16Act
-	scratch []float32
+	scratch *[]float32
 }
 
 // product runs tile t: columns [t.c0, t.c1) of x [rows, K] times t.w^T into y (row r at
@@ -366,11 +386,13 @@ func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows int, t moeT
 	w := t.w
 	f := computeOf(w)
 	if f == nil {
-		need := matMulScratch(w)
-		if len(wk.scratch) < need {
-			wk.scratch = make([]float32, need)
+		if wk.scratch == nil {
+			wk.scratch = poolF32(&gemmScratch, 0)
 		}
-		return matMulBlock(y, ldy, x[:rows*w.K], rows, w, t.c0/gemmBlockRows(w.N, w.K), wk.scratch, wk.s.concurrent)
+		if need := matMulScratch(w); cap(*wk.scratch) < need {
+			*wk.scratch = make([]float32, need)
+		}
+		return matMulBlock(y, ldy, x[:rows*w.K], rows, w, t.c0/gemmBlockRows(w.N, w.K), (*wk.scratch)[:cap(*wk.scratch)], wk.s.concurrent)
 	}
 	fresh := wk.actBlk != t.blk || wk.actMode != f.mode
 	wk.actBlk, wk.actMode = t.blk, f.mode
@@ -409,6 +431,11 @@ func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows int, t moeT
 
 // release returns the worker's activation buffers to their pools.
 func (wk *moeWorker) release() {
+	for _, p := range []*[]float32{wk.xg, wk.scratch} {
+		if p != nil {
+			gemmScratch.Put(p)
+		}
+	}
 	if wk.i8 != nil {
 		int8ActPool.Put(wk.i8)
 	}
