@@ -97,7 +97,8 @@ func moeSoftmaxRow(p, x []float32) {
 // Schedule: the products of all experts are cut into tiles (an expert's row block times a
 // column block of one weight) that every core takes from one shared list, largest first, gate
 // and up tiles of all experts, then down tiles (moeSchedule). The tiles are the column blocks
-// MatMul itself uses (gemmBlockRows; moeComputeCols for the compute modes), and the rows of an
+// MatMul itself uses (gemmBlockRows; for the compute modes as few 32-column panels as keep the
+// cores busy, the gate and up products of a block in one tile), and the rows of an
 // expert are cut only where a row's bits do not depend on the rows around it (strata's SGEMM,
 // the int8 and bf16 kernels; never a native BLAS), so every element is summed as in one MatMul
 // of the expert's rows: the results are bitwise the same for every core count and schedule.
@@ -165,9 +166,8 @@ const (
 	// moeMinRows is the smallest row block: a multiple of the SGEMM's six-row register tile
 	// with enough rows to amortise packing the weight block.
 	moeMinRows = 48
-	// moeComputeCols is the column block of an int8 or bf16 product: a multiple of qdot's
-	// 32-column panels, wide enough for the activation's quantization to be a small cost.
-	moeComputeCols = 256
+	// moePanel is the column granularity of an int8 or bf16 tile (qdot's panels).
+	moePanel = 32
 )
 
 // moeSchedule runs the experts' products as tiles over the cores (moeExperts).
@@ -181,26 +181,31 @@ type moeSchedule struct {
 	waveRows   int
 	rowsFree   bool // a row's bits do not depend on the rows multiplied with it
 	concurrent bool // the BLAS may be entered from every core at once
+	// cranges: the column ranges an int8 or bf16 product is cut into in this wave (each
+	// call of those kernels has a setup per row, so the ranges are as wide as the cores allow).
+	cranges int
 }
 
 // moeBlock is rows [r0, r1) (grouped rows, one expert's) of a wave.
 type moeBlock struct{ e, r0, r1 int }
 
 // moeTile is a column block [c0, c1) of weight w for the rows of block blk; its output starts
-// at column off of the row (the up product beside the gate product).
+// at column off of the row (the up product beside the gate product). up, when set, is the up
+// weight of a split expert in the same compute mode as w (the gate): the tile runs its same
+// columns too, at column off + I, from the same quantized rows.
 type moeTile struct {
 	blk, c0, c1, off int
-	w                *op.Matrix
+	w, up            *op.Matrix
 }
 
 // colTiles appends the column blocks of w for block blk.
-func colTiles(tiles []moeTile, blk int, w *op.Matrix, off int) []moeTile {
-	nb := moeComputeCols
-	if computeOf(w) == nil {
-		nb = gemmBlockRows(w.N, w.K)
+func (s *moeSchedule) colTiles(tiles []moeTile, blk int, w, up *op.Matrix, off int) []moeTile {
+	nb := gemmBlockRows(w.N, w.K)
+	if computeOf(w) != nil {
+		nb = ((w.N+s.cranges-1)/s.cranges + moePanel - 1) / moePanel * moePanel
 	}
 	for c0 := 0; c0 < w.N; c0 += nb {
-		tiles = append(tiles, moeTile{blk: blk, c0: c0, c1: min(c0+nb, w.N), off: off, w: w})
+		tiles = append(tiles, moeTile{blk: blk, c0: c0, c1: min(c0+nb, w.N), off: off, w: w, up: up})
 	}
 	return tiles
 }
@@ -229,18 +234,22 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 	if n == 0 {
 		return nil
 	}
-	active, split := 0, 1
-	var perA, perB int // tiles of an uncut expert in each phase
+	active, split, want := 0, 1, moeTilesPerWorker*s.workers
 	for e := e0; e < e1; e++ {
 		if s.first[e+1] > s.first[e] {
-			if active == 0 {
-				perA = len(s.upTiles(nil, 0, e))
-				perB = len(colTiles(nil, 0, ex.Down[e], 0))
-			}
 			active++
 		}
 	}
-	if want := moeTilesPerWorker * s.workers; s.rowsFree && active*min(perA, perB) < want {
+	s.cranges = (want + active - 1) / active
+	var perA, perB int // tiles of an uncut expert in each phase
+	for e := e0; e < e1; e++ {
+		if s.first[e+1] > s.first[e] {
+			perA = len(s.upTiles(nil, 0, e))
+			perB = len(s.colTiles(nil, 0, ex.Down[e], nil, 0))
+			break
+		}
+	}
+	if s.rowsFree && active*min(perA, perB) < want {
 		split = (want + active*min(perA, perB) - 1) / (active * min(perA, perB))
 	}
 	var blocks []moeBlock
@@ -264,7 +273,7 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 	var tilesA, tilesB []moeTile
 	for b, blk := range blocks {
 		tilesA = s.upTiles(tilesA, b, blk.e)
-		tilesB = colTiles(tilesB, b, ex.Down[blk.e], 0)
+		tilesB = s.colTiles(tilesB, b, ex.Down[blk.e], nil, 0)
 	}
 	// The buffers come from a pool, not fresh memory: every element is written before it is
 	// read, and first touches of fresh pages (tens of MiB a wave) cost as much as the SwiGLU.
@@ -290,7 +299,10 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 			}
 		}
 		y := gu[(blk.r0-w0)*2*I+t.off:]
-		err := wk.product(y, 2*I, *wk.xg, rows, t)
+		err := wk.product(y, 2*I, *wk.xg, rows, t.blk, t.w, t.c0, t.c1)
+		if err == nil && t.up != nil {
+			err = wk.product(y[I:], 2*I, *wk.xg, rows, t.blk, t.up, t.c0, t.c1)
+		}
 		if left[t.blk].Add(-1) == 0 {
 			swigluRange(h, gu, blk.r0-w0, blk.r1-w0, I)
 		}
@@ -305,7 +317,7 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 	return s.tiles(tilesB, func(wk *moeWorker, t moeTile) error {
 		blk := blocks[t.blk]
 		hb := h[(blk.r0-w0)*I : (blk.r1-w0)*I]
-		if err := wk.product(s.ye[blk.r0*D:], D, hb, blk.r1-blk.r0, t); err != nil {
+		if err := wk.product(s.ye[blk.r0*D:], D, hb, blk.r1-blk.r0, t.blk, t.w, t.c0, t.c1); err != nil {
 			return fmt.Errorf("expert %d down: %w", blk.e, err)
 		}
 		return nil
@@ -313,13 +325,18 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 }
 
 // upTiles appends the gate and up tiles of expert e for block blk: the fused gate_up weight's
-// column blocks, or the gate's and (at column I) the up weight's.
+// column blocks; or the gate's and (at column I) the up weight's, in the same tiles when both
+// run in one compute mode (one quantization of the rows for both, the fused pass over them).
 func (s *moeSchedule) upTiles(tiles []moeTile, blk, e int) []moeTile {
-	tiles = colTiles(tiles, blk, s.ex.GateUp[e], 0)
-	if s.ex.Split() {
-		tiles = colTiles(tiles, blk, s.ex.Up[e], s.ex.I)
+	if !s.ex.Split() {
+		return s.colTiles(tiles, blk, s.ex.GateUp[e], nil, 0)
 	}
-	return tiles
+	g, u := computeOf(s.ex.GateUp[e]), computeOf(s.ex.Up[e])
+	if g != nil && u != nil && g.mode == u.mode {
+		return s.colTiles(tiles, blk, s.ex.GateUp[e], s.ex.Up[e], 0)
+	}
+	tiles = s.colTiles(tiles, blk, s.ex.GateUp[e], nil, 0)
+	return s.colTiles(tiles, blk, s.ex.Up[e], nil, s.ex.I)
 }
 
 // tiles runs fn on every tile over up to s.workers goroutines, taken in order from a shared
@@ -380,10 +397,9 @@ type moeWorker struct {
 	scratch *[]float32
 }
 
-// product runs tile t: columns [t.c0, t.c1) of x [rows, K] times t.w^T into y (row r at
-// y[r*ldy:], column c at y[c]); x is quantized or rounded once per block and mode.
-func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows int, t moeTile) error {
-	w := t.w
+// product runs columns [c0, c1) of x [rows, K] (the rows of block blk) times w^T into y (row r
+// at y[r*ldy:], column c at y[c]); x is quantized or rounded once per block and mode.
+func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows, blk int, w *op.Matrix, c0, c1 int) error {
 	f := computeOf(w)
 	if f == nil {
 		if wk.scratch == nil {
@@ -392,10 +408,10 @@ func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows int, t moeT
 		if need := matMulScratch(w); cap(*wk.scratch) < need {
 			*wk.scratch = make([]float32, need)
 		}
-		return matMulBlock(y, ldy, x[:rows*w.K], rows, w, t.c0/gemmBlockRows(w.N, w.K), (*wk.scratch)[:cap(*wk.scratch)], wk.s.concurrent)
+		return matMulBlock(y, ldy, x[:rows*w.K], rows, w, c0/gemmBlockRows(w.N, w.K), (*wk.scratch)[:cap(*wk.scratch)], wk.s.concurrent)
 	}
-	fresh := wk.actBlk != t.blk || wk.actMode != f.mode
-	wk.actBlk, wk.actMode = t.blk, f.mode
+	fresh := wk.actBlk != blk || wk.actMode != f.mode
+	wk.actBlk, wk.actMode = blk, f.mode
 	wrap := func(err error) error {
 		return fmt.Errorf("cpu: %w: %s product of [%d, %d] by %s [%d, %d]: %v", op.ErrShape, f.mode, rows, w.K, f.what, w.N, w.K, err)
 	}
@@ -409,7 +425,7 @@ func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows int, t moeT
 				return wrap(err)
 			}
 		}
-		if err := qdot.MatMulInt8(y[t.c0:], ldy, wk.i8, f.i8, t.c0, t.c1, f.k); err != nil {
+		if err := qdot.MatMulInt8(y[c0:], ldy, wk.i8, f.i8, c0, c1, f.k); err != nil {
 			return wrap(err)
 		}
 		return nil
@@ -423,7 +439,7 @@ func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows int, t moeT
 			return wrap(err)
 		}
 	}
-	if err := qdot.MatMulBF16(y[t.c0:], ldy, wk.b16, f.b16, t.c0, t.c1, f.k); err != nil {
+	if err := qdot.MatMulBF16(y[c0:], ldy, wk.b16, f.b16, c0, c1, f.k); err != nil {
 		return wrap(err)
 	}
 	return nil
