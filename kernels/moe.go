@@ -95,8 +95,9 @@ func moeSoftmaxRow(p, x []float32) {
 // x: [T, D]; idx, rk: [T, K]; ye: [T*K, D]. MoECombine (or GRApplyMoEC) applies the weights.
 //
 // Schedule: the products of all experts are cut into tiles (an expert's row block times a
-// column block of one weight) that every core takes from one shared list, largest first, gate
-// and up tiles of all experts, then down tiles (moeSchedule). The tiles are the column blocks
+// column block of one weight) that every core takes from one shared list, largest blocks first,
+// a block's down tiles two blocks after its gate and up tiles, whose last one runs the block's
+// SwiGLU (moeSchedule). The tiles are the column blocks
 // MatMul itself uses (gemmBlockRows; for the compute modes as few 32-column panels as keep the
 // cores busy, the gate and up products of a block in one tile), and the rows of an
 // expert are cut only where a row's bits do not depend on the rows around it (strata's SGEMM,
@@ -168,6 +169,8 @@ const (
 	moeMinRows = 48
 	// moePanel is the column granularity of an int8 or bf16 tile (qdot's panels).
 	moePanel = 32
+	// moeLag: a block's down tiles follow the gate and up tiles of this many later blocks.
+	moeLag = 2
 )
 
 // moeSchedule runs the experts' products as tiles over the cores (moeExperts).
@@ -190,7 +193,8 @@ type moeSchedule struct {
 type moeBlock struct{ e, r0, r1 int }
 
 // moeTile is a column block [c0, c1) of weight w for the rows of block blk; its output starts
-// at column off of the row (the up product beside the gate product). up, when set, is the up
+// at column off of the row (the up product beside the gate product), off -1 marking a down
+// tile. up, when set, is the up
 // weight of a split expert in the same compute mode as w (the gate): the tile runs its same
 // columns too, at column off + I, from the same quantized rows.
 type moeTile struct {
@@ -225,8 +229,8 @@ func (s *moeSchedule) run() error {
 	return nil
 }
 
-// wave runs experts [e0, e1): gate and up tiles (the last tile of a block runs its SwiGLU),
-// then, once all are done, the down tiles.
+// wave runs experts [e0, e1): gate and up tiles (the last tile of a block runs its SwiGLU)
+// and down tiles in one list over the cores.
 func (s *moeSchedule) wave(e0, e1 int) error {
 	ex, I, D := s.ex, s.ex.I, s.ex.D
 	w0 := s.first[e0]
@@ -270,23 +274,44 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 	// the order decides who runs a tile, never its bits. A block's tiles stay together so a
 	// core often finds the block's rows already gathered.
 	sort.SliceStable(blocks, func(i, j int) bool { return blocks[i].r1-blocks[i].r0 > blocks[j].r1-blocks[j].r0 })
-	var tilesA, tilesB []moeTile
+	// One list: a block's gate and up tiles, and the down tiles of the block moeLag places
+	// earlier, whose SwiGLU is then done but for a straggler (a down tile waits for it).
+	var tiles []moeTile
 	for b, blk := range blocks {
-		tilesA = s.upTiles(tilesA, b, blk.e)
-		tilesB = s.colTiles(tilesB, b, ex.Down[blk.e], nil, 0)
+		tiles = s.upTiles(tiles, b, blk.e)
+		if d := b - moeLag; d >= 0 {
+			tiles = s.colTiles(tiles, d, ex.Down[blocks[d].e], nil, -1)
+		}
+	}
+	for d := max(0, len(blocks)-moeLag); d < len(blocks); d++ {
+		tiles = s.colTiles(tiles, d, ex.Down[blocks[d].e], nil, -1)
 	}
 	// The buffers come from a pool, not fresh memory: every element is written before it is
 	// read, and first touches of fresh pages (tens of MiB a wave) cost as much as the SwiGLU.
 	buf := poolF32(&moeBufs, n*3*I)
 	defer moeBufs.Put(buf)
 	gu, h := (*buf)[:n*2*I], (*buf)[n*2*I:n*3*I]
-	left := make([]atomic.Int32, len(blocks)) // gate and up tiles of a block still to run
-	for _, t := range tilesA {
-		left[t.blk].Add(1)
+	left := make([]atomic.Int32, len(blocks))   // gate and up tiles of a block still to run
+	ready := make([]chan struct{}, len(blocks)) // closed once a block's SwiGLU is done
+	for b := range ready {
+		ready[b] = make(chan struct{})
 	}
-	err := s.tiles(tilesA, func(wk *moeWorker, t moeTile) error {
+	for _, t := range tiles {
+		if t.off >= 0 {
+			left[t.blk].Add(1)
+		}
+	}
+	return s.tiles(tiles, func(wk *moeWorker, t moeTile) error {
 		blk := blocks[t.blk]
 		rows := blk.r1 - blk.r0
+		if t.off < 0 {
+			<-ready[t.blk]
+			hb := h[(blk.r0-w0)*I : (blk.r1-w0)*I]
+			if err := wk.product(s.ye[blk.r0*D:], D, hb, rows, 2*t.blk+1, t.w, t.c0, t.c1); err != nil {
+				return fmt.Errorf("expert %d down: %w", blk.e, err)
+			}
+			return nil
+		}
 		if wk.gathered != t.blk {
 			wk.gathered = t.blk
 			if wk.xg == nil {
@@ -299,26 +324,16 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 			}
 		}
 		y := gu[(blk.r0-w0)*2*I+t.off:]
-		err := wk.product(y, 2*I, *wk.xg, rows, t.blk, t.w, t.c0, t.c1)
+		err := wk.product(y, 2*I, *wk.xg, rows, 2*t.blk, t.w, t.c0, t.c1)
 		if err == nil && t.up != nil {
-			err = wk.product(y[I:], 2*I, *wk.xg, rows, t.blk, t.up, t.c0, t.c1)
+			err = wk.product(y[I:], 2*I, *wk.xg, rows, 2*t.blk, t.up, t.c0, t.c1)
 		}
 		if left[t.blk].Add(-1) == 0 {
 			swigluRange(h, gu, blk.r0-w0, blk.r1-w0, I)
+			close(ready[t.blk])
 		}
 		if err != nil {
 			return fmt.Errorf("expert %d: %w", blk.e, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return s.tiles(tilesB, func(wk *moeWorker, t moeTile) error {
-		blk := blocks[t.blk]
-		hb := h[(blk.r0-w0)*I : (blk.r1-w0)*I]
-		if err := wk.product(s.ye[blk.r0*D:], D, hb, blk.r1-blk.r0, t.blk, t.w, t.c0, t.c1); err != nil {
-			return fmt.Errorf("expert %d down: %w", blk.e, err)
 		}
 		return nil
 	})
@@ -388,8 +403,8 @@ type moeWorker struct {
 	s        *moeSchedule
 	gathered int // block whose rows xg holds, -1 for none
 	xg       *[]float32
-	// actBlk, actMode: the block and mode the activation below was made for (a worker serves
-	// one phase, so the block names the rows).
+	// actBlk, actMode: the rows (2 blk for a block's gathered inputs, 2 blk + 1 for its SwiGLU
+	// output) and mode the activation below was made for.
 	actBlk  int
 	actMode op.ComputeMode
 	i8      *qdot.Int8Act
@@ -397,9 +412,9 @@ type moeWorker struct {
 	scratch *[]float32
 }
 
-// product runs columns [c0, c1) of x [rows, K] (the rows of block blk) times w^T into y (row r
-// at y[r*ldy:], column c at y[c]); x is quantized or rounded once per block and mode.
-func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows, blk int, w *op.Matrix, c0, c1 int) error {
+// product runs columns [c0, c1) of x [rows, K] (the rows named key, as actBlk) times w^T into
+// y (row r at y[r*ldy:], column c at y[c]); x is quantized or rounded once per key and mode.
+func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows, key int, w *op.Matrix, c0, c1 int) error {
 	f := computeOf(w)
 	if f == nil {
 		if wk.scratch == nil {
@@ -410,8 +425,8 @@ func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows, blk int, w
 		}
 		return matMulBlock(y, ldy, x[:rows*w.K], rows, w, c0/gemmBlockRows(w.N, w.K), (*wk.scratch)[:cap(*wk.scratch)], wk.s.concurrent)
 	}
-	fresh := wk.actBlk != blk || wk.actMode != f.mode
-	wk.actBlk, wk.actMode = blk, f.mode
+	fresh := wk.actBlk != key || wk.actMode != f.mode
+	wk.actBlk, wk.actMode = key, f.mode
 	wrap := func(err error) error {
 		return fmt.Errorf("cpu: %w: %s product of [%d, %d] by %s [%d, %d]: %v", op.ErrShape, f.mode, rows, w.K, f.what, w.N, w.K, err)
 	}
