@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stratakernels/strata/op/optest"
 )
@@ -233,4 +234,113 @@ func BenchmarkGatedResidual(b *testing.B) {
 		}
 		b.SetBytes(4 * T * (K*D + 3*S*D))
 	})
+}
+
+// TestGRMatMulBitwise: the GatedResidual's row-tiled products against MatMul's column blocks,
+// bitwise, for the read's three shapes (Down [R, S*D], Up [S*D, R], Inj [S, S*D]), T across
+// one, several and a partial row block, every weight dtype and the compute modes that take
+// them, on 1 to 3 cores.
+func TestGRMatMulBitwise(t *testing.T) {
+	const S, D, R = 4, 256, 96
+	for _, mode := range []op.ComputeMode{op.ComputeF32, op.ComputeInt8, op.ComputeBF16} {
+		store := Backend{}.NewWeights(op.WeightOptions{Compute: mode})
+		for _, dt := range []string{"f32", "bf16", "f16", "mlx4"} {
+			for i, shape := range [][2]int{{R, S * D}, {S * D, R}, {S, S * D}} {
+				N, K := shape[0], shape[1]
+				var m *op.Matrix
+				var err error
+				switch dt {
+				case "f32":
+					m, _, err = optest.RandMatrix(uint64(31+i), N, K, op.F32, 0.05)
+				case "bf16":
+					m, _, err = optest.RandMatrix(uint64(31+i), N, K, op.BF16, 0.05)
+				case "f16":
+					m, _, err = optest.RandMatrix(uint64(31+i), N, K, op.F16, 0.05)
+				case "mlx4":
+					m, _, err = optest.RandQuant(uint64(31+i), N, K, 4, 32, op.BF16, 0.05)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, err := store.Prepare(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, T := range []int{1, grRowBlock, 2*grRowBlock + 37} {
+					name := fmt.Sprintf("%v %s [%d, %d] T %d", mode, dt, N, K, T)
+					x := optest.Floats(uint64(40+T), T*K, 1)
+					want := make([]float32, T*N)
+					if err := matMul(want, x, T, w); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					denseSameAcrossProcs(t, name, func() []float32 {
+						y := optest.Floats(5, T*N, 1)
+						if err := grMatMul(y, x, T, w); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						sameSlice(t, name, y, want)
+						return y
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkGRProducts: the GatedResidual read's three products at the qwen4exp slice's shapes
+// (Down [R, S*D], Up [S*D, R], Inj [S, S*D]; S 4, D 2560, R 320; bf16 weights widened per
+// call, as the slice stores them) at T = 512 and 2048: the row tiles (new, grMatMul) against
+// MatMul's column blocks (old), interleaved call by call (the order alternating). Reports ms
+// and cpu-ms per read's three products for each, and new/old.
+func BenchmarkGRProducts(b *testing.B) {
+	const S, D, R = 4, 2560, 320
+	var ws []*op.Matrix
+	for i, sh := range [][2]int{{R, S * D}, {S * D, R}, {S, S * D}} {
+		m, _, err := optest.RandMatrix(uint64(61+i), sh[0], sh[1], op.BF16, 0.02)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, m)
+	}
+	for _, T := range []int{512, 2048} {
+		Hn := optest.Floats(7, T*S*D, 1)
+		z, a, beta := make([]float32, T*R), make([]float32, T*S*D), make([]float32, T*S)
+		b.Run(fmt.Sprintf("T%d", T), func(b *testing.B) {
+			var wall, cpu [2]float64
+			step := func(v int) {
+				mm := func(y, x []float32, w *op.Matrix) {
+					var err error
+					if v == 0 {
+						err = matMul(y, x, T, w)
+					} else {
+						err = grMatMul(y, x, T, w)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				t0, c0 := time.Now(), processCPU()
+				mm(z, Hn, ws[0])
+				mm(a, z, ws[1])
+				mm(beta, Hn, ws[2])
+				wall[v] += time.Since(t0).Seconds()
+				cpu[v] += processCPU() - c0
+			}
+			i := 0
+			for b.Loop() {
+				step(i % 2)
+				step(1 - i%2)
+				i++
+			}
+			n := float64(b.N)
+			flops := 2 * float64(T) * (2*R*S*D + S*S*D)
+			b.ReportMetric(1e3*wall[0]/n, "old-ms")
+			b.ReportMetric(1e3*wall[1]/n, "new-ms")
+			b.ReportMetric(1e3*cpu[0]/n, "old-cpu-ms")
+			b.ReportMetric(1e3*cpu[1]/n, "new-cpu-ms")
+			b.ReportMetric(flops*n/wall[0]/1e9, "old-GFLOP/s")
+			b.ReportMetric(flops*n/wall[1]/1e9, "new-GFLOP/s")
+			b.ReportMetric(wall[1]/wall[0], "new/old")
+		})
+	}
 }

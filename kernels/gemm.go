@@ -151,61 +151,23 @@ func execMatMul(a op.MatMul) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	return matMul(a.Y.F32(), a.W.N, a.X.F32(), a.T, a.W, true)
+	return matMul(a.Y.F32(), a.X.F32(), a.T, a.W)
 }
 
-// matMul is MatMul after validation, writing row t of the product at y[t*ldy:] (ldy >= N: the
-// experts write gate and up columns side by side). With parallel false every block runs on the
-// calling goroutine (callers that already run one product per core, such as MoEExperts); the
-// blocks, and so the bits, are the same either way.
-func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel bool) error {
+// matMul is MatMul after validation: the column blocks over the cores (matMulBlock each).
+func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 	if T == 0 {
 		return nil
 	}
 	if computeOf(w) != nil {
-		return matMulCompute([][]float32{y}, ldy, x, T, []*op.Matrix{w}, parallel)
+		return matMulCompute([][]float32{y}, w.N, x, T, []*op.Matrix{w}, true)
 	}
-	N, K := w.N, w.K
-	nb := gemmBlockRows(N, K)
-	nblk := (N + nb - 1) / nb
+	nb := gemmBlockRows(w.N, w.K)
+	nblk := (w.N + nb - 1) / nb
 	concurrent := blas.Concurrent()
-	// Scratch of one worker: the block's float32 rows, then (packed formats) their scales.
-	need := 0
-	switch {
-	case w.DType == op.BF16 || w.DType == op.F16:
-		need = nb * K
-	case isPacked(w):
-		need = nb*K + packedScratch(w, nb)
-	}
+	need := matMulScratch(w)
 	block := func(b int, scratch []float32) error {
-		n0 := b * nb
-		rows := min(nb, N-n0)
-		var wb []float32
-		switch {
-		case w.DType == op.F32:
-			wb = w.F32[n0*K : (n0+rows)*K]
-		case isPacked(w):
-			wb = scratch[:rows*K]
-			sb := scratch[nb*K:]
-			if concurrent {
-				unpackRows(wb, w, n0, n0+rows, sb)
-			} else {
-				parallelFor(rows, 32, func(lo, hi int) {
-					unpackRows(wb[lo*K:hi*K], w, n0+lo, n0+hi, sb[packedScratch(w, lo):])
-				})
-			}
-		default:
-			wb = scratch[:rows*K]
-			src := w.U16[n0*K : (n0+rows)*K]
-			if concurrent {
-				widenU16(wb, src, w.DType)
-			} else {
-				parallelFor(rows, 32, func(lo, hi int) {
-					widenU16(wb[lo*K:hi*K], src[lo*K:hi*K], w.DType)
-				})
-			}
-		}
-		return blas.Sgemm(false, true, T, rows, K, 1, x, K, wb, K, 0, y[n0:], ldy)
+		return matMulBlock(y, w.N, x, T, w, b, scratch, concurrent)
 	}
 	scratchOf := func() (*[]float32, []float32) {
 		sp := gemmScratch.Get().(*[]float32)
@@ -215,9 +177,9 @@ func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel boo
 		return sp, (*sp)[:cap(*sp)]
 	}
 	workers := 1
-	if parallel && concurrent {
+	if concurrent {
 		// A block below ~1 MFLOP is not worth a goroutine.
-		workers = min(runtime.GOMAXPROCS(0), nblk, max(1, 2*T*N*K/(1<<20)))
+		workers = min(runtime.GOMAXPROCS(0), nblk, max(1, 2*T*w.N*w.K/(1<<20)))
 	}
 	if workers <= 1 {
 		sp, scratch := scratchOf()
@@ -251,6 +213,59 @@ func matMul(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel boo
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// matMulScratch is the scratch one worker of matMul needs for w's column blocks (float32
+// values): a block's rows widened or dequantized, then (packed formats) their scales; 0 for F32.
+func matMulScratch(w *op.Matrix) int {
+	nb := gemmBlockRows(w.N, w.K)
+	switch {
+	case w.DType == op.BF16 || w.DType == op.F16:
+		return nb * w.K
+	case isPacked(w):
+		return nb*w.K + packedScratch(w, nb)
+	}
+	return 0
+}
+
+// matMulBlock computes column block b of matMul's product (columns [b*nb, min((b+1)*nb, N)) of
+// y = x W^T, nb = gemmBlockRows(N, K)) for the T rows of x, on the calling goroutine but for
+// the widening or dequantization, which runs over the cores when concurrent is false (the
+// library then runs the product on its own threads). scratch holds matMulScratch(w) values.
+// The block is one SGEMM call of shape [T, rows, K]: with strata's SGEMM a row's bits do not
+// depend on T (internal/blas), so callers may split the rows of x; with a native library they
+// may not.
+func matMulBlock(y []float32, ldy int, x []float32, T int, w *op.Matrix, b int, scratch []float32, concurrent bool) error {
+	N, K := w.N, w.K
+	nb := gemmBlockRows(N, K)
+	n0 := b * nb
+	rows := min(nb, N-n0)
+	var wb []float32
+	switch {
+	case w.DType == op.F32:
+		wb = w.F32[n0*K : (n0+rows)*K]
+	case isPacked(w):
+		wb = scratch[:rows*K]
+		sb := scratch[nb*K:]
+		if concurrent {
+			unpackRows(wb, w, n0, n0+rows, sb)
+		} else {
+			parallelFor(rows, 32, func(lo, hi int) {
+				unpackRows(wb[lo*K:hi*K], w, n0+lo, n0+hi, sb[packedScratch(w, lo):])
+			})
+		}
+	default:
+		wb = scratch[:rows*K]
+		src := w.U16[n0*K : (n0+rows)*K]
+		if concurrent {
+			widenU16(wb, src, w.DType)
+		} else {
+			parallelFor(rows, 32, func(lo, hi int) {
+				widenU16(wb[lo*K:hi*K], src[lo*K:hi*K], w.DType)
+			})
+		}
+	}
+	return blas.Sgemm(false, true, T, rows, K, 1, x, K, wb, K, 0, y[n0:], ldy)
 }
 
 // BLASImpl names the SGEMM implementation MatMul runs on (internal/blas.Impl).

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/internal/qdot"
 )
 
 // topKRoute is the MoE router after the logits GEMM: p = softmax(logits) over all E experts
@@ -91,6 +93,16 @@ func moeSoftmaxRow(p, x []float32) {
 // lands in row rk[t*K+j] of ye; rows are contiguous per expert. idx[t*K+j] = -1 marks an
 // empty slot: it gets rk = -1 and no row; the unused tail rows of ye are zeroed.
 // x: [T, D]; idx, rk: [T, K]; ye: [T*K, D]. MoECombine (or GRApplyMoEC) applies the weights.
+//
+// Schedule: the products of all experts are cut into tiles (an expert's row block times a
+// column block of one weight) that every core takes from one shared list, largest blocks first,
+// a block's down tiles two blocks after its gate and up tiles, whose last one runs the block's
+// SwiGLU (moeSchedule). The tiles are the column blocks
+// MatMul itself uses (gemmBlockRows; for the compute modes as few 32-column panels as keep the
+// cores busy, the gate and up products of a block in one tile), and the rows of an
+// expert are cut only where a row's bits do not depend on the rows around it (strata's SGEMM,
+// the int8 and bf16 kernels; never a native BLAS), so every element is summed as in one MatMul
+// of the expert's rows: the results are bitwise the same for every core count and schedule.
 // Source: Qwen3NextExperts / Qwen4ExpTextExperts (the combine is moe_comb).
 // Errors wrap op.ErrShape, op.ErrInvalidArgument (expert index outside [-1, E)) or op.ErrDType.
 func moeExperts(ye []float32, rk []int32, x []float32, T int, idx []int32, K int, ex *op.Experts) error {
@@ -106,16 +118,21 @@ func execMoEExperts(a op.MoEExperts) error {
 	if err := a.CheckIdx(idx); err != nil {
 		return err
 	}
-	D, I := ex.D, ex.I
+	return moeRun(ye, rk, x, idx, K, ex, runtime.GOMAXPROCS(0), max(1, moeWaveBytes/(3*4*ex.I)))
+}
+
+// moeRun is MoEExperts after validation with its tiles over up to workers goroutines (the
+// rows of an expert are cut for that many cores) and waves of up to waveRows rows (one expert
+// at least); the bits are the same for every count and wave size.
+func moeRun(ye []float32, rk []int32, x []float32, idx []int32, K int, ex *op.Experts, workers, waveRows int) error {
+	D := ex.D
 	count := make([]int, ex.E+1)
 	for _, e := range idx {
 		if e >= 0 {
 			count[e+1]++
 		}
 	}
-	maxRows := 0
 	for e := 1; e <= ex.E; e++ {
-		maxRows = max(maxRows, count[e])
 		count[e] += count[e-1] // count[e] is now expert e's first row
 	}
 	used := count[ex.E]
@@ -132,73 +149,230 @@ func execMoEExperts(a op.MoEExperts) error {
 		slots[r] = int32(i)
 	}
 	clear(ye[used*D:])
-	// op.Experts with rows, largest first (ties by index) so the dynamic schedule ends evenly; the
-	// order only decides who runs an expert, never its bits.
-	var order []int
-	for e := 0; e < ex.E; e++ {
-		if count[e+1] > count[e] {
-			order = append(order, e)
-		}
+	s := &moeSchedule{ex: ex, x: x, ye: ye, slots: slots, K: K, first: count,
+		workers: workers, waveRows: waveRows, rowsFree: !blas.Native() || allCompute(ex), concurrent: blas.Concurrent()}
+	return s.run()
+}
+
+// The tiles of the routed experts (moeSchedule).
+const (
+	// moeWaveBytes bounds the gate/up and SwiGLU buffers (3 I float32 a row): the experts run
+	// in waves of consecutive experts whose rows fit (one expert at least), so the buffers do
+	// not grow with T.
+	moeWaveBytes = 64 << 20
+	// moeTilesPerWorker: the rows of an expert are cut into blocks only while a phase would
+	// have fewer tiles than this many per core, enough for the dynamic schedule to end evenly.
+	// Each cut repacks the weight block once more, so the rows stay whole where they can.
+	moeTilesPerWorker = 8
+	// moeMinRows is the smallest row block: a multiple of the SGEMM's six-row register tile
+	// with enough rows to amortise packing the weight block.
+	moeMinRows = 48
+	// moePanel is the column granularity of an int8 or bf16 tile (qdot's panels).
+	moePanel = 32
+	// moeLag: a block's down tiles follow the gate and up tiles of this many later blocks.
+	moeLag = 2
+)
+
+// moeSchedule runs the experts' products as tiles over the cores (moeExperts).
+type moeSchedule struct {
+	ex         *op.Experts
+	x, ye      []float32
+	slots      []int32 // grouped row -> slot t*K + j
+	K          int
+	first      []int // first[e]: expert e's first grouped row; first[E]: the rows in use
+	workers    int
+	waveRows   int
+	rowsFree   bool // a row's bits do not depend on the rows multiplied with it
+	concurrent bool // the BLAS may be entered from every core at once
+	// cranges: the column ranges an int8 or bf16 product is cut into in this wave (each
+	// call of those kernels has a setup per row, so the ranges are as wide as the cores allow).
+	cranges int
+}
+
+// moeBlock is rows [r0, r1) (grouped rows, one expert's) of a wave.
+type moeBlock struct{ e, r0, r1 int }
+
+// moeTile is a column block [c0, c1) of weight w for the rows of block blk; its output starts
+// at column off of the row (the up product beside the gate product), off -1 marking a down
+// tile. up, when set, is the up
+// weight of a split expert in the same compute mode as w (the gate): the tile runs its same
+// columns too, at column off + I, from the same quantized rows.
+type moeTile struct {
+	blk, c0, c1, off int
+	w, up            *op.Matrix
+}
+
+// colTiles appends the column blocks of w for block blk.
+func (s *moeSchedule) colTiles(tiles []moeTile, blk int, w, up *op.Matrix, off int) []moeTile {
+	nb := gemmBlockRows(w.N, w.K)
+	if computeOf(w) != nil {
+		nb = ((w.N+s.cranges-1)/s.cranges + moePanel - 1) / moePanel * moePanel
 	}
-	sort.SliceStable(order, func(i, j int) bool {
-		return count[order[i]+1]-count[order[i]] > count[order[j]+1]-count[order[j]]
-	})
-	// One expert per goroutine, each running its GEMMs single-threaded, when there are enough
-	// experts to fill the cores; else experts one at a time, each GEMM parallel inside. The
-	// GEMM blocks, and so the bits, are the same either way.
-	workers := 1
-	if blas.Concurrent() || allCompute(ex) {
-		workers = min(runtime.GOMAXPROCS(0), len(order))
+	for c0 := 0; c0 < w.N; c0 += nb {
+		tiles = append(tiles, moeTile{blk: blk, c0: c0, c1: min(c0+nb, w.N), off: off, w: w, up: up})
 	}
-	perExpert := workers > 1 && len(order) >= 2*workers
-	if !perExpert {
-		workers = 1
+	return tiles
+}
+
+func (s *moeSchedule) run() error {
+	E := s.ex.E
+	for e0 := 0; e0 < E; {
+		e1 := e0 + 1
+		for e1 < E && s.first[e1+1]-s.first[e0] <= s.waveRows {
+			e1++
+		}
+		if err := s.wave(e0, e1); err != nil {
+			return err
+		}
+		e0 = e1
 	}
-	run := func(e int, xg, gu, h []float32) error {
-		r0, n := count[e], count[e+1]-count[e]
-		for r := 0; r < n; r++ {
-			t := int(slots[r0+r]) / K
-			copy(xg[r*D:(r+1)*D], x[t*D:(t+1)*D])
-		}
-		if g := computeOf(ex.GateUp[e]); ex.Split() && g != nil && computeOf(ex.Up[e]) != nil && computeOf(ex.Up[e]).mode == g.mode {
-			// gate and up of one quantization of the rows (the bits of two separate products)
-			if err := matMulCompute([][]float32{gu[:n*2*I], gu[I : n*2*I]}, 2*I, xg[:n*D], n, []*op.Matrix{ex.GateUp[e], ex.Up[e]}, !perExpert); err != nil {
-				return fmt.Errorf("expert %d gate and up: %w", e, err)
-			}
-		} else if err := matMul(gu[:n*2*I], 2*I, xg[:n*D], n, ex.GateUp[e], !perExpert); err != nil {
-			return fmt.Errorf("expert %d: %w", e, err)
-		} else if ex.Split() {
-			// gate columns [0, I) written above, up columns [I, 2I) beside them
-			if err := matMul(gu[I:n*2*I], 2*I, xg[:n*D], n, ex.Up[e], !perExpert); err != nil {
-				return fmt.Errorf("expert %d up: %w", e, err)
-			}
-		}
-		if perExpert {
-			swigluRange(h, gu, 0, n, I)
-		} else {
-			swigluRows(h[:n*I], gu[:n*2*I], n, I)
-		}
-		if err := matMul(ye[r0*D:(r0+n)*D], D, h[:n*I], n, ex.Down[e], !perExpert); err != nil {
-			return fmt.Errorf("expert %d: %w", e, err)
-		}
+	return nil
+}
+
+// wave runs experts [e0, e1): gate and up tiles (the last tile of a block runs its SwiGLU)
+// and down tiles in one list over the cores.
+func (s *moeSchedule) wave(e0, e1 int) error {
+	ex, I, D := s.ex, s.ex.I, s.ex.D
+	w0 := s.first[e0]
+	n := s.first[e1] - w0
+	if n == 0 {
 		return nil
 	}
+	active, split, want := 0, 1, moeTilesPerWorker*s.workers
+	for e := e0; e < e1; e++ {
+		if s.first[e+1] > s.first[e] {
+			active++
+		}
+	}
+	s.cranges = (want + active - 1) / active
+	var perA, perB int // tiles of an uncut expert in each phase
+	for e := e0; e < e1; e++ {
+		if s.first[e+1] > s.first[e] {
+			perA = len(s.upTiles(nil, 0, e))
+			perB = len(s.colTiles(nil, 0, ex.Down[e], nil, 0))
+			break
+		}
+	}
+	if s.rowsFree && active*min(perA, perB) < want {
+		split = (want + active*min(perA, perB) - 1) / (active * min(perA, perB))
+	}
+	var blocks []moeBlock
+	for e := e0; e < e1; e++ {
+		r0, r1 := s.first[e], s.first[e+1]
+		if r1 == r0 {
+			continue
+		}
+		rb := r1 - r0
+		if split > 1 {
+			rb = max(moeMinRows, ((rb+split-1)/split+5)/6*6)
+		}
+		for r := r0; r < r1; r += rb {
+			blocks = append(blocks, moeBlock{e: e, r0: r, r1: min(r+rb, r1)})
+		}
+	}
+	// Blocks largest first (ties in expert and row order) so that the schedule ends evenly;
+	// the order decides who runs a tile, never its bits. A block's tiles stay together so a
+	// core often finds the block's rows already gathered.
+	sort.SliceStable(blocks, func(i, j int) bool { return blocks[i].r1-blocks[i].r0 > blocks[j].r1-blocks[j].r0 })
+	// One list: a block's gate and up tiles, and the down tiles of the block moeLag places
+	// earlier, whose SwiGLU is then done but for a straggler (a down tile waits for it).
+	var tiles []moeTile
+	for b, blk := range blocks {
+		tiles = s.upTiles(tiles, b, blk.e)
+		if d := b - moeLag; d >= 0 {
+			tiles = s.colTiles(tiles, d, ex.Down[blocks[d].e], nil, -1)
+		}
+	}
+	for d := max(0, len(blocks)-moeLag); d < len(blocks); d++ {
+		tiles = s.colTiles(tiles, d, ex.Down[blocks[d].e], nil, -1)
+	}
+	// The buffers come from a pool, not fresh memory: every element is written before it is
+	// read, and first touches of fresh pages (tens of MiB a wave) cost as much as the SwiGLU.
+	buf := poolF32(&moeBufs, n*3*I)
+	defer moeBufs.Put(buf)
+	gu, h := (*buf)[:n*2*I], (*buf)[n*2*I:n*3*I]
+	left := make([]atomic.Int32, len(blocks))   // gate and up tiles of a block still to run
+	ready := make([]chan struct{}, len(blocks)) // closed once a block's SwiGLU is done
+	for b := range ready {
+		ready[b] = make(chan struct{})
+	}
+	for _, t := range tiles {
+		if t.off >= 0 {
+			left[t.blk].Add(1)
+		}
+	}
+	return s.tiles(tiles, func(wk *moeWorker, t moeTile) error {
+		blk := blocks[t.blk]
+		rows := blk.r1 - blk.r0
+		if t.off < 0 {
+			<-ready[t.blk]
+			hb := h[(blk.r0-w0)*I : (blk.r1-w0)*I]
+			if err := wk.product(s.ye[blk.r0*D:], D, hb, rows, 2*t.blk+1, t.w, t.c0, t.c1); err != nil {
+				return fmt.Errorf("expert %d down: %w", blk.e, err)
+			}
+			return nil
+		}
+		if wk.gathered != t.blk {
+			wk.gathered = t.blk
+			if wk.xg == nil {
+				wk.xg = poolF32(&gemmScratch, 0)
+			}
+			*wk.xg = slices.Grow((*wk.xg)[:0], rows*D)[:rows*D]
+			for r := 0; r < rows; r++ {
+				tk := int(s.slots[blk.r0+r]) / s.K
+				copy((*wk.xg)[r*D:(r+1)*D], s.x[tk*D:(tk+1)*D])
+			}
+		}
+		y := gu[(blk.r0-w0)*2*I+t.off:]
+		err := wk.product(y, 2*I, *wk.xg, rows, 2*t.blk, t.w, t.c0, t.c1)
+		if err == nil && t.up != nil {
+			err = wk.product(y[I:], 2*I, *wk.xg, rows, 2*t.blk, t.up, t.c0, t.c1)
+		}
+		if left[t.blk].Add(-1) == 0 {
+			swigluRange(h, gu, blk.r0-w0, blk.r1-w0, I)
+			close(ready[t.blk])
+		}
+		if err != nil {
+			return fmt.Errorf("expert %d: %w", blk.e, err)
+		}
+		return nil
+	})
+}
+
+// upTiles appends the gate and up tiles of expert e for block blk: the fused gate_up weight's
+// column blocks; or the gate's and (at column I) the up weight's, in the same tiles when both
+// run in one compute mode (one quantization of the rows for both, the fused pass over them).
+func (s *moeSchedule) upTiles(tiles []moeTile, blk, e int) []moeTile {
+	if !s.ex.Split() {
+		return s.colTiles(tiles, blk, s.ex.GateUp[e], nil, 0)
+	}
+	g, u := computeOf(s.ex.GateUp[e]), computeOf(s.ex.Up[e])
+	if g != nil && u != nil && g.mode == u.mode {
+		return s.colTiles(tiles, blk, s.ex.GateUp[e], s.ex.Up[e], 0)
+	}
+	tiles = s.colTiles(tiles, blk, s.ex.GateUp[e], nil, 0)
+	return s.colTiles(tiles, blk, s.ex.Up[e], nil, s.ex.I)
+}
+
+// tiles runs fn on every tile over up to s.workers goroutines, taken in order from a shared
+// counter.
+func (s *moeSchedule) tiles(tiles []moeTile, fn func(*moeWorker, moeTile) error) error {
+	workers := min(s.workers, len(tiles))
 	var taken atomic.Int64
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
-	for g := 0; g < workers; g++ {
+	for g := range workers {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			xg := make([]float32, maxRows*D)
-			gu := make([]float32, maxRows*2*I)
-			h := make([]float32, maxRows*I)
+			wk := &moeWorker{s: s, gathered: -1, actBlk: -1}
+			defer wk.release()
 			for {
 				i := int(taken.Add(1) - 1)
-				if i >= len(order) {
+				if i >= len(tiles) {
 					return
 				}
-				if err := run(order[i], xg, gu, h); err != nil && errs[g] == nil {
+				if err := fn(wk, tiles[i]); err != nil && errs[g] == nil {
 					errs[g] = err
 				}
 			}
@@ -208,8 +382,101 @@ func execMoEExperts(a op.MoEExperts) error {
 	return errors.Join(errs...)
 }
 
-// allCompute reports whether every product of the experts runs through a compute form (qdot's
-// kernels run concurrently whatever the BLAS).
+// moeBufs holds the gate/up and SwiGLU buffers of a wave (poolF32).
+var moeBufs = sync.Pool{New: func() any { s := make([]float32, 0); return &s }}
+
+// poolF32 takes a buffer of at least n values from p, its length its capacity and its
+// contents stale; Put it back when done.
+func poolF32(p *sync.Pool, n int) *[]float32 {
+	b := p.Get().(*[]float32)
+	if cap(*b) < n {
+		*b = make([]float32, n)
+	}
+	*b = (*b)[:cap(*b)]
+	return b
+}
+
+// moeWorker is one goroutine's scratch: the gathered rows of its last block, the quantized
+// (int8) or rounded (bf16) form of its last product's rows, and the widening scratch of f32
+// blocks.
+type moeWorker struct {
+	s        *moeSchedule
+	gathered int // block whose rows xg holds, -1 for none
+	xg       *[]float32
+	// actBlk, actMode: the rows (2 blk for a block's gathered inputs, 2 blk + 1 for its SwiGLU
+	// output) and mode the activation below was made for.
+	actBlk  int
+	actMode op.ComputeMode
+	i8      *qdot.Int8Act
+	b16     *qdot.BF16Act
+	scratch *[]float32
+}
+
+// product runs columns [c0, c1) of x [rows, K] (the rows named key, as actBlk) times w^T into
+// y (row r at y[r*ldy:], column c at y[c]); x is quantized or rounded once per key and mode.
+func (wk *moeWorker) product(y []float32, ldy int, x []float32, rows, key int, w *op.Matrix, c0, c1 int) error {
+	f := computeOf(w)
+	if f == nil {
+		if wk.scratch == nil {
+			wk.scratch = poolF32(&gemmScratch, 0)
+		}
+		if need := matMulScratch(w); cap(*wk.scratch) < need {
+			*wk.scratch = make([]float32, need)
+		}
+		return matMulBlock(y, ldy, x[:rows*w.K], rows, w, c0/gemmBlockRows(w.N, w.K), (*wk.scratch)[:cap(*wk.scratch)], wk.s.concurrent)
+	}
+	fresh := wk.actBlk != key || wk.actMode != f.mode
+	wk.actBlk, wk.actMode = key, f.mode
+	wrap := func(err error) error {
+		return fmt.Errorf("cpu: %w: %s product of [%d, %d] by %s [%d, %d]: %v", op.ErrShape, f.mode, rows, w.K, f.what, w.N, w.K, err)
+	}
+	if f.mode == op.ComputeInt8 {
+		if wk.i8 == nil {
+			wk.i8 = int8ActPool.Get().(*qdot.Int8Act)
+		}
+		if fresh {
+			if err := qdot.QuantizeInt8(wk.i8, x[:rows*w.K], rows, w.K, int8Block); err != nil {
+				wk.actBlk = -1
+				return wrap(err)
+			}
+		}
+		if err := qdot.MatMulInt8(y[c0:], ldy, wk.i8, f.i8, c0, c1, f.k); err != nil {
+			return wrap(err)
+		}
+		return nil
+	}
+	if wk.b16 == nil {
+		wk.b16 = bf16ActPool.Get().(*qdot.BF16Act)
+	}
+	if fresh {
+		if err := qdot.RoundBF16(wk.b16, x[:rows*w.K], rows, w.K); err != nil {
+			wk.actBlk = -1
+			return wrap(err)
+		}
+	}
+	if err := qdot.MatMulBF16(y[c0:], ldy, wk.b16, f.b16, c0, c1, f.k); err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+// release returns the worker's activation buffers to their pools.
+func (wk *moeWorker) release() {
+	for _, p := range []*[]float32{wk.xg, wk.scratch} {
+		if p != nil {
+			gemmScratch.Put(p)
+		}
+	}
+	if wk.i8 != nil {
+		int8ActPool.Put(wk.i8)
+	}
+	if wk.b16 != nil {
+		bf16ActPool.Put(wk.b16)
+	}
+}
+
+// allCompute reports whether every product of the experts runs through a compute form (whose
+// rows' bits do not depend on the rows around them).
 func allCompute(ex *op.Experts) bool {
 	for e := range ex.E {
 		if computeOf(ex.GateUp[e]) == nil || computeOf(ex.Down[e]) == nil || ex.Split() && computeOf(ex.Up[e]) == nil {

@@ -6,8 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/internal/safetensors"
 	"github.com/stratakernels/strata/op/optest"
 )
@@ -310,5 +316,306 @@ func BenchmarkMoEExperts(b *testing.B) {
 			}
 			b.ReportMetric(2*T*K*3*D*I*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// moeExpertsPerExpert is the schedule the tiles replaced, kept as their reference and the
+// benchmark's baseline: one expert per goroutine (largest first), each of its products one
+// MatMul over all its rows on that goroutine, when there are at least two experts per worker;
+// else the experts one at a time, each MatMul split over the cores. ye rows grouped as
+// moeExperts groups them.
+func moeExpertsPerExpert(ye []float32, x []float32, idx []int32, K int, ex *op.Experts, workers int) error {
+	D, I := ex.D, ex.I
+	first := make([]int, ex.E+1)
+	for _, e := range idx {
+		if e >= 0 {
+			first[e+1]++
+		}
+	}
+	maxRows := 0
+	for e := 1; e <= ex.E; e++ {
+		maxRows = max(maxRows, first[e])
+		first[e] += first[e-1]
+	}
+	next := append([]int(nil), first[:ex.E]...)
+	slots := make([]int32, first[ex.E]) // row -> slot
+	for i, e := range idx {
+		if e >= 0 {
+			slots[next[e]] = int32(i)
+			next[e]++
+		}
+	}
+	var order []int
+	for e := 0; e < ex.E; e++ {
+		if first[e+1] > first[e] {
+			order = append(order, e)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		return first[order[i]+1]-first[order[i]] > first[order[j]+1]-first[order[j]]
+	})
+	perExpert := workers > 1 && len(order) >= 2*workers
+	if !perExpert {
+		workers = 1
+	}
+	run := func(e int, xg, gu, h []float32) error {
+		n := first[e+1] - first[e]
+		for r := 0; r < n; r++ {
+			tk := int(slots[first[e]+r]) / K
+			copy(xg[r*D:(r+1)*D], x[tk*D:(tk+1)*D])
+		}
+		xg, gu, h = xg[:n*D], gu[:n*2*I], h[:n*I]
+		var up *computeForm
+		if ex.Split() {
+			up = computeOf(ex.Up[e])
+		}
+		if g := computeOf(ex.GateUp[e]); g != nil && up != nil && up.mode == g.mode {
+			if err := matMulCompute([][]float32{gu, gu[I:]}, 2*I, xg, n, []*op.Matrix{ex.GateUp[e], ex.Up[e]}, !perExpert); err != nil {
+				return err
+			}
+		} else {
+			if err := matMulOld(gu, 2*I, xg, n, ex.GateUp[e], !perExpert); err != nil {
+				return err
+			}
+			if ex.Split() {
+				if err := matMulOld(gu[I:], 2*I, xg, n, ex.Up[e], !perExpert); err != nil {
+					return err
+				}
+			}
+		}
+		swigluRange(h, gu, 0, n, I)
+		return matMulOld(ye[first[e]*D:], D, h, n, ex.Down[e], !perExpert)
+	}
+	var taken atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			xg, gu, h := make([]float32, maxRows*D), make([]float32, maxRows*2*I), make([]float32, maxRows*I)
+			for {
+				i := int(taken.Add(1) - 1)
+				if i >= len(order) {
+					return
+				}
+				if err := run(order[i], xg, gu, h); err != nil && errs[g] == nil {
+					errs[g] = err
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// matMulOld is the MatMul the replaced schedule called: row t at y[t*ldy:], and with parallel
+// false every column block on the calling goroutine.
+func matMulOld(y []float32, ldy int, x []float32, T int, w *op.Matrix, parallel bool) error {
+	if computeOf(w) != nil {
+		return matMulCompute([][]float32{y}, ldy, x, T, []*op.Matrix{w}, parallel)
+	}
+	nb := gemmBlockRows(w.N, w.K)
+	nblk := (w.N + nb - 1) / nb
+	grain := nblk
+	if parallel {
+		grain = 1
+	}
+	errs := make([]error, nblk)
+	parallelFor(nblk, grain, func(lo, hi int) {
+		scratch := make([]float32, matMulScratch(w))
+		for b := lo; b < hi; b++ {
+			errs[b] = matMulBlock(y, ldy, x, T, w, b, scratch, blas.Concurrent())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// TestMoETilesBitwise: the tiled experts (tiles over every core, rows cut into blocks, waves)
+// against the schedule they replaced (moeExpertsPerExpert), bitwise, for every weight kind the experts take and every compute
+// mode, fused and split gate/up, on 1 to 64 workers (64 cuts every expert's rows into blocks
+// where the rows' bits allow it: strata's SGEMM and the compute forms) and waves of 1 to all
+// experts. An empty slot and an expert without rows are included.
+func TestMoETilesBitwise(t *testing.T) {
+	const T, E, K, D, I = 150, 7, 3, 256, 256
+	x := optest.Floats(21, T*D, 1)
+	wt, idx := make([]float32, T*K), make([]int32, T*K)
+	logits := optest.Floats(22, T*E, 1)
+	for tk := 0; tk < T; tk++ {
+		logits[tk*E+E-1] = -30 // expert E-1 gets no rows
+	}
+	if err := topKRoute(wt, idx, logits, T, E, K, true); err != nil {
+		t.Fatal(err)
+	}
+	idx[4] = -1
+	kinds := []struct {
+		name string
+		make func(seed uint64, n, k int, down bool) (*op.Matrix, []float32, error)
+	}{
+		{"f32", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandMatrix(s, n, k, op.F32, 0.1)
+		}},
+		{"bf16", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandMatrix(s, n, k, op.BF16, 0.1)
+		}},
+		{"f16", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandMatrix(s, n, k, op.F16, 0.1)
+		}},
+		{"mlx4", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandQuant(s, n, k, 4, 64, op.BF16, 0.1)
+		}},
+		{"fp8", func(s uint64, n, k int, _ bool) (*op.Matrix, []float32, error) {
+			return optest.RandFP8Block(s, n, k, op.BF16, 0.1)
+		}},
+		{"ggml", func(s uint64, n, k int, down bool) (*op.Matrix, []float32, error) {
+			if down {
+				return optest.RandGGML(s, n, k, op.GGMLQ6_K, 0.1)
+			}
+			return optest.RandGGML(s, n, k, op.GGMLQ4_K, 0.1)
+		}},
+	}
+	for _, kind := range kinds {
+		for _, mode := range []op.ComputeMode{op.ComputeF32, op.ComputeInt8, op.ComputeBF16} {
+			for _, split := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%v/split=%v", kind.name, mode, split)
+				store := Backend{}.NewWeights(op.WeightOptions{Compute: mode})
+				ex := &op.Experts{E: E, D: D, I: I}
+				if split {
+					ex.Up = make([]*op.Matrix, E)
+				}
+				mk := func(seed uint64, n, k int, down bool) *op.Matrix {
+					m, _, err := kind.make(seed, n, k, down)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := store.Prepare(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return p
+				}
+				for e := 0; e < E; e++ {
+					if split {
+						ex.GateUp = append(ex.GateUp, mk(uint64(3*e+1), I, D, false))
+						ex.Up[e] = mk(uint64(3*e+2), I, D, false)
+					} else {
+						ex.GateUp = append(ex.GateUp, mk(uint64(3*e+1), 2*I, D, false))
+					}
+					ex.Down = append(ex.Down, mk(uint64(3*e+3), D, I, true))
+				}
+				want := make([]float32, T*K*D)
+				if err := moeExpertsPerExpert(want, x, idx, K, ex, runtime.GOMAXPROCS(0)); err != nil {
+					t.Fatal(err)
+				}
+				for _, workers := range []int{1, 2, 3, 16, 64} {
+					for _, wave := range []int{1, 100, T * K} {
+						ye := optest.Floats(23, T*K*D, 1) // stale values: every row is written
+						rk := make([]int32, T*K)
+						if err := moeRun(ye, rk, x, idx, K, ex, workers, wave); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						for i := range want {
+							if math.Float32bits(ye[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%s workers %d wave %d: element %d (row %d) = %g, want %g bitwise",
+									name, workers, wave, i, i/D, ye[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMoESchedule: the routed experts of a qwen3next slice layer (64 experts, top-10,
+// D 2048, I 512) at T = 512 and 2048, the tiles (new) against the schedule they replaced
+// (old, moeExpertsPerExpert), interleaved call by call in one process (the order alternating),
+// for f32 compute on F32 weights (gate and up fused) and BF16 weights (apart, as the slice
+// stores them) and for MLX 4-bit weights in int8 and bf16 compute.
+// Reports each one's ms per call (wall) and cpu-ms (the process's CPU time, which other
+// processes on a shared machine do not inflate), and new/old of both.
+func BenchmarkMoESchedule(b *testing.B) {
+	const E, K, D, I = 64, 10, 2048, 512
+	for _, kind := range []string{"f32-F32", "f32-BF16", "int8-mlx4", "bf16-mlx4"} {
+		mode, wdt := op.ComputeF32, op.F32
+		switch kind {
+		case "f32-BF16":
+			wdt = op.BF16
+		case "int8-mlx4":
+			mode = op.ComputeInt8
+		case "bf16-mlx4":
+			mode = op.ComputeBF16
+		}
+		store := Backend{}.NewWeights(op.WeightOptions{Compute: mode})
+		ex := &op.Experts{E: E, D: D, I: I}
+		shapes := [][2]int{{2 * I, D}, {D, I}}
+		if wdt == op.BF16 {
+			// gate and up apart, as the qwen3next slice's checkpoint stores them
+			ex.Up = make([]*op.Matrix, E)
+			shapes = [][2]int{{I, D}, {I, D}, {D, I}}
+		}
+		for e := 0; e < E; e++ {
+			for j, sh := range shapes {
+				var m *op.Matrix
+				var err error
+				if mode == op.ComputeF32 {
+					m, _, err = optest.RandMatrix(uint64(3*e+j+1), sh[0], sh[1], wdt, 0.05)
+				} else {
+					m, _, err = optest.RandQuant(uint64(3*e+j+1), sh[0], sh[1], 4, 64, op.BF16, 0.05)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if m, err = store.Prepare(m); err != nil {
+					b.Fatal(err)
+				}
+				switch {
+				case j == 0:
+					ex.GateUp = append(ex.GateUp, m)
+				case j == len(shapes)-1:
+					ex.Down = append(ex.Down, m)
+				default:
+					ex.Up[e] = m
+				}
+			}
+		}
+		for _, T := range []int{512, 2048} {
+			x := optest.Floats(3, T*D, 1)
+			wt, idx := make([]float32, T*K), make([]int32, T*K)
+			if err := topKRoute(wt, idx, optest.Floats(4, T*E, 1), T, E, K, true); err != nil {
+				b.Fatal(err)
+			}
+			ye, rk := make([]float32, T*K*D), make([]int32, T*K)
+			b.Run(fmt.Sprintf("%s/T%d", kind, T), func(b *testing.B) {
+				var wall, cpu [2]float64 // old, new
+				step := func(v int) {
+					t0, c0 := time.Now(), processCPU()
+					var err error
+					if v == 0 {
+						err = moeExpertsPerExpert(ye, x, idx, K, ex, runtime.GOMAXPROCS(0))
+					} else {
+						err = moeExperts(ye, rk, x, T, idx, K, ex)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					wall[v] += time.Since(t0).Seconds()
+					cpu[v] += processCPU() - c0
+				}
+				i := 0
+				for b.Loop() {
+					step(i % 2)
+					step(1 - i%2)
+					i++
+				}
+				n := float64(b.N)
+				b.ReportMetric(1e3*wall[0]/n, "old-ms")
+				b.ReportMetric(1e3*wall[1]/n, "new-ms")
+				b.ReportMetric(1e3*cpu[0]/n, "old-cpu-ms")
+				b.ReportMetric(1e3*cpu[1]/n, "new-cpu-ms")
+				b.ReportMetric(wall[1]/wall[0], "new/old")
+				b.ReportMetric(cpu[1]/cpu[0], "new/old-cpu")
+			})
+		}
 	}
 }
