@@ -669,3 +669,30 @@ func TestGGUFGoldens(t *testing.T) {
 		t.Fatalf("%s holds no NAME.logits", ggufGoldens)
 	}
 }
+
+// TestGGUFGoldensMetal: every quantized type of the GGUF fixtures (qwen3next's Q8_0, Q6_K,
+// Q4_K_M with its Q5_0 / Q4_K / Q6_K rows, Q4_0, IQ4_XS and MXFP4_MOE) on the metal backend
+// (MSL emulator) within 1e-4 of the float64 goldens, one shot and in chunks of 37 + 1 + rest.
+// The other families' files hold the same types; the cpu runs all of them in TestGGUFGoldens.
+func TestGGUFGoldensMetal(t *testing.T) {
+	if _, err := os.Stat(ggufGoldens); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s is absent: python3 internal/gguf/testdata/goldens.py internal/gguf/testdata writes it", ggufGoldens)
+	}
+	g := openGoldensFile(t, ggufGoldens)
+	ids := g.i32("input_ids")
+	for _, q := range []string{"Q8_0", "Q6_K", "Q4_K_M", "Q4_0", "IQ4_XS", "MXFP4_MOE"} {
+		file := "qwen3next-" + q
+		t.Run(file, func(t *testing.T) {
+			want := g.f32(file + ".logits")
+			_, m := loadTinyMetal(t, filepath.Join(filepath.Dir(ggufGoldens), file+".gguf"))
+			for _, splits := range [][]int{nil, {37, 1}} {
+				s, _ := m.NewSession(SessionOptions{MaxContext: 128})
+				d, scale := maxAbsDiff(prefillAll(t, s, ids, splits), want)
+				t.Logf("chunks %v: emu logits max|diff| %.3g against the float64 goldens (max|logit| %.3g)", splits, d, scale)
+				if d > 1e-4 {
+					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
+				}
+			}
+		})
+	}
+}
