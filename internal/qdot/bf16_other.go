@@ -2,5 +2,7 @@
 
 package qdot
 
-// b16AVX512 has no form in this build: AVX512BF16 is never in its kernel list.
-func b16AVX512(*b16args) { panic("qdot: no VDPBF16PS kernel in this build") }
+// bf16Asm has no form in this build: AVX512BF16 is never in its kernel list.
+func bf16Asm([]float32, int, *BF16Act, *bsrc, int, int) {
+	panic("qdot: no VDPBF16PS kernel in this build")
+}
