@@ -17,6 +17,11 @@ import numpy as np
 import strata
 
 
+
+def _count(n: int, word: str) -> str:
+    """n word, or n words: "1 token", "2 tokens"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
@@ -44,8 +49,8 @@ def main():
                     break
                 logits = s.prefill([tok])
             t_gen = time.perf_counter() - t0
-            print(f"prompt    {len(prompt)} tokens in {1e3 * t_prompt:.1f} ms")
-            print(f"steps     {len(out)} tokens in {1e3 * t_gen:.1f} ms ({len(out) / max(t_gen, 1e-9):.1f} tokens/s)")
+            print(f"prompt    {_count(len(prompt), 'token')} in {1e3 * t_prompt:.1f} ms")
+            print(f"steps     {_count(len(out), 'token')} in {1e3 * t_gen:.1f} ms ({len(out) / max(t_gen, 1e-9):.1f} tokens/s)")
             print("generated " + " ".join(map(str, out)))
     except strata.Error as e:
         sys.exit(f"generate: {e}")

@@ -146,9 +146,14 @@ def even_stages(layers: int, ranks: int) -> List[Tuple[int, int]]:
     return out
 
 
-def _layers(lo: int, hi: int) -> str:
-    """Layers lo..hi-1 in words, with their verb."""
-    return f"layer {lo} is" if hi - lo == 1 else f"layers {lo}..{hi - 1} are"
+def _layers(lo: int, hi: int, n: int) -> str:
+    """Layers [lo, hi) of n in words, as strata's messages write a range (lo:hi of n), with their verb."""
+    return f"layer {lo} of {n} is" if hi - lo == 1 else f"layers {lo}:{hi} of {n} are"
+
+
+def _count(n: int, word: str) -> str:
+    """n word, or n words: "1 token", "2 tokens"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def parse_stages(text: str, layers: int, ranks: int) -> List[Tuple[int, int]]:
@@ -168,13 +173,13 @@ def parse_stages(text: str, layers: int, ranks: int) -> List[Tuple[int, int]]:
     edge = 0
     for k, (lo, hi) in enumerate(stages):
         if lo > edge:
-            raise ValueError(f"--stages {text!r} leaves a gap: {_layers(edge, lo)} in no stage "
+            raise ValueError(f"--stages {text!r} leaves a gap: {_layers(edge, lo, layers)} in no stage "
                              f"(stage {k} starts at {lo})")
         if lo < edge:
-            raise ValueError(f"--stages {text!r} overlaps: {_layers(lo, edge)} in stage {k - 1} and in stage {k}")
+            raise ValueError(f"--stages {text!r} overlaps: {_layers(lo, edge, layers)} in stage {k - 1} and in stage {k}")
         edge = hi
     if edge != layers:
-        what = f"{_layers(edge, layers)} in no stage" if edge < layers else f"the model has {layers} layers"
+        what = f"{_layers(edge, layers, layers)} in no stage" if edge < layers else f"the model has {layers} layers"
         raise ValueError(f"--stages {text!r} ends at layer {edge}: {what}")
     return stages
 
@@ -394,7 +399,7 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
         model = strata.Model(dev, args.model, layers=(lo, hi))
         info = (model.describe(), time.perf_counter() - t, model.hidden_size)
     except strata.Error as e:
-        err = f"loading layers [{lo}, {hi}) of {args.model}: {e}"
+        err = f"loading layers {lo}:{hi} of {layers} of {args.model}: {e}"
     infos = agree(comm, err, "loading the stages", info)
     rows = min(chunk, tokens.size)
     if max(rows * infos[0][2], rows * vocab if args.all_logits else vocab) > MAX_COUNT:
@@ -403,7 +408,7 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
         print(f"library   {strata.version()}")
         print(f"backend   {dev.info()['backend']}")
         print(f"kernels   {dev.info()['kernels']}")
-        print(f"prompt    {tokens.size} tokens in chunks of {chunk} ({-(-tokens.size // chunk)} chunks)")
+        print(f"prompt    {_count(tokens.size, 'token')} in chunks of {chunk} ({_count(-(-tokens.size // chunk), 'chunk')})")
         for r, (desc, load_s, _) in enumerate(infos):
             print(f"stage {r}   on rank {r}, loaded in {1e3 * load_s:.0f} ms: {desc}")
     # 3. The pipeline: every rank starts together; a failure now ends the job through Abort.
@@ -416,11 +421,11 @@ def run(comm: "MPI.Comm", args: argparse.Namespace) -> None:
     clocks = comm.gather((stage.compute, stage.wait_fill, stage.wait_in, stage.wait_out, wall), root=0)
     if rank != 0:
         return
-    print(f"prefill   {tokens.size} tokens in {1e3 * wall:.1f} ms: {tokens.size / wall:.1f} tokens/s "
+    print(f"prefill   {_count(tokens.size, 'token')} in {1e3 * wall:.1f} ms: {tokens.size / wall:.1f} tokens/s "
           f"(rank 0, from the start to the last logits received)")
     print("stage  layers     compute ms  wait fill ms  wait in ms  wait out ms  busy")
     for r, (comp, fill, win, wout, w) in enumerate(clocks):
-        print(f"{r:5d}  {f'[{stages[r][0]}, {stages[r][1]})':9s}  {1e3 * comp:10.1f}  {1e3 * fill:12.1f}  "
+        print(f"{r:5d}  {f'{stages[r][0]}:{stages[r][1]}':9s}  {1e3 * comp:10.1f}  {1e3 * fill:12.1f}  "
               f"{1e3 * win:10.1f}  {1e3 * wout:11.1f}  {comp / w:4.0%}")
     print(f"overlap   the stages computed {1e3 * sum(c[0] for c in clocks):.1f} ms in all, in {1e3 * wall:.1f} ms; "
           f"rank 0 waited {1e3 * stage.wait_logits:.1f} ms for the last stage's logits")

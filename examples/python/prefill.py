@@ -16,6 +16,11 @@ import numpy as np
 import strata
 
 
+
+def _count(n: int, word: str) -> str:
+    """n word, or n words: "1 token", "2 tokens"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
 def parse_tokens(args, vocab):
     given = [x for x in (args.tokens, args.tokens_file, args.random_tokens) if x]
     if len(given) != 1:
@@ -45,7 +50,7 @@ def parse_ids(text):
     for i, part in enumerate(text.split(",")):
         fields = part.split()
         if not fields and (i > 0 or "," in text):
-            raise ValueError(f"empty entry in the token list (after {len(ids)} ids)")
+            raise ValueError(f"empty entry in the token list (after {_count(len(ids), 'id')})")
         for f in fields:
             try:
                 ids.append(int(f))
@@ -98,7 +103,7 @@ def main():
         print(f"kernels   {info['kernels']}")
         print(f"model     {model.describe()}")
         print(f"          {args.model} (loaded in {1e3 * load_s:.0f} ms)")
-        print(f"prompt    {len(tokens)} tokens" + (f" in chunks of {args.chunk}" if args.chunk else ""))
+        print(f"prompt    {_count(len(tokens), 'token')}" + (f" in chunks of {args.chunk}" if args.chunk else ""))
         step = args.chunk or len(tokens)
         rows = []
         with model.session(capacity) as s:
@@ -106,7 +111,7 @@ def main():
             for at in range(0, len(tokens), step):
                 rows.append(s.prefill(tokens[at:at + step], all_logits=args.all_logits))
             dt = time.perf_counter() - t0
-            print(f"prefill   {len(tokens)} tokens in {1e3 * dt:.1f} ms: {len(tokens) / dt:.1f} tokens/s")
+            print(f"prefill   {_count(len(tokens), 'token')} in {1e3 * dt:.1f} ms: {len(tokens) / dt:.1f} tokens/s")
             logits = np.concatenate(rows) if args.all_logits else rows[-1]
             last = logits[-1] if args.all_logits else logits
             top = np.argsort(-last, kind="stable")[:5]

@@ -4,6 +4,7 @@ killed run's temporary is removed by the next write, and an output naming an inp
 before anything loads."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,8 +90,16 @@ def test_prefill_script_failure_keeps_file(libpath, tmp_path):
     assert np.load(out).shape == (512,) and entries(tmp_path) == ["l.npy"]
 
 
+def test_prefill_script_one_token_words(libpath):
+    """A one-token run says "1 token", never "1 tokens" (a rate such as "89.1 tokens/s" is not a count)."""
+    res = run_script(libpath, PREFILL, "--model", TINY_Q4, "--tokens", "7")
+    assert res.returncode == 0, res.stderr
+    assert "prompt    1 token\n" in res.stdout and "prefill   1 token in " in res.stdout, res.stdout
+    assert not re.search(r"(^|[^0-9.])1 tokens", res.stdout), res.stdout
+
+
 @pytest.mark.parametrize("args,message", [
-    (["--tokens", "1,,2"], "--tokens: empty entry in the token list (after 1 ids)"),
+    (["--tokens", "1,,2"], "--tokens: empty entry in the token list (after 1 id)"),
     (["--tokens", "1,a"], "--tokens: token 'a' (prompt index 1) is not an integer"),
     (["--tokens", "1,512"], "--tokens: token id 512 (prompt index 1) is outside the model's vocabulary [0, 512)"),
     (["--token", "1"], "unrecognized arguments: --token"),

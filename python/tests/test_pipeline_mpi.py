@@ -198,9 +198,10 @@ def assert_every_rank(stderr, ranks, *words):
 
 
 @pytest.mark.parametrize("ranks,stages,words", [
-    (2, "0:1,2:4", ["leaves a gap", "layer 1 is in no stage"]),
-    (2, "0:3,2:4", ["overlaps", "layer 2 is in stage 0 and in stage 1"]),
-    (3, "0:1,1:2,2:3", ["ends at layer 3", "layer 3 is in no stage"]),
+    (2, "0:1,2:4", ["leaves a gap", "layer 1 of 4 is in no stage"]),
+    (2, "0:1,3:4", ["leaves a gap", "layers 1:3 of 4 are in no stage"]),
+    (2, "0:3,2:4", ["overlaps", "layer 2 of 4 is in stage 0 and in stage 1"]),
+    (3, "0:1,1:2,2:3", ["ends at layer 3", "layer 3 of 4 is in no stage"]),
     (2, "0:2,2:5", ["ends at layer 5", "the model has 4 layers"]),
     (3, "0:2,2:4", ["gives 2 stage(s) for 3 ranks"]),
     (2, "0:2;2:4", ["'0:2;2:4' is not lo:hi"]),

@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -62,13 +63,17 @@ func main() {
 		os.Exit(2)
 	}
 	if *jsonPath != "" {
-		// A path that cannot be written fails now, not after the whole run.
-		f, err := os.OpenFile(*jsonPath, os.O_WRONLY|os.O_CREATE, 0o644)
+		// A folder that cannot take the file fails now, not after the whole run; the file
+		// itself is written whole at the end (an existing one is kept until then).
+		f, err := os.CreateTemp(filepath.Dir(*jsonPath), ".selftest-probe-*")
+		if err == nil {
+			f.Close()
+			err = os.Remove(f.Name())
+		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "selftest: --json:", err)
+			fmt.Fprintf(os.Stderr, "selftest: --json %s: %v\n", *jsonPath, err)
 			os.Exit(2)
 		}
-		f.Close()
 	}
 	if *validate && os.Getenv(validatedEnv) == "" {
 		os.Exit(runValidated(os.Stdout))

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/stratakernels/strata/strata"
 )
 
 // Row statuses.
@@ -113,7 +115,11 @@ func (st *selftest) write(t *testing.T) int {
 	if st.jsonPath != "" {
 		js, err := json.MarshalIndent(all, "", "  ")
 		if err == nil {
-			err = os.WriteFile(st.jsonPath, append(js, '\n'), 0o644)
+			// Written whole through a temporary, as strata writes every output file.
+			err = strata.WriteFile(st.jsonPath, func(w io.Writer) error {
+				_, err := w.Write(append(js, '\n'))
+				return err
+			})
 		}
 		if err != nil {
 			t.Errorf("--json %s: %v", st.jsonPath, err)
