@@ -158,8 +158,23 @@ def test_pipeline_equals_one_process(mpirun, libpath, strata, device, prompts, t
     # The summary: one row per stage, its layers split evenly.
     rows = [line.split() for line in stdout.splitlines() if line[:5].strip().isdigit()]
     assert [r[0] for r in rows] == [str(k) for k in range(ranks)], stdout
-    assert " ".join(r[1] + r[2] for r in rows) == {2: "[0,2) [2,4)", 3: "[0,2) [2,3) [3,4)"}[ranks]
+    assert " ".join(r[1] for r in rows) == {2: "0:2 2:4", 3: "0:2 2:3 3:4"}[ranks]
     assert "tokens/s" in stdout and f"in chunks of {chunk or len(ids)}" in stdout
+
+
+@pytest.mark.parametrize("n,chunk", [(100, 32), (128, 32), (40, 10), (8, 2)])
+def test_readme_command_strict_transport(mpirun, libpath, strata, device, tmp_path, n, chunk):
+    """The README's command with --all-logits and 4 or more chunks (which once deadlocked where MPI
+    did not buffer the messages), as a user runs it, under the shared-memory transport at its
+    smallest eager limit: it ends, and its logits equal one process's bitwise."""
+    ids = (np.arange(n, dtype=np.int32) * 37 + 11) % 512
+    tokens_file = tmp_path / "ids.txt"
+    tokens_file.write_text(",".join(map(str, ids)))
+    out = tmp_path / "l.npy"
+    rc, stdout, stderr = launch(mpirun, libpath, (2, ["--model", TINY_Q4, "--tokens-file", tokens_file, "--chunk", chunk,
+                                                      "--all-logits", "--save-logits", out]), env=strict_mpi_env(mpirun))
+    assert rc == 0, stdout + stderr
+    assert np.array_equal(np.load(out), one_process(strata, device, TINY_Q4, ids, chunk))
 
 
 def test_last_logits_explicit_stages(mpirun, libpath, strata, device, prompts, tmp_path):
