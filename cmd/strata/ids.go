@@ -112,7 +112,7 @@ func topK(row []float32, k int) []int {
 // [vocab] of last. A regular file (or a new one) is replaced whole or not at all, through
 // strata.WriteFile (a temporary file beside it, renamed over it once complete), so a failed write
 // leaves what path held. Anything else that exists there (a device, a pipe) is written in place,
-// never removed or replaced.
+// never removed or replaced (WriteFile too: a FIFO with no reader is refused, not waited on).
 func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error {
 	var v any = last
 	if allRows {
@@ -121,17 +121,6 @@ func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error
 			rows[t] = all[t*vocab : (t+1)*vocab]
 		}
 		v = rows
-	}
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		if err := npy.Write(f, v); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
 	}
 	return strata.WriteFile(path, func(w io.Writer) error { return npy.Write(w, v) })
 }

@@ -113,7 +113,10 @@ def main():
             print(f"top-5     next token after position {s.position - 1}: " +
                   "  ".join(f"{i} ({last[i]:.4f})" for i in top))
         if args.save_logits:  # written whole at the end: a failed or killed run leaves the file as it was
-            strata.write_file(args.save_logits, lambda f: np.save(f, logits))
+            try:
+                strata.write_file(args.save_logits, lambda f: np.save(f, logits))
+            except OSError as e:
+                sys.exit(f"prefill: --save-logits {args.save_logits}: {e.strerror or e}")
             print(f"saved     {args.save_logits}")
     except strata.Error as e:
         sys.exit(f"prefill: {e}")

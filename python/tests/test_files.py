@@ -5,6 +5,7 @@ before anything loads."""
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -106,3 +107,20 @@ def test_prefill_script_refusals(libpath, tmp_path, args, message):
     assert res.returncode != 0 and message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
     assert ids.read_text() == "1,2,3"
+
+
+def test_write_file_fifo(strata, tmp_path):
+    """An existing FIFO (a device such as /dev/null alike) is written in place, not replaced by a
+    file renamed over it; one with no reader is refused at once instead of waited on."""
+    fifo = tmp_path / "out.npy"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="a FIFO with no reader"):
+        strata.write_file(fifo, lambda f: f.write(b"unread"))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and entries(tmp_path) == ["out.npy"]
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # the reader, holding a write end so that opening does not wait
+    try:
+        strata.write_file(fifo, lambda f: f.write(b"the whole content"))
+        assert os.read(fd, 100) == b"the whole content"
+    finally:
+        os.close(fd)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and entries(tmp_path) == ["out.npy"]
