@@ -98,11 +98,17 @@ def test_prefill_script_failure_keeps_file(libpath, tmp_path):
     (["--tokens-file", "{ids}", "--save-logits", "{ids}"], "is the file --tokens-file reads"),
     (["--tokens", "1", "--save-logits", "{tmp}"], "is a directory"),
     (["--tokens", "1", "--save-logits", "{tmp}/missing/l.npy"], "its directory does not exist"),
+    (["--tokens-file", "{tmp}/missing.txt"], "missing.txt: No such file or directory"),
+    (["--tokens-file", "{tmp}"], "Is a directory"),
+    (["--tokens-file", "{binary}"], "byte 0xff at offset 0 is not UTF-8"),
+    (["--random-tokens", "99999999999"], "--random-tokens 99999999999: at most 16777216 tokens"),
 ])
 def test_prefill_script_refusals(libpath, tmp_path, args, message):
     ids = tmp_path / "ids.txt"
     ids.write_text("1,2,3")
-    args = [a.format(ids=ids, tmp=tmp_path) for a in args]
+    binary = tmp_path / "ids.bin"
+    binary.write_bytes(b"\xff\xfe1,2")
+    args = [a.format(ids=ids, tmp=tmp_path, binary=binary) for a in args]
     res = run_script(libpath, PREFILL, "--model", TINY_Q4, *args)
     assert res.returncode != 0 and message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
