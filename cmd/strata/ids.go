@@ -43,8 +43,24 @@ func parseIDs(list string) ([]int32, error) {
 	return out, nil
 }
 
-// promptTokens are the ids of --tokens, --tokens-file or --random-tokens (seeded by --seed);
-// without any of them, for the generated model (generated), 300 random ids below vocab.
+// readFile reads --tokens-file, when given, into fileText. The run calls it before it catches
+// SIGINT and SIGTERM: opening a FIFO waits for a writer, and only a signal's default action ends
+// that wait.
+func (f *idFlags) readFile() error {
+	if f.file == "" {
+		return nil
+	}
+	b, err := os.ReadFile(f.file)
+	if err != nil {
+		return fmt.Errorf("--tokens-file: %w", err)
+	}
+	f.fileText = b
+	return nil
+}
+
+// promptTokens are the ids of --tokens, --tokens-file (read by readFile) or --random-tokens
+// (seeded by --seed); without any of them, for the generated model (generated), 300 random ids
+// below vocab.
 func promptTokens(f idFlags, generated bool, vocab int) ([]int32, error) {
 	n := 0
 	for _, set := range []bool{f.list != "", f.file != "", f.random > 0} {
@@ -57,10 +73,7 @@ func promptTokens(f idFlags, generated bool, vocab int) ([]int32, error) {
 	}
 	switch {
 	case f.file != "":
-		b, err := os.ReadFile(f.file)
-		if err != nil {
-			return nil, err
-		}
+		b := f.fileText
 		if strings.TrimSpace(string(b)) == "" {
 			return nil, fmt.Errorf("--tokens-file %s holds no token ids", f.file)
 		}
