@@ -177,6 +177,28 @@ func insideDir(path, dir string) bool {
 	}
 }
 
+// withinDir reports whether path is the existing directory dir or lies under it, whether or not
+// path exists yet (a prompt-cache folder is created on first use).
+func withinDir(path, dir string) bool {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return false
+	}
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	for {
+		if samePath(p, dir) {
+			return true
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		p = parent
+	}
+}
+
 // samePath reports whether a and b name one file: the same absolute clean path, or two
 // existing paths of the same file (os.SameFile).
 func samePath(a, b string) bool {
