@@ -444,7 +444,10 @@ strata_status strata_snapshot_free(strata_snapshot* snapshot);
 /* Writes the session's state to path (NUL-terminated UTF-8) atomically: a temporary file in the
  * same directory (.NAME.tmp-PID-*), flushed to disk and renamed over path, so path never holds
  * a partial file; on failure the temporary is removed, and one left by a process killed while
- * writing (its PID no longer running) is removed by the next save to path. Errors: INVALID_HANDLE, INVALID_ARGUMENT (path NULL, or the file cannot be written: the
+ * writing (its PID no longer running) is removed by the next save to path. A path that exists
+ * and is neither a regular file nor a directory (a device such as /dev/null, a FIFO) is written
+ * in place, never replaced; a FIFO no process reads is refused (INVALID_ARGUMENT), not waited
+ * on. Errors: INVALID_HANDLE, INVALID_ARGUMENT (path NULL, or the file cannot be written: the
  * message names it), CHECKPOINT (the model's files could not be read for its fingerprint),
  * BUSY. */
 strata_status strata_session_save(strata_session* session, const char* path);

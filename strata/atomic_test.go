@@ -87,3 +87,54 @@ func TestStateFileNotRegular(t *testing.T) {
 		t.Fatal("reading a FIFO as a state file blocked")
 	}
 }
+
+// TestWriteFileFIFO: a path that exists and is not a regular file (a FIFO here; a device such as
+// /dev/null alike) is written in place, not replaced by a regular file renamed over it; a FIFO
+// that no process reads is refused at once instead of waited on.
+func TestWriteFileFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "out.state")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	isFIFO := func() bool {
+		fi, err := os.Lstat(fifo)
+		return err == nil && fi.Mode()&os.ModeNamedPipe != 0
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- WriteFile(fifo, func(w io.Writer) error { _, err := w.Write([]byte("unread")); return err })
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "a FIFO with no reader") {
+			t.Errorf("a FIFO with no reader: err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writing a FIFO with no reader blocked")
+	}
+	if !isFIFO() {
+		t.Fatal("the FIFO was replaced by a file")
+	}
+	// A reader (this test, which also holds a write end so that opening does not block).
+	r, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := "the whole content"
+	if err := WriteFile(fifo, func(w io.Writer) error { _, err := w.Write([]byte(want)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if !isFIFO() {
+		t.Fatal("the FIFO was replaced by a file")
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".out.state.tmp-*")); len(m) != 0 {
+		t.Fatalf("temporaries left: %v", m)
+	}
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(r, got); err != nil || string(got) != want {
+		t.Fatalf("the reader got %q, %v; want %q", got, err, want)
+	}
+}

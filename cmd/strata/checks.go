@@ -45,8 +45,8 @@ func (o *options) checkModes() error {
 }
 
 // checkOutputs refuses, before anything is loaded, state, prompt-cache and export flags that mean
-// nothing together, an output that could not be written or would replace an input, and outputs
-// beside --tokenize (which writes none).
+// nothing together, an output that could not be written or would replace an input, a prompt
+// cache in the checkpoint's folder, and outputs beside --tokenize (which writes none).
 func (o *options) checkOutputs() error {
 	st := o.state
 	if err := o.checkStateFlags(); err != nil {
@@ -59,6 +59,9 @@ func (o *options) checkOutputs() error {
 	inputs := []pathFlag{{"model", o.model.dir}, {"load-state", st.load}, {"tokens-file", o.ids.file}, {"prompt-file", o.text.promptFile}}
 	if err := checkSamePaths(outputs, inputs); err != nil {
 		return err
+	}
+	if st.cacheDir != "" && o.model.dir != "" && withinDir(st.cacheDir, o.model.dir) {
+		return fmt.Errorf("--prompt-cache %s is in the folder --model %s reads: the cache would write its files among the checkpoint's", st.cacheDir, o.model.dir)
 	}
 	if !o.text.tokenize {
 		return nil

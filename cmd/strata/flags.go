@@ -32,6 +32,7 @@ type idFlags struct {
 	list, file string
 	random     int
 	seed       uint64
+	fileText   []byte // --tokens-file's contents (readFile)
 }
 
 func (f *idFlags) register(fs *flag.FlagSet) {

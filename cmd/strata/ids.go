@@ -43,8 +43,24 @@ func parseIDs(list string) ([]int32, error) {
 	return out, nil
 }
 
-// promptTokens are the ids of --tokens, --tokens-file or --random-tokens (seeded by --seed);
-// without any of them, for the generated model (generated), 300 random ids below vocab.
+// readFile reads --tokens-file, when given, into fileText. The run calls it before it catches
+// SIGINT and SIGTERM: opening a FIFO waits for a writer, and only a signal's default action ends
+// that wait.
+func (f *idFlags) readFile() error {
+	if f.file == "" {
+		return nil
+	}
+	b, err := os.ReadFile(f.file)
+	if err != nil {
+		return fmt.Errorf("--tokens-file: %w", err)
+	}
+	f.fileText = b
+	return nil
+}
+
+// promptTokens are the ids of --tokens, --tokens-file (read by readFile) or --random-tokens
+// (seeded by --seed); without any of them, for the generated model (generated), 300 random ids
+// below vocab.
 func promptTokens(f idFlags, generated bool, vocab int) ([]int32, error) {
 	n := 0
 	for _, set := range []bool{f.list != "", f.file != "", f.random > 0} {
@@ -57,10 +73,7 @@ func promptTokens(f idFlags, generated bool, vocab int) ([]int32, error) {
 	}
 	switch {
 	case f.file != "":
-		b, err := os.ReadFile(f.file)
-		if err != nil {
-			return nil, err
-		}
+		b := f.fileText
 		if strings.TrimSpace(string(b)) == "" {
 			return nil, fmt.Errorf("--tokens-file %s holds no token ids", f.file)
 		}
@@ -112,7 +125,7 @@ func topK(row []float32, k int) []int {
 // [vocab] of last. A regular file (or a new one) is replaced whole or not at all, through
 // strata.WriteFile (a temporary file beside it, renamed over it once complete), so a failed write
 // leaves what path held. Anything else that exists there (a device, a pipe) is written in place,
-// never removed or replaced.
+// never removed or replaced (WriteFile too: a FIFO with no reader is refused, not waited on).
 func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error {
 	var v any = last
 	if allRows {
@@ -121,17 +134,6 @@ func saveNPY(path string, all, last []float32, T, vocab int, allRows bool) error
 			rows[t] = all[t*vocab : (t+1)*vocab]
 		}
 		v = rows
-	}
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		if err := npy.Write(f, v); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
 	}
 	return strata.WriteFile(path, func(w io.Writer) error { return npy.Write(w, v) })
 }

@@ -93,6 +93,9 @@ func run(args []string) error {
 	if err != nil || done {
 		return err
 	}
+	if err := o.ids.readFile(); err != nil {
+		return err
+	}
 	// Check the output first: a bad path should fail before a long prefill, not after it. The
 	// file itself is written only at the end (saveNPY), so a failed run leaves it as it was.
 	if o.prefill.saveLogits != "" {

@@ -193,6 +193,8 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", link, "--tokens", "7", "--save-state", in}, "is the file --model reads"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", filepath.Join(dir, "config.json")}, "is inside the folder --model " + dir + " reads"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-logits", filepath.Join(dir, ".", "new.npy")}, "is inside the folder --model"},
+		{[]string{"--model", dir, "--tokens", "7", "--prompt-cache", dir}, "--prompt-cache " + dir + " is in the folder --model " + dir + " reads"},
+		{[]string{"--model", dir, "--tokens", "7", "--prompt-cache", filepath.Join(dir, "cache", "new")}, "is in the folder --model"},
 	} {
 		_, err := runMain(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {

@@ -51,7 +51,9 @@ func (o *options) checkStateFlags() error {
 
 // checkOutputFile refuses, before a long prefill rather than after it, an output file of flag
 // --name that could not be written: a directory that is missing, not a directory or not
-// writable (a probe file is created in it and removed), or a path that is a directory.
+// writable (a probe file is created in it and removed), or a path that is a directory. An
+// existing device or pipe (/dev/null, /dev/stdout) is written in place (strata.WriteFile), so
+// its directory need not be writable.
 func checkOutputFile(name, path string) error {
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
@@ -65,6 +67,8 @@ func checkOutputFile(name, path string) error {
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("--%s %s: is a directory", name, path)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return nil
 	}
 	probe, err := os.CreateTemp(dir, ".strata-probe-*")
 	if err != nil {
@@ -170,6 +174,28 @@ func insideDir(path, dir string) bool {
 		if p := filepath.Dir(d); p == d {
 			return false
 		}
+	}
+}
+
+// withinDir reports whether path is the existing directory dir or lies under it, whether or not
+// path exists yet (a prompt-cache folder is created on first use).
+func withinDir(path, dir string) bool {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return false
+	}
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	for {
+		if samePath(p, dir) {
+			return true
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		p = parent
 	}
 }
 

@@ -17,10 +17,30 @@ import numpy as np
 import strata
 
 
-
 def _count(n: int, word: str) -> str:
     """n word, or n words: "1 token", "2 tokens"."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def parse_ids(text):
+    """Token ids separated by commas and/or white space, as prefill.py reads them, kept as Python
+    ints: strata.Session.prefill checks that int32 holds them and that the model has them (a
+    conversion to int32 here would wrap 4294967297 to 1). An empty entry between two commas, or
+    one that is not an integer, raises ValueError naming it."""
+    ids = []
+    for i, part in enumerate(text.split(",")):
+        fields = part.split()
+        if not fields and (i > 0 or "," in text):
+            raise ValueError(f"empty entry in the token list (after {_count(len(ids), 'id')})")
+        for f in fields:
+            try:
+                ids.append(int(f))
+            except ValueError:
+                raise ValueError(f"token {f!r} (prompt index {len(ids)}) is not an integer") from None
+    if not ids:
+        raise ValueError("no token ids given")
+    return ids
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -33,7 +53,10 @@ def main():
     if args.new_tokens < 1:
         ap.error("--new-tokens must be >= 1")
 
-    prompt = np.asarray([int(x) for x in args.tokens.replace(",", " ").split()], dtype=np.int32)
+    try:
+        prompt = parse_ids(args.tokens)
+    except ValueError as e:
+        ap.error(f"--tokens: {e}")
     try:
         with strata.Device(args.backend) as dev, strata.Model(dev, args.model) as model, \
                 model.session(len(prompt) + args.new_tokens) as s:

@@ -15,6 +15,7 @@ import numpy as np
 
 import strata
 
+MAX_CONTEXT = 1 << 24  # a session's largest context (the library refuses a larger max_context)
 
 
 def _count(n: int, word: str) -> str:
@@ -30,8 +31,13 @@ def parse_tokens(args, vocab):
         return rng.integers(0, vocab, size=args.random_tokens, dtype=np.int32)
     text = args.tokens
     if args.tokens_file:
-        with open(args.tokens_file) as f:
-            text = f.read()
+        try:
+            with open(args.tokens_file, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            sys.exit(f"--tokens-file {args.tokens_file}: {e.strerror or e}")
+        except UnicodeDecodeError as e:
+            sys.exit(f"--tokens-file {args.tokens_file}: not text (byte 0x{e.object[e.start]:02x} at offset {e.start} is not UTF-8)")
     what = f"--tokens-file {args.tokens_file}" if args.tokens_file else "--tokens"
     try:
         ids = parse_ids(text)
@@ -78,6 +84,8 @@ def main():
     for name in ("chunk", "random_tokens", "max_context"):
         if (getattr(args, name) or 0) < 0:
             ap.error(f"--{name.replace('_', '-')} must be >= 0")
+    if args.random_tokens > MAX_CONTEXT:
+        ap.error(f"--random-tokens {args.random_tokens}: at most {MAX_CONTEXT} tokens (a session's largest context)")
     if args.save_logits:  # checked first: a bad path should fail before a long prefill
         try:
             strata.check_output(args.save_logits, "--save-logits")
@@ -118,7 +126,10 @@ def main():
             print(f"top-5     next token after position {s.position - 1}: " +
                   "  ".join(f"{i} ({last[i]:.4f})" for i in top))
         if args.save_logits:  # written whole at the end: a failed or killed run leaves the file as it was
-            strata.write_file(args.save_logits, lambda f: np.save(f, logits))
+            try:
+                strata.write_file(args.save_logits, lambda f: np.save(f, logits))
+            except OSError as e:
+                sys.exit(f"prefill: --save-logits {args.save_logits}: {e.strerror or e}")
             print(f"saved     {args.save_logits}")
     except strata.Error as e:
         sys.exit(f"prefill: {e}")

@@ -315,8 +315,8 @@ class Session(_Handle):
     def save(self, path: PathLike) -> None:
         """Writes the whole state to a session state file at path (safetensors: numpy and MLX read
         it; README.md describes it), atomically: a temporary file flushed and renamed over path
-        (strata.WriteFile in Go: one left by a killed process is removed by the next save).
-        Raises InvalidArgumentError when the file cannot be written (the message names it)."""
+        (strata.WriteFile in Go: one left by a killed process is removed by the next save; an
+        existing device or FIFO is written in place). Raises InvalidArgumentError when the file cannot be written (the message names it)."""
         check(self._lib.strata_session_save(self._h, _path(path, "path")), self._lib)
 
     def load(self, path: PathLike) -> None:

@@ -2,8 +2,9 @@
 
 import errno
 import os
+import stat
 import tempfile
-from typing import BinaryIO, Callable, Union
+from typing import BinaryIO, Callable, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -47,8 +48,34 @@ def check_output(path: PathLike, flag: str) -> None:
         raise ValueError(f"{flag} {path}: {directory} is not a directory")
     if os.path.isdir(path):
         raise ValueError(f"{flag} {path}: is a directory")
+    if _in_place(path) is not None:
+        return  # a device or pipe, written in place (write_file): its directory need not be writable
     if not os.access(directory, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {path}: its directory is not writable")
+
+
+def _in_place(path: str) -> Optional[int]:
+    """The mode of path when it exists and is neither a regular file nor a directory (a device
+    such as /dev/null, a FIFO): write_file writes such a path in place. Else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else mode
+
+
+def _write_in_place(path: str, mode: int, write: Callable[[BinaryIO], None]) -> None:
+    """write_file's case for an existing device or FIFO: opened without waiting (a FIFO with no
+    reader is refused, OSError ENXIO, rather than waited on), then written through write(f)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        if e.errno == errno.ENXIO and stat.S_ISFIFO(mode):
+            raise OSError(e.errno, "a FIFO with no reader", path) from None
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb") as f:
+        write(f)
 
 
 def same_file(a: PathLike, b: PathLike) -> bool:
@@ -68,9 +95,15 @@ def write_file(path: PathLike, write: Callable[[BinaryIO], None]) -> None:
     mode 0644), flushed to disk and renamed over path. On any exception, KeyboardInterrupt and
     SystemExit included (a script that turns SIGTERM into SystemExit gets it removed on SIGTERM
     too), the temporary file is removed and path is untouched. The temporary files of path left
-    by a killed process (their PID no live process) are removed first. Errors are those of
-    write and of the file system (OSError naming the file)."""
+    by a killed process (their PID no live process) are removed first. A path that exists and is
+    neither a regular file nor a directory (a device such as /dev/null, a FIFO) is written in
+    place instead, never replaced; a FIFO with no reader is refused rather than waited on.
+    Errors are those of write and of the file system (OSError naming the file)."""
     path = os.fspath(path)
+    mode = _in_place(path)
+    if mode is not None:
+        _write_in_place(path, mode, write)
+        return
     directory, base = os.path.split(path)
     directory = directory or "."
     _remove_stale(directory, base)

@@ -6,6 +6,7 @@ before anything loads."""
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 
@@ -106,12 +107,35 @@ def test_prefill_script_one_token_words(libpath):
     (["--tokens-file", "{ids}", "--save-logits", "{ids}"], "is the file --tokens-file reads"),
     (["--tokens", "1", "--save-logits", "{tmp}"], "is a directory"),
     (["--tokens", "1", "--save-logits", "{tmp}/missing/l.npy"], "its directory does not exist"),
+    (["--tokens-file", "{tmp}/missing.txt"], "missing.txt: No such file or directory"),
+    (["--tokens-file", "{tmp}"], "Is a directory"),
+    (["--tokens-file", "{binary}"], "byte 0xff at offset 0 is not UTF-8"),
+    (["--random-tokens", "99999999999"], "--random-tokens 99999999999: at most 16777216 tokens"),
 ])
 def test_prefill_script_refusals(libpath, tmp_path, args, message):
     ids = tmp_path / "ids.txt"
     ids.write_text("1,2,3")
-    args = [a.format(ids=ids, tmp=tmp_path) for a in args]
+    binary = tmp_path / "ids.bin"
+    binary.write_bytes(b"\xff\xfe1,2")
+    args = [a.format(ids=ids, tmp=tmp_path, binary=binary) for a in args]
     res = run_script(libpath, PREFILL, "--model", TINY_Q4, *args)
     assert res.returncode != 0 and message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
     assert ids.read_text() == "1,2,3"
+
+
+def test_write_file_fifo(strata, tmp_path):
+    """An existing FIFO (a device such as /dev/null alike) is written in place, not replaced by a
+    file renamed over it; one with no reader is refused at once instead of waited on."""
+    fifo = tmp_path / "out.npy"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="a FIFO with no reader"):
+        strata.write_file(fifo, lambda f: f.write(b"unread"))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and entries(tmp_path) == ["out.npy"]
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # the reader, holding a write end so that opening does not wait
+    try:
+        strata.write_file(fifo, lambda f: f.write(b"the whole content"))
+        assert os.read(fd, 100) == b"the whole content"
+    finally:
+        os.close(fd)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and entries(tmp_path) == ["out.npy"]

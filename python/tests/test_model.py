@@ -88,6 +88,24 @@ def test_example_scripts(libpath, q4_goldens, tmp_path):
         assert generated[0] == int(np.argmax(row)), res.stdout
 
 
+@pytest.mark.parametrize("tokens,message", [
+    ("1,,2", "--tokens: empty entry in the token list (after 1 id)"),
+    ("1,a", "--tokens: token 'a' (prompt index 1) is not an integer"),
+    ("4294967297", "token ids do not fit in int32"),  # not wrapped to 1
+    ("1,512", "token 512 at index 1 is outside [0, 512)"),
+])
+def test_generate_script_refusals(libpath, tokens, message):
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, STRATA_LIBRARY=libpath, PYTHONPATH=os.path.join(root, "python"))
+    res = subprocess.run([sys.executable, os.path.join(root, "examples", "python", "generate.py"),
+                          "--model", TINY_Q4, "--tokens", tokens, "--new-tokens", "2"],
+                         env=env, capture_output=True, text=True)
+    assert res.returncode != 0 and message in res.stderr, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+
+
 def test_steps_equal_calls_of_that_size(strata, model, q4_goldens):
     ids = q4_goldens["a.input_ids"]
     assert strata.DEFAULT_STEP == model._lib.strata_prefill_default_params().step
