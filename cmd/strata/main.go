@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/stratakernels/strata/strata"
@@ -62,7 +63,12 @@ func main() {
 	case errors.As(err, &usage): // the flag package has printed it, and the usage
 		os.Exit(2)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "strata:", err)
+		// The library's errors already begin with its name ("strata: checkpoint error: ...").
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "strata: ") {
+			msg = "strata: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

@@ -43,7 +43,7 @@ def parse_ids(text):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
     ap.add_argument("--tokens", required=True, help="comma-separated prompt token ids")
     ap.add_argument("--new-tokens", type=int, default=16, help="tokens to generate")

@@ -68,7 +68,7 @@ def parse_ids(text):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "), allow_abbrev=False)
     ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
     ap.add_argument("--tokens", help="comma-separated token ids")
     ap.add_argument("--tokens-file", help="file of token ids separated by commas or white space")
