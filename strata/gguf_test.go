@@ -614,6 +614,20 @@ var ggufGoldens = filepath.Join("..", "internal", "gguf", "testdata", "goldens.s
 // wrote) matches its float64 logits within 1e-4 on the cpu backend, one shot and in chunks of
 // 37 + 1 + rest.
 func TestGGUFGoldens(t *testing.T) {
+	checkGGUFGoldens(t, func(t *testing.T, path string) *Model { return loadDir(t, path) })
+}
+
+// TestGGUFGoldensMetal: the same on the metal backend (MSL emulator): every GGUF fixture (BF16
+// and each quantized type llama-quantize wrote: Q8_0, Q6_K, Q4_K_M with its Q5_0 / Q4_K / Q6_K
+// rows, Q4_0, IQ4_XS, MXFP4_MOE; qwen35, qwen35moe and qwen3next).
+func TestGGUFGoldensMetal(t *testing.T) {
+	checkGGUFGoldens(t, func(t *testing.T, path string) *Model { _, m := loadTinyMetal(t, path); return m })
+}
+
+// checkGGUFGoldens prefills the goldens' prompt through every fixture with NAME.logits in
+// ggufGoldens, each loaded by load, one shot and in chunks of 37 + 1 + rest, and fails where the
+// logits are more than 1e-4 from the float64 goldens.
+func checkGGUFGoldens(t *testing.T, load func(t *testing.T, path string) *Model) {
 	if _, err := os.Stat(ggufGoldens); errors.Is(err, os.ErrNotExist) {
 		t.Skipf("%s is absent: python3 internal/gguf/testdata/goldens.py internal/gguf/testdata writes it", ggufGoldens)
 	}
@@ -628,46 +642,11 @@ func TestGGUFGoldens(t *testing.T) {
 		n++
 		t.Run(file, func(t *testing.T) {
 			want := g.f32(name)
-			m := loadDir(t, filepath.Join(filepath.Dir(ggufGoldens), file+".gguf"))
+			m := load(t, filepath.Join(filepath.Dir(ggufGoldens), file+".gguf"))
 			for _, splits := range [][]int{nil, {37, 1}} {
 				s, _ := m.NewSession(SessionOptions{MaxContext: 128})
 				d, scale := maxAbsDiff(prefillAll(t, s, ids, splits), want)
 				t.Logf("chunks %v: logits max|diff| %.3g against the float64 goldens (max|logit| %.3g)", splits, d, scale)
-				if d > 1e-4 {
-					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
-				}
-			}
-		})
-	}
-	if n == 0 {
-		t.Fatalf("%s holds no NAME.logits", ggufGoldens)
-	}
-}
-
-// TestGGUFGoldensMetal: every GGUF fixture with goldens (BF16 and each quantized type
-// llama-quantize wrote: Q8_0, Q6_K, Q4_K_M with its Q5_0 / Q4_K / Q6_K rows, Q4_0, IQ4_XS,
-// MXFP4_MOE; qwen35, qwen35moe and qwen3next) on the metal backend (MSL emulator) within 1e-4 of
-// the float64 goldens, one shot and in chunks of 37 + 1 + rest, as TestGGUFGoldens on the cpu.
-func TestGGUFGoldensMetal(t *testing.T) {
-	if _, err := os.Stat(ggufGoldens); errors.Is(err, os.ErrNotExist) {
-		t.Skipf("%s is absent: python3 internal/gguf/testdata/goldens.py internal/gguf/testdata writes it", ggufGoldens)
-	}
-	g := openGoldensFile(t, ggufGoldens)
-	ids := g.i32("input_ids")
-	n := 0
-	for _, name := range g.f.Names() {
-		file, ok := strings.CutSuffix(name, ".logits")
-		if !ok {
-			continue
-		}
-		n++
-		t.Run(file, func(t *testing.T) {
-			want := g.f32(file + ".logits")
-			_, m := loadTinyMetal(t, filepath.Join(filepath.Dir(ggufGoldens), file+".gguf"))
-			for _, splits := range [][]int{nil, {37, 1}} {
-				s, _ := m.NewSession(SessionOptions{MaxContext: 128})
-				d, scale := maxAbsDiff(prefillAll(t, s, ids, splits), want)
-				t.Logf("chunks %v: emu logits max|diff| %.3g against the float64 goldens (max|logit| %.3g)", splits, d, scale)
 				if d > 1e-4 {
 					t.Errorf("chunks %v: max|diff| %.3g > 1e-4", splits, d)
 				}

@@ -15,31 +15,10 @@ import time
 import numpy as np
 
 import strata
-
-
-def _count(n: int, word: str) -> str:
-    """n word, or n words: "1 token", "2 tokens"."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def parse_ids(text):
-    """Token ids separated by commas and/or white space, as prefill.py reads them, kept as Python
-    ints: strata.Session.prefill checks that int32 holds them and that the model has them (a
-    conversion to int32 here would wrap 4294967297 to 1). An empty entry between two commas, or
-    one that is not an integer, raises ValueError naming it."""
-    ids = []
-    for i, part in enumerate(text.split(",")):
-        fields = part.split()
-        if not fields and (i > 0 or "," in text):
-            raise ValueError(f"empty entry in the token list (after {_count(len(ids), 'id')})")
-        for f in fields:
-            try:
-                ids.append(int(f))
-            except ValueError:
-                raise ValueError(f"token {f!r} (prompt index {len(ids)}) is not an integer") from None
-    if not ids:
-        raise ValueError("no token ids given")
-    return ids
+# The token list is read as prefill.py reads it (this folder is on sys.path when the script runs):
+# ids stay Python ints, so strata.Session.prefill checks that int32 holds them (4294967297 is
+# refused, not wrapped to 1).
+from prefill import _count, parse_ids
 
 
 def main():

@@ -51,6 +51,7 @@ except ImportError:
     sys.exit("pipeline_mpi.py needs mpi4py (Debian: apt-get install python3-mpi4py openmpi-bin)")
 
 import strata
+from prefill import _count  # this folder is on sys.path when the script runs
 
 SAMPLES, SAMPLE_BYTES = 16, 4096  # fingerprint: samples of each shard's data
 MAX_COUNT = 2**31 - 1  # MPI counts are C ints: the most floats one message holds
@@ -150,10 +151,6 @@ def _layers(lo: int, hi: int, n: int) -> str:
     """Layers [lo, hi) of n in words, as strata's messages write a range (lo:hi of n), with their verb."""
     return f"layer {lo} of {n} is" if hi - lo == 1 else f"layers {lo}:{hi} of {n} are"
 
-
-def _count(n: int, word: str) -> str:
-    """n word, or n words: "1 token", "2 tokens"."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def parse_stages(text: str, layers: int, ranks: int) -> List[Tuple[int, int]]:
