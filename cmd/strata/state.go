@@ -160,21 +160,10 @@ func checkSamePaths(outputs, inputs []pathFlag) error {
 
 // insideDir reports whether path lies in the existing directory dir (a checkpoint folder).
 func insideDir(path, dir string) bool {
-	st, err := os.Stat(dir)
-	if err != nil || !st.IsDir() {
-		return false
-	}
 	if pst, err := os.Stat(filepath.Dir(path)); err != nil || !pst.IsDir() {
 		return false // reported by the output's own check
 	}
-	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
-		if samePath(d, dir) {
-			return true
-		}
-		if p := filepath.Dir(d); p == d {
-			return false
-		}
-	}
+	return withinDir(filepath.Dir(path), dir)
 }
 
 // withinDir reports whether path is the existing directory dir or lies under it, whether or not
