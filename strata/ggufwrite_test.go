@@ -220,20 +220,11 @@ func TestWriteGGUFTokenizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := tokenizer.GGUFVocab{BOS: -1, EOS: -1, PAD: -1, UNK: -1}
-	v.Model, _ = f.String("tokenizer.ggml.model")
-	v.Pre, _ = f.String("tokenizer.ggml.pre")
-	v.Tokens, _ = f.Strings("tokenizer.ggml.tokens")
-	v.Merges, _ = f.Strings("tokenizer.ggml.merges")
-	types, _ := f.Ints("tokenizer.ggml.token_type")
-	for _, ty := range types {
-		v.TokenTypes = append(v.TokenTypes, int32(ty))
-	}
 	if eos, err := f.Int("tokenizer.ggml.eos_token_id"); err != nil || eos != 151645 {
 		t.Errorf("eos_token_id %d (%v), want 151645", eos, err)
 	}
 	f.Close()
-	fromFile, err := tokenizer.FromGGUF(v)
+	fromFile, err := tokenizer.LoadGGUF(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package tokenizer turns text into token ids and back for the checkpoints strata runs, from
 // their Hugging Face tokenizer.json (Parse, Load, LoadDir) or from the tokenizer.ggml.*
-// metadata of a GGUF file (FromGGUF): the byte-level BPE of Qwen3, Qwen3-Next, Qwen3.5 and
+// metadata of a GGUF file (LoadGGUF, FromGGUF): the byte-level BPE of Qwen3, Qwen3-Next, Qwen3.5 and
 // Qwen3.6 (and of any checkpoint whose tokenizer.json has the same structure, or whose GGUF
 // vocabulary llama.cpp's converter names "gpt2" with the pre-tokenizer "qwen2" or "qwen35").
 //
@@ -53,6 +53,8 @@ var (
 	ErrInvalidText = errors.New("tokenizer: text is not valid UTF-8")
 	// ErrInvalidID: a token id to decode is not in the vocabulary.
 	ErrInvalidID = errors.New("tokenizer: token id not in the vocabulary")
+	// ErrNoTokenizer: a GGUF file carries no tokenizer (no tokenizer.ggml.model; LoadGGUF).
+	ErrNoTokenizer = errors.New("tokenizer: the file carries no tokenizer")
 )
 
 // FileName is the name of the tokenizer file in a Hugging Face checkpoint directory.

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stratakernels/strata/internal/gguf"
 	"github.com/stratakernels/strata/tokenizer"
 )
 
@@ -192,59 +191,12 @@ func (tf *textFlags) tokenText(id int) string {
 	return " " + strconv.Quote(string(b))
 }
 
-// ggufTokenizer builds the tokenizer of a GGUF file from its tokenizer.ggml.* keys (read from
-// the header alone; tokenizer.FromGGUF). Errors name the file and the key.
+// ggufTokenizer is the tokenizer a GGUF file carries (tokenizer.LoadGGUF); a file without one is
+// refused with the flags that stand in for it.
 func ggufTokenizer(path string) (*tokenizer.Tokenizer, error) {
-	f, err := gguf.OpenHeader(path)
-	if err != nil {
-		return nil, err
+	tok, err := tokenizer.LoadGGUF(path)
+	if errors.Is(err, tokenizer.ErrNoTokenizer) {
+		return nil, fmt.Errorf("%w: give --tokenizer FILE, or token ids with --tokens or --tokens-file", err)
 	}
-	defer f.Close()
-	v := tokenizer.GGUFVocab{BOS: -1, EOS: -1, PAD: -1, UNK: -1}
-	if v.Model, err = f.String("tokenizer.ggml.model"); err != nil {
-		return nil, fmt.Errorf("%s holds no tokenizer (%w): give --tokenizer FILE, or token ids with --tokens or --tokens-file", path, err)
-	}
-	if _, ok := f.Lookup("tokenizer.ggml.pre"); ok {
-		if v.Pre, err = f.String("tokenizer.ggml.pre"); err != nil {
-			return nil, err
-		}
-	}
-	if v.Tokens, err = f.Strings("tokenizer.ggml.tokens"); err != nil {
-		return nil, err
-	}
-	types, err := f.Ints("tokenizer.ggml.token_type")
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range types {
-		v.TokenTypes = append(v.TokenTypes, int32(t))
-	}
-	if _, ok := f.Lookup("tokenizer.ggml.merges"); ok {
-		if v.Merges, err = f.Strings("tokenizer.ggml.merges"); err != nil {
-			return nil, err
-		}
-	}
-	for key, dst := range map[string]*int32{"bos_token_id": &v.BOS, "eos_token_id": &v.EOS, "padding_token_id": &v.PAD, "unknown_token_id": &v.UNK} {
-		if _, ok := f.Lookup("tokenizer.ggml." + key); !ok {
-			continue
-		}
-		id, err := f.Int("tokenizer.ggml." + key)
-		if err != nil {
-			return nil, err
-		}
-		*dst = int32(id)
-	}
-	for key, dst := range map[string]*bool{"add_bos_token": &v.AddBOS, "add_eos_token": &v.AddEOS} {
-		if _, ok := f.Lookup("tokenizer.ggml." + key); !ok {
-			continue
-		}
-		if *dst, err = f.Bool("tokenizer.ggml." + key); err != nil {
-			return nil, err
-		}
-	}
-	tok, err := tokenizer.FromGGUF(v)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return tok, nil
+	return tok, err
 }

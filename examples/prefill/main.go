@@ -6,7 +6,7 @@
 //
 //	go run ./examples/prefill
 //	go run ./examples/prefill --model DIR --prompt "The capital of France is"   (text through DIR/tokenizer.json)
-//	go run ./examples/prefill --model X.gguf --tokens 1,2,3 --chunk 2 --backend cpu   (a llama.cpp GGUF file)
+//	go run ./examples/prefill --model X.gguf --prompt "Hello" --chunk 2 --backend cpu   (a llama.cpp GGUF file and its tokenizer)
 //
 // The full tool (token files, state files, the prompt cache, the mlx-lm export, --inspect, the
 // benchmarks) is cmd/strata: go run ./cmd/strata -help.
@@ -31,7 +31,7 @@ import (
 
 func main() {
 	model := flag.String("model", "", "Hugging Face or MLX checkpoint directory, or a llama.cpp GGUF file (default: the generated qwen4exp-small)")
-	prompt := flag.String("prompt", "", "prompt text, turned into ids by the checkpoint's tokenizer.json")
+	prompt := flag.String("prompt", "", "prompt text, turned into ids by the checkpoint's tokenizer.json or the GGUF file's tokenizer")
 	tokens := flag.String("tokens", "", "comma-separated token ids")
 	backend := flag.String("backend", "auto", "backend: auto, cpu, metal or emu (the Metal kernels on the MSL emulator)")
 	chunk := flag.Int("chunk", 0, "prefill in separate calls of N tokens each (0: one call)")
@@ -116,15 +116,19 @@ func run(dir, prompt, ids, backend string, chunk int) error {
 	return nil
 }
 
-// loadTokenizer loads the checkpoint's tokenizer.json, which turns a text prompt into ids and
-// shows the top-5 as text: required for a text prompt, else used when there is one (a GGUF
-// file's own tokenizer is cmd/strata's).
+// loadTokenizer loads the checkpoint's tokenizer (its tokenizer.json, or the one a GGUF file
+// carries), which turns a text prompt into ids and shows the top-5 as text: required for a text
+// prompt, else used when there is one.
 func loadTokenizer(dir string, required bool) (tok *tokenizer.Tokenizer, path string, err error) {
 	path = filepath.Join(dir, tokenizer.FileName)
-	if dir != "" && !strings.HasSuffix(strings.ToLower(dir), ".gguf") {
-		if tok, err = tokenizer.Load(path); err != nil && required {
-			return nil, "", err
-		}
+	if strings.HasSuffix(strings.ToLower(dir), ".gguf") {
+		path = dir
+		tok, err = tokenizer.LoadGGUF(dir)
+	} else if dir != "" {
+		tok, err = tokenizer.Load(path)
+	}
+	if err != nil && required {
+		return nil, "", err
 	}
 	if required && tok == nil {
 		return nil, "", fmt.Errorf("a text prompt needs the checkpoint's %s (or give --tokens)", tokenizer.FileName)
