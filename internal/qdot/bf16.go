@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/stratakernels/strata/internal/panel"
 )
@@ -22,6 +23,10 @@ type bsrc struct {
 	scaled bool // FP8: each block's sum is multiplied by its scale
 	// row writes row n as bfloat16 bits (subnormals flushed) into dst (len K).
 	row   func(n int, dst []uint16)
+	// pairs, when set, is the weight as stored, [N][K/2] words of two bfloat16 each (element
+	// 2p in the low half), which the VDPBF16PS kernel's packing transposes as they are: the
+	// instruction reads subnormal inputs as zero, as row's flush does.
+	pairs []uint32
 	scale func(n, kb int) float32
 }
 
@@ -37,11 +42,15 @@ func (w *BF16) bf16Source() (*bsrc, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	return &bsrc{N: w.N, K: w.K, kblock: w.K, row: func(n int, dst []uint16) {
+	src := &bsrc{N: w.N, K: w.K, kblock: w.K, row: func(n int, dst []uint16) {
 		for i, h := range w.Bits[n*w.K : (n+1)*w.K] {
 			dst[i] = flush16(h)
 		}
-	}}, nil
+	}}
+	if w.K%2 == 0 && len(w.Bits) > 0 {
+		src.pairs = unsafe.Slice((*uint32)(unsafe.Pointer(&w.Bits[0])), len(w.Bits)/2)
+	}
+	return src, nil
 }
 
 func (w *FP8) bf16Source() (*bsrc, error) {

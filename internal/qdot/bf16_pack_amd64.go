@@ -47,9 +47,13 @@ func bf16Asm(y []float32, ldy int, x *BF16Act, src *bsrc, n0, n1 int) {
 	tiles := ceilDiv(x.T, R)
 	for c0 := n0; c0 < n1; c0 += panelCols {
 		cols := min(panelCols, n1-c0)
-		clear(sc.words)
-		clear(sc.sc)
-		for j := 0; j < cols && c0+j < src.N; j++ {
+		if src.pairs != nil {
+			transposeCols(sc.words, src.pairs[c0*K/2:(c0+cols)*K/2], K/2, K/2, cols, false, 0)
+		} else {
+			clear(sc.words)
+			clear(sc.sc)
+		}
+		for j := 0; j < cols && src.pairs == nil; j++ {
 			src.row(c0+j, sc.row)
 			for p := 0; p < K/2; p++ {
 				sc.words[p*panelCols+j] = uint32(sc.row[2*p]) | uint32(sc.row[2*p+1])<<16

@@ -169,6 +169,48 @@ func TestBF16Subnormal(t *testing.T) {
 	}
 }
 
+// TestBF16SubnormalWeights: BF16 weights with subnormal elements, which row flushes to zero
+// and the VDPBF16PS packing passes as stored (the instruction reads them as zero): every
+// kernel gives the flushing evaluation's bits, with K/2 not a multiple of the packing's 8
+// words and panels cut at both ends.
+func TestBF16SubnormalWeights(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	const T, N, K = 7, 70, 86
+	var x BF16Act
+	if err := RoundBF16(&x, randActs(r, T, K), T, K); err != nil {
+		t.Fatal(err)
+	}
+	wb := &BF16{N: N, K: K, Bits: make([]uint16, N*K)}
+	subnormal := 0
+	for i := range wb.Bits {
+		wb.Bits[i] = ToBF16(float32(r.NormFloat64()))
+		if r.IntN(3) == 0 {
+			wb.Bits[i] = uint16(r.IntN(0x7f)+1) | uint16(r.IntN(2))<<15 // exponent 0, mantissa != 0
+			subnormal++
+		}
+	}
+	src, err := wb.bf16Source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := refBF16(&x, src, true)
+	t.Logf("%d of %d weights subnormal", subnormal, N*K)
+	for _, k := range BF16Kernels() {
+		for _, cols := range [][2]int{{0, N}, {5, 69}, {32, 64}} {
+			n0, n1 := cols[0], cols[1]
+			got := make([]float32, T*(n1-n0))
+			if err := MatMulBF16(got, n1-n0, &x, wb, n0, n1, k); err != nil {
+				t.Fatal(err)
+			}
+			sub := make([]float32, T*(n1-n0))
+			for i := 0; i < T; i++ {
+				copy(sub[i*(n1-n0):(i+1)*(n1-n0)], want[i*N+n0:i*N+n1])
+			}
+			sameBits(t, fmt.Sprintf("%v cols [%d, %d)", k, n0, n1), got, sub, n1-n0, T, n1-n0)
+		}
+	}
+}
+
 // The bf16 kernels against float64 products of the rounded operands, within the bound of
 // float32 sums in blocks: (kc + K/kc + 2) u sum |x~ w~| per element.
 func TestBF16Bound(t *testing.T) {
