@@ -162,7 +162,7 @@ func (b *sliceBench) run(ctx context.Context, modelDir string, runs []benchRun) 
 	if b.dev.Backend() != "cpu" {
 		return nil // the compute modes are a CPU option
 	}
-	return benchCompute(ctx, os.Stdout, b.dev, q3, Ts, b.widen, b.step, 1)
+	return benchCompute(ctx, os.Stdout, b.dev, q3, Ts, b.widen, b.step, 1, optest.BenchOptions{})
 }
 
 // runs loads the model in dir and prints each run's figures: tokens/s, the time per token

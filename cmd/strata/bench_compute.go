@@ -10,14 +10,24 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/stratakernels/strata/op"
+	"github.com/stratakernels/strata/op/optest"
 	"github.com/stratakernels/strata/strata"
 )
 
 // computeForms are the qwen3next slice's forms the compute lines run: the bf16 source and its
 // MLX 4-bit and 8-bit conversions (qwen3nextFormats), with the names the lines give them.
+// dt and q are the format of their linear layers' weights, on which each mode's GEMM peak is
+// measured (optest.BenchPeakCompute).
 var computeForms = []struct {
 	name, label string // label: qwen3nextFormats' label ("" for the bf16 source)
-}{{"qwen3next-slice-bf16", ""}, {"qwen3next-slice-mlx4", "mlx 4-bit"}, {"qwen3next-slice-mlx8", "mlx 8-bit"}}
+	dt          op.DType
+	q           optest.Quant
+}{
+	{"qwen3next-slice-bf16", "", op.BF16, optest.Quant{}},
+	{"qwen3next-slice-mlx4", "mlx 4-bit", op.QAffine, optest.Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}},
+	{"qwen3next-slice-mlx8", "mlx 8-bit", op.QAffine, optest.Quant{Bits: 8, Group: 64, ScaleDType: op.BF16}},
+}
 
 // runComputeBench is --bench-compute: the compute lines alone (benchCompute) on the CPU, reps
 // interleaved runs of each.
@@ -42,23 +52,26 @@ func runComputeBench(ctx context.Context, dev *strata.Device, tokensList string,
 	}
 	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("kernels   %s\n", dev.Kernels())
-	return benchCompute(ctx, os.Stdout, dev, q3, Ts, widen, step, reps)
+	return benchCompute(ctx, os.Stdout, dev, q3, Ts, widen, step, reps, optest.BenchOptions{})
 }
 
 // benchCompute prints, for the qwen3next slice in dir in bf16, MLX 4-bit and MLX 8-bit (the
 // conversions made once beside it, as benchFormats makes them), each compute mode at each T of
 // Ts, one line each:
 //
-//	compute <model> T=<T> <mode> <tokens/s> tokens/s <r>x f32
+//	compute <model> T=<T> <mode> <tokens/s> tokens/s <r>x f32 <g>% of the mode's GEMM-bound limit (P <p> GFLOP/s)
 //
-// r being the mode's tokens/s over f32's for the same model and T. A form is loaded once per mode
+// r being the mode's tokens/s over f32's for the same model and T, p the mode's GEMM peak on the
+// form's weight format (optest.BenchPeakCompute with peak, median of 3, measured before the
+// form's lines)
+// and g the share of the prefill's time that its GEMM FLOPs (Model.PrefillFLOPs) would take at p. A form is loaded once per mode
 // (LoadOptions.Compute; the three share the mapped file; widen is every load's WidenBudget),
 // each prefilled with 64 untimed tokens first (pages the weights in), then for each T the modes
 // run one after another reps times, the order rotated each repetition, each a new session from
 // position 0 (random tokens, seeded by T), and the median is reported: the modes of one T run in
 // the same minutes, so that the ratios hold on a shared machine. Before a form's lines, a line
 // per mode says what it ran (Model.Compute).
-func benchCompute(ctx context.Context, w io.Writer, dev *strata.Device, dir string, Ts []int, widen int64, step, reps int) error {
+func benchCompute(ctx context.Context, w io.Writer, dev *strata.Device, dir string, Ts []int, widen int64, step, reps int, peak optest.BenchOptions) error {
 	fmt.Fprintf(w, "\ncompute modes on the qwen3next slice (tokens/s of a prefill from position 0, median of %d interleaved runs; the ratio to f32 of the same model and T)\n", reps)
 	for _, cf := range computeForms {
 		mdir, err := computeFormDir(dir, cf.label)
@@ -68,8 +81,12 @@ func benchCompute(ctx context.Context, w io.Writer, dev *strata.Device, dir stri
 		runtime.GC()
 		debug.FreeOSMemory()
 		models, err := loadModes(ctx, w, dev, mdir, cf.name, widen, step)
+		var peaks []float64
 		if err == nil {
-			err = computeLines(ctx, w, models, cf.name, Ts, step, reps)
+			peaks, err = computePeaks(w, dev, peak, cf.name, cf.dt, cf.q)
+		}
+		if err == nil {
+			err = computeLines(ctx, w, models, peaks, cf.name, Ts, step, reps)
 		}
 		for _, m := range models {
 			m.Close()
@@ -111,9 +128,29 @@ func loadModes(ctx context.Context, w io.Writer, dev *strata.Device, mdir, name 
 	return models, nil
 }
 
+// computePeaks measures each mode's GEMM peak in GFLOP/s on weights of format dt (q), in
+// strata.ComputeModes' order, and prints a line for each.
+func computePeaks(w io.Writer, dev *strata.Device, o optest.BenchOptions, name string, dt op.DType, q optest.Quant) ([]float64, error) {
+	peaks := make([]float64, len(strata.ComputeModes))
+	for i, mode := range strata.ComputeModes {
+		cm, err := op.ParseComputeMode(mode)
+		if err != nil {
+			return nil, err
+		}
+		r, err := optest.Time(dev.Ops(), optest.BenchPeakCompute(o, cm, dt, q), 3)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		peaks[i] = r.GFLOPS()
+		fmt.Fprintf(w, "  %s %s: GEMM peak %.1f GFLOP/s (%s)\n", name, mode, peaks[i], r.Name)
+	}
+	return peaks, nil
+}
+
 // computeLines prints the compute line of each mode at each T: the modes of one T run one after
-// another reps times, the order rotated each repetition, and the medians are compared.
-func computeLines(ctx context.Context, w io.Writer, models []*strata.Model, name string, Ts []int, step, reps int) error {
+// another reps times, the order rotated each repetition, and the medians are compared; peaks are
+// the modes' GEMM peaks in GFLOP/s (computePeaks).
+func computeLines(ctx context.Context, w io.Writer, models []*strata.Model, peaks []float64, name string, Ts []int, step, reps int) error {
 	modes := strata.ComputeModes
 	for _, T := range Ts {
 		got := make([][]float64, len(modes))
@@ -128,9 +165,12 @@ func computeLines(ctx context.Context, w io.Writer, models []*strata.Model, name
 			}
 		}
 		f32 := median(got[0])
+		gemm, _ := models[0].PrefillFLOPs(0, T, 1)
 		for i, mode := range modes {
 			tps := median(got[i])
-			fmt.Fprintf(w, "compute %s T=%d %s %.1f tokens/s %.2fx f32\n", name, T, mode, tps, tps/f32)
+			bound := gemm / (peaks[i] * 1e9) // seconds
+			fmt.Fprintf(w, "compute %s T=%d %s %.1f tokens/s %.2fx f32 %.1f%% of the mode's GEMM-bound limit (P %.1f GFLOP/s)\n",
+				name, T, mode, tps, tps/f32, 100*bound*tps/float64(T), peaks[i])
 		}
 	}
 	return nil

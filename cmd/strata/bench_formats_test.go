@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stratakernels/strata/internal/modelgen"
+	"github.com/stratakernels/strata/op/optest"
 	"github.com/stratakernels/strata/strata"
 )
 
@@ -48,8 +49,8 @@ func TestBenchFormatsSmoke(t *testing.T) {
 }
 
 // TestBenchComputeSmoke runs the compute lines of --bench at small sizes (the qwen3next format
-// preset in place of the slice, T = 8; no timing is checked): every form and mode prints its
-// line in the documented form, and says what it ran.
+// preset in place of the slice, T = 8, GEMM peaks at T 8; no timing is checked): every form and
+// mode prints its line and its peak's in the documented form, and says what it ran.
 func TestBenchComputeSmoke(t *testing.T) {
 	dev, err := strata.Open(strata.Options{Backend: "cpu"})
 	if err != nil {
@@ -60,15 +61,16 @@ func TestBenchComputeSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := benchCompute(context.Background(), &out, dev, dir, []int{8}, 0, 0, 2); err != nil {
+	if err := benchCompute(context.Background(), &out, dev, dir, []int{8}, 0, 0, 2, optest.BenchOptions{LongT: 8}); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
 	for _, m := range []string{"bf16", "mlx4", "mlx8"} {
 		for _, mode := range []string{"f32", "bf16", "int8"} {
-			line := regexp.MustCompile(`(?m)^compute qwen3next-slice-` + m + ` T=8 ` + mode + ` [0-9]+\.[0-9] tokens/s [0-9]+\.[0-9]{2}x f32$`)
+			line := regexp.MustCompile(`(?m)^compute qwen3next-slice-` + m + ` T=8 ` + mode + ` [0-9]+\.[0-9] tokens/s [0-9]+\.[0-9]{2}x f32 [0-9]+\.[0-9]% of the mode's GEMM-bound limit \(P [0-9]+\.[0-9] GFLOP/s\)$`)
 			said := regexp.MustCompile(`(?m)^  qwen3next-slice-` + m + ` ` + mode + `: ` + mode)
-			if !line.MatchString(out.String()) || !said.MatchString(out.String()) {
+			peak := regexp.MustCompile(`(?m)^  qwen3next-slice-` + m + ` ` + mode + `: GEMM peak [0-9]+\.[0-9] GFLOP/s \(MatMul/T8_N2048_K2048_[A-Za-z0-9_]+/` + mode + `\)$`)
+			if !line.MatchString(out.String()) || !said.MatchString(out.String()) || !peak.MatchString(out.String()) {
 				t.Errorf("no compute line (or no report) for %s in %s", m, mode)
 			}
 		}

@@ -2,6 +2,7 @@ package optest
 
 import (
 	"fmt"
+	"testing"
 
 	"github.com/stratakernels/strata/op"
 )
@@ -31,6 +32,40 @@ func BenchPeak(o BenchOptions) Case {
 	o = o.withDefaults()
 	c := GEMMCase{T: o.LongT, N: 2048, K: 2048, DType: op.F32}
 	return gemmEntry(c.Name(), false, c.T, c.N, c.K, Quant{}, c.DType, 40001, 40002).timed("MatMul")
+}
+
+// BenchPeakCompute is BenchPeak's product in compute mode mode on a weight of format dt (with
+// q for op.QAffine; dt op.F32, op.BF16 or op.QAffine), handed to a weight store of that mode
+// (op.WeightOptions.Compute, Weights.Prepare) so that it runs what the mode runs for the format:
+// its kernel, or f32 where the mode does not take the format. It is the rate against which a
+// model's products in that mode are given as a fraction of their GEMM-bound limit
+// ("MatMul/T2048_N2048_K2048_q4_g64_BF16/int8" at the defaults; 2 T N K flops).
+func BenchPeakCompute(o BenchOptions, mode op.ComputeMode, dt op.DType, q Quant) Case {
+	o = o.withDefaults()
+	T, N, K := o.LongT, 2048, 2048
+	format := dt.String()
+	if dt == op.QAffine {
+		format = q.Name()
+	}
+	en := entry{name: fmt.Sprintf("T%d_N%d_K%d_%s/%s", T, N, K, format, mode), flops: 2 * float64(T) * float64(N) * float64(K),
+		bytes: weightBytes(N, K, dt, q) + 4*float64(T)*float64(N+K),
+		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
+			var w *op.Matrix
+			if dt == op.QAffine {
+				w = q.matrix(e.t, 40003, N, K, 0.1)
+			} else {
+				w = mustMatrix(e.t, 40003, N, K, dt, 0.1)
+			}
+			pw, err := e.w.Prepare(w)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			X, Y := e.f32(Floats(40004, T*K, 1)), e.out("y", T*N)
+			return func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: T, W: pw}) }, nil
+		}}
+	c := en.timed("MatMul")
+	c.weights = op.WeightOptions{Compute: mode}
+	return c
 }
 
 // BenchCases are op cases at Qwen3.8-Flash-Next's real widths, built as the test tables' (the

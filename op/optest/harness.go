@@ -359,13 +359,13 @@ type env struct {
 }
 
 func newEnv(t *testing.T, be op.Backend) *env {
-	e := openEnv(t, be)
+	e := openEnv(t, be, op.WeightOptions{})
 	t.Cleanup(e.release)
 	return e
 }
 
-func openEnv(t tb, be op.Backend) *env {
-	return &env{t: t, be: be, w: be.NewWeights(op.WeightOptions{}), s: be.NewScratch()}
+func openEnv(t tb, be op.Backend, wo op.WeightOptions) *env {
+	return &env{t: t, be: be, w: be.NewWeights(wo), s: be.NewScratch()}
 }
 
 // release frees the env's tensors, scratch and weights.

@@ -24,6 +24,7 @@ type Case struct {
 	// read and write where the case counts it (0 otherwise).
 	Flops, Bytes float64
 	build        func(e *env) (func(op.Pass) error, func(*testing.T, *suite))
+	weights      op.WeightOptions // the case's weight store
 }
 
 // Result is what Time measured of a case.
@@ -54,7 +55,7 @@ func Time(be op.Backend, c Case, reps int) (res Result, err error) {
 	if reps < 1 {
 		return Result{}, fmt.Errorf("optest.Time %s: %w: %d repetitions", c.Name, op.ErrInvalidArgument, reps)
 	}
-	e := openEnv(failNow{}, be)
+	e := openEnv(failNow{}, be, c.weights)
 	defer e.release()
 	defer func() {
 		switch r := recover().(type) {
