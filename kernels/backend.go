@@ -34,7 +34,7 @@ func (Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
 	}
 	switch dt {
 	case op.F32:
-		return op.HostF32(make([]float32, n)), nil
+		return op.HostF32(hugeF32(n)), nil
 	case op.I32:
 		return op.HostI32(make([]int32, n)), nil
 	}
@@ -152,7 +152,7 @@ func (s *scratch) Tensor(name string, dt op.DType, n int) (op.Tensor, error) {
 	}
 	var t *op.Host
 	if dt == op.F32 {
-		t = op.HostF32(make([]float32, n))
+		t = op.HostF32(hugeF32(n))
 	} else {
 		t = op.HostI32(make([]int32, n))
 	}

@@ -390,7 +390,7 @@ var moeBufs = sync.Pool{New: func() any { s := make([]float32, 0); return &s }}
 func poolF32(p *sync.Pool, n int) *[]float32 {
 	b := p.Get().(*[]float32)
 	if cap(*b) < n {
-		*b = make([]float32, n)
+		*b = hugeF32(n)
 	}
 	*b = (*b)[:cap(*b)]
 	return b

@@ -22,7 +22,7 @@ type bsrc struct {
 	kblock int  // K block of the partial sums: K (one chain), or FP8Block
 	scaled bool // FP8: each block's sum is multiplied by its scale
 	// row writes row n as bfloat16 bits (subnormals flushed) into dst (len K).
-	row   func(n int, dst []uint16)
+	row func(n int, dst []uint16)
 	// pairs, when set, is the weight as stored, [N][K/2] words of two bfloat16 each (element
 	// 2p in the low half), which the VDPBF16PS kernel's packing transposes as they are: the
 	// instruction reads subnormal inputs as zero, as row's flush does.

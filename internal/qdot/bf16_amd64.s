@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// The VDPBF16PS kernel (bf16_pack.go describes the panel and the argument block): a tile of 6
+// The VDPBF16PS kernel (bf16_pack_amd64.go describes the panel and the argument block): a tile of 6
 // activation rows times a panel of 32 weight columns over all of K. Register use: Z0-Z11 the
 // current K block's float32 sums (row r, columns 16v..16v+15 in Z(2r+v)), Z12-Z23 the results
 // (Z(12+2r+v)), Z24-Z25 the weight pairs, Z28 the broadcast activation pair, Z26-Z27 the
