@@ -38,8 +38,10 @@ func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 // Outputs (must not alias the inputs): q, k [T, Hk, Dk] = l2norm(silu(conv)) per head, with
 // l2norm(x) = x / sqrt(sum x^2 + 1e-6), and q further scaled by Dk^-0.5; v [T, Hv, Dv] =
 // silu(conv); beta [T, Hv] = sigmoid(b); g [T, Hv] = -exp(ALog) * softplus(a + dtBias), the log
-// decay (softplus(x) = x for x > 20, as torch). Exponentials and the norm sums are evaluated in
-// float64 and rounded once.
+// decay (softplus(x) = x for x > 20, as torch). The conv sums are float32 in tap order; silu
+// runs on the activation kernels (math_act.go: within 3.1 float32 ulp of its float64 value with
+// the assembly, the float64 form rounded once in portable Go); the gates' exponentials and the
+// norm sums are evaluated in float64 and rounded once.
 //
 // Errors wrap op.ErrShape (non-positive sizes, ConvK < 1, a length that does not match) or op.ErrInvalidArgument
 // (Hv not a multiple of Hk, unknown Map).
@@ -65,10 +67,16 @@ func execGDNPre(args op.GDNPre) error {
 	nblk := (C + blk - 1) / blk
 	parallelFor(nblk, 4, func(lo, hi int) {
 		var acc [blk]float32
+		wT := make([]float32, K*blk) // the block's conv taps, tap-major
 		for bi := lo; bi < hi; bi++ {
 			c0 := bi * blk
 			c1 := min(c0+blk, C)
 			n := c1 - c0
+			for j := 0; j < K; j++ {
+				for i := 0; i < n; i++ {
+					wT[j*blk+i] = convW[(c0+i)*K+j]
+				}
+			}
 			for t := 0; t < T; t++ {
 				clear(acc[:n])
 				for j := 0; j < K; j++ {
@@ -79,14 +87,15 @@ func execGDNPre(args op.GDNPre) error {
 					} else {
 						row = qkv[r*C+c0 : r*C+c1]
 					}
+					w := wT[j*blk : j*blk+n]
 					for i, x := range row {
-						acc[i] += convW[(c0+i)*K+j] * x
+						acc[i] += w[i] * x
 					}
 				}
+				siluRow(acc[:n], acc[:n], 1)
 				for i := 0; i < n; i++ {
 					c := c0 + i
-					x := float64(acc[i])
-					y := float32(x * gdnSigmoid(x))
+					y := acc[i]
 					switch {
 					case c < qkC:
 						q[t*qkC+c] = y
