@@ -145,12 +145,24 @@ func RoundBF16(dst *BF16Act, x []float32, T, K int) error {
 	dst.T, dst.K, dst.rows, dst.ok = T, K, rows, false
 	dst.x = grow(dst.x, rows*K)
 	clear(dst.x[T*K:])
-	parallelRows(T, 4096*64/K, func(t0, t1 int) {
-		for i, v := range x[t0*K : t1*K] {
-			dst.x[t0*K+i] = ToBF16(v)
-		}
-	})
+	parallelRows(T, 4096*64/K, func(t0, t1 int) { roundBF16(dst.x[t0*K:t1*K], x[t0*K:t1*K]) })
 	return nil
+}
+
+// roundBF16 sets dst[i] = ToBF16(x[i]): with the AVX2 kernel where quantAsm says (bitwise the
+// same), 16 values at a time, the last len%16 in Go.
+func roundBF16(dst []uint16, x []float32) {
+	n := 0
+	if quantAsm {
+		n = len(x) &^ 15
+		if n > 0 {
+			_ = dst[n-1]
+			roundBF16AVX2(&dst[0], &x[0], n)
+		}
+	}
+	for i, v := range x[n:] {
+		dst[n+i] = ToBF16(v)
+	}
 }
 
 // ToBF16 rounds v to bfloat16 as RoundBF16 does (nearest even, subnormals flushed to zero,

@@ -11,4 +11,7 @@ func amaxBitsAVX2(x *float32, n int) uint32
 //go:noescape
 func codesAVX2(q *int8, x *float32, n int, inv float64) int32
 
+//go:noescape
+func roundBF16AVX2(dst *uint16, src *float32, n int)
+
 var hasQuantAsm = hasAVX2

@@ -113,3 +113,72 @@ codesLoop:
 	MOVL AX, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// func roundBF16AVX2(dst *uint16, src *float32, n int)
+//
+// dst[i] = ToBF16(src[i]) for i < n, n a multiple of 16 (RoundBF16 where the CPU has AVX2),
+// bitwise the portable ToBF16: h = (b + 0x7fff + (b>>16 & 1)) >> 16 on the bits b; a result whose
+// exponent is 0 keeps its sign alone; a NaN is b>>16 | 0x40. Y1-Y5 hold the constants 0x7fff,
+// 1, 0x7f80, 0x8000, 0x40 per lane, Y15 zero.
+TEXT ·roundBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL $0x7fff, AX
+	MOVL AX, X1
+	VPBROADCASTD X1, Y1
+	MOVL $1, AX
+	MOVL AX, X2
+	VPBROADCASTD X2, Y2
+	MOVL $0x7f80, AX
+	MOVL AX, X3
+	VPBROADCASTD X3, Y3
+	MOVL $0x8000, AX
+	MOVL AX, X4
+	VPBROADCASTD X4, Y4
+	MOVL $0x40, AX
+	MOVL AX, X5
+	VPBROADCASTD X5, Y5
+	VPXOR Y15, Y15, Y15
+	TESTQ CX, CX
+	JZ rbdone
+rbloop:
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y8
+	// first 8
+	VPSRLD $16, Y0, Y6           // b >> 16
+	VPAND Y2, Y6, Y7
+	VPADDD Y1, Y0, Y9
+	VPADDD Y7, Y9, Y9
+	VPSRLD $16, Y9, Y9           // h
+	VPAND Y3, Y9, Y10
+	VPCMPEQD Y15, Y10, Y10       // exponent 0
+	VPAND Y4, Y9, Y11
+	VPBLENDVB Y10, Y11, Y9, Y9   // sign alone there
+	VCMPPS $3, Y0, Y0, Y10       // NaN
+	VPOR Y5, Y6, Y11
+	VPBLENDVB Y10, Y11, Y9, Y12
+	// second 8
+	VPSRLD $16, Y8, Y6
+	VPAND Y2, Y6, Y7
+	VPADDD Y1, Y8, Y9
+	VPADDD Y7, Y9, Y9
+	VPSRLD $16, Y9, Y9
+	VPAND Y3, Y9, Y10
+	VPCMPEQD Y15, Y10, Y10
+	VPAND Y4, Y9, Y11
+	VPBLENDVB Y10, Y11, Y9, Y9
+	VCMPPS $3, Y8, Y8, Y10
+	VPOR Y5, Y6, Y11
+	VPBLENDVB Y10, Y11, Y9, Y13
+	// 16 words in order: the packing interleaves 128-bit halves, VPERMQ restores the order
+	VPACKUSDW Y13, Y12, Y14
+	VPERMQ $0xD8, Y14, Y14
+	VMOVDQU Y14, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	SUBQ $16, CX
+	JNZ rbloop
+rbdone:
+	VZEROUPPER
+	RET

@@ -337,3 +337,33 @@ func TestAffineBF16Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundBF16Asm: the AVX2 rounding gives ToBF16's bits, 16 values at a time, on random bit
+// patterns (every exponent, NaNs of both signs and payloads, infinities, subnormals, signed
+// zeros), ties at every exponent, values that round up into the smallest normal and past the
+// largest finite, and lengths around the 16-value step.
+func TestRoundBF16Asm(t *testing.T) {
+	if !hasQuantAsm {
+		t.Skip("no AVX2 rounding kernel on this CPU and build")
+	}
+	r := rand.New(rand.NewPCG(29, 30))
+	var x []float32
+	for range 1 << 16 {
+		x = append(x, math.Float32frombits(r.Uint32()))
+	}
+	for e := uint32(0); e < 256; e++ {
+		for _, m := range []uint32{0, 0x8000, 0x18000, 0x7fff, 0x7fffff, 0x7f8000, 0x7f7fff, 1} {
+			x = append(x, math.Float32frombits(e<<23|m), math.Float32frombits(1<<31|e<<23|m))
+		}
+	}
+	x = append(x, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0xffc00001))
+	for _, n := range []int{len(x), 1, 15, 16, 17, 33} {
+		got := make([]uint16, n)
+		roundBF16(got, x[:n])
+		for i, v := range x[:n] {
+			if want := ToBF16(v); got[i] != want {
+				t.Fatalf("n %d: x %#08x rounds to %#04x, ToBF16 %#04x", n, math.Float32bits(v), got[i], want)
+			}
+		}
+	}
+}
