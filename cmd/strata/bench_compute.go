@@ -63,8 +63,9 @@ func runComputeBench(ctx context.Context, dev *strata.Device, tokensList string,
 //
 // r being the mode's tokens/s over f32's for the same model and T, p the mode's GEMM peak on the
 // form's weight format (optest.BenchPeakCompute with peak, median of 3, measured before the
-// form's lines)
-// and g the share of the prefill's time that its GEMM FLOPs (Model.PrefillFLOPs) would take at p. A form is loaded once per mode
+// form's lines) and g the share of the prefill's time that its GEMM FLOPs (Model.PrefillFLOPs)
+// would take at p: a prefill that did nothing but its products at the peak rate is 100%. A form
+// is loaded once per mode
 // (LoadOptions.Compute; the three share the mapped file; widen is every load's WidenBudget),
 // each prefilled with 64 untimed tokens first (pages the weights in), then for each T the modes
 // run one after another reps times, the order rotated each repetition, each a new session from
