@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+
+	"github.com/stratakernels/strata/internal/tempfile"
 )
 
 // WriteFile writes the file at path through write so that path holds either what it held
@@ -33,8 +33,7 @@ func WriteFile(path string, write func(w io.Writer) error) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	removeStaleTemps(dir, base)
-	f, err := os.CreateTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
+	f, err := tempfile.Create(dir, base)
 	if err != nil {
 		return wrapf(ErrInvalidArgument, err, "writing %s", path)
 	}
@@ -64,7 +63,7 @@ func WriteFile(path string, write func(w io.Writer) error) (err error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return wrapf(ErrInvalidArgument, err, "writing %s: rename", path)
 	}
-	syncDir(dir)
+	tempfile.SyncDir(dir)
 	return nil
 }
 
@@ -91,38 +90,4 @@ func writeInPlace(path string, mode os.FileMode, write func(w io.Writer) error) 
 		return wrapf(ErrInvalidArgument, err, "writing %s", path)
 	}
 	return nil
-}
-
-// tempPrefix is the start of the names of base's temporary files: ".BASE.tmp-".
-func tempPrefix(base string) string { return "." + base + ".tmp-" }
-
-// removeStaleTemps removes dir's temporary files of base (.BASE.tmp-PID-*) whose PID is no live
-// process (best effort: a file that cannot be removed stays).
-func removeStaleTemps(dir, base string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	prefix := tempPrefix(base)
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		pidText, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || processAlive(pid) {
-			continue
-		}
-		os.Remove(filepath.Join(dir, e.Name()))
-	}
-}
-
-// syncDir flushes a directory's entries to disk (best effort: not every system can open a
-// directory for it, and the file itself is already on disk).
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }

@@ -7,10 +7,6 @@ import (
 	"os"
 )
 
-// processAlive cannot tell on this platform: every process is taken for alive, so WriteFile
-// removes no temporary file of another run.
-func processAlive(pid int) bool { return true }
-
 // errNoReader is never returned on this platform.
 var errNoReader = errors.New("no reader")
 

@@ -3,16 +3,9 @@
 package strata
 
 import (
-	"errors"
 	"os"
 	"syscall"
 )
-
-// processAlive reports whether a process of this id runs (kill with signal 0: ESRCH means none;
-// EPERM, a process of another user, is alive).
-func processAlive(pid int) bool {
-	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
 
 // errNoReader is what opening a FIFO that no process reads for writing without blocking fails
 // with.

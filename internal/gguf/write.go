@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stratakernels/strata/internal/tempfile"
 	"github.com/stratakernels/strata/op"
 )
 
@@ -59,8 +60,9 @@ func (t *WriteTensor) Bytes() (int64, error) {
 // then the tensor table in the order of tensors, each tensor's data at the next multiple of the
 // alignment (general.alignment when kvs hold it, a uint32 power of two of at least 8, else
 // DefaultAlignment), zero padding between. The file is written whole through a temporary file
-// in path's directory (.BASE.tmp-*, synced to disk) renamed over path at the end; on any error
-// the temporary is removed and path is untouched. Everything is checked before a byte is
+// in path's directory (.BASE.tmp-PID-*, package internal/tempfile: synced to disk) renamed over
+// path at the end; on any error the temporary is removed and path is untouched, and a temporary
+// of path that a killed process left behind is removed by the next write. Everything is checked before a byte is
 // written: keys non-empty and unique, each Value's Type (and Elem) matching its X as Value
 // documents, tensor names unique, extents and types as Open accepts them; a tensor's Data
 // returning another size than its type and extents give fails the write. Errors name the file
@@ -74,7 +76,7 @@ func Write(path string, kvs []KV, tensors []WriteTensor) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	f, err := tempfile.Create(dir, base)
 	if err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
@@ -105,10 +107,7 @@ func Write(path string, kvs []KV, tensors []WriteTensor) (err error) {
 	if err = os.Rename(tmp, path); err != nil {
 		return err
 	}
-	if d, e := os.Open(dir); e == nil {
-		d.Sync()
-		d.Close()
-	}
+	tempfile.SyncDir(dir)
 	return nil
 }
 
