@@ -40,8 +40,9 @@ func gdnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 // silu(conv); beta [T, Hv] = sigmoid(b); g [T, Hv] = -exp(ALog) * softplus(a + dtBias), the log
 // decay (softplus(x) = x for x > 20, as torch). The conv sums are float32 in tap order; silu
 // runs on the activation kernels (math_act.go: within 3.1 float32 ulp of its float64 value with
-// the assembly, the float64 form rounded once in portable Go); the gates' exponentials and the
-// norm sums are evaluated in float64 and rounded once.
+// the assembly, which gives 0 below x = -87.7 where the exact value is under |x| 2^-126; the
+// float64 form rounded once in portable Go); the gates' exponentials and the norm sums are
+// evaluated in float64 and rounded once.
 //
 // Errors wrap op.ErrShape (non-positive sizes, ConvK < 1, a length that does not match) or op.ErrInvalidArgument
 // (Hv not a multiple of Hk, unknown Map).

@@ -2,8 +2,5 @@
 
 package kernels
 
-// adviseHuge does nothing here: transparent huge pages are a Linux hint.
-func adviseHuge([]float32) {}
-
-// hugeF32 is make([]float32, n).
+// hugeF32 is make([]float32, n): transparent huge pages are a Linux hint.
 func hugeF32(n int) []float32 { return make([]float32, n) }

@@ -62,7 +62,7 @@ func runComputeBench(ctx context.Context, dev *strata.Device, tokensList string,
 //	compute <model> T=<T> <mode> <tokens/s> tokens/s <r>x f32 <g>% of the mode's GEMM-bound limit (P <p> GFLOP/s)
 //
 // r being the mode's tokens/s over f32's for the same model and T, p the mode's GEMM peak on the
-// form's weight format (optest.BenchPeakCompute with peak, median of 3, measured before the
+// form's weight format (optest.BenchPeakCompute with peak, median of 5, measured before the
 // form's lines) and g the share of the prefill's time that its GEMM FLOPs (Model.PrefillFLOPs)
 // would take at p: a prefill that did nothing but its products at the peak rate is 100%. A form
 // is loaded once per mode
@@ -138,7 +138,7 @@ func computePeaks(w io.Writer, dev *strata.Device, o optest.BenchOptions, name s
 		if err != nil {
 			return nil, err
 		}
-		r, err := optest.Time(dev.Ops(), optest.BenchPeakCompute(o, cm, dt, q), 3)
+		r, err := optest.Time(dev.Ops(), optest.BenchPeakCompute(o, cm, dt, q), 5)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

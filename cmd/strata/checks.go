@@ -10,7 +10,8 @@ import (
 
 // checkModes refuses flags that do not go together: flags of a mode that is not running, a
 // compute mode or preset that does not exist, --seed beside a prompt it does not pick, empty
-// file and text flags, --model beside --preset.
+// file and text flags, --model beside --preset, model, prompt and output flags beside
+// --bench-compute.
 func (o *options) checkModes() error {
 	if o.model.dir == "" && o.set("model") {
 		return fmt.Errorf("--model is empty: give a checkpoint directory or a GGUF file, or leave --model out for the generated model")
@@ -29,6 +30,16 @@ func (o *options) checkModes() error {
 		return fmt.Errorf("--bench-compute runs every compute mode: drop --compute")
 	case o.set("seed") && (o.ids.list != "" || o.ids.file != "" || o.set("prompt") || o.set("prompt-file")):
 		return fmt.Errorf("--seed picks random token ids (--random-tokens, the generated model's default prompt): it does nothing with --tokens, --tokens-file, --prompt or --prompt-file")
+	}
+	if o.bench.compute {
+		// The compute lines run the generated qwen3next slice and its conversions, on their own
+		// random tokens: a flag that names a model, a prompt or an output would do nothing.
+		for _, name := range []string{"model", "preset", "prompt", "prompt-file", "tokens", "tokens-file", "random-tokens", "tokenizer", "chunk",
+			"all-logits", "save-logits", "save-state", "load-state", "prompt-cache", "save-mlx-lm-cache", "max-context", "seed"} {
+			if o.set(name) {
+				return fmt.Errorf("--bench-compute runs the generated qwen3next slice on random tokens: --%s does nothing there", name)
+			}
+		}
 	}
 	for _, name := range []string{"prompt", "tokens", "tokens-file", "prompt-file", "tokenizer", "save-logits", "save-state", "load-state", "prompt-cache", "save-mlx-lm-cache"} {
 		if o.set(name) && o.value(name) == "" {

@@ -133,12 +133,19 @@ func (o *options) openDevice() (*strata.Device, error) {
 	if o.model.verbose {
 		opts.Log = func(l strata.LogLevel, msg string) { fmt.Fprintf(os.Stderr, "[%s] %s\n", l, msg) }
 	}
+	refuse := func(backend string) error {
+		return fmt.Errorf("--compute %s: the compute modes are the CPU backend's; --backend %s runs f32 only (give --backend cpu, or leave --compute out)", o.model.compute, backend)
+	}
+	mode := o.model.compute != "" && o.model.compute != "f32"
+	if b := o.model.backend; mode && b != "" && b != "auto" && b != "cpu" {
+		return nil, refuse(b) // before opening it: the emulator's clang need not be there to say so
+	}
 	dev, err := strata.Open(opts)
 	if err != nil {
 		return nil, err
 	}
-	if o.model.compute != "" && o.model.compute != "f32" && dev.Backend() != "cpu" {
-		return nil, fmt.Errorf("--compute %s: the compute modes are the CPU backend's; --backend %s runs f32 only (give --backend cpu, or leave --compute out)", o.model.compute, dev.Backend())
+	if mode && dev.Backend() != "cpu" {
+		return nil, refuse(dev.Backend())
 	}
 	return dev, nil
 }

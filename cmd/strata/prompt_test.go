@@ -172,6 +172,8 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--random-tokens", "0"}, "--random-tokens 0: give N >= 1"},
 		{[]string{"--bench", "--bench-op-tokens", "100000000"}, "--bench-op-tokens 100000000: at most 16384"},
 		{[]string{"--bench-compute", "--compute", "int8"}, "--bench-compute runs every compute mode"},
+		{[]string{"--bench-compute", "--model", dir}, "--bench-compute runs the generated qwen3next slice on random tokens: --model does nothing there"},
+		{[]string{"--bench-compute", "--save-logits", out}, "--save-logits does nothing there"},
 		{[]string{"--model", dir, "--inspect", "--compute", "int4"}, `--compute "int4"`},
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", out, "--save-mlx-lm-cache", out}, "name the same file"},
 		{[]string{"--model", dir, "--tokens", "7", "--save-state", outDir}, "is a directory"},
