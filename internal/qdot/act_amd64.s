@@ -114,31 +114,29 @@ codesLoop:
 	VZEROUPPER
 	RET
 
+// The constants of roundBF16AVX2, in the order of Y1-Y5.
+DATA rbConst<>+0(SB)/4, $0x7fff
+DATA rbConst<>+4(SB)/4, $1
+DATA rbConst<>+8(SB)/4, $0x7f80
+DATA rbConst<>+12(SB)/4, $0x8000
+DATA rbConst<>+16(SB)/4, $0x40
+GLOBL rbConst<>(SB), RODATA|NOPTR, $20
+
 // func roundBF16AVX2(dst *uint16, src *float32, n int)
 //
 // dst[i] = ToBF16(src[i]) for i < n, n a multiple of 16 (RoundBF16 where the CPU has AVX2),
 // bitwise the portable ToBF16: h = (b + 0x7fff + (b>>16 & 1)) >> 16 on the bits b; a result whose
-// exponent is 0 keeps its sign alone; a NaN is b>>16 | 0x40. Y1-Y5 hold the constants 0x7fff,
-// 1, 0x7f80, 0x8000, 0x40 per lane, Y15 zero.
+// exponent is 0 keeps its sign alone; a NaN is b>>16 | 0x40. Y1-Y5 hold rbConst's 0x7fff, 1,
+// 0x7f80, 0x8000, 0x40 in every lane, Y15 zero.
 TEXT ·roundBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	MOVL $0x7fff, AX
-	MOVL AX, X1
-	VPBROADCASTD X1, Y1
-	MOVL $1, AX
-	MOVL AX, X2
-	VPBROADCASTD X2, Y2
-	MOVL $0x7f80, AX
-	MOVL AX, X3
-	VPBROADCASTD X3, Y3
-	MOVL $0x8000, AX
-	MOVL AX, X4
-	VPBROADCASTD X4, Y4
-	MOVL $0x40, AX
-	MOVL AX, X5
-	VPBROADCASTD X5, Y5
+	VPBROADCASTD rbConst<>+0(SB), Y1
+	VPBROADCASTD rbConst<>+4(SB), Y2
+	VPBROADCASTD rbConst<>+8(SB), Y3
+	VPBROADCASTD rbConst<>+12(SB), Y4
+	VPBROADCASTD rbConst<>+16(SB), Y5
 	VPXOR Y15, Y15, Y15
 	TESTQ CX, CX
 	JZ rbdone

@@ -2,7 +2,6 @@ package optest
 
 import (
 	"fmt"
-	"testing"
 
 	"github.com/stratakernels/strata/op"
 )
@@ -47,23 +46,7 @@ func BenchPeakCompute(o BenchOptions, mode op.ComputeMode, dt op.DType, q Quant)
 	if dt == op.QAffine {
 		format = q.Name()
 	}
-	en := entry{name: fmt.Sprintf("T%d_N%d_K%d_%s/%s", T, N, K, format, mode), flops: 2 * float64(T) * float64(N) * float64(K),
-		bytes: weightBytes(N, K, dt, q) + 4*float64(T)*float64(N+K),
-		build: func(e *env) (func(op.Pass) error, func(*testing.T, *suite)) {
-			var w *op.Matrix
-			if dt == op.QAffine {
-				w = q.matrix(e.t, 40003, N, K, 0.1)
-			} else {
-				w = mustMatrix(e.t, 40003, N, K, dt, 0.1)
-			}
-			pw, err := e.w.Prepare(w)
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			X, Y := e.f32(Floats(40004, T*K, 1)), e.out("y", T*N)
-			return func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: T, W: pw}) }, nil
-		}}
-	c := en.timed("MatMul")
+	c := gemmEntry(fmt.Sprintf("T%d_N%d_K%d_%s/%s", T, N, K, format, mode), false, T, N, K, q, dt, 40003, 40004).timed("MatMul")
 	c.weights = op.WeightOptions{Compute: mode}
 	return c
 }

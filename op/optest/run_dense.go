@@ -57,7 +57,9 @@ func matMulEntries() []entry {
 }
 
 // gemmEntry is y [T, N] = x [T, K] W^T against RefMatMul: W [N, K] of dt (RandMatrix at scale
-// 0.1 seeded wSeed; for QAffine RandQuant of q), x Floats(xSeed, T*K, 1).
+// 0.1 seeded wSeed; for QAffine RandQuant of q), handed to the env's weight store
+// (Weights.Prepare: the matrix itself for a store of the zero options, its compute form for one
+// of a compute mode), x Floats(xSeed, T*K, 1).
 func gemmEntry(name string, short bool, T, N, K int, q Quant, dt op.DType, wSeed, xSeed uint64) entry {
 	return entry{name: name, short: short, quant: dt == op.QAffine, flops: 2 * float64(T) * float64(N) * float64(K),
 		bytes: weightBytes(N, K, dt, q) + 4*float64(T)*float64(N+K),
@@ -68,9 +70,13 @@ func gemmEntry(name string, short bool, T, N, K int, q Quant, dt op.DType, wSeed
 			} else {
 				w = mustMatrix(e.t, wSeed, N, K, dt, 0.1)
 			}
+			pw, err := e.w.Prepare(w)
+			if err != nil {
+				e.t.Fatal(err)
+			}
 			x := Floats(xSeed, T*K, 1)
 			X, Y := e.f32(x), e.out("y", T*N)
-			return func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: T, W: w}) },
+			return func(p op.Pass) error { return p.MatMul(op.MatMul{Y: Y, X: X, T: T, W: pw}) },
 				func(t *testing.T, s *suite) { s.close(t, "y", f32s(Y), RefMatMul(x, T, w)) }
 		}}
 }
