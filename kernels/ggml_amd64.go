@@ -35,3 +35,9 @@ func q6CodesAVX2(c *byte, b *byte)
 //
 //go:noescape
 func q5KCodesAVX2(c *byte, b *byte)
+
+// foldQ6KAVX2 is foldQ6K (ggml_int8.go) in AVX2: the same division and rounding (VCVTPS2DQ
+// under Go's round-to-nearest-even MXCSR), the clamp by saturating packs.
+//
+//go:noescape
+func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32)

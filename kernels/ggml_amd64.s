@@ -219,3 +219,41 @@ TEXT ·q5KCodesAVX2(SB), NOSPLIT, $0-16
 	Q5KCHUNK(6, 7)
 	VZEROUPPER
 	RET
+
+// foldQ6K of ggml_int8.go: 16 runs of 16 codes, each sign-extended, multiplied by its run's
+// mul, converted to float32 (exact), divided by its run's den and rounded to an integer to
+// nearest even; VPACKSSDW and VPACKSSWB saturate to [-128, 127].
+
+// func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32)
+TEXT ·foldQ6KAVX2(SB), NOSPLIT, $0-32
+	MOVQ q+0(FP), DI
+	MOVQ c+8(FP), SI
+	MOVQ mul+16(FP), R8
+	MOVQ den+24(FP), R9
+	MOVQ $16, CX
+fq6run:
+	VPMOVSXBD    (SI), Y0
+	VPMOVSXBD    8(SI), Y1
+	VPBROADCASTD (R8), Y2
+	VBROADCASTSS (R9), Y3
+	VPMULLD      Y2, Y0, Y0
+	VPMULLD      Y2, Y1, Y1
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VDIVPS       Y3, Y0, Y0
+	VDIVPS       Y3, Y1, Y1
+	VCVTPS2DQ    Y0, Y0
+	VCVTPS2DQ    Y1, Y1
+	VPACKSSDW    Y1, Y0, Y0
+	VPERMQ       $0xD8, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKSSWB    X1, X0, X0
+	VMOVDQU      X0, (DI)
+	ADDQ         $16, SI
+	ADDQ         $16, DI
+	ADDQ         $4, R8
+	ADDQ         $4, R9
+	DECQ         CX
+	JNZ          fq6run
+	VZEROUPPER
+	RET

@@ -3,6 +3,7 @@ package kernels
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 
 	"github.com/stratakernels/strata/internal/qdot"
 	"github.com/stratakernels/strata/op"
@@ -18,7 +19,7 @@ import (
 // bias). That is every group of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS and
 // MXFP4 (their scales and mins are per 32 or per block). Q2_K, Q3_K and Q6_K scale (and Q2_K
 // offsets) each 16 elements apart, by integer sub-scales a_h times the block's d; a group whose
-// halves differ is folded (foldSubScales) or requantized:
+// halves differ is folded (foldQ3K, q6Fold) or requantized:
 //   - Q3_K: codes a_h * c (c in [-4, 3], a_h in [-32, 31]) with scale d: exact, but for the
 //     product 128 (a_h = -32, c = -4), which becomes 127 (off by d, 1/32 of that sub-block's
 //     step).
@@ -43,14 +44,14 @@ func ggmlHasMin(t op.GGMLType) bool {
 func ggmlInt8(m *op.Matrix) *qdot.Int8Rows {
 	g, K := m.GG, m.K
 	bias := ggmlHasMin(g.Type)
-	return &qdot.Int8Rows{N: m.N, K: K, Group: 32, Bias: bias, Row: func(n int, q []int32, s, b []float32) {
+	return &qdot.Int8Rows{N: m.N, K: K, Group: 32, Bias: bias, Row: func(n int, q []int8, s, b []float32) {
 		ggmlInt8Row(g, K, n, bias, q, s, b)
 	}}
 }
 
-// ggmlInt8Row writes row n's int8 codes into q (len K; nil: not wanted), its group scales into
-// s and (bias) its group offsets into b (len K/32).
-func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int32, s, b []float32) {
+// ggmlInt8Row writes row n's int8 codes into q (len K), its group scales into s and (bias) its
+// group offsets into b (len K/32).
+func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int8, s, b []float32) {
 	bs, ts := g.Type.BlockSize(), g.Type.TypeSize()
 	var c [ggmlChunk]byte
 	var rs, ro [ggmlChunk / ggmlRun]float32
@@ -60,6 +61,27 @@ func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int32, s, b []float3
 		nb := min(per, b1-blk)
 		ggmlCodes(g.Type, g.Data[blk*ts:(blk+nb)*ts], nb, c[:nb*bs], rs[:], ro[:])
 		e0 := (blk - b0) * bs // first element of the chunk in the row
+		if g.Type == op.GGMLQ6_K {
+			for j := range nb {
+				q6Fold(q[e0+256*j:e0+256*j+256], c[256*j:256*j+256], rs[16*j:16*j+16], g.Data[(blk+j)*ts:(blk+j+1)*ts], s[e0/32+8*j:e0/32+8*j+8])
+			}
+			continue
+		}
+		copy(q[e0:], unsafe.Slice((*int8)(unsafe.Pointer(&c[0])), nb*bs))
+		if t := g.Type; t != op.GGMLQ2_K && t != op.GGMLQ3_K {
+			// Scales (and mins) per 32 or per block: every group's runs share them.
+			sg := s[e0/32 : e0/32+nb*bs/32]
+			for gi := range sg {
+				sg[gi] = rs[2*gi]
+			}
+			if bias {
+				bg := b[e0/32 : e0/32+nb*bs/32]
+				for gi := range bg {
+					bg[gi] = ro[2*gi]
+				}
+			}
+			continue
+		}
 		for gi := 0; gi < nb*bs/32; gi++ {
 			cs := c[32*gi : 32*gi+32]
 			sa, sb, oa, ob := rs[2*gi], rs[2*gi+1], ro[2*gi], ro[2*gi+1]
@@ -69,16 +91,10 @@ func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int32, s, b []float3
 				if bias {
 					b[G] = oa
 				}
-				if q != nil {
-					for i, v := range cs {
-						q[32*G+i] = int32(int8(v))
-					}
-				}
 				continue
 			}
-			if t := g.Type; t == op.GGMLQ3_K || t == op.GGMLQ6_K {
-				block := g.Data[(blk+gi/8)*ts : (blk+gi/8+1)*ts]
-				foldSubScales(t, block, 2*(gi%8), cs, q, s, G)
+			if g.Type == op.GGMLQ3_K {
+				foldQ3K(g.Data[(blk+gi/8)*ts:(blk+gi/8+1)*ts], 2*(gi%8), cs, q, s, G)
 				continue
 			}
 			var v [32]float64
@@ -95,75 +111,82 @@ func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int32, s, b []float3
 			B, S := float32((hi+lo)/2), float32((hi-lo)/254)
 			b[G] = B
 			s[G] = S
-			if q != nil {
-				for i := range v {
-					r := 0.0
-					if S != 0 {
-						r = math.RoundToEven((v[i] - float64(B)) / float64(S))
-					}
-					if r != r {
-						r = 0 // a NaN element: the group's scale is NaN too
-					}
-					q[32*G+i] = int32(min(max(r, -127), 127))
+			for i := range v {
+				r := 0.0
+				if S != 0 {
+					r = math.RoundToEven((v[i] - float64(B)) / float64(S))
 				}
+				if r != r {
+					r = 0 // a NaN element: the group's scale is NaN too
+				}
+				q[32*G+i] = int8(min(max(r, -127), 127))
 			}
 		}
 	}
 }
 
-// foldSubScales writes group G of a Q3_K or Q6_K row (its 32 codes cs, from runs
-// r and r+1 of block blk) as int8 codes into q (when not nil) and its scale into s[G]
-// (ggml_int8.go describes the folds).
-func foldSubScales(t op.GGMLType, blk []byte, r int, cs []byte, q []int32, s []float32, G int) {
-	tab := f16Tab()
-	var d float32
-	var a [2]int
-	if t == op.GGMLQ6_K {
-		d = tab[binary.LittleEndian.Uint16(blk[208:])]
-		a = [2]int{int(int8(blk[192+r])), int(int8(blk[192+r+1]))}
-	} else {
-		d = tab[binary.LittleEndian.Uint16(blk[108:])]
-		sc := blk[96:108]
-		for h := range 2 {
-			g := r + h
-			lo := sc[g%8]
-			if g >= 8 {
-				lo >>= 4
-			}
-			a[h] = int(lo&15|(sc[8+g%4]>>(2*(g/4))&3)<<4) - 32
-		}
-	}
-	if t == op.GGMLQ3_K {
-		s[G] = d
-		if q != nil {
-			for i, x := range cs {
-				q[32*G+i] = int32(min(int(int8(x))*a[i/16], 127))
-			}
-		}
-		return
-	}
-	aM := a[0]
-	if abs(a[1]) > abs(a[0]) {
-		aM = a[1]
-	}
-	s[G] = d * float32(aM) / 4
-	if q == nil {
-		return
-	}
-	// RNE(4 c a_h / a_M) by a float64 division: exact on ties (k + 1/2 is representable), and
-	// a quotient that is not a tie lies at least 1/256 from one, far beyond its rounding.
-	den := float64(aM)
-	for h := range 2 {
-		if a[h] == aM {
-			for i, x := range cs[16*h : 16*h+16] {
-				q[32*G+16*h+i] = int32(min(4*int(int8(x)), 127))
-			}
+// q6Fold writes the int8 form of one Q6_K block (ggml_int8.go): its 256 codes c (ggmlCodes's,
+// with run scales rs) into q and its 8 group scales into s. A group whose runs share their
+// scale keeps its codes; the others fold, every code by one division (foldQ6K).
+func q6Fold(q []int8, c []byte, rs []float32, blk []byte, s []float32) {
+	d := f16Tab()[binary.LittleEndian.Uint16(blk[208:])]
+	var mul [16]int32
+	var den [16]float32
+	for j := range 8 {
+		a0, a1 := int(int8(blk[192+2*j])), int(int8(blk[193+2*j]))
+		if math.Float32bits(rs[2*j]) == math.Float32bits(rs[2*j+1]) {
+			s[j] = rs[2*j]
+			mul[2*j], mul[2*j+1], den[2*j], den[2*j+1] = 1, 1, 1, 1
 			continue
 		}
-		for i, x := range cs[16*h : 16*h+16] {
-			r := math.RoundToEven(float64(4*int(int8(x))*a[h]) / den)
-			q[32*G+16*h+i] = int32(min(max(r, -128), 127))
+		aM := a0
+		if abs(a1) > abs(a0) {
+			aM = a1
 		}
+		s[j] = d * float32(aM) / 4
+		mul[2*j], mul[2*j+1], den[2*j], den[2*j+1] = int32(4*a0), int32(4*a1), float32(aM), float32(aM)
+		if aM == 0 {
+			mul[2*j], mul[2*j+1], den[2*j], den[2*j+1] = 4, 4, 1, 1
+		}
+	}
+	if useFPAsm() {
+		foldQ6KAVX2(&q[0], &c[0], &mul, &den)
+		return
+	}
+	foldQ6K(q, c, &mul, &den)
+}
+
+// foldQ6K writes q[i] = RNE(float32(int8(c[i]) * mul[r]) / den[r]) clamped to [-128, 127] for
+// the 16 runs r of 16 codes. With |mul[r] / den[r]| at most 4 (den the run pair's sub-scale
+// of larger magnitude) the quotient is at most 128 in magnitude: float32 holds it within
+// 2^-17, and a quotient that is not a tie lies at least 1/256 from one (its denominator is at
+// most 128), so the rounding is the exact quotient's, RNE(4 c a_h / a_M).
+func foldQ6K(q []int8, c []byte, mul *[16]int32, den *[16]float32) {
+	_, _ = q[255], c[255]
+	for r := range 16 {
+		for i := 16 * r; i < 16*r+16; i++ {
+			v := math.RoundToEven(float64(float32(int32(int8(c[i]))*mul[r]) / den[r]))
+			q[i] = int8(min(max(v, -128), 127))
+		}
+	}
+}
+
+// foldQ3K writes group G of a Q3_K row (its 32 codes cs, from runs r and r+1 of block blk) as
+// int8 codes a_h * c into q and its scale d into s[G] (ggml_int8.go describes the fold).
+func foldQ3K(blk []byte, r int, cs []byte, q []int8, s []float32, G int) {
+	var a [2]int
+	sc := blk[96:108]
+	for h := range 2 {
+		g := r + h
+		lo := sc[g%8]
+		if g >= 8 {
+			lo >>= 4
+		}
+		a[h] = int(lo&15|(sc[8+g%4]>>(2*(g/4))&3)<<4) - 32
+	}
+	s[G] = f16Tab()[binary.LittleEndian.Uint16(blk[108:])]
+	for i, x := range cs {
+		q[32*G+i] = int8(min(int(int8(x))*a[i/16], 127))
 	}
 }
 

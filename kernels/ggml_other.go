@@ -25,3 +25,7 @@ func q6CodesAVX2(c *byte, b *byte) {
 func q5KCodesAVX2(c *byte, b *byte) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
+
+func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32) {
+	panic("kernels: no assembly decoding kernels in this build")
+}

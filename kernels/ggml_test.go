@@ -69,7 +69,7 @@ func BenchmarkGGMLDecode(b *testing.B) {
 // in float64 and rounded once, is optest.DequantGGML's value (zeros of either sign alike) for
 // the types whose scales and mins are per 32 or per block (ggml_int8.go), within half the
 // group's scale of it for Q2_K (requantized groups) and Q6_K (folded; one scale where a +128 was
-// clamped, as for Q3_K); the codes are in [-128, 127].
+// clamped, as for Q3_K).
 func TestGGMLInt8Row(t *testing.T) {
 	const N, K = 6, 512
 	for _, gt := range op.GGMLBlockTypes {
@@ -79,14 +79,11 @@ func TestGGMLInt8Row(t *testing.T) {
 		}
 		w := ggmlInt8(m)
 		exact := gt != op.GGMLQ2_K && gt != op.GGMLQ3_K && gt != op.GGMLQ6_K
-		q, s, b := make([]int32, K), make([]float32, K/32), make([]float32, K/32)
+		q, s, b := make([]int8, K), make([]float32, K/32), make([]float32, K/32)
 		requant := 0
 		for n := range N {
 			w.Row(n, q, s, b)
 			for k, c := range q {
-				if c < -128 || c > 127 {
-					t.Fatalf("%v row %d code %d = %d", gt, n, k, c)
-				}
 				v := float64(c)*float64(s[k/32]) + float64(b[k/32])
 				ref := want[n*K+k]
 				if exact && float32(v) != ref { // -0 and +0 alike: the int8 sums do not see the sign of a zero
@@ -187,5 +184,85 @@ func TestGGMLInt8Resident(t *testing.T) {
 	}
 	if r := store.Compute(); !strings.Contains(r, "for GGML Q4_K: 1") || !strings.Contains(r, "weights read as stored") {
 		t.Errorf("report %q", r)
+	}
+}
+
+// TestQ6Fold: the int8 form of Q6_K blocks (q6Fold, in every kernel set) is bitwise the
+// float64 reference of the fold ggml_int8.go describes, for every pair of sub-scales (each
+// pair with random codes in 8 blocks) and block scales of either sign, zero and NaN.
+func TestQ6Fold(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 60))
+	var blocks [][]byte
+	ds := []uint16{0x3c00, 0xbc00, 0x1234, 0x0000, 0x8000, 0x7e00}
+	for p := 0; p < 65536*8; p += 8 {
+		b := make([]byte, 210)
+		for i := range 192 {
+			b[i] = byte(r.Uint32())
+		}
+		for j := range 8 {
+			pair := (p + j) % 65536
+			b[192+2*j], b[193+2*j] = byte(pair), byte(pair>>8)
+		}
+		d := ds[p/8%len(ds)]
+		if p/8%3 != 0 {
+			d = uint16(r.Uint32())&^0x7c00 | 0x2c00 // finite, of either sign
+		}
+		b[208], b[209] = byte(d), byte(d>>8)
+		blocks = append(blocks, b)
+	}
+	want := make([]int8, 256*len(blocks))
+	wantS := make([]float32, 8*len(blocks))
+	var c [256]byte
+	var rs, ro [16]float32
+	for i, b := range blocks {
+		ggmlCodes(op.GGMLQ6_K, b, 1, c[:], rs[:], ro[:])
+		q6FoldRef(want[256*i:], wantS[8*i:], c[:], rs[:], b)
+	}
+	forEachKernel(t, func(t *testing.T) {
+		q := make([]int8, 256)
+		s := make([]float32, 8)
+		for i, b := range blocks {
+			ggmlCodes(op.GGMLQ6_K, b, 1, c[:], rs[:], ro[:])
+			q6Fold(q, c[:], rs[:], b, s)
+			for k := range q {
+				if q[k] != want[256*i+k] {
+					t.Fatalf("block %d (sub-scales %d %d, d %#04x) element %d: %d, want %d", i, int8(b[192+k/16]), int8(b[192+(k/16)^1]), uint16(b[208])|uint16(b[209])<<8, k, q[k], want[256*i+k])
+				}
+			}
+			for j := range s {
+				if math.Float32bits(s[j]) != math.Float32bits(wantS[8*i+j]) {
+					t.Fatalf("block %d group %d: scale %g, want %g", i, j, s[j], wantS[8*i+j])
+				}
+			}
+		}
+	})
+}
+
+// q6FoldRef is the fold of one Q6_K block in float64, group by group: runs of one scale keep
+// their codes; else a_M, the sub-scale of larger magnitude (the first on a tie), gives the
+// scale d a_M / 4 and the codes RNE(4 c a_h / a_M) clamped to [-128, 127].
+func q6FoldRef(q []int8, s []float32, c []byte, rs []float32, blk []byte) {
+	d := f16Tab()[uint16(blk[208])|uint16(blk[209])<<8]
+	for j := range 8 {
+		if math.Float32bits(rs[2*j]) == math.Float32bits(rs[2*j+1]) {
+			s[j] = rs[2*j]
+			for i := 32 * j; i < 32*j+32; i++ {
+				q[i] = int8(c[i])
+			}
+			continue
+		}
+		a := [2]int{int(int8(blk[192+2*j])), int(int8(blk[193+2*j]))}
+		aM := a[0]
+		if abs(a[1]) > abs(a[0]) {
+			aM = a[1]
+		}
+		s[j] = d * float32(aM) / 4
+		for i := 32 * j; i < 32*j+32; i++ {
+			v := 4 * float64(int8(c[i])) * float64(a[(i-32*j)/16])
+			if aM != 0 {
+				v = math.RoundToEven(v / float64(aM))
+			}
+			q[i] = int8(min(max(v, -128), 127))
+		}
 	}
 }

@@ -23,6 +23,9 @@ type i8src struct {
 	// row writes row n's codes in natural order into q (len K; nil: not wanted), its group
 	// scales into s and (bias) its group biases into b (len K/group).
 	row func(n int, q []int32, s, b []float32)
+	// codes, where set, is row in bytes (Int8Rows.Row): the packer transposes its codes into
+	// octet order with the assembly transpose, with no per-element Go.
+	codes func(n int, q []int8, s, b []float32)
 	// aff is a 4-bit or 8-bit MLX weight, whose panels are transposed from its code words as
 	// stored (nibbles) or reordered (8-bit) and its scales and biases (Affine.panelScales);
 	// nil for the other weights, which the panels take from row.

@@ -3,6 +3,7 @@ package qdot
 import (
 	"math"
 	"sync"
+	"unsafe"
 )
 
 // The assembly int8 kernels multiply a tile of R activation rows by a packed panel of 32 weight
@@ -88,8 +89,23 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 		w.panelScales(wsb, c0, cols)
 		return
 	}
-	p.q = grow(p.q, K)
 	p.rows = grow(p.rows, panelCols*wr)
+	if p.src.codes != nil {
+		// Codes as bytes in natural order (wr words a column): transposed into octet order.
+		for col := 0; col < cols; col++ {
+			row := p.rows[col*wr : (col+1)*wr]
+			p.src.codes(c0+col, unsafe.Slice((*int8)(unsafe.Pointer(&row[0])), 4*wr), p.s, p.b)
+			for g := 0; g < ng; g++ {
+				wsb[g*2*panelCols+col] = p.s[g]
+				if p.src.bias {
+					wsb[g*2*panelCols+panelCols+col] = p.b[g]
+				}
+			}
+		}
+		transposeCols(words, p.rows[:cols*wr], wr, wr, cols, true, p.plan.xor)
+		return
+	}
+	p.q = grow(p.q, K)
 	for col := 0; col < cols; col++ {
 		row := p.rows[col*wr : (col+1)*wr]
 		if f := p.src.fp8; f != nil {

@@ -4,21 +4,23 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // Int8Rows is a weight [N, K] that its owner decodes row by row into signed int8 codes with a
 // float32 scale and, with Bias, a float32 offset per group of Group elements: W[n, k] =
 // s[k/Group] * q[k] + b[k/Group] (in the int8 arithmetic of the package documentation, b is the
-// bias b_g). Row writes row n's codes in natural order into q (len K, each in [-128, 127]), its
-// group scales into s and (Bias) its group offsets into b (len K/Group); it is called from
-// several goroutines at once and must give the same values for a row every time. This is how
+// bias b_g). Row writes row n's codes in natural order into q (len K), its group scales into s
+// and (Bias) its group offsets into b (len K/Group); it is called from several goroutines at
+// once and must give the same values for a row every time. This is how
 // the GGUF block types (package kernels) reach the int8 kernels: each type's codes, sub-block
 // scales and mins become int8 codes with a scale (and an offset) per 32 elements. The weight is
-// not copied: with the assembly kernels its panels are packed from Row on every call.
+// not copied: with the assembly kernels its panels are packed from Row on every call, the
+// codes as Row writes them taken into the panel's order by the assembly transpose.
 type Int8Rows struct {
 	N, K, Group int
 	Bias        bool
-	Row         func(n int, q []int32, s, b []float32)
+	Row         func(n int, q []int8, s, b []float32)
 }
 
 // Int8RowsGroups are the group sizes an Int8Rows weight may have: multiples of the activation
@@ -43,5 +45,15 @@ func (w *Int8Rows) int8Source() (*i8src, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	return &i8src{N: w.N, K: w.K, group: w.Group, bias: w.Bias, signed: true, row: w.Row}, nil
+	src := &i8src{N: w.N, K: w.K, group: w.Group, bias: w.Bias, signed: true, codes: w.Row}
+	src.row = func(n int, q []int32, s, b []float32) {
+		// The codes into q's first K bytes, then widened in place from the last (code k's byte
+		// lies at or before its int32).
+		c := unsafe.Slice((*int8)(unsafe.Pointer(&q[0])), w.K)
+		w.Row(n, c, s, b)
+		for k := w.K - 1; k >= 0; k-- {
+			q[k] = int32(c[k])
+		}
+	}
+	return src, nil
 }

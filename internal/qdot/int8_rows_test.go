@@ -18,9 +18,11 @@ func TestInt8Rows(t *testing.T) {
 		t.Fatal(err)
 	}
 	aff, _ := quantizeAffine(randWeights(r, N, K), N, K, 4, 32)
-	asRows := &Int8Rows{N: N, K: K, Group: 32, Bias: true, Row: func(n int, q []int32, s, b []float32) {
-		if q != nil {
-			aff.affineRow(n, q)
+	asRows := &Int8Rows{N: N, K: K, Group: 32, Bias: true, Row: func(n int, q []int8, s, b []float32) {
+		q32 := make([]int32, K)
+		aff.affineRow(n, q32)
+		for k, v := range q32 {
+			q[k] = int8(v)
 		}
 		aff.affineScales(n, s, b)
 	}}
@@ -33,10 +35,8 @@ func TestInt8Rows(t *testing.T) {
 	for i := range scales {
 		scales[i] = (0.5 + r.Float32()) * 1e-3
 	}
-	signed := &Int8Rows{N: N, K: K, Group: 64, Row: func(n int, q []int32, s, _ []float32) {
-		for k := range K {
-			q[k] = int32(codes[n*K+k])
-		}
+	signed := &Int8Rows{N: N, K: K, Group: 64, Row: func(n int, q []int8, s, _ []float32) {
+		copy(q, codes[n*K:(n+1)*K])
 		copy(s, scales[n*K/64:(n+1)*K/64])
 	}}
 	for _, c := range []struct {
