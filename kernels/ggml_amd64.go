@@ -41,3 +41,16 @@ func q5KCodesAVX2(c *byte, b *byte)
 //
 //go:noescape
 func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32)
+
+// nibblePairs16AVX2 is nibblePairs16's loop (ggml_int8.go): for i < n, the 16 bytes at
+// src + i*stride give 16 bytes at c + 16i.
+//
+//go:noescape
+func nibblePairs16AVX2(c *byte, src *byte, stride, n int)
+
+// q4KNibblesAVX2 is ggmlNibbleRow's Q4_K loop (ggml_int8.go) over n blocks at blk: codes by
+// nibblePairs32's steps into c (128 bytes a block), and each sub-block's d * sc and
+// -(dmin * m) into s and b (8 a block), d and dmin read through the float16 table tab.
+//
+//go:noescape
+func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32)

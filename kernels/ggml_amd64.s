@@ -257,3 +257,132 @@ fq6run:
 	JNZ          fq6run
 	VZEROUPPER
 	RET
+
+// nibblePairs16 and nibblePairs32 of ggml_int8.go: the low and the high nibbles of the code
+// bytes apart (VPAND, VPSRLW), neighbours joined by VPMADDUBSW with the byte weights 1, 16
+// (words lo + 16 hi, at most 255), the words packed back to bytes (VPACKUSWB; for 32 bytes,
+// VPERMQ puts the two lanes' halves in order).
+
+// func nibblePairs16AVX2(c *byte, src *byte, stride, n int)
+TEXT ·nibblePairs16AVX2(SB), NOSPLIT, $0-32
+	MOVQ c+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ stride+16(FP), R8
+	MOVQ n+24(FP), CX
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ AX, X15
+	VPBROADCASTQ X15, X15
+	MOVQ $0x1001100110011001, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, X14
+	TESTQ CX, CX
+	JZ    np16done
+np16run:
+	VMOVDQU    (SI), X0
+	VPSRLW     $4, X0, X1
+	VPAND      X15, X0, X0
+	VPAND      X15, X1, X1
+	VPMADDUBSW X14, X0, X0
+	VPMADDUBSW X14, X1, X1
+	VPACKUSWB  X1, X0, X0
+	VMOVDQU    X0, (DI)
+	ADDQ       R8, SI
+	ADDQ       $16, DI
+	DECQ       CX
+	JNZ        np16run
+np16done:
+	RET
+
+// func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32)
+// Per block (144 bytes: d, dmin, 12 scale bytes, 128 code bytes): the scales and mins of the
+// 8 sub-blocks unpacked from the scale bytes in 32-bit words (scaleMinK4's bits: sub-blocks
+// 0-3 in the low 6 bits of bytes 0-3 and 4-7; 4-7 from the nibbles of bytes 8-11 and the top
+// two bits of bytes 0-7), widened, converted and multiplied by d (mins by dmin, negated by the
+// sign bit); then the codes as nibblePairs32AVX2.
+TEXT ·q4KNibblesAVX2(SB), NOSPLIT, $0-48
+	MOVQ c+0(FP), DI
+	MOVQ s+8(FP), R8
+	MOVQ b+16(FP), R9
+	MOVQ blk+24(FP), SI
+	MOVQ n+32(FP), CX
+	MOVQ tab+40(FP), R10
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ AX, X15
+	VPBROADCASTQ X15, Y15
+	MOVQ $0x1001100110011001, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	MOVL $0x80000000, AX
+	MOVL AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JZ    q4kdone
+q4kblock:
+	// d, dmin through the table.
+	MOVWLZX (SI), AX
+	VBROADCASTSS (R10)(AX*4), Y10
+	MOVWLZX 2(SI), AX
+	VBROADCASTSS (R10)(AX*4), Y11
+	// u0, u1, u2: scale bytes 0-3, 4-7, 8-11.
+	MOVL 4(SI), AX
+	MOVL 8(SI), BX
+	MOVL 12(SI), DX
+	// scales: lo = u0 & 0x3f3f3f3f, hi = u2 & 0x0f0f0f0f | (u0 >> 6 & 0x03030303) << 4
+	MOVL AX, R11
+	ANDL $0x3f3f3f3f, R11
+	MOVL AX, R12
+	SHRL $6, R12
+	ANDL $0x03030303, R12
+	SHLL $4, R12
+	MOVL DX, R13
+	ANDL $0x0f0f0f0f, R13
+	ORL  R13, R12
+	SHLQ $32, R12
+	ORQ  R11, R12
+	MOVQ R12, X0
+	// mins: lo = u1 & 0x3f3f3f3f, hi = u2 >> 4 & 0x0f0f0f0f | (u1 >> 6 & 0x03030303) << 4
+	MOVL BX, R11
+	ANDL $0x3f3f3f3f, R11
+	MOVL BX, R12
+	SHRL $6, R12
+	ANDL $0x03030303, R12
+	SHLL $4, R12
+	SHRL $4, DX
+	ANDL $0x0f0f0f0f, DX
+	ORL  DX, R12
+	SHLQ $32, R12
+	ORQ  R11, R12
+	MOVQ R12, X1
+	VPMOVZXBD X0, Y0
+	VPMOVZXBD X1, Y1
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y10, Y0, Y0
+	VMULPS    Y11, Y1, Y1
+	VXORPS    Y13, Y1, Y1
+	VMOVUPS   Y0, (R8)
+	VMOVUPS   Y1, (R9)
+	// codes: 4 chunks of 32 bytes from offset 16.
+	MOVQ $0, R11
+q4kchunk:
+	VMOVDQU    16(SI)(R11*1), Y0
+	VPSRLW     $4, Y0, Y1
+	VPAND      Y15, Y0, Y0
+	VPAND      Y15, Y1, Y1
+	VPMADDUBSW Y14, Y0, Y0
+	VPMADDUBSW Y14, Y1, Y1
+	VPACKUSWB  Y1, Y0, Y0
+	VPERMQ     $0xD8, Y0, Y0
+	VMOVDQU    Y0, (DI)(R11*1)
+	ADDQ       $32, R11
+	CMPQ       R11, $128
+	JLT        q4kchunk
+	ADDQ $144, SI
+	ADDQ $128, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ  q4kblock
+q4kdone:
+	VZEROUPPER
+	RET

@@ -40,13 +40,109 @@ func ggmlHasMin(t op.GGMLType) bool {
 	return false
 }
 
-// ggmlInt8 is m's int8 form (m a validated GGML weight).
+// ggmlInt8 is m's int8 form (m a validated GGML weight): for Q4_0, Q4_1 and Q4_K, whose codes
+// are 4-bit integers, also their nibble form (ggmlNibbleRow).
 func ggmlInt8(m *op.Matrix) *qdot.Int8Rows {
 	g, K := m.GG, m.K
 	bias := ggmlHasMin(g.Type)
-	return &qdot.Int8Rows{N: m.N, K: K, Group: 32, Bias: bias, Row: func(n int, q []int8, s, b []float32) {
+	w := &qdot.Int8Rows{N: m.N, K: K, Group: 32, Bias: bias, Row: func(n int, q []int8, s, b []float32) {
 		ggmlInt8Row(g, K, n, bias, q, s, b)
 	}}
+	switch g.Type {
+	case op.GGMLQ4_0, op.GGMLQ4_1, op.GGMLQ4_K:
+		w.Nibbles = func(n int, c []byte, s, b []float32) { ggmlNibbleRow(g, K, n, c, s, b) }
+		if g.Type == op.GGMLQ4_0 {
+			w.NibbleOff = -8
+		}
+	}
+	return w
+}
+
+// ggmlNibbleRow writes row n of a Q4_0, Q4_1 or Q4_K weight in the nibble form of
+// qdot.Int8Rows: its 4-bit codes as stored (Q4_0's q, NibbleOff -8 below its int8 code q - 8),
+// two to a byte in element order (c, len K/2), and ggmlInt8Row's group scales (s) and offsets
+// (b, Q4_1 and Q4_K; len K/32). GGML stores a run's codes split in halves (the low nibbles of 16
+// or 32 bytes, then their high nibbles); nibblePairs puts neighbours into one byte.
+func ggmlNibbleRow(g *op.GGMLBlocks, K, n int, c []byte, s, b []float32) {
+	tab := f16Tab()
+	bs, ts := g.Type.BlockSize(), g.Type.TypeSize()
+	data := g.Data[n*K/bs*ts : (n+1)*K/bs*ts]
+	switch g.Type {
+	case op.GGMLQ4_0, op.GGMLQ4_1:
+		q := 2
+		if g.Type == op.GGMLQ4_1 {
+			q = 4
+		}
+		nibblePairs16(c, data[q:], ts, K/32)
+		for i := range K / 32 {
+			blk := data[i*ts:]
+			s[i] = tab[binary.LittleEndian.Uint16(blk)]
+			if g.Type == op.GGMLQ4_1 {
+				b[i] = tab[binary.LittleEndian.Uint16(blk[2:])]
+			}
+		}
+	case op.GGMLQ4_K:
+		if useFPAsm() {
+			q4KNibblesAVX2(&c[0], &s[0], &b[0], &data[0], K/256, &tab[0])
+			return
+		}
+		for i := range K / 256 {
+			blk := data[i*144 : (i+1)*144]
+			nibblePairs32(c[128*i:128*i+128], blk[16:])
+			d, dmin := tab[binary.LittleEndian.Uint16(blk)], tab[binary.LittleEndian.Uint16(blk[2:])]
+			// scaleMinK4 for the 8 sub-blocks at once: bytes 0-3 of each word for sub-blocks
+			// 0-3, bytes 8-11 (and the top bits of 0-7) for 4-7.
+			u0, u1, u2 := binary.LittleEndian.Uint32(blk[4:]), binary.LittleEndian.Uint32(blk[8:]), binary.LittleEndian.Uint32(blk[12:])
+			scs := [2]uint32{u0 & 0x3f3f3f3f, u2&0x0f0f0f0f | u0>>6&0x03030303<<4}
+			mins := [2]uint32{u1 & 0x3f3f3f3f, u2>>4&0x0f0f0f0f | u1>>6&0x03030303<<4}
+			sg, bg := s[8*i:8*i+8], b[8*i:8*i+8]
+			for sb := range 8 {
+				sc, m := float32(uint8(scs[sb/4]>>(8*(sb%4)))), float32(uint8(mins[sb/4]>>(8*(sb%4))))
+				sg[sb], bg[sb] = d*sc, -(dmin * m)
+			}
+		}
+	}
+}
+
+// nibblePairs16 writes, for n runs of 32 codes held as 16 bytes at src + i*stride (codes 0-15
+// in their low nibbles, 16-31 in their high ones), 16 bytes at c[16i:], code 2m in the low and
+// 2m+1 in the high nibble of byte m (AVX2 where the CPU has it).
+func nibblePairs16(c, src []byte, stride, n int) {
+	if n == 0 {
+		return
+	}
+	_, _ = c[16*n-1], src[(n-1)*stride+15]
+	if useFPAsm() {
+		nibblePairs16AVX2(&c[0], &src[0], stride, n)
+		return
+	}
+	for i := range n {
+		x, y := le64(src[i*stride:]), le64(src[i*stride+8:])
+		put64(c[16*i:], pairLanes(x&lanes0f)|pairLanes(y&lanes0f)<<32)
+		put64(c[16*i+8:], pairLanes(x>>4&lanes0f)|pairLanes(y>>4&lanes0f)<<32)
+	}
+}
+
+// nibblePairs32 writes a Q4_K block's 128 code bytes (4 chunks of 32: sub-block 2j in the low
+// nibbles, 2j+1 in the high ones) as 8 runs of 32 codes, 16 bytes each, in nibblePairs16's
+// order (q4KNibblesAVX2 holds the same steps).
+func nibblePairs32(c, src []byte) {
+	_, _ = c[127], src[127]
+	for j := range 4 {
+		for h := range 2 {
+			for l := range 4 {
+				binary.LittleEndian.PutUint32(c[32*j+16*h+4*l:], uint32(pairLanes(le64(src[32*j+8*l:])>>(4*h)&lanes0f)))
+			}
+		}
+	}
+}
+
+// pairLanes packs the 8 nibbles in the low halves of x's bytes into 4 bytes, byte 2m's into
+// the low and byte 2m+1's into the high nibble of byte m.
+func pairLanes(x uint64) uint64 {
+	x = (x | x>>4) & 0x00ff00ff00ff00ff
+	x = (x | x>>8) & 0x0000ffff0000ffff
+	return (x | x>>16) & 0xffffffff
 }
 
 // ggmlInt8Row writes row n's int8 codes into q (len K), its group scales into s and (bias) its

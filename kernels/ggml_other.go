@@ -29,3 +29,11 @@ func q5KCodesAVX2(c *byte, b *byte) {
 func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
+
+func nibblePairs16AVX2(c *byte, src *byte, stride, n int) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
+
+func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32) {
+	panic("kernels: no assembly decoding kernels in this build")
+}

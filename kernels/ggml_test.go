@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratakernels/strata/internal/qdot"
 	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/op/optest"
 )
@@ -109,7 +110,7 @@ func TestGGMLInt8Row(t *testing.T) {
 }
 
 // BenchmarkGGMLMatMul runs y = x W^T in f32 and int8 compute for GGML weights beside MLX 4-bit
-// (groups of 64) at a projection and an expert's shape, in GFLOP/s (compare within one run).
+// (groups of 64) at a projection's and two experts' shapes, in GFLOP/s (compare within one run).
 func BenchmarkGGMLMatMul(b *testing.B) {
 	shapes := []struct {
 		name    string
@@ -117,6 +118,7 @@ func BenchmarkGGMLMatMul(b *testing.B) {
 	}{
 		{"proj_T512_N2560_K2560", 512, 2560, 2560},
 		{"expert_gateup_T80_N1280_K2560", 80, 1280, 2560},
+		{"expert_gateup_T16_N1024_K2048", 16, 1024, 2048}, // 256 experts top-8 at T = 512
 	}
 	for _, s := range shapes {
 		mlx, _, _ := optest.RandQuant(1, s.N, s.K, 4, 64, op.BF16, 0.05)
@@ -263,6 +265,64 @@ func q6FoldRef(q []int8, s []float32, c []byte, rs []float32, blk []byte) {
 				v = math.RoundToEven(v / float64(aM))
 			}
 			q[i] = int8(min(max(v, -128), 127))
+		}
+	}
+}
+
+// TestGGMLNibbleRow: the nibble form of Q4_0, Q4_1 and Q4_K rows (every kernel set) holds the
+// codes and the scales and offsets of their byte form: code + NibbleOff is the byte form's
+// code, bitwise; and the int8 products of the two forms are bitwise the same.
+func TestGGMLNibbleRow(t *testing.T) {
+	const N, K, T = 40, 768, 7
+	x := optest.Floats(3, T*K, 1)
+	for _, gt := range []op.GGMLType{op.GGMLQ4_0, op.GGMLQ4_1, op.GGMLQ4_K} {
+		m, _, err := optest.RandGGML(uint64(70+gt), N, K, gt, 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ggmlInt8(m)
+		if w.Nibbles == nil {
+			t.Fatalf("%v: no nibble form", gt)
+		}
+		q, s, b := make([]int8, K), make([]float32, K/32), make([]float32, K/32)
+		c, ns, nb := make([]byte, K/2), make([]float32, K/32), make([]float32, K/32)
+		t.Run(gt.String(), func(t *testing.T) {
+			forEachKernel(t, func(t *testing.T) {
+				for n := range N {
+					w.Row(n, q, s, b)
+					w.Nibbles(n, c, ns, nb)
+					for k := range K {
+						if got := int32(c[k/2]>>(4*(k%2))&15) + w.NibbleOff; got != int32(q[k]) {
+							t.Fatalf("%v row %d element %d: nibble code %d, byte code %d", gt, n, k, got, q[k])
+						}
+					}
+					for g := range K / 32 {
+						if math.Float32bits(ns[g]) != math.Float32bits(s[g]) || w.Bias && math.Float32bits(nb[g]) != math.Float32bits(b[g]) {
+							t.Fatalf("%v row %d group %d: scale %g offset %g, byte form %g %g", gt, n, g, ns[g], nb[g], s[g], b[g])
+						}
+					}
+				}
+			})
+		})
+		var a qdot.Int8Act
+		if err := qdot.QuantizeInt8(&a, x, T, K, 32); err != nil {
+			t.Fatal(err)
+		}
+		bytesOnly := *w
+		bytesOnly.Nibbles, bytesOnly.NibbleOff = nil, 0
+		for _, k := range qdot.Int8Kernels() {
+			y, want := make([]float32, T*N), make([]float32, T*N)
+			if err := qdot.MatMulInt8(want, N, &a, &bytesOnly, 0, N, k); err != nil {
+				t.Fatal(err)
+			}
+			if err := qdot.MatMulInt8(y, N, &a, w, 0, N, k); err != nil {
+				t.Fatal(err)
+			}
+			for i := range y {
+				if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v %v: y[%d] = %g in the nibble form, %g in the byte form", gt, k, i, y[i], want[i])
+				}
+			}
 		}
 	}
 }

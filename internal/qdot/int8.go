@@ -17,7 +17,7 @@ type Int8Weights interface {
 type i8src struct {
 	N, K, group int
 	bias        bool
-	nibbles     bool // 4-bit MLX codes: panels hold the code words as stored
+	nibbles     bool // 4-bit codes: panels hold the code words as stored (MLX) or as nibRow writes them
 	signed      bool // codes in [-127, 127] (FP8); else unsigned, below 2^bits
 	wide        bool // unsigned codes reach 128 (MLX 8-bit)
 	// row writes row n's codes in natural order into q (len K; nil: not wanted), its group
@@ -26,6 +26,10 @@ type i8src struct {
 	// codes, where set, is row in bytes (Int8Rows.Row): the packer transposes its codes into
 	// octet order with the assembly transpose, with no per-element Go.
 	codes func(n int, q []int8, s, b []float32)
+	// nibRow, where set (with nibbles), writes row n's 4-bit codes two to a byte as MLX packs
+	// them (Int8Rows.Nibbles), each nibOff below the true code.
+	nibRow func(n int, c []byte, s, b []float32)
+	nibOff int32
 	// aff is a 4-bit or 8-bit MLX weight, whose panels are transposed from its code words as
 	// stored (nibbles) or reordered (8-bit) and its scales and biases (Affine.panelScales);
 	// nil for the other weights, which the panels take from row.

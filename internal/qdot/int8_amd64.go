@@ -67,7 +67,7 @@ func transposeBulk(words, src []uint32, stride, n int, octet bool, xor uint32) i
 // With 4-bit codes and activation blocks of 32, the AVX2 kernel adds a block's pair sums in 16
 // bits (i8AVX2Nib16: at most 8 * 2 * 15 * 127 = 30480) and widens them once per block.
 func planInt8(k Kernel, src *i8src, block int) i8plan {
-	p := i8plan{nibbles: src.nibbles, rows: 4, half: true}
+	p := i8plan{nibbles: src.nibbles, rows: 4, half: true, off: src.nibOff}
 	switch k {
 	case AVX512:
 		p.rows, p.half = 6, false

@@ -17,7 +17,7 @@ func planInt8(k Kernel, src *i8src, _ int) i8plan {
 	if k != NEON {
 		panic("qdot: no int8 kernel " + k.String())
 	}
-	p := i8plan{nibbles: src.nibbles, rows: 4, half: true, fn: i8NEONByte}
+	p := i8plan{nibbles: src.nibbles, rows: 4, half: true, fn: i8NEONByte, off: src.nibOff}
 	if p.nibbles {
 		p.fn = i8NEONNib
 	}

@@ -62,6 +62,10 @@ type i8packer struct {
 	q    []int32
 	s, b []float32
 	rows []uint32 // byte form from src.row: the panel's columns in octet order, [32][wr]
+	// sc, bc are the panel's columns' group scales and biases ([32][groups]) from src.codes
+	// or src.nibRow, t their transpose.
+	sc, bc []float32
+	t      []uint32
 }
 
 // wordRows is the panel's word-rows: K/8 in the nibble form, K/4 in the byte form.
@@ -81,7 +85,10 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 	ng := K / G
 	wr := p.wordRows()
 	cols := min(panelCols, p.src.N-c0)
-	clear(wsb[:ng*2*panelCols])
+	if cols < panelCols || p.src.codes == nil {
+		// (The rows of codes write every scale, and every bias the kernel reads.)
+		clear(wsb[:ng*2*panelCols])
+	}
 	p.s, p.b = grow(p.s, ng), grow(p.b, ng)
 	if w := p.src.aff; w != nil {
 		// 4-bit: the words as stored; 8-bit: each pair of words' bytes into octet order.
@@ -90,19 +97,31 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 		return
 	}
 	p.rows = grow(p.rows, panelCols*wr)
-	if p.src.codes != nil {
-		// Codes as bytes in natural order (wr words a column): transposed into octet order.
+	if p.src.nibRow != nil || p.src.codes != nil {
+		// Codes as bytes in natural order (wr words a column), transposed into octet order, or
+		// 4-bit codes in MLX's words, transposed as they are; the columns' scales and biases
+		// ([cols][ng]) transposed the same way into the panel's [groups][2][32].
+		p.sc, p.bc = grow(p.sc, panelCols*ng), grow(p.bc, panelCols*ng)
 		for col := 0; col < cols; col++ {
 			row := p.rows[col*wr : (col+1)*wr]
-			p.src.codes(c0+col, unsafe.Slice((*int8)(unsafe.Pointer(&row[0])), 4*wr), p.s, p.b)
-			for g := 0; g < ng; g++ {
-				wsb[g*2*panelCols+col] = p.s[g]
-				if p.src.bias {
-					wsb[g*2*panelCols+panelCols+col] = p.b[g]
-				}
+			s, b := p.sc[col*ng:(col+1)*ng], p.bc[col*ng:(col+1)*ng]
+			if p.plan.nibbles {
+				p.src.nibRow(c0+col, unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*wr), s, b)
+			} else {
+				p.src.codes(c0+col, unsafe.Slice((*int8)(unsafe.Pointer(&row[0])), 4*wr), s, b)
 			}
 		}
-		transposeCols(words, p.rows[:cols*wr], wr, wr, cols, true, p.plan.xor)
+		transposeCols(words, p.rows[:cols*wr], wr, wr, cols, !p.plan.nibbles, p.plan.xor)
+		p.t = grow(p.t, ng*panelCols)
+		for h, v := range [2][]float32{p.sc, p.bc} {
+			if h == 1 && !p.src.bias {
+				break
+			}
+			transposeCols(p.t, unsafe.Slice((*uint32)(unsafe.Pointer(&v[0])), cols*ng), ng, ng, cols, false, 0)
+			for g := 0; g < ng; g++ {
+				copy(wsb[g*2*panelCols+h*panelCols:g*2*panelCols+h*panelCols+panelCols], unsafe.Slice((*float32)(unsafe.Pointer(&p.t[g*panelCols])), panelCols))
+			}
+		}
 		return
 	}
 	p.q = grow(p.q, K)

@@ -17,10 +17,19 @@ import (
 // scales and mins become int8 codes with a scale (and an offset) per 32 elements. The weight is
 // not copied: with the assembly kernels its panels are packed from Row on every call, the
 // codes as Row writes them taken into the panel's order by the assembly transpose.
+//
+// Nibbles, where set, is the same row as 4-bit codes c in [0, 15] with q = c + NibbleOff
+// (NibbleOff in [-15, 0]): it writes row n's K/2 bytes into c (element 2m in the low nibble of
+// byte m, 2m+1 in the high one, as MLX packs its 4-bit words) and the same scales and offsets
+// as Row. The assembly kernels then take the panels in the nibble form of 4-bit MLX weights
+// (half the bytes, no widening), the codes corrected by NibbleOff * sum(q_x) in the integer
+// sums: bitwise Row's products.
 type Int8Rows struct {
 	N, K, Group int
 	Bias        bool
 	Row         func(n int, q []int8, s, b []float32)
+	Nibbles     func(n int, c []byte, s, b []float32)
+	NibbleOff   int32
 }
 
 // Int8RowsGroups are the group sizes an Int8Rows weight may have: multiples of the activation
@@ -38,6 +47,9 @@ func (w *Int8Rows) Validate() error {
 	if w.N <= 0 || w.K <= 0 || w.K%w.Group != 0 || w.N > math.MaxInt32 || w.K > math.MaxInt32 {
 		return fmt.Errorf("%w: Int8Rows weight [%d, %d] in groups of %d", ErrShape, w.N, w.K, w.Group)
 	}
+	if w.NibbleOff < -15 || w.NibbleOff > 0 || w.NibbleOff != 0 && w.Nibbles == nil {
+		return fmt.Errorf("%w: Int8Rows weight with NibbleOff %d (want [-15, 0], with Nibbles)", ErrUnsupported, w.NibbleOff)
+	}
 	return nil
 }
 
@@ -46,6 +58,9 @@ func (w *Int8Rows) int8Source() (*i8src, error) {
 		return nil, err
 	}
 	src := &i8src{N: w.N, K: w.K, group: w.Group, bias: w.Bias, signed: true, codes: w.Row}
+	if w.Nibbles != nil {
+		src.signed, src.nibbles, src.nibRow, src.nibOff = false, true, w.Nibbles, w.NibbleOff
+	}
 	src.row = func(n int, q []int32, s, b []float32) {
 		// The codes into q's first K bytes, then widened in place from the last (code k's byte
 		// lies at or before its int32).
