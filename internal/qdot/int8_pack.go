@@ -202,7 +202,10 @@ func transposeCols(words, src []uint32, stride, n, cols int, octet bool, xor uin
 // even16 is bytes 0 and 2 of w as a 16-bit value.
 func even16(w uint32) uint32 { return w&0xff | w>>8&0xff00 }
 
-// i8Scratch is one call's packed panel, side tables and result tile.
+// blockBytes bounds the codes of the panels int8Asm packs at once (a block that stays in L2).
+const blockBytes = 384 << 10
+
+// i8Scratch is one call's packed panels, side tables and result tile.
 type i8Scratch struct {
 	words []uint32
 	wsb   []float32
@@ -255,32 +258,43 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 	if plan.nibbles {
 		wr, cwords = K/8, B/8
 	}
-	sc.words = grow(sc.words, wr*panelCols)
-	sc.wsb = grow(sc.wsb, ng*2*panelCols)
+	// Panels are packed a block at a time (at most blockBytes of codes), and each row tile
+	// runs over the whole block: the tile's activations stay in L1 across the block's panels,
+	// and the tile's rows of y are written in runs of the block's width.
+	bp := max(1, min(ceilDiv(n1-n0, panelCols), blockBytes/(4*wr*panelCols)))
+	pw, ps := wr*panelCols, ng*2*panelCols // words and scales of one panel
+	sc.words = grow(sc.words, bp*pw)
+	sc.wsb = grow(sc.wsb, bp*ps)
 	pk := &sc.pk
 	pk.src, pk.plan = src, plan
 	defer func() { pk.src, pk.plan = nil, i8plan{} }()
 	args := i8args{ldx: K, nchunk: G / B, cwords: cwords, ngroup: ng, flags: flags}
 	words, wsb := sc.words, sc.wsb
-	for c0 := n0; c0 < n1; c0 += panelCols {
-		pk.pack(words, wsb, c0)
-		cols := min(panelCols, n1-c0)
+	for b0 := n0; b0 < n1; b0 += bp * panelCols {
+		np := min(bp, ceilDiv(n1-b0, panelCols))
+		for p := range np {
+			pk.pack(words[p*pw:(p+1)*pw], wsb[p*ps:(p+1)*ps], b0+p*panelCols)
+		}
 		for i := 0; i < tiles; i++ {
 			args.x = &a.q[i*R*K]
 			args.xsc = &sc.xsc[i*nb*16]
 			if src.bias {
 				args.xb = &sc.xbt[i*ng*8]
 			}
-			for h := 0; h < 2; h++ {
-				if h == 1 && (!plan.half || cols <= 16) {
-					break
-				}
-				args.w, args.wsb, args.out = &words[16*h], &wsb[16*h], &sc.out[16*h]
-				plan.fn(&args)
-			}
 			rows := min(R, a.T-i*R)
-			for r := 0; r < rows; r++ {
-				copy(y[(i*R+r)*ldy+c0-n0:(i*R+r)*ldy+c0-n0+cols], sc.out[r*panelCols:r*panelCols+cols])
+			for p := range np {
+				c0 := b0 + p*panelCols
+				cols := min(panelCols, n1-c0)
+				for h := 0; h < 2; h++ {
+					if h == 1 && (!plan.half || cols <= 16) {
+						break
+					}
+					args.w, args.wsb, args.out = &words[p*pw+16*h], &wsb[p*ps+16*h], &sc.out[16*h]
+					plan.fn(&args)
+				}
+				for r := 0; r < rows; r++ {
+					copy(y[(i*R+r)*ldy+c0-n0:(i*R+r)*ldy+c0-n0+cols], sc.out[r*panelCols:r*panelCols+cols])
+				}
 			}
 		}
 	}
