@@ -36,11 +36,12 @@ func q6CodesAVX2(c *byte, b *byte)
 //go:noescape
 func q5KCodesAVX2(c *byte, b *byte)
 
-// foldQ6KAVX2 is foldQ6K (ggml_int8.go) in AVX2: the same division and rounding (VCVTPS2DQ
-// under Go's round-to-nearest-even MXCSR), the clamp by saturating packs.
+// q6KInt8AVX2 is q6KInt8 (ggml_int8.go) in AVX2 for n blocks at blk: codes into q (256 a
+// block) and group scales into s (8 a block), the block scale d read through the float16
+// table tab; bitwise ggmlCodes and q6Fold.
 //
 //go:noescape
-func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32)
+func q6KInt8AVX2(q *int8, s *float32, blk *byte, n int, tab *float32)
 
 // nibblePairs16AVX2 is nibblePairs16's loop (ggml_int8.go): for i < n, the 16 bytes at
 // src + i*stride give 16 bytes at c + 16i.

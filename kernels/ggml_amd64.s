@@ -220,44 +220,6 @@ TEXT ·q5KCodesAVX2(SB), NOSPLIT, $0-16
 	VZEROUPPER
 	RET
 
-// foldQ6K of ggml_int8.go: 16 runs of 16 codes, each sign-extended, multiplied by its run's
-// mul, converted to float32 (exact), divided by its run's den and rounded to an integer to
-// nearest even; VPACKSSDW and VPACKSSWB saturate to [-128, 127].
-
-// func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32)
-TEXT ·foldQ6KAVX2(SB), NOSPLIT, $0-32
-	MOVQ q+0(FP), DI
-	MOVQ c+8(FP), SI
-	MOVQ mul+16(FP), R8
-	MOVQ den+24(FP), R9
-	MOVQ $16, CX
-fq6run:
-	VPMOVSXBD    (SI), Y0
-	VPMOVSXBD    8(SI), Y1
-	VPBROADCASTD (R8), Y2
-	VBROADCASTSS (R9), Y3
-	VPMULLD      Y2, Y0, Y0
-	VPMULLD      Y2, Y1, Y1
-	VCVTDQ2PS    Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VDIVPS       Y3, Y0, Y0
-	VDIVPS       Y3, Y1, Y1
-	VCVTPS2DQ    Y0, Y0
-	VCVTPS2DQ    Y1, Y1
-	VPACKSSDW    Y1, Y0, Y0
-	VPERMQ       $0xD8, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPACKSSWB    X1, X0, X0
-	VMOVDQU      X0, (DI)
-	ADDQ         $16, SI
-	ADDQ         $16, DI
-	ADDQ         $4, R8
-	ADDQ         $4, R9
-	DECQ         CX
-	JNZ          fq6run
-	VZEROUPPER
-	RET
-
 // nibblePairs16 and nibblePairs32 of ggml_int8.go: the low and the high nibbles of the code
 // bytes apart (VPAND, VPSRLW), neighbours joined by VPMADDUBSW with the byte weights 1, 16
 // (words lo + 16 hi, at most 255), the words packed back to bytes (VPACKUSWB; for 32 bytes,
@@ -384,5 +346,134 @@ q4kchunk:
 	DECQ CX
 	JNZ  q4kblock
 q4kdone:
+	VZEROUPPER
+	RET
+
+// q6KInt8 of ggml_int8.go for n Q6_K blocks (210 bytes: ql[128], qh[64], 16 int8 sub-scales, d):
+// per block the codes by Q6HALF into the frame, then the 8 groups at once (even sub-scales a0,
+// odd a1): rs = d * a as ggmlCodes computes it; where the two rs are the same bits the group
+// keeps its codes (scale rs, mul 1, den 1), else a_M is the one of larger magnitude (a0 on a
+// tie), scale (d * a_M) / 4, mul 4a, den a_M; then every run of 16 codes c as foldQ6K:
+// RNE(float32(c * mul) / den), saturated to [-128, 127] by the packs.
+
+DATA q6kShuf<>+0(SB)/8, $0x0e0c0a0806040200
+DATA q6kShuf<>+8(SB)/8, $0x0f0d0b0907050301
+GLOBL q6kShuf<>(SB), RODATA|NOPTR, $16
+
+// func q6KInt8AVX2(q *int8, s *float32, blk *byte, n int, tab *float32)
+// Frame: codes 0-255, mul of the even runs 256-287, of the odd runs 288-319, den 320-351.
+TEXT ·q6KInt8AVX2(SB), NOSPLIT, $352-40
+	MOVQ q+0(FP), R8
+	MOVQ s+8(FP), R9
+	MOVQ blk+16(FP), R10
+	MOVQ n+24(FP), CX
+	MOVQ tab+32(FP), R11
+	TESTQ CX, CX
+	JZ    q6kdone
+q6kblock:
+	// Codes q - 32 into the frame.
+	MOVL $0x0f0f0f0f, AX
+	MOVD AX, X5
+	VPBROADCASTD X5, Y5
+	MOVL $0x03030303, AX
+	MOVD AX, X6
+	VPBROADCASTD X6, Y6
+	MOVL $0x20202020, AX
+	MOVD AX, X7
+	VPBROADCASTD X7, Y7
+	MOVQ R10, SI
+	LEAQ 128(R10), DX
+	LEAQ 0(SP), DI
+	Q6HALF
+	ADDQ $64, SI
+	ADDQ $32, DX
+	ADDQ $128, DI
+	Q6HALF
+	// The 8 groups: Y1 = a0, Y2 = a1 (int32), Y3 = d.
+	VMOVDQU      192(R10), X0
+	VPSHUFB      q6kShuf<>(SB), X0, X0
+	VPMOVSXBD    X0, Y1
+	VPSRLDQ      $8, X0, X0
+	VPMOVSXBD    X0, Y2
+	MOVWLZX      208(R10), AX
+	VBROADCASTSS (R11)(AX*4), Y3
+	VCVTDQ2PS    Y1, Y4
+	VMULPS       Y3, Y4, Y4   // rs0
+	VCVTDQ2PS    Y2, Y5
+	VMULPS       Y3, Y5, Y5   // rs1
+	VPCMPEQD     Y5, Y4, Y6   // eq
+	VPABSD       Y1, Y7
+	VPABSD       Y2, Y8
+	VPCMPGTD     Y7, Y8, Y9   // |a1| > |a0|
+	VPBLENDVB    Y9, Y2, Y1, Y10 // a_M
+	VCVTDQ2PS    Y10, Y11     // float a_M
+	VMULPS       Y3, Y11, Y12
+	MOVL         $0x3e800000, AX // 0.25
+	MOVD         AX, X13
+	VBROADCASTSS X13, Y13
+	VMULPS       Y13, Y12, Y12 // (d a_M) / 4
+	VBLENDVPS    Y6, Y4, Y12, Y12
+	VMOVUPS      Y12, (R9)
+	MOVL         $1, AX
+	MOVD         AX, X13
+	VPBROADCASTD X13, Y13     // 1
+	VPSLLD       $2, Y1, Y14
+	VPBLENDVB    Y6, Y13, Y14, Y14
+	VMOVDQU      Y14, 256(SP)
+	VPSLLD       $2, Y2, Y14
+	VPBLENDVB    Y6, Y13, Y14, Y14
+	VMOVDQU      Y14, 288(SP)
+	VCVTDQ2PS    Y13, Y13     // 1.0
+	VBLENDVPS    Y6, Y13, Y11, Y11
+	VMOVUPS      Y11, 320(SP)
+	// The runs: pair j (group j), its even run then its odd run.
+	XORQ BX, BX
+q6kgroup:
+	VBROADCASTSS 320(SP)(BX*4), Y3
+	VPBROADCASTD 256(SP)(BX*4), Y2
+	MOVQ         BX, AX
+	SHLQ         $5, AX
+	LEAQ         0(SP)(AX*1), SI
+	LEAQ         (R8)(AX*1), DI
+	VPMOVSXBD    (SI), Y0
+	VPMOVSXBD    8(SI), Y1
+	VPMULLD      Y2, Y0, Y0
+	VPMULLD      Y2, Y1, Y1
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VDIVPS       Y3, Y0, Y0
+	VDIVPS       Y3, Y1, Y1
+	VCVTPS2DQ    Y0, Y0
+	VCVTPS2DQ    Y1, Y1
+	VPACKSSDW    Y1, Y0, Y0
+	VPERMQ       $0xD8, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKSSWB    X1, X0, X0
+	VMOVDQU      X0, (DI)
+	VPBROADCASTD 288(SP)(BX*4), Y2
+	VPMOVSXBD    16(SI), Y0
+	VPMOVSXBD    24(SI), Y1
+	VPMULLD      Y2, Y0, Y0
+	VPMULLD      Y2, Y1, Y1
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VDIVPS       Y3, Y0, Y0
+	VDIVPS       Y3, Y1, Y1
+	VCVTPS2DQ    Y0, Y0
+	VCVTPS2DQ    Y1, Y1
+	VPACKSSDW    Y1, Y0, Y0
+	VPERMQ       $0xD8, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKSSWB    X1, X0, X0
+	VMOVDQU      X0, 16(DI)
+	INCQ         BX
+	CMPQ         BX, $8
+	JLT          q6kgroup
+	ADDQ $210, R10
+	ADDQ $256, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ  q6kblock
+q6kdone:
 	VZEROUPPER
 	RET

@@ -149,20 +149,19 @@ func pairLanes(x uint64) uint64 {
 // group offsets into b (len K/32).
 func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int8, s, b []float32) {
 	bs, ts := g.Type.BlockSize(), g.Type.TypeSize()
+	b0, b1 := n*K/bs, (n+1)*K/bs
+	if g.Type == op.GGMLQ6_K {
+		q6KInt8(q, s, g.Data[b0*ts:b1*ts], b1-b0)
+		return
+	}
 	var c [ggmlChunk]byte
 	var rs, ro [ggmlChunk / ggmlRun]float32
 	per := ggmlChunk / bs
-	b0, b1 := n*K/bs, (n+1)*K/bs
 	for blk := b0; blk < b1; blk += per {
 		nb := min(per, b1-blk)
 		ggmlCodes(g.Type, g.Data[blk*ts:(blk+nb)*ts], nb, c[:nb*bs], rs[:], ro[:])
 		e0 := (blk - b0) * bs // first element of the chunk in the row
-		if g.Type == op.GGMLQ6_K {
-			for j := range nb {
-				q6Fold(q[e0+256*j:e0+256*j+256], c[256*j:256*j+256], rs[16*j:16*j+16], g.Data[(blk+j)*ts:(blk+j+1)*ts], s[e0/32+8*j:e0/32+8*j+8])
-			}
-			continue
-		}
+
 		copy(q[e0:], unsafe.Slice((*int8)(unsafe.Pointer(&c[0])), nb*bs))
 		if t := g.Type; t != op.GGMLQ2_K && t != op.GGMLQ3_K {
 			// Scales (and mins) per 32 or per block: every group's runs share them.
@@ -221,6 +220,26 @@ func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int8, s, b []float32
 	}
 }
 
+// q6KInt8 writes the int8 form of n Q6_K blocks (data): 256 codes a block into q, 8 group
+// scales a block into s (q6Fold; AVX2 where the CPU has it).
+func q6KInt8(q []int8, s []float32, data []byte, n int) {
+	if n == 0 {
+		return
+	}
+	_, _, _ = q[256*n-1], s[8*n-1], data[210*n-1]
+	if useFPAsm() {
+		q6KInt8AVX2(&q[0], &s[0], &data[0], n, &f16Tab()[0])
+		return
+	}
+	var c [256]byte
+	var rs, ro [16]float32
+	for i := range n {
+		blk := data[210*i : 210*i+210]
+		ggmlCodes(op.GGMLQ6_K, blk, 1, c[:], rs[:], ro[:])
+		q6Fold(q[256*i:256*i+256], c[:], rs[:], blk, s[8*i:8*i+8])
+	}
+}
+
 // q6Fold writes the int8 form of one Q6_K block (ggml_int8.go): its 256 codes c (ggmlCodes's,
 // with run scales rs) into q and its 8 group scales into s. A group whose runs share their
 // scale keeps its codes; the others fold, every code by one division (foldQ6K).
@@ -244,10 +263,6 @@ func q6Fold(q []int8, c []byte, rs []float32, blk []byte, s []float32) {
 		if aM == 0 {
 			mul[2*j], mul[2*j+1], den[2*j], den[2*j+1] = 4, 4, 1, 1
 		}
-	}
-	if useFPAsm() {
-		foldQ6KAVX2(&q[0], &c[0], &mul, &den)
-		return
 	}
 	foldQ6K(q, c, &mul, &den)
 }

@@ -26,7 +26,7 @@ func q5KCodesAVX2(c *byte, b *byte) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
 
-func foldQ6KAVX2(q *int8, c *byte, mul *[16]int32, den *[16]float32) {
+func q6KInt8AVX2(q *int8, s *float32, blk *byte, n int, tab *float32) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
 

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -189,7 +190,7 @@ func TestGGMLInt8Resident(t *testing.T) {
 	}
 }
 
-// TestQ6Fold: the int8 form of Q6_K blocks (q6Fold, in every kernel set) is bitwise the
+// TestQ6Fold: the int8 form of Q6_K blocks (q6KInt8, in every kernel set) is bitwise the
 // float64 reference of the fold ggml_int8.go describes, for every pair of sub-scales (each
 // pair with random codes in 8 blocks) and block scales of either sign, zero and NaN.
 func TestQ6Fold(t *testing.T) {
@@ -220,12 +221,13 @@ func TestQ6Fold(t *testing.T) {
 		ggmlCodes(op.GGMLQ6_K, b, 1, c[:], rs[:], ro[:])
 		q6FoldRef(want[256*i:], wantS[8*i:], c[:], rs[:], b)
 	}
+	data := bytes.Join(blocks, nil)
 	forEachKernel(t, func(t *testing.T) {
-		q := make([]int8, 256)
-		s := make([]float32, 8)
+		qa := make([]int8, 256*len(blocks))
+		sa := make([]float32, 8*len(blocks))
+		q6KInt8(qa, sa, data, len(blocks))
 		for i, b := range blocks {
-			ggmlCodes(op.GGMLQ6_K, b, 1, c[:], rs[:], ro[:])
-			q6Fold(q, c[:], rs[:], b, s)
+			q, s := qa[256*i:256*i+256], sa[8*i:8*i+8]
 			for k := range q {
 				if q[k] != want[256*i+k] {
 					t.Fatalf("block %d (sub-scales %d %d, d %#04x) element %d: %d, want %d", i, int8(b[192+k/16]), int8(b[192+(k/16)^1]), uint16(b[208])|uint16(b[209])<<8, k, q[k], want[256*i+k])
