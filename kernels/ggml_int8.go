@@ -154,17 +154,16 @@ func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int8, s, b []float32
 		q6KInt8(q, s, g.Data[b0*ts:b1*ts], b1-b0)
 		return
 	}
-	var c [ggmlChunk]byte
-	var rs, ro [ggmlChunk / ggmlRun]float32
-	per := ggmlChunk / bs
-	for blk := b0; blk < b1; blk += per {
-		nb := min(per, b1-blk)
-		ggmlCodes(g.Type, g.Data[blk*ts:(blk+nb)*ts], nb, c[:nb*bs], rs[:], ro[:])
-		e0 := (blk - b0) * bs // first element of the chunk in the row
-
-		copy(q[e0:], unsafe.Slice((*int8)(unsafe.Pointer(&c[0])), nb*bs))
-		if t := g.Type; t != op.GGMLQ2_K && t != op.GGMLQ3_K {
-			// Scales (and mins) per 32 or per block: every group's runs share them.
+	if t := g.Type; t != op.GGMLQ2_K && t != op.GGMLQ3_K {
+		// Scales (and mins) per 32 or per block: every group's runs share them. The codes go
+		// straight into q, 256 elements at a time.
+		qb := unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), K)
+		var rs, ro [256 / ggmlRun]float32
+		per := 256 / bs
+		for blk := b0; blk < b1; blk += per {
+			nb := min(per, b1-blk)
+			e0 := (blk - b0) * bs
+			ggmlCodes(t, g.Data[blk*ts:(blk+nb)*ts], nb, qb[e0:e0+nb*bs], rs[:], ro[:])
 			sg := s[e0/32 : e0/32+nb*bs/32]
 			for gi := range sg {
 				sg[gi] = rs[2*gi]
@@ -175,13 +174,24 @@ func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int8, s, b []float32
 					bg[gi] = ro[2*gi]
 				}
 			}
-			continue
 		}
+		return
+	}
+	var c [ggmlChunk]byte
+	var rs, ro [ggmlChunk / ggmlRun]float32
+	per := ggmlChunk / bs
+	for blk := b0; blk < b1; blk += per {
+		nb := min(per, b1-blk)
+		ggmlCodes(g.Type, g.Data[blk*ts:(blk+nb)*ts], nb, c[:nb*bs], rs[:], ro[:])
+		e0 := (blk - b0) * bs // first element of the chunk in the row
 		for gi := 0; gi < nb*bs/32; gi++ {
 			cs := c[32*gi : 32*gi+32]
 			sa, sb, oa, ob := rs[2*gi], rs[2*gi+1], ro[2*gi], ro[2*gi+1]
 			G := e0/32 + gi
 			if math.Float32bits(sa) == math.Float32bits(sb) && math.Float32bits(oa) == math.Float32bits(ob) {
+				for i, x := range cs {
+					q[32*G+i] = int8(x)
+				}
 				s[G] = sa
 				if bias {
 					b[G] = oa

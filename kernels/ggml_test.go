@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,13 +72,49 @@ func BenchmarkGGMLDecode(b *testing.B) {
 // in float64 and rounded once, is optest.DequantGGML's value (zeros of either sign alike) for
 // the types whose scales and mins are per 32 or per block (ggml_int8.go), within half the
 // group's scale of it for Q2_K (requantized groups) and Q6_K (folded; one scale where a +128 was
-// clamped, as for Q3_K).
+// clamped, as for Q3_K). Q2_K, Q3_K and Q6_K also with every sub-scale of a block alike, the
+// groups their int8 form keeps as they are.
 func TestGGMLInt8Row(t *testing.T) {
 	const N, K = 6, 512
-	for _, gt := range op.GGMLBlockTypes {
+	same := map[op.GGMLType]func(blk []byte){
+		op.GGMLQ2_K: func(blk []byte) {
+			for i := range 16 {
+				blk[i] = 0x37
+			}
+		},
+		op.GGMLQ3_K: func(blk []byte) {
+			for i := 96; i < 104; i++ {
+				blk[i] = 0xaa
+			}
+			for i := 104; i < 108; i++ {
+				blk[i] = 0x55
+			}
+		},
+		op.GGMLQ6_K: func(blk []byte) {
+			for i := 192; i < 208; i++ {
+				blk[i] = 0xf9
+			}
+		},
+	}
+	types := slices.Clone(op.GGMLBlockTypes)
+	for gt := range same {
+		types = append(types, gt+1000) // the type with its sub-scales alike
+	}
+	for _, gt := range types {
+		alike := same[gt-1000]
+		if alike != nil {
+			gt -= 1000
+		}
 		m, want, err := optest.RandGGML(uint64(40+gt), N, K, gt, 0.1)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if alike != nil {
+			ts := gt.TypeSize()
+			for i := 0; i < len(m.GG.Data); i += ts {
+				alike(m.GG.Data[i : i+ts])
+			}
+			want = optest.DequantGGML(m)
 		}
 		w := ggmlInt8(m)
 		exact := gt != op.GGMLQ2_K && gt != op.GGMLQ3_K && gt != op.GGMLQ6_K
