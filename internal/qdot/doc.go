@@ -63,11 +63,12 @@
 // # Drivers
 //
 // MatMulInt8 and MatMulBF16 compute the columns [n0, n1) of y on the calling goroutine: the
-// weights are packed per call, one panel of 32 columns at a time, into the goroutine's scratch,
-// and each panel multiplies every row tile of the activations. An int8 panel takes 16 bytes per
-// element of K for 4-bit MLX codes (the code words as stored, transposed), 32 for 8-bit MLX
-// (reordered; both by an AVX2 8 x 8 word transpose on amd64) and 64 for the others (FP8 and
-// the other codes converted row by row, then transposed), and its scales. No weight is copied
+// weights are packed per call into the goroutine's scratch, panels of 32 columns a block at a
+// time (at most 384 KiB, so that the block stays in L2), and every row tile of the activations
+// runs over the whole block. An int8 panel takes 16 bytes per element of K for 4-bit codes (MLX
+// code words as stored, or an Int8Rows weight's Nibbles), 32 for 8-bit MLX (reordered; both
+// by an AVX2 8 x 8 word transpose on amd64) and 64 for the others (FP8 codes mapped row by row,
+// Int8Rows codes as their Row writes them, then transposed), and its scales. No weight is copied
 // beside the caller's: the products read the weights as stored. Every element's arithmetic is fixed by the definitions above, not by the
 // tiling, so any split of the columns over goroutines gives the same bits: ParallelInt8 and
 // ParallelBF16 split them over workers.

@@ -10,9 +10,10 @@ import (
 // columns. A panel holds, for each word-row (4 elements of every column: a dword lane per
 // column), 32 little-endian uint32 words, one per column:
 //
-//   - nibble form (4-bit MLX): word j of a column is the column's code word j as stored (codes
-//     8j..8j+7); the kernel takes its low nibbles (elements 8j+0, 2, 4, 6) and its high nibbles
-//     (8j+1, 3, 5, 7) as two word-rows, matching the activations' octet order;
+//   - nibble form (4-bit MLX, and Int8Rows with Nibbles): word j of a column is the column's
+//     code word j as stored (codes 8j..8j+7); the kernel takes its low nibbles (elements 8j+0,
+//     2, 4, 6) and its high nibbles (8j+1, 3, 5, 7) as two word-rows, matching the activations'
+//     octet order, and corrects the sums by i8plan.off (Int8Rows.NibbleOff);
 //   - byte form (every other weight): one code per byte, each 8 elements as two words in octet
 //     order (elements 0 2 4 6, then 1 3 5 7), XORed with 0x80808080 where the kernel's
 //     storage recentres them (i8plan).
