@@ -55,3 +55,10 @@ func nibblePairs16AVX2(c *byte, src *byte, stride, n int)
 //
 //go:noescape
 func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32)
+
+// iq4XSInt8AVX2 is ggmlInt8Row's IQ4_XS loop (ggml_int8.go) for n blocks at blk: the codes
+// kv[nibble] into q (256 a block) and the sub-block scales into s (8 a block), d read through
+// the float16 table tab; bitwise ggmlCodes's values.
+//
+//go:noescape
+func iq4XSInt8AVX2(q *int8, s *float32, blk *byte, n int, tab *float32, kv *[16]int8)

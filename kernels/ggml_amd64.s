@@ -477,3 +477,78 @@ q6kgroup:
 q6kdone:
 	VZEROUPPER
 	RET
+
+// func iq4XSInt8AVX2(q *int8, s *float32, blk *byte, n int, tab *float32, kv *[16]int8)
+// The int8 form of n IQ4_XS blocks (136 bytes: d, scales_h, scales_l[4], qs[128]), ggmlCodes's
+// values: the 8 sub-block scales d * (ls - 32), ls = the sub-block's nibble of scales_l with its
+// two bits of scales_h above, then the codes kv[nibble] (VPSHUFB), two sub-blocks a step: each
+// sub-block's 16 low nibbles, then its 16 high ones.
+TEXT ·iq4XSInt8AVX2(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), DI
+	MOVQ s+8(FP), R8
+	MOVQ blk+16(FP), SI
+	MOVQ n+24(FP), CX
+	MOVQ tab+32(FP), R10
+	MOVQ kv+40(FP), R11
+	VBROADCASTI128 (R11), Y4
+	MOVL $0x0f0f0f0f, AX
+	MOVD AX, X5
+	VPBROADCASTD X5, Y5
+	MOVL $32, AX
+	MOVD AX, X6
+	VPBROADCASTD X6, Y6
+	TESTQ CX, CX
+	JZ    iq4done
+iq4block:
+	// ls bytes in sub-block order: scales_l's nibbles interleaved (low, high of each byte),
+	// with (scales_h >> 2sb & 3) << 4 in byte sb, gathered into R9 from the top byte down.
+	MOVL       4(SI), AX
+	MOVD       AX, X0
+	VPSRLW     $4, X0, X1
+	VPAND      X5, X0, X0
+	VPAND      X5, X1, X1
+	VPUNPCKLBW X1, X0, X0
+	MOVWLZX    2(SI), AX
+	XORQ       R9, R9
+	MOVQ       $8, BX
+iq4sh:
+	MOVQ AX, DX
+	ANDQ $3, DX
+	SHLQ $60, DX
+	SHRQ $8, R9
+	ORQ  DX, R9
+	SHRQ $2, AX
+	DECQ BX
+	JNZ  iq4sh
+	MOVQ         R9, X1
+	VPOR         X1, X0, X0
+	VPMOVZXBD    X0, Y0
+	VPSUBD       Y6, Y0, Y0
+	VCVTDQ2PS    Y0, Y0
+	MOVWLZX      (SI), AX
+	VBROADCASTSS (R10)(AX*4), Y1
+	VMULPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (R8)
+	XORQ         BX, BX
+iq4codes:
+	VMOVDQU    8(SI)(BX*1), Y0
+	VPSRLW     $4, Y0, Y1
+	VPAND      Y5, Y0, Y0
+	VPAND      Y5, Y1, Y1
+	VPSHUFB    Y0, Y4, Y0
+	VPSHUFB    Y1, Y4, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VMOVDQU    Y2, (DI)(BX*2)
+	VMOVDQU    Y3, 32(DI)(BX*2)
+	ADDQ       $32, BX
+	CMPQ       BX, $128
+	JLT        iq4codes
+	ADDQ $136, SI
+	ADDQ $256, DI
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  iq4block
+iq4done:
+	VZEROUPPER
+	RET

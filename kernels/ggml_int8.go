@@ -154,6 +154,10 @@ func ggmlInt8Row(g *op.GGMLBlocks, K, n int, bias bool, q []int8, s, b []float32
 		q6KInt8(q, s, g.Data[b0*ts:b1*ts], b1-b0)
 		return
 	}
+	if g.Type == op.GGMLIQ4_XS && useFPAsm() {
+		iq4XSInt8AVX2(&q[0], &s[0], &g.Data[b0*ts], b1-b0, &f16Tab()[0], &ggmlKV)
+		return
+	}
 	if t := g.Type; t != op.GGMLQ2_K && t != op.GGMLQ3_K {
 		// Scales (and mins) per 32 or per block: every group's runs share them. The codes go
 		// straight into q, 256 elements at a time.

@@ -37,3 +37,7 @@ func nibblePairs16AVX2(c *byte, src *byte, stride, n int) {
 func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
+
+func iq4XSInt8AVX2(q *int8, s *float32, blk *byte, n int, tab *float32, kv *[16]int8) {
+	panic("kernels: no assembly decoding kernels in this build")
+}

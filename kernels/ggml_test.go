@@ -68,7 +68,7 @@ func BenchmarkGGMLDecode(b *testing.B) {
 	}
 }
 
-// TestGGMLInt8Row: the int8 form of every GGML type holds ggml's values: q * s + b, computed
+// TestGGMLInt8Row: the int8 form of every GGML type (every kernel set) holds ggml's values: q * s + b, computed
 // in float64 and rounded once, is optest.DequantGGML's value (zeros of either sign alike) for
 // the types whose scales and mins are per 32 or per block (ggml_int8.go), within half the
 // group's scale of it for Q2_K (requantized groups) and Q6_K (folded; one scale where a +128 was
@@ -120,26 +120,29 @@ func TestGGMLInt8Row(t *testing.T) {
 		exact := gt != op.GGMLQ2_K && gt != op.GGMLQ3_K && gt != op.GGMLQ6_K
 		q, s, b := make([]int8, K), make([]float32, K/32), make([]float32, K/32)
 		requant := 0
-		for n := range N {
-			w.Row(n, q, s, b)
-			for k, c := range q {
-				v := float64(c)*float64(s[k/32]) + float64(b[k/32])
-				ref := want[n*K+k]
-				if exact && float32(v) != ref { // -0 and +0 alike: the int8 sums do not see the sign of a zero
-					t.Fatalf("%v row %d element %d: %d * %g + %g = %g, want %g", gt, n, k, c, s[k/32], b[k/32], v, ref)
-				}
-				bound := 0.5001 // Q2_K's requantized groups; Q3_K and Q6_K's clamped +128 is off by one
-				if gt == op.GGMLQ3_K || gt == op.GGMLQ6_K {
-					bound = 1.0001
-				}
-				if d := math.Abs(v - float64(ref)); d > bound*math.Abs(float64(s[k/32]))+1e-7*math.Abs(float64(ref)) {
-					t.Fatalf("%v row %d element %d: %g, want %g (scale %g)", gt, n, k, v, ref, s[k/32])
-				}
-				if d := math.Abs(v - float64(ref)); d > 1e-6*math.Abs(float64(ref)) && k%32 == 0 {
-					requant++
+		forEachKernel(t, func(t *testing.T) {
+			requant = 0
+			for n := range N {
+				w.Row(n, q, s, b)
+				for k, c := range q {
+					v := float64(c)*float64(s[k/32]) + float64(b[k/32])
+					ref := want[n*K+k]
+					if exact && float32(v) != ref { // -0 and +0 alike: the int8 sums do not see the sign of a zero
+						t.Fatalf("%v row %d element %d: %d * %g + %g = %g, want %g", gt, n, k, c, s[k/32], b[k/32], v, ref)
+					}
+					bound := 0.5001 // Q2_K's requantized groups; Q3_K and Q6_K's clamped +128 is off by one
+					if gt == op.GGMLQ3_K || gt == op.GGMLQ6_K {
+						bound = 1.0001
+					}
+					if d := math.Abs(v - float64(ref)); d > bound*math.Abs(float64(s[k/32]))+1e-7*math.Abs(float64(ref)) {
+						t.Fatalf("%v row %d element %d: %g, want %g (scale %g)", gt, n, k, v, ref, s[k/32])
+					}
+					if d := math.Abs(v - float64(ref)); d > 1e-6*math.Abs(float64(ref)) && k%32 == 0 {
+						requant++
+					}
 				}
 			}
-		}
+		})
 		if !w.Bias && ggmlHasMin(gt) || w.Bias && !ggmlHasMin(gt) {
 			t.Errorf("%v: Bias %v", gt, w.Bias)
 		}

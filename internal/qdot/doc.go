@@ -64,8 +64,8 @@
 //
 // MatMulInt8 and MatMulBF16 compute the columns [n0, n1) of y on the calling goroutine: the
 // weights are packed per call into the goroutine's scratch, panels of 32 columns a block at a
-// time (at most 384 KiB, so that the block stays in L2), and every row tile of the activations
-// runs over the whole block. An int8 panel takes 16 bytes per element of K for 4-bit codes (MLX
+// time (as many panels as fit in 384 KiB, so that the block stays in L2, and at least one), and
+// every row tile of the activations runs over the whole block. An int8 panel takes 16 bytes per element of K for 4-bit codes (MLX
 // code words as stored, or an Int8Rows weight's Nibbles), 32 for 8-bit MLX (reordered; both
 // by an AVX2 8 x 8 word transpose on amd64) and 64 for the others (FP8 codes mapped row by row,
 // Int8Rows codes as their Row writes them, then transposed), and its scales. No weight is copied

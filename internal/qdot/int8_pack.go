@@ -203,7 +203,8 @@ func transposeCols(words, src []uint32, stride, n, cols int, octet bool, xor uin
 // even16 is bytes 0 and 2 of w as a 16-bit value.
 func even16(w uint32) uint32 { return w&0xff | w>>8&0xff00 }
 
-// blockBytes bounds the codes of the panels int8Asm packs at once (a block that stays in L2).
+// blockBytes bounds the codes of the panels int8Asm and bf16Asm pack at once (a block that
+// stays in L2; one panel of a long K may exceed it).
 const blockBytes = 384 << 10
 
 // i8Scratch is one call's packed panels, side tables and result tile.
