@@ -360,6 +360,25 @@ DATA q6kShuf<>+0(SB)/8, $0x0e0c0a0806040200
 DATA q6kShuf<>+8(SB)/8, $0x0f0d0b0907050301
 GLOBL q6kShuf<>(SB), RODATA|NOPTR, $16
 
+// Q6FOLDRUN folds the run of 16 codes at lo(SI), hi(SI) (8 each) into 16 bytes at lo(DI):
+// each code times Y2 (mul), converted, divided by Y3 (den), rounded, saturated by the packs.
+#define Q6FOLDRUN(lo, hi) \
+	VPMOVSXBD    lo(SI), Y0 \
+	VPMOVSXBD    hi(SI), Y1 \
+	VPMULLD      Y2, Y0, Y0 \
+	VPMULLD      Y2, Y1, Y1 \
+	VCVTDQ2PS    Y0, Y0 \
+	VCVTDQ2PS    Y1, Y1 \
+	VDIVPS       Y3, Y0, Y0 \
+	VDIVPS       Y3, Y1, Y1 \
+	VCVTPS2DQ    Y0, Y0 \
+	VCVTPS2DQ    Y1, Y1 \
+	VPACKSSDW    Y1, Y0, Y0 \
+	VPERMQ       $0xD8, Y0, Y0 \
+	VEXTRACTI128 $1, Y0, X1 \
+	VPACKSSWB    X1, X0, X0 \
+	VMOVDQU      X0, lo(DI)
+
 // func q6KInt8AVX2(q *int8, s *float32, blk *byte, n int, tab *float32)
 // Frame: codes 0-255, mul of the even runs 256-287, of the odd runs 288-319, den 320-351.
 TEXT ·q6KInt8AVX2(SB), NOSPLIT, $352-40
@@ -435,37 +454,9 @@ q6kgroup:
 	SHLQ         $5, AX
 	LEAQ         0(SP)(AX*1), SI
 	LEAQ         (R8)(AX*1), DI
-	VPMOVSXBD    (SI), Y0
-	VPMOVSXBD    8(SI), Y1
-	VPMULLD      Y2, Y0, Y0
-	VPMULLD      Y2, Y1, Y1
-	VCVTDQ2PS    Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VDIVPS       Y3, Y0, Y0
-	VDIVPS       Y3, Y1, Y1
-	VCVTPS2DQ    Y0, Y0
-	VCVTPS2DQ    Y1, Y1
-	VPACKSSDW    Y1, Y0, Y0
-	VPERMQ       $0xD8, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPACKSSWB    X1, X0, X0
-	VMOVDQU      X0, (DI)
+	Q6FOLDRUN(0, 8)
 	VPBROADCASTD 288(SP)(BX*4), Y2
-	VPMOVSXBD    16(SI), Y0
-	VPMOVSXBD    24(SI), Y1
-	VPMULLD      Y2, Y0, Y0
-	VPMULLD      Y2, Y1, Y1
-	VCVTDQ2PS    Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VDIVPS       Y3, Y0, Y0
-	VDIVPS       Y3, Y1, Y1
-	VCVTPS2DQ    Y0, Y0
-	VCVTPS2DQ    Y1, Y1
-	VPACKSSDW    Y1, Y0, Y0
-	VPERMQ       $0xD8, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPACKSSWB    X1, X0, X0
-	VMOVDQU      X0, 16(DI)
+	Q6FOLDRUN(16, 24)
 	INCQ         BX
 	CMPQ         BX, $8
 	JLT          q6kgroup
