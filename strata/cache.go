@@ -86,6 +86,22 @@ func newCache(m *Model, maxCtx int) (*cache, error) {
 	return ch, nil
 }
 
+// clear empties c for reuse as a new session's cache (Session.Reset, and NewSession taking a closed
+// session's cache): the fixed-size states are zeroed and the PLE token contexts start again.
+// Per-token states keep their old rows: a prefill writes rows pos.. before any op reads them, and
+// nothing reads a row at or past the session position. Call it only while no Pass uses c.
+func (c *cache) clear(m *Model) {
+	for _, st := range c.states {
+		if st.row == 0 {
+			clear(st.t.F32())
+			clear(st.t.I32())
+		}
+	}
+	for i, x := range c.pleCtx {
+		*x = m.layerAt(i).hash.InitialContext()
+	}
+}
+
 // layerAt returns the loaded layer with checkpoint index i (nil when the stage does not hold it).
 func (m *Model) layerAt(i int) *layer {
 	if i < m.lo || i >= m.hi {

@@ -79,6 +79,51 @@ type Model struct {
 	// mode is LoadOptions.Compute: state files and prompt-cache checkpoints record it, since a
 	// state made in one mode continues with other bits in another.
 	mode op.ComputeMode
+	// spare holds what the last closed session allocated (Session.Close), handed to the next
+	// NewSession so that a process that prefills session after session reuses one set of
+	// activation buffers and one cache instead of allocating (and page-faulting) them anew.
+	spareMu sync.Mutex
+	spare   spareSession
+}
+
+// spareSession is a closed session's scratch and cache (both nil for none).
+type spareSession struct {
+	scratch op.Scratch
+	cache   *cache
+	maxCtx  int // the cache's capacity
+}
+
+// takeSpare returns the spare scratch (or a new one) and the spare cache when it holds maxCtx
+// tokens (cleared), else nil after freeing it.
+func (m *Model) takeSpare(maxCtx int) (op.Scratch, *cache) {
+	m.spareMu.Lock()
+	sp := m.spare
+	m.spare = spareSession{}
+	m.spareMu.Unlock()
+	if sp.scratch == nil {
+		sp.scratch = m.dev.be.NewScratch()
+	}
+	if sp.cache != nil && sp.maxCtx != maxCtx {
+		sp.cache.free(m.dev.be)
+		sp.cache = nil
+	}
+	if sp.cache != nil {
+		sp.cache.clear(m)
+	}
+	return sp.scratch, sp.cache
+}
+
+// keepSpare makes a closing session's scratch and cache (nil for none) the spare of an open model
+// without one, else releases them.
+func (m *Model) keepSpare(sc op.Scratch, c *cache, maxCtx int) {
+	m.spareMu.Lock()
+	defer m.spareMu.Unlock()
+	if m.spare.scratch == nil && !m.closed.Load() {
+		m.spare = spareSession{scratch: sc, cache: c, maxCtx: maxCtx}
+		return
+	}
+	sc.Release()
+	c.free(m.dev.be)
 }
 
 // layer is one loaded decoder layer: the plan's layer with each weight read onto the backend
@@ -153,8 +198,8 @@ func (m *Model) Describe() string {
 	return s
 }
 
-// Close releases the checkpoint mapping (and, on the metal backend, the device-resident weights).
-// It waits for session calls already running to finish; later calls of the model's sessions
+// Close releases the checkpoint mapping (and, on the metal backend, the device-resident weights)
+// and the buffers a closed session left for the next (Session.Close). It waits for session calls already running to finish; later calls of the model's sessions
 // return an error wrapping ErrClosed. Closing twice is a no-op.
 func (m *Model) Close() error {
 	if m == nil {
@@ -166,6 +211,13 @@ func (m *Model) Close() error {
 		return nil
 	}
 	m.weights.Release()
+	m.spareMu.Lock()
+	if sp := m.spare; sp.scratch != nil {
+		sp.scratch.Release()
+		sp.cache.free(m.dev.be)
+	}
+	m.spare = spareSession{}
+	m.spareMu.Unlock()
 	if m.gg != nil {
 		return m.gg.Close()
 	}

@@ -156,11 +156,15 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	if c.MaxPositions > 0 && maxCtx > c.MaxPositions {
 		m.dev.logf(LogWarn, "session MaxContext %d exceeds the model's max_position_embeddings %d: positions past it were never trained", maxCtx, c.MaxPositions)
 	}
-	st, err := newCache(m, maxCtx)
-	if err != nil {
-		return nil, err
+	sc, st := m.takeSpare(maxCtx)
+	if st == nil {
+		var err error
+		if st, err = newCache(m, maxCtx); err != nil {
+			m.keepSpare(sc, nil, 0)
+			return nil, err
+		}
 	}
-	return &Session{m: m, maxCtx: maxCtx, state: st, scratch: m.dev.be.NewScratch()}, nil
+	return &Session{m: m, maxCtx: maxCtx, state: st, scratch: sc}, nil
 }
 
 // Position is the number of tokens in the cache (pos0 of the next prefill); 0 for nil.
@@ -210,7 +214,10 @@ func (s *Session) release() {
 	s.busy.Store(false)
 }
 
-// Close releases the session's cache (also after its model was closed). Further calls return
+// Close releases the session's cache and activation buffers (the scratch: one prefill step's
+// activations, as Prefill's memory check estimates them; also after its model was closed). An
+// open model keeps one closed session's buffers and cache for its next NewSession (the cache when
+// its MaxContext is the same, cleared), freed by Model.Close. Further calls return
 // ErrClosed; closing twice is a no-op; closing while another call runs returns ErrBusy.
 func (s *Session) Close() error {
 	if s == nil {
@@ -226,9 +233,8 @@ func (s *Session) Close() error {
 	s.m.use.RLock()
 	defer s.m.use.RUnlock()
 	s.closed = true
-	s.state.free(s.m.dev.be)
-	s.state = nil
-	s.scratch.Release()
+	s.m.keepSpare(s.scratch, s.state, s.maxCtx)
+	s.state, s.scratch = nil, nil
 	return nil
 }
 
@@ -238,12 +244,7 @@ func (s *Session) Reset() error {
 		return err
 	}
 	defer s.release()
-	st, err := newCache(s.m, s.maxCtx)
-	if err != nil {
-		return err
-	}
-	s.state.free(s.m.dev.be)
-	s.state = st
+	s.state.clear(s.m)
 	s.pos = 0
 	s.ids = nil
 	return nil

@@ -414,3 +414,53 @@ func TestNaNRouterWeightIsBackendError(t *testing.T) {
 		})
 	}
 }
+
+// TestReusedSessionBitwise: a session that takes a closed session's cache and scratch (after a
+// longer prompt left every state dirty), and a session after Reset, give bitwise the logits of a
+// session on fresh memory.
+func TestReusedSessionBitwise(t *testing.T) {
+	for _, tm := range tinyModels {
+		t.Run(tm.name, func(t *testing.T) {
+			m := loadTiny(t, tm.dir)
+			ids := openGoldens(t, tm.goldens).i32("b.input_ids")
+			ref, _ := m.NewSession(SessionOptions{MaxContext: 128})
+			defer ref.Close()
+			want := prefillAll(t, ref, ids[:60], nil)
+			s1, _ := m.NewSession(SessionOptions{MaxContext: 128})
+			prefillAll(t, s1, ids[:120], []int{50})
+			c1, sc1 := s1.state, s1.scratch
+			if err := s1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2, _ := m.NewSession(SessionOptions{MaxContext: 128})
+			defer s2.Close()
+			if s2.state != c1 || s2.scratch != sc1 {
+				t.Fatal("the second session did not take the closed session's cache and scratch")
+			}
+			check := func(what string, got []float32) {
+				t.Helper()
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%s: logit %d = %v, fresh session %v (want bitwise equal)", what, i, got[i], want[i])
+					}
+				}
+			}
+			check("reused cache", prefillAll(t, s2, ids[:60], nil))
+			if _, err := s2.Prefill(context.Background(), ids[60:110], PrefillOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s2.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			check("after Reset", prefillAll(t, s2, ids[:60], nil))
+			// Another capacity: the scratch is taken, the cache is new.
+			s2.Close()
+			s3, _ := m.NewSession(SessionOptions{MaxContext: 64})
+			defer s3.Close()
+			if s3.state == c1 || s3.scratch != sc1 {
+				t.Fatal("a session of another MaxContext: want the spare scratch and a new cache")
+			}
+			check("other capacity", prefillAll(t, s3, ids[:60], nil))
+		})
+	}
+}
