@@ -8,7 +8,7 @@ import "golang.org/x/sys/cpu"
 // AVX2 and FMA instructions of the element-wise and activation assembly kernels.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
 
-// hasAsmVec: the element-wise kernels (attnSoftmax8, attnScale8, gdnScaleCopy8, gdnRHS8) can
+// hasAsmVec: the element-wise kernels (attnSoftmax8, attnScale8, gdnScaleCopy8, gdnRHS8, gdnConv8) can
 // run.
 var hasAsmVec = hasAVX2FMA
 
@@ -31,6 +31,12 @@ func gdnScaleCopy8(dst, src *float32, n int, s float32)
 //
 //go:noescape
 func gdnRHS8(dst, v, ks *float32, n int, b, e float32)
+
+// gdnConv8 sets dst[i] = sum over j < k of w[j*ws+i] * rows[j][i] for i < n, n a multiple of 8:
+// from +0, taps in order, each product and sum rounded (gdn_kernel_amd64.s).
+//
+//go:noescape
+func gdnConv8(dst *float32, rows **float32, w *float32, k, ws, n int)
 
 // attnScores4x3 writes st[c*rp + r] = q_r . k_c (n floats, n a positive multiple of 8) for the
 // 4*nq4 query rows and 3*nk3 key rows of the tables q and keys, prefetching the 3*nk3 rows of

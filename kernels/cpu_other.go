@@ -21,6 +21,10 @@ func gdnRHS8(dst, v, ks *float32, n int, b, e float32) {
 	panic("kernels: no assembly micro-kernels in this build")
 }
 
+func gdnConv8(dst *float32, rows **float32, w *float32, k, ws, n int) {
+	panic("kernels: no assembly micro-kernels in this build")
+}
+
 func attnScores4x3(st *float32, rp int, q **float32, nq4 int, keys **float32, nk3 int, n int, pf **float32) {
 	panic("kernels: no assembly micro-kernels in this build")
 }

@@ -1,10 +1,11 @@
 package kernels
 
 import (
-	"github.com/stratakernels/strata/op"
-
 	"fmt"
 	"math"
+	"unsafe"
+
+	"github.com/stratakernels/strata/op"
 )
 
 // Gated DeltaNet (Yang, Kautz, Hatamizadeh, "Gated Delta Networks: Improving Mamba2 with Delta
@@ -63,12 +64,13 @@ func execGDNPre(args op.GDNPre) error {
 	C := p.Channels()
 	T, K := p.T, p.ConvK
 
-	qkC := p.Hk * p.Dk
+	qkC, vC := p.Hk*p.Dk, p.Hv*p.Dv
 	const blk = 64
 	nblk := (C + blk - 1) / blk
 	parallelFor(nblk, 4, func(lo, hi int) {
 		var acc [blk]float32
 		wT := make([]float32, K*blk) // the block's conv taps, tap-major
+		rows := make([]*float32, K)
 		for bi := lo; bi < hi; bi++ {
 			c0 := bi * blk
 			c1 := min(c0+blk, C)
@@ -78,32 +80,42 @@ func execGDNPre(args op.GDNPre) error {
 					wT[j*blk+i] = convW[(c0+i)*K+j]
 				}
 			}
+			// A block inside one of q, k, v is written in place; one across two is scattered.
+			var dst []float32
+			var ld int
+			switch {
+			case c1 <= qkC:
+				dst, ld = q[c0:], qkC
+			case c0 >= qkC && c1 <= 2*qkC:
+				dst, ld = k[c0-qkC:], qkC
+			case c0 >= 2*qkC:
+				dst, ld = v[c0-2*qkC:], vC
+			}
 			for t := 0; t < T; t++ {
-				clear(acc[:n])
 				for j := 0; j < K; j++ {
-					r := t - (K - 1) + j
-					var row []float32
-					if r < 0 {
-						row = convState[(r+K-1)*C+c0 : (r+K-1)*C+c1]
+					if r := t - (K - 1) + j; r < 0 {
+						rows[j] = &convState[(r+K-1)*C+c0]
 					} else {
-						row = qkv[r*C+c0 : r*C+c1]
-					}
-					w := wT[j*blk : j*blk+n]
-					for i, x := range row {
-						acc[i] += w[i] * x
+						rows[j] = &qkv[r*C+c0]
 					}
 				}
-				siluRow(acc[:n], acc[:n], 1)
-				for i := 0; i < n; i++ {
-					c := c0 + i
-					y := acc[i]
-					switch {
+				out := acc[:n]
+				if dst != nil {
+					out = dst[t*ld : t*ld+n]
+				}
+				gdnConv(out, rows, wT, blk)
+				siluRow(out, out, 1)
+				if dst != nil {
+					continue
+				}
+				for i, y := range out {
+					switch c := c0 + i; {
 					case c < qkC:
 						q[t*qkC+c] = y
 					case c < 2*qkC:
 						k[t*qkC+c-qkC] = y
 					default:
-						v[t*p.Hv*p.Dv+c-2*qkC] = y
+						v[t*vC+c-2*qkC] = y
 					}
 				}
 			}
@@ -137,6 +149,29 @@ func execGDNPre(args op.GDNPre) error {
 		}
 	})
 	return nil
+}
+
+// gdnConv sets dst[i] = sum over j of w[j*ws+i] * rows[j][i] for i < len(dst), len(rows) taps
+// (each row at least len(dst) elements): from +0, taps in order, each product and sum rounded to
+// float32 (no fused multiply-add, so that the assembly and every compiler give the same bits).
+func gdnConv(dst []float32, rows []*float32, w []float32, ws int) {
+	n, n8 := len(dst), 0
+	if n == 0 {
+		return
+	}
+	_ = w[(len(rows)-1)*ws+n-1]
+	if useAsmVec() {
+		if n8 = n &^ 7; n8 > 0 {
+			gdnConv8(&dst[0], &rows[0], &w[0], len(rows), ws, n8)
+		}
+	}
+	for i := n8; i < n; i++ {
+		var y float32
+		for j, r := range rows {
+			y += float32(w[j*ws+i] * unsafe.Slice(r, n)[i])
+		}
+		dst[i] = y
+	}
 }
 
 // gdnNormQK normalises q and k [T, Hk, Dk] in place per head: x / sqrt(sum x^2 + 1e-6), and

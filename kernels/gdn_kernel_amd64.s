@@ -52,3 +52,40 @@ rhsloop:
 rhsdone:
 	VZEROUPPER
 	RET
+
+// func gdnConv8(dst *float32, rows **float32, w *float32, k, ws, n int)
+//
+// dst[i] = sum over j < k of w[j*ws + i] * rows[j][i], from +0 in order j = 0, 1, ..., each
+// product and each sum rounded (VMULPS, VADDPS; no fused multiply-add), for i < n, n a multiple
+// of 8, k >= 1.
+TEXT ·gdnConv8(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ rows+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ k+24(FP), R8
+	MOVQ ws+32(FP), R9
+	SHLQ $2, R9
+	MOVQ n+40(FP), CX
+	SHRQ $3, CX
+	JZ   cvdone
+	XORQ R10, R10
+cvchunk:
+	VXORPS Y0, Y0, Y0
+	XORQ R11, R11
+	LEAQ (DX)(R10*1), R12
+cvtap:
+	MOVQ (SI)(R11*8), R13
+	VMOVUPS (R13)(R10*1), Y1
+	VMULPS (R12), Y1, Y1
+	VADDPS Y1, Y0, Y0
+	ADDQ R9, R12
+	INCQ R11
+	CMPQ R11, R8
+	JLT  cvtap
+	VMOVUPS Y0, (DI)(R10*1)
+	ADDQ $32, R10
+	DECQ CX
+	JNZ  cvchunk
+cvdone:
+	VZEROUPPER
+	RET

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -395,4 +396,96 @@ func BenchmarkGDNScan(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestGDNConvKernels: on every kernel set, GDNPre's q, k and v are bitwise the unfused float32
+// conv chain (products and sums rounded one by one, taps in order) through the set's SiLU and
+// normalisation, for channel blocks inside one of q, k, v and across two, widths that are not
+// multiples of 8 and T below ConvK-1; gdnConv alone is that chain bitwise and within 2K u sum
+// |w x| of a float64 conv.
+func TestGDNConvKernels(t *testing.T) {
+	cases := []optest.GDNCase{
+		{T: 70, Hk: 2, Hv: 4, Dk: 16, Dv: 12, ConvK: 4, Seed: 21}, // C 112: blocks across q|k|v
+		{T: 33, Hk: 4, Hv: 8, Dk: 64, Dv: 13, ConvK: 4, Seed: 22}, // q, k in place; v 104 wide
+		{T: 9, Hk: 1, Hv: 2, Dk: 128, Dv: 128, ConvK: 2, Seed: 23},
+		{T: 2, Hk: 2, Hv: 2, Dk: 24, Dv: 28, ConvK: 5, Seed: 24},
+	}
+	forEachKernel(t, func(t *testing.T) {
+		for _, c := range cases {
+			in := c.Inputs()
+			st := slices.Clone(in.ConvState)
+			q, k, v, _, _ := gdnCallPre(t, c, in, st)
+			C, K, qkC := c.Channels(), c.ConvK, c.Hk*c.Dk
+			hist := append(slices.Clone(in.ConvState), in.QKV...) // ConvK-1 rows of state, then T
+			pre := make([]float32, c.T*C)
+			for tt := 0; tt < c.T; tt++ {
+				for ch := 0; ch < C; ch++ {
+					var y float32
+					for j := 0; j < K; j++ {
+						y += float32(in.ConvW[ch*K+j] * hist[(tt+j)*C+ch])
+					}
+					pre[tt*C+ch] = y
+				}
+			}
+			siluRow(pre, pre, 1)
+			wq, wk, wv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
+			for tt := 0; tt < c.T; tt++ {
+				row := pre[tt*C : (tt+1)*C]
+				copy(wq[tt*qkC:], row[:qkC])
+				copy(wk[tt*qkC:], row[qkC:2*qkC])
+				copy(wv[tt*c.Hv*c.Dv:], row[2*qkC:])
+			}
+			if err := gdnNormQK(wq, wk, c.T, c.Hk, c.Dk); err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range [][2][]float32{{q, wq}, {k, wk}, {v, wv}} {
+				if !slices.Equal(p[0], p[1]) {
+					t.Errorf("%+v: output %d differs from the unfused conv chain", c, i)
+				}
+			}
+			if !slices.Equal(st, hist[len(hist)-(K-1)*C:]) {
+				t.Errorf("%+v: conv state is not the last ConvK-1 inputs", c)
+			}
+		}
+	})
+	// gdnConv alone against float64.
+	forEachKernel(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(7, 8))
+		for _, n := range []int{1, 7, 8, 13, 64} {
+			for K := 1; K <= 5; K++ {
+				ws := 64
+				w := make([]float32, K*ws)
+				xs := make([][]float32, K)
+				rows := make([]*float32, K)
+				for i := range w {
+					w[i] = float32(r.NormFloat64())
+				}
+				for j := range xs {
+					xs[j] = make([]float32, n)
+					for i := range xs[j] {
+						xs[j][i] = float32(r.NormFloat64())
+					}
+					rows[j] = &xs[j][0]
+				}
+				dst := make([]float32, n)
+				gdnConv(dst, rows, w, ws)
+				for i := range dst {
+					var ref, mag float64
+					var y float32
+					for j := range xs {
+						p := float64(w[j*ws+i]) * float64(xs[j][i])
+						ref += p
+						mag += math.Abs(p)
+						y += float32(w[j*ws+i] * xs[j][i])
+					}
+					if dst[i] != y {
+						t.Fatalf("n %d K %d element %d: %v, the unfused chain gives %v", n, K, i, dst[i], y)
+					}
+					if math.Abs(float64(dst[i])-ref) > float64(2*K)*0x1p-24*mag {
+						t.Fatalf("n %d K %d element %d: %v, float64 %v", n, K, i, dst[i], ref)
+					}
+				}
+			}
+		}
+	})
 }
