@@ -8,7 +8,8 @@ import "golang.org/x/sys/cpu"
 // AVX2 and FMA instructions of the element-wise and activation assembly kernels.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
 
-// hasAsmVec: the element-wise kernels (attnSoftmax8, attnScale8, gdnScaleCopy8, gdnRHS8, gdnConv8) can
+// hasAsmVec: the element-wise kernels (attnSoftmax8, attnScale8, gdnScaleCopy8, gdnRHS8, gdnConv8,
+// axpy8) can
 // run.
 var hasAsmVec = hasAVX2FMA
 
@@ -37,6 +38,12 @@ func gdnRHS8(dst, v, ks *float32, n int, b, e float32)
 //
 //go:noescape
 func gdnConv8(dst *float32, rows **float32, w *float32, k, ws, n int)
+
+// axpy8 sets dst[i] = dst[i] + w*src[i] for i < n, n a multiple of 8, the product and the sum
+// each rounded (gdn_kernel_amd64.s).
+//
+//go:noescape
+func axpy8(dst, src *float32, n int, w float32)
 
 // attnScores4x3 writes st[c*rp + r] = q_r . k_c (n floats, n a positive multiple of 8) for the
 // 4*nq4 query rows and 3*nk3 key rows of the tables q and keys, prefetching the 3*nk3 rows of

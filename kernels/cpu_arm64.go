@@ -23,6 +23,10 @@ func gdnConv8(dst *float32, rows **float32, w *float32, k, ws, n int) {
 	panic("kernels: no arm64 element-wise kernel")
 }
 
+func axpy8(dst, src *float32, n int, w float32) {
+	panic("kernels: no arm64 element-wise kernel")
+}
+
 func attnScores4x3(st *float32, rp int, q **float32, nq4 int, keys **float32, nk3 int, n int, pf **float32) {
 	panic("kernels: no arm64 dot-product kernel")
 }

@@ -89,3 +89,26 @@ cvtap:
 cvdone:
 	VZEROUPPER
 	RET
+
+// func axpy8(dst, src *float32, n int, w float32)
+//
+// dst[i] = dst[i] + w*src[i] for i < n, n a multiple of 8: the product and the sum each rounded
+// (VMULPS, VADDPS; no fused multiply-add).
+TEXT ·axpy8(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   axdone
+	VBROADCASTSS w+24(FP), Y15
+axloop:
+	VMULPS (SI), Y15, Y0
+	VADDPS (DI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  axloop
+axdone:
+	VZEROUPPER
+	RET

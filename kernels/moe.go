@@ -527,8 +527,8 @@ func execSwiGLU(a op.SwiGLU) error {
 // rk in [-1, rows).
 
 // moeCombineRow writes dst = sum over slots j in order of w[j] * ye[rk[j]] (float32
-// accumulation from zero; empty slots skipped). Every combine goes through here, so fused and
-// unfused variants agree bitwise.
+// accumulation from zero, each product and sum rounded; empty slots skipped). Every combine goes
+// through here, so fused and unfused variants agree bitwise.
 func moeCombineRow(dst, ye []float32, rk []int32, w []float32) {
 	D := len(dst)
 	clear(dst)
@@ -536,10 +536,22 @@ func moeCombineRow(dst, ye []float32, rk []int32, w []float32) {
 		if r < 0 {
 			continue
 		}
-		wj, src := w[j], ye[int(r)*D:int(r+1)*D]
-		for d, v := range src {
-			dst[d] += wj * v
+		axpy(dst, ye[int(r)*D:int(r+1)*D], w[j])
+	}
+}
+
+// axpy sets dst[i] = dst[i] + w*src[i] for i < len(dst), the product and the sum each rounded to
+// float32 (no fused multiply-add, so that the assembly and every compiler give the same bits).
+func axpy(dst, src []float32, w float32) {
+	src = src[:len(dst)]
+	n8 := 0
+	if useAsmVec() {
+		if n8 = len(dst) &^ 7; n8 > 0 {
+			axpy8(&dst[0], &src[0], n8, w)
 		}
+	}
+	for i := n8; i < len(dst); i++ {
+		dst[i] += float32(w * src[i])
 	}
 }
 

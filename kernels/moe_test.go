@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -618,4 +620,27 @@ func BenchmarkMoESchedule(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestAxpyKernels: the MoE combine's axpy is, on every kernel set, bitwise the unfused float32
+// dst + float32(w*src) of each element, whatever the length.
+func TestAxpyKernels(t *testing.T) {
+	forEachKernel(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, n := range []int{1, 7, 8, 13, 64, 2051} {
+			dst, src := make([]float32, n), make([]float32, n)
+			for i := range dst {
+				dst[i], src[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			w := float32(r.NormFloat64())
+			want := make([]float32, n)
+			for i := range want {
+				want[i] = dst[i] + float32(w*src[i])
+			}
+			axpy(dst, src, w)
+			if !slices.Equal(dst, want) {
+				t.Fatalf("n %d: axpy differs from the unfused sum", n)
+			}
+		}
+	})
 }
