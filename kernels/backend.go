@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"github.com/stratakernels/strata/internal/mem"
 	"runtime"
 	"sync"
 	"time"
@@ -34,7 +35,11 @@ func (Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
 	}
 	switch dt {
 	case op.F32:
-		return op.HostF32(hugeF32(n)), nil
+		// Not populated: a session cache's per-token states are touched only as far as the
+		// session goes.
+		b := make([]float32, n)
+		mem.AdviseHuge(b)
+		return op.HostF32(b), nil
 	case op.I32:
 		return op.HostI32(make([]int32, n)), nil
 	}
@@ -152,7 +157,7 @@ func (s *scratch) Tensor(name string, dt op.DType, n int) (op.Tensor, error) {
 	}
 	var t *op.Host
 	if dt == op.F32 {
-		t = op.HostF32(hugeF32(n))
+		t = op.HostF32(mem.F32(n))
 	} else {
 		t = op.HostI32(make([]int32, n))
 	}

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"github.com/stratakernels/strata/internal/mem"
 	"github.com/stratakernels/strata/op"
 
 	"errors"
@@ -390,7 +391,7 @@ var moeBufs = sync.Pool{New: func() any { s := make([]float32, 0); return &s }}
 func poolF32(p *sync.Pool, n int) *[]float32 {
 	b := p.Get().(*[]float32)
 	if cap(*b) < n {
-		*b = hugeF32(n)
+		*b = mem.F32(n)
 	}
 	*b = (*b)[:cap(*b)]
 	return b

@@ -1,0 +1,50 @@
+//go:build linux
+
+package mem
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// page is the base page size those hints round to.
+const page = 4 << 10
+
+// inner returns the bytes of the whole pages of size align inside b, when b has at least min
+// bytes (nil otherwise or when there is no whole page).
+func inner[E any](b []E, align, min uintptr) []byte {
+	if len(b) == 0 || uintptr(len(b))*unsafe.Sizeof(b[0]) < min {
+		return nil
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	lo := (p + align - 1) &^ (align - 1)
+	hi := (p + uintptr(len(b))*unsafe.Sizeof(b[0])) &^ (align - 1)
+	if hi <= lo {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), lo-p)), hi-lo)
+}
+
+// AdviseHuge asks the kernel for transparent huge pages (madvise MADV_HUGEPAGE) over the whole
+// 2 MiB pages inside b, before its first touch: a fresh buffer of n MiB then takes n/2 page
+// faults instead of 256 n. Where THP is off ("never") or no huge page is free the kernel keeps
+// 4 KiB pages. Buffers under 4 MiB are left alone.
+func AdviseHuge[E any](b []E) {
+	if r := inner(b, HugePage, 2*HugePage); r != nil {
+		_ = unix.Madvise(r, unix.MADV_HUGEPAGE)
+	}
+}
+
+// Populate faults in the whole 4 KiB pages inside b in one call (madvise MADV_POPULATE_WRITE,
+// Linux 5.14 and later), before the kernels first write them: where a page fault is expensive
+// (virtual machines: about 12 us a 4 KiB page on one measured, against about 1.5 us a page
+// populated in one call) the first prefill of a size runs almost as fast as the next. A fresh
+// buffer of Go's heap is zero and stays zero; the contents of any buffer are unchanged. Buffers
+// under 64 KiB are left alone. On an older kernel the call is refused and the pages fault on
+// first touch.
+func Populate[E any](b []E) {
+	if r := inner(b, page, 16*page); r != nil {
+		_ = unix.Madvise(r, unix.MADV_POPULATE_WRITE)
+	}
+}

@@ -1,0 +1,81 @@
+package mem
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestAdviseHuge: the 2 MiB pages inside a buffer of F32 are advised (VmFlags "hg" on the
+// mapping that holds them, /proc/self/smaps).
+func TestAdviseHuge(t *testing.T) {
+	b := F32(3 * HugePage / 4) // 6 MiB: at least two whole huge pages inside
+	p := uintptr(unsafe.Pointer(&b[0]))
+	mid := (p + HugePage - 1) &^ (HugePage - 1)
+	if flags := vmFlags(t, mid); !strings.Contains(" "+flags+" ", " hg ") {
+		t.Errorf("the mapping of a 6 MiB F32 buffer has VmFlags %q, want hg", flags)
+	}
+	b[len(b)-1] = 1 // keeps b alive past the check
+}
+
+// TestPopulate: F32's buffer is zero, and its pages are resident before any write (mincore),
+// on kernels that have MADV_POPULATE_WRITE (5.14 and later).
+func TestPopulate(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		var major, minor int
+		fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+		if major < 5 || major == 5 && minor < 14 {
+			t.Skipf("kernel %d.%d has no MADV_POPULATE_WRITE", major, minor)
+		}
+	}
+	b := F32(1 << 20) // 4 MiB
+	r := inner(b, page, 0)
+	vec := make([]byte, len(r)/page)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&r[0])), uintptr(len(r)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Skipf("mincore: %v", e)
+	}
+	for i, v := range vec {
+		if v&1 == 0 {
+			t.Fatalf("page %d of %d is not resident after F32", i, len(vec))
+		}
+	}
+	for i, x := range b {
+		if x != 0 {
+			t.Fatalf("element %d = %v, want 0", i, x)
+		}
+	}
+}
+
+// vmFlags is the VmFlags line of the mapping of /proc/self/smaps that holds address a.
+func vmFlags(t *testing.T, a uintptr) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		if rng, _, ok := strings.Cut(line, " "); ok && strings.Contains(rng, "-") && !strings.HasSuffix(rng, ":") {
+			lo, hi, _ := strings.Cut(rng, "-")
+			l, err1 := strconv.ParseUint(lo, 16, 64)
+			h, err2 := strconv.ParseUint(hi, 16, 64)
+			in = err1 == nil && err2 == nil && uint64(a) >= l && uint64(a) < h
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "VmFlags:"); ok && in {
+			return strings.TrimSpace(rest)
+		}
+	}
+	t.Fatalf("no mapping of /proc/self/smaps holds %#x", a)
+	return ""
+}
