@@ -377,8 +377,10 @@ strata_session_params strata_session_default_params(void);
 strata_status strata_session_new(strata_model* model, const strata_session_params* params,
                                  strata_session** out);
 
-/* Releases the session and its cache. Returns BUSY (and frees nothing) while another thread is
- * inside a call on the session. */
+/* Releases the session and its cache. The model keeps one freed session's activation buffers
+ * and cache (the cache for a session of the same max_context) for its next strata_session_new,
+ * and frees them with the model. Returns BUSY (and frees nothing) while another thread is inside
+ * a call on the session. */
 strata_status strata_session_free(strata_session* session);
 
 /* Returns the default prefill parameters (struct_size set). */

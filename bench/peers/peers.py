@@ -15,8 +15,8 @@ Engines and configurations (all with the same thread count):
                 f32, int8, bf16), on every GGUF file and on the --checkpoint folder (the MLX or
                 Hugging Face form of the same weights)
 
-Timing: llama-bench's tokens/s of its one timed run (-r 1) after its own warm-up run of the same
-size; strata's "slice pos0=0 T=..." line of --bench, after a --strata-warmup run of a few tokens
+Timing: llama-bench's tokens/s of its one timed run (-r 1) after its own warm-up run (llama.cpp's
+of the same size, ik_llama.cpp's of one token); strata's "slice pos0=0 T=..." line of --bench, after a --strata-warmup run of a few tokens
 in the same process (it pages the mapped weights in, as llama-bench's warm-up does). Peak RSS is
 the process's (wait4's ru_maxrss), the warm-up included.
 
