@@ -70,7 +70,7 @@ func planInt8(k Kernel, src *i8src, block int) i8plan {
 	p := i8plan{nibbles: src.nibbles, rows: 4, half: true, off: src.nibOff}
 	switch k {
 	case AVX512:
-		p.rows, p.half = 6, false
+		p.rows, p.half, p.strided = 6, false, true
 		p.fn = i8AVX512Byte
 		if p.nibbles {
 			p.fn = i8AVX512Nib

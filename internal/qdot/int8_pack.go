@@ -36,6 +36,7 @@ type i8args struct {
 	cwords int      // 64: word-rows per activation block (Block/8 nibble words, Block/4 byte words)
 	ngroup int      // 72: groups in K
 	flags  int      // 80: flagCorr | flagBias
+	ldo    int      // 88: bytes between result rows (i8plan.strided kernels; the others 128)
 }
 
 const (
@@ -54,6 +55,9 @@ type i8plan struct {
 	fn      func(*i8args)
 	rows    int
 	half    bool // the kernel does 16 columns: two calls per panel
+	// strided: the kernel stores its result rows ldo bytes apart (and only stores them), so a
+	// whole tile goes straight into y.
+	strided bool
 }
 
 // i8packer packs panels of one weight for one plan.
@@ -287,11 +291,16 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 			for p := range np {
 				c0 := b0 + p*panelCols
 				cols := min(panelCols, n1-c0)
+				if plan.strided && rows == R && cols == panelCols {
+					args.w, args.wsb, args.out, args.ldo = &words[p*pw], &wsb[p*ps], &y[i*R*ldy+c0-n0], 4*ldy
+					plan.fn(&args)
+					continue
+				}
 				for h := 0; h < 2; h++ {
 					if h == 1 && (!plan.half || cols <= 16) {
 						break
 					}
-					args.w, args.wsb, args.out = &words[p*pw+16*h], &wsb[p*ps+16*h], &sc.out[16*h]
+					args.w, args.wsb, args.out, args.ldo = &words[p*pw+16*h], &wsb[p*ps+16*h], &sc.out[16*h], 4*panelCols
 					plan.fn(&args)
 				}
 				for r := 0; r < rows; r++ {
