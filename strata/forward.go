@@ -58,6 +58,34 @@ func (f *fwd) buf(name string, dt op.DType, n int) op.Tensor {
 	return t
 }
 
+// mixer returns float32 tensors of the given element counts, carved one after another (each
+// start rounded up to mixerAlign elements) out of one scratch buffer that the GDN and attention
+// mixers share: a layer has one mixer, and its tensors are dead once the layer's output
+// projection has run. nil when f has an error.
+func (f *fwd) mixer(sizes ...int) []op.Tensor {
+	n := 0
+	for _, s := range sizes {
+		n += roundUp(s, mixerAlign)
+	}
+	buf := f.f32("mixer", n)
+	if buf == nil {
+		return nil
+	}
+	out := make([]op.Tensor, len(sizes))
+	off := 0
+	for i, s := range sizes {
+		out[i] = buf.Slice(off, off+s)
+		off += roundUp(s, mixerAlign)
+	}
+	return out
+}
+
+// mixerAlign is the alignment, in elements, of the mixer's tensors inside their buffer (256
+// bytes: more than any kernel's vector loads need).
+const mixerAlign = 64
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
 // f32 and i32 are buf for the two dtypes.
 func (f *fwd) f32(name string, n int) op.Tensor { return f.buf(name, op.F32, n) }
 func (f *fwd) i32(name string, n int) op.Tensor { return f.buf(name, op.I32, n) }
@@ -296,13 +324,11 @@ func (f *fwd) gdn(layer int, ly *layer, x, u op.Tensor) {
 	st := f.s.state
 	Hk, Hv, dk, dv := w.Hk, w.Hv, w.Dk, w.Dv
 	C := 2*Hk*dk + Hv*dv
-	qkv, z := f.f32("gdn qkv", T*C), f.f32("gdn z", T*Hv*dv)
-	a, b := f.f32("gdn a", T*Hv), f.f32("gdn b", T*Hv)
-	q, k, v := f.f32("gdn q", T*Hk*dk), f.f32("gdn k", T*Hk*dk), f.f32("gdn v", T*Hv*dv)
-	g, beta, o := f.f32("gdn g", T*Hv), f.f32("gdn beta", T*Hv), f.f32("gdn o", T*Hv*dv)
+	t := f.mixer(T*C, T*Hv*dv, T*Hv, T*Hv, T*Hk*dk, T*Hk*dk, T*Hv*dv, T*Hv, T*Hv, T*Hv*dv)
 	if f.err != nil {
 		return
 	}
+	qkv, z, a, b, q, k, v, g, beta, o := t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
 	f.matmul(layer, "in_proj_qkv", qkv, x, T, w.QKV)
 	f.matmul(layer, "in_proj_z", z, x, T, w.Z)
 	f.matmul(layer, "in_proj_b", b, x, T, w.B)
@@ -327,11 +353,11 @@ func (f *fwd) attention(layer int, ly *layer, x, u op.Tensor) {
 	st := f.s.state
 	Hq, Hkv, hd := a.Hq, a.Hkv, a.HeadDim
 	eps := f.eps
-	qg, kRaw, vRaw := f.f32("attn qg", T*Hq*2*hd), f.f32("attn k", T*Hkv*hd), f.f32("attn v", T*Hkv*hd)
-	q, gate, o := f.f32("attn q", T*Hq*hd), f.f32("attn gate", T*Hq*hd), f.f32("attn o", T*Hq*hd)
+	t := f.mixer(T*Hq*2*hd, T*Hkv*hd, T*Hkv*hd, T*Hq*hd, T*Hq*hd, T*Hq*hd)
 	if f.err != nil {
 		return
 	}
+	qg, kRaw, vRaw, q, gate, o := t[0], t[1], t[2], t[3], t[4], t[5]
 	f.matmul(layer, "q_proj", qg, x, T, a.Q)
 	f.matmul(layer, "k_proj", kRaw, x, T, a.K)
 	f.matmul(layer, "v_proj", vRaw, x, T, a.V)

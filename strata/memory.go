@@ -58,27 +58,26 @@ func (s *Session) checkMemory(step, T int, allLogits bool) error {
 
 // stepBytes estimates the scratch bytes of one prefill step of T tokens: every named tensor the
 // runner takes from the session's scratch (forward.go; the largest of each name over the layers'
-// blocks) and the largest temporaries the ops allocate themselves (the GatedResidual read's
+// blocks, the GDN and attention mixers' one shared buffer) and the largest temporaries the ops allocate themselves (the GatedResidual read's
 // normalised streams and mixing products, the grouped expert GEMMs' gathered rows and
 // activations). TestStepBytes holds it to the CPU backend's measured scratch.
 func (m *Model) stepBytes(T int) int64 {
 	t, D, S := int64(T), int64(m.plan.D), int64(m.plan.Streams)
 	f := t * (1 + 2*S*D + 2*D + S) // tokens, H, Hn, x, u, beta
-	var gdn, attn, moe, ple, mlp, R int64
+	var mix, idx, moe, ple, mlp, R int64 // mix: the mixer buffer the GDN and attention layers share
 	for _, p := range m.layers {
 		if g := p.GDN; g != nil {
 			Hk, Hv, dk, dv := int64(g.Hk), int64(g.Hv), int64(g.Dk), int64(g.Dv)
-			gdn = max(gdn, t*(int64(g.Channels())+2*Hv*dv+4*Hv+2*Hk*dk+Hv*dv))
+			mix = max(mix, t*(int64(g.Channels())+2*Hv*dv+4*Hv+2*Hk*dk+Hv*dv)+10*mixerAlign)
 		}
 		if a := p.Attn; a != nil {
 			Hq, Hkv, hd := int64(a.Hq), int64(a.Hkv), int64(a.HeadDim)
-			n := t * (2*Hq*hd + 2*Hkv*hd + 3*Hq*hd)
+			mix = max(mix, t*(2*Hq*hd+2*Hkv*hd+3*Hq*hd)+6*mixerAlign)
 			if x := a.Indexer; x != nil {
 				nh, dh := int64(x.Heads), int64(x.Dim)
 				// one selection token tensor per attention layer: at most budget + ratio per row
-				n += t*((nh+1)*dh+nh*dh) + t*int64(x.Budget+x.Ratio)*int64(len(m.layers))
+				idx = max(idx, t*((nh+1)*dh+nh*dh)+t*int64(x.Budget+x.Ratio)*int64(len(m.layers)))
 			}
-			attn = max(attn, n)
 		}
 		if mw := p.MoE; mw != nil {
 			E, K, I, Is := int64(mw.E), int64(mw.TopK), int64(mw.I), int64(mw.Shared.I)
@@ -97,5 +96,5 @@ func (m *Model) stepBytes(T int) int64 {
 		}
 	}
 	gr := t * (2*S*D + R) // GRRead's temporaries
-	return 4 * (f + gdn + attn + moe + mlp + ple + gr + D)
+	return 4 * (f + mix + idx + moe + mlp + ple + gr + D)
 }
