@@ -280,6 +280,11 @@ TEXT ·q4KNibblesAVX2(SB), NOSPLIT, $0-48
 	TESTQ CX, CX
 	JZ    q4kdone
 q4kblock:
+	// Prefetch about 14 blocks ahead: the rows of a weight follow one another, and rows
+	// streamed from DRAM are otherwise waited for a cache line at a time.
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
+	PREFETCHT0 2176(SI)
 	// d, dmin through the table.
 	MOVWLZX (SI), AX
 	VBROADCASTSS (R10)(AX*4), Y10
@@ -390,6 +395,10 @@ TEXT ·q6KInt8AVX2(SB), NOSPLIT, $352-40
 	TESTQ CX, CX
 	JZ    q6kdone
 q6kblock:
+	PREFETCHT0 2048(R10)        // about 10 blocks ahead, as in q4KNibblesAVX2
+	PREFETCHT0 2112(R10)
+	PREFETCHT0 2176(R10)
+	PREFETCHT0 2240(R10)
 	// Codes q - 32 into the frame.
 	MOVL $0x0f0f0f0f, AX
 	MOVD AX, X5
@@ -491,6 +500,9 @@ TEXT ·iq4XSInt8AVX2(SB), NOSPLIT, $0-48
 	TESTQ CX, CX
 	JZ    iq4done
 iq4block:
+	PREFETCHT0 2048(SI)         // about 15 blocks ahead, as in q4KNibblesAVX2
+	PREFETCHT0 2112(SI)
+	PREFETCHT0 2176(SI)
 	// ls bytes in sub-block order: scales_l's nibbles interleaved (low, high of each byte),
 	// with (scales_h >> 2sb & 3) << 4 in byte sb, gathered into R9 from the top byte down.
 	MOVL       4(SI), AX
