@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -199,8 +198,11 @@ func (b *sliceBench) runs(ctx context.Context, dir string, runs []benchRun) erro
 }
 
 // timeRun prefills run.T random tokens (seeded by the run) after run.pos0 untimed ones on a new
-// session of m and returns the timed prefill's figures. The peak RSS is of this run: the
-// high-water mark is reset (Linux) after returning the previous runs' freed memory to the system.
+// session of m and returns the timed prefill's figures. The peak RSS is the process's during this
+// run: the high-water mark is reset (Linux) before it, so it counts what the process holds then
+// (the weights touched so far, the buffers the model keeps from earlier runs) and what the run
+// adds. Freed memory is not handed back to the system before the run: a process that prefills
+// again does not do that, and the run would pay to fault it in again.
 func (b *sliceBench) timeRun(ctx context.Context, m *strata.Model, run benchRun) (strata.Stats, error) {
 	r := rand.New(rand.NewPCG(1, uint64(run.pos0+run.T)))
 	tokens := make([]int32, run.pos0+run.T)
@@ -217,7 +219,6 @@ func (b *sliceBench) timeRun(ctx context.Context, m *strata.Model, run benchRun)
 			return strata.Stats{}, err
 		}
 	}
-	debug.FreeOSMemory()
 	resetHWM()
 	lg, err := s.Prefill(ctx, tokens[run.pos0:], strata.PrefillOptions{Step: b.step})
 	if err != nil {
