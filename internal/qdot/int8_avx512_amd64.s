@@ -12,6 +12,29 @@
 // and added as y = fma(float32(I), s_g * x_c, y); after each group y = fma(b_g, xb_g, y)
 // (flagBias): the arithmetic of the package documentation, in its order.
 
+// I8STORE6X32 stores the float32 results Z12-Z23 (6 rows of 32 columns) at the argument block's
+// out, rows ldo bytes apart.
+#define I8STORE6X32 \
+	MOVQ 48(DI), AX \
+	MOVQ 88(DI), BX \
+	VMOVUPS Z12, 0(AX) \
+	VMOVUPS Z13, 64(AX) \
+	ADDQ BX, AX \
+	VMOVUPS Z14, 0(AX) \
+	VMOVUPS Z15, 64(AX) \
+	ADDQ BX, AX \
+	VMOVUPS Z16, 0(AX) \
+	VMOVUPS Z17, 64(AX) \
+	ADDQ BX, AX \
+	VMOVUPS Z18, 0(AX) \
+	VMOVUPS Z19, 64(AX) \
+	ADDQ BX, AX \
+	VMOVUPS Z20, 0(AX) \
+	VMOVUPS Z21, 64(AX) \
+	ADDQ BX, AX \
+	VMOVUPS Z22, 0(AX) \
+	VMOVUPS Z23, 64(AX)
+
 // func i8AVX512Nib(a *i8args): 4-bit codes as stored, two word-rows (low, high nibbles) per word.
 // func i8AVX512Nib(a *i8args)
 TEXT ·i8AVX512Nib(SB), NOSPLIT, $0-8
@@ -194,25 +217,7 @@ i8AVX512Nib_nobias:
 	ADDQ $256, R13
 	DECQ BX
 	JNZ i8AVX512Nib_group
-	MOVQ 48(DI), AX
-	MOVQ 88(DI), BX             // bytes between result rows
-	VMOVUPS Z12, 0(AX)
-	VMOVUPS Z13, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z14, 0(AX)
-	VMOVUPS Z15, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z16, 0(AX)
-	VMOVUPS Z17, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z18, 0(AX)
-	VMOVUPS Z19, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z20, 0(AX)
-	VMOVUPS Z21, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z22, 0(AX)
-	VMOVUPS Z23, 64(AX)
+	I8STORE6X32
 	VZEROUPPER
 	RET
 
@@ -374,25 +379,7 @@ i8AVX512Byte_nobias:
 	ADDQ $256, R13
 	DECQ BX
 	JNZ i8AVX512Byte_group
-	MOVQ 48(DI), AX
-	MOVQ 88(DI), BX             // bytes between result rows
-	VMOVUPS Z12, 0(AX)
-	VMOVUPS Z13, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z14, 0(AX)
-	VMOVUPS Z15, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z16, 0(AX)
-	VMOVUPS Z17, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z18, 0(AX)
-	VMOVUPS Z19, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z20, 0(AX)
-	VMOVUPS Z21, 64(AX)
-	ADDQ BX, AX
-	VMOVUPS Z22, 0(AX)
-	VMOVUPS Z23, 64(AX)
+	I8STORE6X32
 	VZEROUPPER
 	RET
 
