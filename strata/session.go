@@ -214,11 +214,12 @@ func (s *Session) release() {
 	s.busy.Store(false)
 }
 
-// Close releases the session's cache and activation buffers (the scratch: one prefill step's
-// activations, as Prefill's memory check estimates them; also after its model was closed). An
-// open model keeps one closed session's buffers and cache for its next NewSession (the cache when
-// its MaxContext is the same, cleared), freed by Model.Close. Further calls return
-// ErrClosed; closing twice is a no-op; closing while another call runs returns ErrBusy.
+// Close ends the session. Its cache and activation buffers (the scratch: one prefill step's
+// activations, as Prefill's memory check estimates them) go back to an open model, which keeps
+// one closed session's for its next NewSession (the cache when its MaxContext is the same,
+// cleared) and frees them in Model.Close; they are freed at once when the model is closed or
+// already keeps a set. Further calls return ErrClosed; closing twice is a no-op; closing while
+// another call runs returns ErrBusy.
 func (s *Session) Close() error {
 	if s == nil {
 		return nil
