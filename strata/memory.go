@@ -63,7 +63,7 @@ func (s *Session) checkMemory(step, T int, allLogits bool) error {
 // activations). TestStepBytes holds it to the CPU backend's measured scratch.
 func (m *Model) stepBytes(T int) int64 {
 	t, D, S := int64(T), int64(m.plan.D), int64(m.plan.Streams)
-	f := t * (1 + 2*S*D + 2*D + S) // tokens, H, Hn, x, u, beta
+	f := t * (1 + 2*S*D + 2*D + S)       // tokens, H, Hn, x, u, beta
 	var mix, idx, moe, ple, mlp, R int64 // mix: the mixer buffer the GDN and attention layers share
 	for _, p := range m.layers {
 		if g := p.GDN; g != nil {
