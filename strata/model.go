@@ -199,8 +199,9 @@ func (m *Model) Describe() string {
 }
 
 // Close releases the checkpoint mapping (and, on the metal backend, the device-resident weights)
-// and the buffers a closed session left for the next (Session.Close). It waits for session calls already running to finish; later calls of the model's sessions
-// return an error wrapping ErrClosed. Closing twice is a no-op.
+// and the buffers a closed session left for the next (Session.Close). It waits for session calls
+// already running to finish; later calls of the model's sessions return an error wrapping
+// ErrClosed. Closing twice is a no-op.
 func (m *Model) Close() error {
 	if m == nil {
 		return nil
