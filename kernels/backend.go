@@ -2,12 +2,12 @@ package kernels
 
 import (
 	"fmt"
-	"github.com/stratakernels/strata/internal/mem"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/internal/mem"
 	"github.com/stratakernels/strata/op"
 )
 
