@@ -120,7 +120,8 @@ func (w *hostWeights) Prepare(m *op.Matrix) (*op.Matrix, error) {
 	return widenF32(m)
 }
 
-// Bytes implements op.Weights: the float32 copies made at load (the compute modes make none).
+// Bytes implements op.Weights: the float32 copies made at load (the compute modes make none;
+// the GGML 4-bit weights int8 packs at load are its forms' Bytes).
 func (w *hostWeights) Bytes() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()

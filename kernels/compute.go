@@ -21,9 +21,11 @@ import (
 //     runs from its data as stored: the kernels pack each panel of 32 columns per call into a
 //     thread's scratch of 16 to 64 bytes per element of K (MLX 4-bit code words transposed,
 //     8-bit codes reordered, FP8 and GGML codes mapped to int8 with a scale, and an offset,
-//     per 32), so that a 4-bit file stays its size in memory; nothing is packed at load
-//     (ggml_int8.go for the GGML types; Q2_K, Q3_K and Q6_K groups whose two 16-element
-//     sub-blocks differ are requantized there). BF16, F16, F32 and QFloat weights
+//     per 32), so that a 4-bit file stays its size in memory (ggml_int8.go for the GGML
+//     types; Q2_K, Q3_K and Q6_K groups whose two 16-element sub-blocks differ are
+//     requantized there). The one exception: GGML Q4_0, Q4_1 and Q4_K codes are packed once at
+//     load into the panels (packNibbles; heads and panels the size of the blocks), and the
+//     loader lets the file's pages go. BF16, F16, F32 and QFloat weights
 //     run in f32: an int8 form of them would requantize the weights, which this mode does not
 //     do.
 //   - bf16: BF16, FP8Block and QAffine weights (MLX codes dequantized and rounded to bfloat16
@@ -53,11 +55,18 @@ type computeForm struct {
 	b16  qdot.BF16Weights // bf16
 	k    qdot.Kernel
 	what string // the weight's format, for reports
+	// packed: the bytes of the panels and scale heads of a GGML 4-bit weight packed at load
+	// (packNibbles); 0 for a form that reads the matrix's data as stored.
+	packed int64
 }
 
-// Bytes is 0: every form reads the matrix's own data as stored (the kernels pack or convert
-// each panel per call into a small scratch).
-func (f *computeForm) Bytes() int64 { return 0 }
+// Bytes is the packed panels and heads of a GGML Q4_0, Q4_1 or Q4_K weight in int8 mode (the
+// size of its blocks); 0 for the others, which read the matrix's own data as stored (the
+// kernels pack or convert each panel per call into a small scratch).
+func (f *computeForm) Bytes() int64 { return f.packed }
+
+// Packed reports whether the form holds the weight's values itself (Bytes > 0).
+func (f *computeForm) Packed() bool { return f.packed > 0 }
 
 func (f *computeForm) String() string {
 	if f.mode == op.ComputeInt8 {
@@ -75,6 +84,7 @@ type computeState struct {
 	// routes counts the matrices per report entry ("int8 avx2 (vpmaddubsw) for MLX 4-bit ...",
 	// "f32 for BF16 (...)").
 	routes map[string]int
+	packed int64 // bytes of the GGML 4-bit weights packed at load (packNibbles)
 }
 
 func newComputeState(mode op.ComputeMode) *computeState {
@@ -169,10 +179,23 @@ func (c *computeState) form(m *op.Matrix) (*computeForm, string, error) {
 		case fp8 != nil:
 			w = fp8
 		case m.DType == op.GGML:
-			w = ggmlInt8(m)
+			r := ggmlInt8(m)
+			w = r
+			if r.Nibbles != nil && c.i8k != qdot.Go {
+				// 4-bit blocks: packed once into the kernels' panels, the size of the
+				// blocks; the file's pages can then go.
+				n, err := packNibbles(r, m.GG, m.N, m.K, runtime.GOMAXPROCS(0))
+				if err != nil {
+					return nil, "", err
+				}
+				f.packed = n
+				c.mu.Lock()
+				c.packed += n
+				c.mu.Unlock()
+			}
 		}
-		// Read as stored: the kernels pack each panel of 32 columns per call into a small
-		// scratch, so that the weight adds no resident bytes to the mapped file.
+		// The others read as stored: the kernels pack each panel of 32 columns per call into
+		// a small scratch, so that the weight adds no resident bytes to the mapped file.
 		f.k, f.i8 = c.i8k, w
 		return f, "", nil
 	}
@@ -202,7 +225,11 @@ func (c *computeState) report() string {
 	s := c.mode.String()
 	switch c.mode {
 	case op.ComputeInt8:
-		s += fmt.Sprintf(" (activations in blocks of %d, weights read as stored: panels packed per call, none at load)", int8Block)
+		s += fmt.Sprintf(" (activations in blocks of %d, weights read as stored: panels packed per call, none at load", int8Block)
+		if c.packed > 0 {
+			s += fmt.Sprintf(" but GGML Q4_0, Q4_1 and Q4_K blocks, packed at load into panels of their size, %.1f MiB", float64(c.packed)/(1<<20))
+		}
+		s += ")"
 	case op.ComputeBF16:
 		best, why := qdot.BestBF16(), qdot.BF16Choice()
 		switch {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/stratakernels/strata/internal/mem"
 	"github.com/stratakernels/strata/internal/qdot"
 	"github.com/stratakernels/strata/op"
 )
@@ -74,34 +75,81 @@ func ggmlNibbleRow(g *op.GGMLBlocks, K, n int, c []byte, s, b []float32) {
 			q = 4
 		}
 		nibblePairs16(c, data[q:], ts, K/32)
-		for i := range K / 32 {
-			blk := data[i*ts:]
-			s[i] = tab[binary.LittleEndian.Uint16(blk)]
-			if g.Type == op.GGMLQ4_1 {
-				b[i] = tab[binary.LittleEndian.Uint16(blk[2:])]
-			}
-		}
+		nibbleScales(g.Type, data, ts, K, s, b)
 	case op.GGMLQ4_K:
 		if useFPAsm() {
 			q4KNibblesAVX2(&c[0], &s[0], &b[0], &data[0], K/256, &tab[0])
 			return
 		}
 		for i := range K / 256 {
-			blk := data[i*144 : (i+1)*144]
-			nibblePairs32(c[128*i:128*i+128], blk[16:])
-			d, dmin := tab[binary.LittleEndian.Uint16(blk)], tab[binary.LittleEndian.Uint16(blk[2:])]
-			// scaleMinK4 for the 8 sub-blocks at once: bytes 0-3 of each word for sub-blocks
-			// 0-3, bytes 8-11 (and the top bits of 0-7) for 4-7.
-			u0, u1, u2 := binary.LittleEndian.Uint32(blk[4:]), binary.LittleEndian.Uint32(blk[8:]), binary.LittleEndian.Uint32(blk[12:])
-			scs := [2]uint32{u0 & 0x3f3f3f3f, u2&0x0f0f0f0f | u0>>6&0x03030303<<4}
-			mins := [2]uint32{u1 & 0x3f3f3f3f, u2>>4&0x0f0f0f0f | u1>>6&0x03030303<<4}
-			sg, bg := s[8*i:8*i+8], b[8*i:8*i+8]
-			for sb := range 8 {
-				sc, m := float32(uint8(scs[sb/4]>>(8*(sb%4)))), float32(uint8(mins[sb/4]>>(8*(sb%4))))
-				sg[sb], bg[sb] = d*sc, -(dmin * m)
+			nibblePairs32(c[128*i:128*i+128], data[i*144+16:(i+1)*144])
+		}
+		nibbleScales(g.Type, data, ts, K, s, b)
+	}
+}
+
+// nibbleHead is the bytes of a Q4_0, Q4_1 or Q4_K block before its codes: the scale d (Q4_0),
+// d and m (Q4_1), d, dmin and the 12 bytes of 6-bit sub-block scales and mins (Q4_K).
+func nibbleHead(t op.GGMLType) int {
+	switch t {
+	case op.GGMLQ4_0:
+		return 2
+	case op.GGMLQ4_1:
+		return 4
+	}
+	return 16
+}
+
+// nibbleScales writes ggmlNibbleRow's group scales (s) and offsets (b, Q4_1 and Q4_K) of one
+// row of K elements from its blocks' heads, stride bytes apart in h (the row's blocks as
+// stored, stride TypeSize; or their heads alone, stride nibbleHead).
+func nibbleScales(t op.GGMLType, h []byte, stride, K int, s, b []float32) {
+	tab := f16Tab()
+	if t != op.GGMLQ4_K {
+		for i := range K / 32 {
+			blk := h[i*stride:]
+			s[i] = tab[binary.LittleEndian.Uint16(blk)]
+			if t == op.GGMLQ4_1 {
+				b[i] = tab[binary.LittleEndian.Uint16(blk[2:])]
 			}
 		}
+		return
 	}
+	for i := range K / 256 {
+		blk := h[i*stride : i*stride+16]
+		d, dmin := tab[binary.LittleEndian.Uint16(blk)], tab[binary.LittleEndian.Uint16(blk[2:])]
+		// scaleMinK4 for the 8 sub-blocks at once: bytes 0-3 of each word for sub-blocks
+		// 0-3, bytes 8-11 (and the top bits of 0-7) for 4-7.
+		u0, u1, u2 := binary.LittleEndian.Uint32(blk[4:]), binary.LittleEndian.Uint32(blk[8:]), binary.LittleEndian.Uint32(blk[12:])
+		scs := [2]uint32{u0 & 0x3f3f3f3f, u2&0x0f0f0f0f | u0>>6&0x03030303<<4}
+		mins := [2]uint32{u1 & 0x3f3f3f3f, u2>>4&0x0f0f0f0f | u1>>6&0x03030303<<4}
+		sg, bg := s[8*i:8*i+8], b[8*i:8*i+8]
+		for sb := range 8 {
+			sc, m := float32(uint8(scs[sb/4]>>(8*(sb%4)))), float32(uint8(mins[sb/4]>>(8*(sb%4))))
+			sg[sb], bg[sb] = d*sc, -(dmin * m)
+		}
+	}
+}
+
+// packNibbles packs w (ggmlInt8's form of a Q4_0, Q4_1 or Q4_K matrix g [N, K]) at load: its
+// codes into the int8 kernels' panels (qdot.Int8Rows.PackNibbles), its blocks' heads copied
+// out, so that the assembly kernels' products no longer read g.Data. A row's panel words are
+// K/2 bytes and its heads the rest of its blocks: together the size of g.Data, and the rows
+// of the last panel past N (zero). It returns the bytes held.
+func packNibbles(w *qdot.Int8Rows, g *op.GGMLBlocks, N, K, workers int) (int64, error) {
+	bs, ts, hs := g.Type.BlockSize(), g.Type.TypeSize(), nibbleHead(g.Type)
+	nb := K / bs
+	mem.PopulateRead(g.Data[:N*nb*ts])
+	heads := make([]byte, N*nb*hs)
+	for i := range N * nb {
+		copy(heads[i*hs:(i+1)*hs], g.Data[i*ts:i*ts+hs])
+	}
+	w.Scales = func(n int, s, b []float32) { nibbleScales(g.Type, heads[n*nb*hs:(n+1)*nb*hs], hs, K, s, b) }
+	if err := w.PackNibbles(workers); err != nil {
+		w.Scales = nil
+		return 0, err
+	}
+	return int64(len(heads)) + w.PackedBytes(), nil
 }
 
 // nibblePairs16 writes, for n runs of 32 codes held as 16 bytes at src + i*stride (codes 0-15

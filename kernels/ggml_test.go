@@ -194,12 +194,14 @@ func BenchmarkGGMLMatMul(b *testing.B) {
 }
 
 // TestGGMLInt8Resident: in int8 mode a GGML weight, and an MLX 4-bit one, keep only their data
-// as stored (their forms add no bytes: ResidentBytes of a 4-bit file stays the file's size);
-// the report names the GGML route and its kernel.
+// as stored (their forms add no bytes: ResidentBytes of a 4-bit file stays the file's size),
+// but for Q4_0, Q4_1 and Q4_K, whose packed form (which the products read in place of the data)
+// is the data's size; the report names the GGML route, its kernel and the packed bytes.
 func TestGGMLInt8Resident(t *testing.T) {
 	const N, K = 512, 2560
 	store := Backend{}.NewWeights(op.WeightOptions{Compute: op.ComputeInt8})
-	for _, gt := range []op.GGMLType{op.GGMLQ4_K, op.GGMLIQ4_XS, op.GGMLQ4_0, op.GGMLMXFP4} {
+	var packed int64
+	for _, gt := range []op.GGMLType{op.GGMLQ4_K, op.GGMLIQ4_XS, op.GGMLQ4_0, op.GGMLQ4_1, op.GGMLMXFP4} {
 		m, _, err := optest.RandGGML(uint64(gt), N, K, gt, 0.05)
 		if err != nil {
 			t.Fatal(err)
@@ -208,25 +210,40 @@ func TestGGMLInt8Resident(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Compute == nil || p.Compute.Bytes() != 0 || p.Bytes() != m.Bytes() || m.Bytes() != int64(N*K/gt.BlockSize()*gt.TypeSize()) {
-			t.Fatalf("%v: form %v, %d + %d bytes resident, file %d", gt, p.Compute, p.Bytes(), p.Compute.Bytes(), m.Bytes())
+		file := int64(N * K / gt.BlockSize() * gt.TypeSize())
+		if p.Compute == nil || p.Bytes() != m.Bytes() || m.Bytes() != file {
+			t.Fatalf("%v: form %v, %d bytes of data, file %d", gt, p.Compute, p.Bytes(), file)
+		}
+		resident := p.Bytes()
+		switch gt {
+		case op.GGMLQ4_0, op.GGMLQ4_1, op.GGMLQ4_K:
+			if !p.Compute.Packed() || p.Compute.Bytes() != file {
+				t.Fatalf("%v: form packed %v with %d bytes, want the file's %d", gt, p.Compute.Packed(), p.Compute.Bytes(), file)
+			}
+			resident = p.Compute.Bytes()
+			packed += resident
+		default:
+			if p.Compute.Packed() || p.Compute.Bytes() != 0 {
+				t.Fatalf("%v: form packed %v with %d bytes, want none", gt, p.Compute.Packed(), p.Compute.Bytes())
+			}
 		}
 		t.Logf("%v: %.3f bytes an element resident in int8 mode (%.2f bits), 1.00x the stored blocks", gt,
-			float64(p.Bytes()+p.Compute.Bytes())/(N*K), 8*float64(p.Bytes()+p.Compute.Bytes())/(N*K))
+			float64(resident)/(N*K), 8*float64(resident)/(N*K))
 	}
 	mlx, _, _ := optest.RandQuant(1, N, K, 4, 64, op.BF16, 0.05)
 	p, err := store.Prepare(mlx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Compute == nil || p.Compute.Bytes() != 0 || p.Bytes() != mlx.Bytes() {
+	if p.Compute == nil || p.Compute.Packed() || p.Compute.Bytes() != 0 || p.Bytes() != mlx.Bytes() {
 		t.Fatalf("MLX 4-bit: form %v, %d + %d bytes resident, stored %d", p.Compute, p.Bytes(), p.Compute.Bytes(), mlx.Bytes())
 	}
 	if store.Bytes() != 0 {
-		t.Errorf("the int8 store holds %d bytes of its own", store.Bytes())
+		t.Errorf("the int8 store holds %d bytes of float32 copies", store.Bytes())
 	}
-	if r := store.Compute(); !strings.Contains(r, "for GGML Q4_K: 1") || !strings.Contains(r, "weights read as stored") {
-		t.Errorf("report %q", r)
+	want := fmt.Sprintf("packed at load into panels of their size, %.1f MiB", float64(packed)/(1<<20))
+	if r := store.Compute(); !strings.Contains(r, "for GGML Q4_K: 1") || !strings.Contains(r, "weights read as stored") || !strings.Contains(r, want) {
+		t.Errorf("report %q, want %q in it", r, want)
 	}
 }
 
@@ -352,19 +369,125 @@ func TestGGMLNibbleRow(t *testing.T) {
 		}
 		bytesOnly := *w
 		bytesOnly.Nibbles, bytesOnly.NibbleOff = nil, 0
+		// The form packed at load (packNibbles): its scales alone are Nibbles' (every kernel
+		// set), and its products, over every column range, are the byte form's bitwise.
+		packed := ggmlInt8(m)
+		n, err := packNibbles(packed, m.GG, N, K, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64((N+31)/32*32*K/2 + N*K/gt.BlockSize()*(gt.TypeSize()-gt.BlockSize()/2)); n != want {
+			t.Errorf("%v: packed %d bytes, want %d", gt, n, want)
+		}
+		t.Run(gt.String()+"/scales", func(t *testing.T) {
+			forEachKernel(t, func(t *testing.T) {
+				ps, pb := make([]float32, K/32), make([]float32, K/32)
+				for n := range N {
+					w.Nibbles(n, c, ns, nb)
+					packed.Scales(n, ps, pb)
+					for g := range K / 32 {
+						if math.Float32bits(ps[g]) != math.Float32bits(ns[g]) || w.Bias && math.Float32bits(pb[g]) != math.Float32bits(nb[g]) {
+							t.Fatalf("row %d group %d: packed scale %g offset %g, Nibbles' %g %g", n, g, ps[g], pb[g], ns[g], nb[g])
+						}
+					}
+				}
+			})
+		})
 		for _, k := range qdot.Int8Kernels() {
 			y, want := make([]float32, T*N), make([]float32, T*N)
 			if err := qdot.MatMulInt8(want, N, &a, &bytesOnly, 0, N, k); err != nil {
 				t.Fatal(err)
 			}
-			if err := qdot.MatMulInt8(y, N, &a, w, 0, N, k); err != nil {
-				t.Fatal(err)
-			}
-			for i := range y {
-				if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%v %v: y[%d] = %g in the nibble form, %g in the byte form", gt, k, i, y[i], want[i])
+			for _, form := range []struct {
+				name string
+				w    *qdot.Int8Rows
+			}{{"nibble", w}, {"packed", packed}} {
+				for _, r := range [][2]int{{0, N}, {0, 32}, {32, N}, {8, N}, {5, 37}} {
+					clear(y)
+					if err := qdot.MatMulInt8(y[r[0]:], N, &a, form.w, r[0], r[1], k); err != nil {
+						t.Fatal(err)
+					}
+					for i := range T {
+						for j := r[0]; j < r[1]; j++ {
+							if got, w := y[i*N+j], want[i*N+j]; math.Float32bits(got) != math.Float32bits(w) {
+								t.Fatalf("%v %v columns [%d, %d): y[%d, %d] = %g in the %s form, %g in the byte form", gt, k, r[0], r[1], i, j, got, form.name, w)
+							}
+						}
+					}
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkGGMLExperts: routed experts whose weights come from memory, not cache, as at full
+// size (Qwen3.5-35B-A3B's widths, D 2048 and I 512, Q4_K blocks; 64 experts top-2 at T = 2048:
+// 64 rows an expert, the rows of its 256 experts top-8; 113 MB of weights), in int8 mode: the
+// Q4_K blocks packed into panels at load (what Prepare makes) against unpacked from the blocks
+// on every call (the form before packing). GFLOP/s counts 2 T topk 3 D I per call;
+// cpu-GFLOP/s divides by the process's CPU time.
+func BenchmarkGGMLExperts(b *testing.B) {
+	const T, E, K, D, I = 2048, 64, 2, 2048, 512
+	x := optest.Floats(3, T*D, 1)
+	wt, idx := make([]float32, T*K), make([]int32, T*K)
+	if err := topKRoute(wt, idx, optest.Floats(4, T*E, 1), T, E, K, true); err != nil {
+		b.Fatal(err)
+	}
+	ye, rk := make([]float32, T*K*D), make([]int32, T*K)
+	flops := 2 * float64(T*K) * 3 * D * I
+	// Three random weights, their blocks copied for every expert (the products read each
+	// expert's own memory).
+	var proto [3]*op.Matrix
+	for i, nk := range [3][2]int{{I, D}, {I, D}, {D, I}} {
+		m, _, err := optest.RandGGML(uint64(90+i), nk[0], nk[1], op.GGMLQ4_K, 0.05)
+		if err != nil {
+			b.Fatal(err)
+		}
+		proto[i] = m
+	}
+	store := Backend{}.NewWeights(op.WeightOptions{Compute: op.ComputeInt8})
+	packed := &op.Experts{E: E, D: D, I: I, Up: make([]*op.Matrix, E)}
+	perCall := &op.Experts{E: E, D: D, I: I, Up: make([]*op.Matrix, E)}
+	for e := 0; e < E; e++ {
+		var ms [3]*op.Matrix
+		for i, p := range proto {
+			g := &op.GGMLBlocks{Type: p.GG.Type, Data: slices.Clone(p.GG.Data)}
+			m, err := op.NewMatrixGGML(p.N, p.K, g)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ms[i], err = store.Prepare(m); err != nil {
+				b.Fatal(err)
+			}
+			if !ms[i].Compute.Packed() {
+				b.Fatal("Q4_K not packed in int8 mode")
+			}
+		}
+		packed.GateUp, packed.Up[e], packed.Down = append(packed.GateUp, ms[0]), ms[1], append(packed.Down, ms[2])
+		var un [3]*op.Matrix
+		for i, m := range ms {
+			cp := *m
+			f := *m.Compute.(*computeForm)
+			f.i8, f.packed = ggmlInt8(m), 0
+			cp.Compute = &f
+			un[i] = &cp
+		}
+		perCall.GateUp, perCall.Up[e], perCall.Down = append(perCall.GateUp, un[0]), un[1], append(perCall.Down, un[2])
+	}
+	for _, c := range []struct {
+		name string
+		ex   *op.Experts
+	}{{"packed-at-load", packed}, {"per-call", perCall}} {
+		b.Run(c.name, func(b *testing.B) {
+			c0 := processCPU()
+			for b.Loop() {
+				if err := moeExperts(ye, rk, x, T, idx, K, c.ex); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c1 := processCPU()
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(flops*float64(b.N)/(c1-c0)/1e9, "cpu-GFLOP/s")
+		})
 	}
 }

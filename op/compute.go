@@ -58,6 +58,10 @@ func (c ComputeMode) Valid() error {
 type ComputeForm interface {
 	// Bytes is the memory the form holds beyond the matrix's own data.
 	Bytes() int64
+	// Packed reports whether the form holds the matrix's values itself (in Bytes), so that its
+	// products do not read the matrix's data: a mapped file's pages of it need not stay
+	// resident.
+	Packed() bool
 	// String names the form's mode, kernel and the weight it came from, for reports.
 	String() string
 }

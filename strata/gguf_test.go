@@ -657,3 +657,54 @@ func checkGGUFGoldens(t *testing.T, load func(t *testing.T, path string) *Model)
 		t.Fatalf("%s holds no NAME.logits", ggufGoldens)
 	}
 }
+
+// TestGGUFInt8Packed: in int8 mode the Q4_0 and Q4_K weights of the GGUF fixtures are packed at
+// load into the kernels' panels (the report says so) and the mapped file's pages are let go:
+// ResidentBytes stays within 1.15x of the f32 mode's (the file's blocks), and the logits, one
+// shot and in chunks of 37 + 1 + rest, stay as near the float64 goldens as int8 compute of
+// these files does (BENCHMARKS.md, "GGUF fixtures": max |diff| 0.08-0.58, mean 0.011-0.013; a
+// wrong panel or scale is off by the logits' own size).
+func TestGGUFInt8Packed(t *testing.T) {
+	if _, err := os.Stat(ggufGoldens); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s is absent", ggufGoldens)
+	}
+	g := openGoldensFile(t, ggufGoldens)
+	ids := g.i32("input_ids")
+	dev, err := Open(Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"qwen35-Q4_0", "qwen35-Q4_K_M", "qwen35moe-Q4_0", "qwen3next-Q4_0"} {
+		t.Run(file, func(t *testing.T) {
+			path := filepath.Join(filepath.Dir(ggufGoldens), file+".gguf")
+			f32 := loadDir(t, path)
+			m, err := LoadModel(dev, path, LoadOptions{Compute: "int8"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if r := m.Compute(); !strings.Contains(r, "packed at load into panels of their size") {
+				t.Errorf("compute report %q does not name the packed weights", r)
+			}
+			if r := float64(m.Info().ResidentBytes) / float64(f32.Info().ResidentBytes); r < 1 || r > 1.15 {
+				t.Errorf("int8 ResidentBytes %d, %.3fx the f32 mode's %d", m.Info().ResidentBytes, r, f32.Info().ResidentBytes)
+			}
+			want := g.f32(file + ".logits")
+			for _, splits := range [][]int{nil, {37, 1}} {
+				s, _ := m.NewSession(SessionOptions{MaxContext: 128})
+				got := prefillAll(t, s, ids, splits)
+				s.Close()
+				d, _ := maxAbsDiff(got, want)
+				var mean float64
+				for i := range got {
+					mean += math.Abs(float64(got[i]) - float64(want[i]))
+				}
+				mean /= float64(len(got))
+				t.Logf("chunks %v: max|diff| %.3g, mean %.3g against the float64 goldens", splits, d, mean)
+				if d > 1 || mean > 0.02 {
+					t.Errorf("chunks %v: max|diff| %.3g (want <= 1), mean %.3g (want <= 0.02)", splits, d, mean)
+				}
+			}
+		})
+	}
+}

@@ -72,7 +72,8 @@ type ModelInfo struct {
 	// scales, biases) and 16-bit weights as stored, memory-mapped or copied where the loader
 	// regroups rows; norms and other vectors widened to float32. Inspect reports what loading
 	// would hold (in f32); Model.Info what the loaded model holds (float32 copies of
-	// LoadOptions.WidenBudget included; the compute modes of LoadOptions.Compute add none).
+	// LoadOptions.WidenBudget included; the compute modes of LoadOptions.Compute add none: a
+	// GGUF 4-bit weight int8 packs at load counts its panels in place of its blocks).
 	ResidentBytes int64
 	// PLEBuffersChecked is how many PLE layers store their int64 hash constants
 	// (layer_multipliers, ngram_heads_offsets, ngram_heads_vocab_sizes), each checked equal

@@ -2,6 +2,7 @@ package strata
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -43,7 +44,9 @@ type LoadOptions struct {
 	// and FP8 codes and the GGUF block types used as integers with their scales, int32 sums:
 	// VNNI, AVX2 maddubs or NEON SDOT; the weights read as stored, each panel of 32 columns
 	// packed per call into a small scratch, so that no mode adds resident bytes to the file's:
-	// ModelInfo.ResidentBytes is the f32 mode's). Weights a mode does not take (int8: BF16, F16,
+	// ModelInfo.ResidentBytes is the f32 mode's; but a GGUF file's Q4_0, Q4_1 and Q4_K weights,
+	// which int8 packs once at load into panels of their blocks' size and then lets the mapped
+	// file's pages go: ResidentBytes counts the panels in place of the blocks). Weights a mode does not take (int8: BF16, F16,
 	// F32, MLX float modes; bf16: F16, F32, MLX float modes) run in f32. Model.Compute says what
 	// ran with which kernel and why; BENCHMARKS.md gives the speed and the accuracy against the
 	// float64 goldens. A CPU option: the metal backend refuses a mode other than f32. Another
@@ -454,13 +457,23 @@ func (m *Model) weightRefs() (experts, rest, other []**op.Matrix, vecs [][]float
 
 // residentBytes is the memory of the weights the model holds (each matrix once, in its dtype:
 // packed codes with scales and biases, 16-bit, or float32 copies the backend made at load; the
-// float32 vectors).
+// forms a compute mode packed at load in place of the data they came from; the float32
+// vectors).
 func (m *Model) residentBytes() int64 {
 	experts, rest, other, vecs := m.weightRefs()
+	refs := append(append(experts, rest...), other...)
+	// A matrix's data counts unless every matrix that reads it has a packed form (a tied
+	// embedding reads the head's data in its gathers).
+	read := map[any]bool{}
+	for _, p := range refs {
+		if w := *p; w != nil && (w.Compute == nil || !w.Compute.Packed()) { // nil: a pipeline stage without the embedding or head
+			read[dataKey(w)] = true
+		}
+	}
 	seen := map[any]bool{}
 	var n int64
-	for _, p := range append(append(experts, rest...), other...) {
-		if w := *p; w != nil && !seen[dataKey(w)] { // nil: a pipeline stage without the embedding or head
+	for _, p := range refs {
+		if w := *p; w != nil && read[dataKey(w)] && !seen[dataKey(w)] {
 			seen[dataKey(w)] = true
 			n += w.Bytes()
 		}
@@ -504,9 +517,22 @@ func (m *Model) Compute() string { return m.weights.Compute() }
 // prepareWeights hands the weight matrices to the backend's store (op.Weights.Prepare) in
 // priority order, routed experts first, then the other products in load order, and keeps the
 // matrix it returns for each: on the CPU a float32 copy of a 16-bit matrix while
-// LoadOptions.WidenBudget lasts. It reports how many matrices were replaced and their bytes.
+// LoadOptions.WidenBudget lasts, or in int8 mode a GGUF 4-bit matrix packed into the kernels'
+// panels (then the mapped file's pages are evicted, every evictBytes packed and at the end).
+// It reports how many matrices were replaced by float32 copies and their bytes.
 func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 	experts, rest, _, _ := m.weightRefs()
+	var packed int64 // bytes packed since the file's pages were last evicted
+	defer func() {
+		if packed > 0 {
+			m.gg.Evict()
+		}
+		if m.gg != nil && m.mode == op.ComputeInt8 {
+			// Packing left its temporaries: hand them back now rather than let the heap,
+			// whose goal is twice what is live, keep them beside the packed weights.
+			debug.FreeOSMemory()
+		}
+	}()
 	for _, p := range append(experts, rest...) {
 		w := *p
 		if w == nil { // a stage without the head
@@ -515,6 +541,16 @@ func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 		got, err := m.weights.Prepare(w)
 		if err != nil {
 			return n, bytes, err
+		}
+		if c := got.Compute; c != nil && c.Packed() && m.gg != nil {
+			// The packed weights no longer read the file: its pages need not stay resident
+			// beside them (they stay in the page cache; the tensors still read, norms,
+			// the embedding, the types not packed, come back as they are used). Every
+			// evictBytes, so that loading holds at most that much of the file twice.
+			if packed += c.Bytes(); packed >= evictBytes {
+				m.gg.Evict()
+				packed = 0
+			}
 		}
 		if got != w {
 			*p = got
@@ -526,6 +562,10 @@ func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 	}
 	return n, bytes, nil
 }
+
+// evictBytes is how many bytes of weights prepareWeights packs between evictions of the mapped
+// file's pages.
+const evictBytes = 256 << 20
 
 // PrefillFLOPs counts the floating-point operations of one prefill of T tokens after pos0
 // cached ones with lastRows rows of logits (1, or T for all logits), from the plan of the layers

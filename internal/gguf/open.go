@@ -42,6 +42,7 @@ type File struct {
 	tensors []*Tensor
 	byName  map[string]*Tensor
 	unmaps  []func() error
+	evicts  []func() // each mapped part's evictPages
 }
 
 // Open opens a GGUF file, or the split set its name belongs to (NAME-0000i-of-0000N.gguf: every
@@ -79,7 +80,7 @@ func open(path string, headerOnly bool) (*File, error) {
 	}
 	total := int64(0)
 	for k, p := range parts {
-		h, data, unmap, err := readPart(p, headerOnly)
+		h, data, unmap, evict, err := readPart(p, headerOnly)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) && len(parts) > 1 {
 				return fail(fmt.Errorf("%w: %s: split part %d of %d is missing: %w", ErrFormat, p, k+1, len(parts), err))
@@ -88,6 +89,9 @@ func open(path string, headerOnly bool) (*File, error) {
 		}
 		if unmap != nil {
 			f.unmaps = append(f.unmaps, unmap)
+		}
+		if evict != nil {
+			f.evicts = append(f.evicts, evict)
 		}
 		f.DataSize += int64(h.dataSize)
 		if st, err := os.Stat(p); err == nil && st.Size() > int64(h.dataStart) {
@@ -138,62 +142,63 @@ func open(path string, headerOnly bool) (*File, error) {
 }
 
 // readPart opens one file: mapped and checked whole, or (headerOnly) its header read by growing
-// prefixes. Errors name the file.
-func readPart(path string, headerOnly bool) (*header, []byte, func() error, error) {
+// prefixes. Errors name the file. evict, for a mapped file, drops the process's pages of it.
+func readPart(path string, headerOnly bool) (*header, []byte, func() error, func(), error) {
 	// Checked before opening: opening a FIFO waits for a writer.
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return nil, nil, nil, fmt.Errorf("%w: %s: not a regular file (%v)", ErrFormat, path, st.Mode())
+		return nil, nil, nil, nil, fmt.Errorf("%w: %s: not a regular file (%v)", ErrFormat, path, st.Mode())
 	}
 	// A file that cannot be opened is not a malformed one: the os error (which names the path)
 	// is returned as it is, so that errors.Is(err, fs.ErrNotExist) holds.
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	size := st.Size()
 	if !st.Mode().IsRegular() {
-		return nil, nil, nil, fmt.Errorf("%w: %s: not a regular file", ErrFormat, path)
+		return nil, nil, nil, nil, fmt.Errorf("%w: %s: not a regular file", ErrFormat, path)
 	}
 	if size > math.MaxInt {
-		return nil, nil, nil, fmt.Errorf("%w: %s: %d bytes do not fit this machine's address space", ErrFormat, path, size)
+		return nil, nil, nil, nil, fmt.Errorf("%w: %s: %d bytes do not fit this machine's address space", ErrFormat, path, size)
 	}
 	if headerOnly {
 		for n := min(size, 1<<20); ; n = min(size, 4*n) {
 			b := make([]byte, n)
 			if _, err := io.ReadFull(io.NewSectionReader(fh, 0, n), b); err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+				return nil, nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
 			}
 			h, err := parse(b, uint64(size), n < size, false)
 			if errors.Is(err, errShort) {
 				continue // n < size: read more
 			}
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+				return nil, nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
 			}
-			return h, nil, nil, nil
+			return h, nil, nil, nil, nil
 		}
 	}
 	var data []byte
+	var evict func()
 	unmap := func() error { return nil }
 	if size < 24 { // shorter than any GGUF header, and a 0-byte file cannot be mapped
 		data = make([]byte, size)
 		if _, err := io.ReadFull(fh, data); err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+			return nil, nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
 		}
-	} else if data, unmap, err = mapFile(fh, size); err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %s: mapping %d bytes: %w", ErrFormat, path, size, err)
+	} else if data, unmap, evict, err = mapFile(fh, size); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%w: %s: mapping %d bytes: %w", ErrFormat, path, size, err)
 	}
 	h, err := parse(data, uint64(size), false, true)
 	if err != nil {
 		unmap()
-		return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
+		return nil, nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrFormat, path, err)
 	}
-	return h, data, unmap, nil
+	return h, data, unmap, evict, nil
 }
 
 // Close unmaps every part. Using the tensors' Data after Close faults. Closing twice is a no-op.
@@ -209,6 +214,20 @@ func (f *File) Close() error {
 	}
 	f.unmaps = nil
 	return first
+}
+
+// Evict drops this process's pages of the mapped parts (madvise MADV_DONTNEED where the system
+// has it): they stay in the page cache, and a tensor's Data read later is read back from there
+// (or from the file). A loader calls it once the weights it packed into memory of its own no
+// longer need the file's pages, so that they do not count twice in the process's resident
+// memory. A no-op for parts read into memory (no mmap) and after Close.
+func (f *File) Evict() {
+	if f == nil || f.unmaps == nil {
+		return
+	}
+	for _, e := range f.evicts {
+		e()
+	}
 }
 
 // Metadata returns the metadata entries in file order.

@@ -10,8 +10,12 @@ const HugePage = 2 << 20
 
 // F32 is make([]float32, n) with AdviseHuge and Populate: for buffers of megabytes that are
 // written soon after (scratch tensors, the MoE's wave buffers).
-func F32(n int) []float32 {
-	b := make([]float32, n)
+func F32(n int) []float32 { return Make[float32](n) }
+
+// Make is make([]E, n) with AdviseHuge and Populate (F32 for other element types: weights
+// packed at load).
+func Make[E any](n int) []E {
+	b := make([]E, n)
 	AdviseHuge(b)
 	Populate(b)
 	return b

@@ -27,14 +27,7 @@ func TestAdviseHuge(t *testing.T) {
 // TestPopulate: F32's buffer is zero, and its pages are resident before any write (mincore),
 // on kernels that have MADV_POPULATE_WRITE (5.14 and later).
 func TestPopulate(t *testing.T) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err == nil {
-		var major, minor int
-		fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
-		if major < 5 || major == 5 && minor < 14 {
-			t.Skipf("kernel %d.%d has no MADV_POPULATE_WRITE", major, minor)
-		}
-	}
+	needPopulate(t)
 	b := F32(1 << 20) // 4 MiB
 	r := inner(b, page, 0)
 	vec := make([]byte, len(r)/page)
@@ -53,9 +46,68 @@ func TestPopulate(t *testing.T) {
 	}
 }
 
-// vmFlags is the VmFlags line of the mapping of /proc/self/smaps that holds address a.
-func vmFlags(t *testing.T, a uintptr) string {
-	t.Helper()
+// TestPopulateRead: the pages of a mapped file are in the process's page tables after
+// PopulateRead (the mapping's Rss in /proc/self/smaps), before any read; a file mapping not
+// populated has none.
+func TestPopulateRead(t *testing.T) {
+	needPopulate(t)
+	const size = 1 << 20
+	path := t.TempDir() + "/f"
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mapped := func() []byte {
+		b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Munmap(b) })
+		return b
+	}
+	cold, warm := mapped(), mapped()
+	PopulateRead(warm)
+	if rss := smapsField(t, uintptr(unsafe.Pointer(&warm[0])), "Rss:"); rss != size>>10 {
+		t.Fatalf("Rss of a populated 1 MiB file mapping: %d KiB, want %d", rss, size>>10)
+	}
+	if rss := smapsField(t, uintptr(unsafe.Pointer(&cold[0])), "Rss:"); rss != 0 {
+		t.Fatalf("Rss of a file mapping never read: %d KiB, want 0", rss)
+	}
+}
+
+// needPopulate skips a test on kernels before 5.14, which have no MADV_POPULATE_READ and
+// MADV_POPULATE_WRITE.
+func needPopulate(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		var major, minor int
+		fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+		if major < 5 || major == 5 && minor < 14 {
+			t.Skipf("kernel %d.%d has no MADV_POPULATE_READ and MADV_POPULATE_WRITE", major, minor)
+		}
+	}
+}
+
+// smapsField is the value in KiB of a field ("Rss:") of the mapping of /proc/self/smaps that
+// holds address a.
+func smapsField(t *testing.T, a uintptr, field string) int {
+	v, err := strconv.Atoi(strings.TrimSuffix(smapsLine(t, a, field), " kB"))
+	if err != nil {
+		t.Fatalf("smaps %s: %v", field, err)
+	}
+	return v
+}
+
+// vmFlags is the VmFlags of the mapping of /proc/self/smaps that holds address a.
+func vmFlags(t *testing.T, a uintptr) string { return smapsLine(t, a, "VmFlags:") }
+
+// smapsLine is the rest of the line of a field ("VmFlags:"), trimmed, of the mapping of
+// /proc/self/smaps that holds address a.
+func smapsLine(t *testing.T, a uintptr, field string) string {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		t.Skipf("no /proc/self/smaps: %v", err)
@@ -72,7 +124,7 @@ func vmFlags(t *testing.T, a uintptr) string {
 			in = err1 == nil && err2 == nil && uint64(a) >= l && uint64(a) < h
 			continue
 		}
-		if rest, ok := strings.CutPrefix(line, "VmFlags:"); ok && in {
+		if rest, ok := strings.CutPrefix(line, field); ok && in {
 			return strings.TrimSpace(rest)
 		}
 	}

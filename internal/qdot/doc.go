@@ -69,7 +69,8 @@
 // code words as stored, or an Int8Rows weight's Nibbles), 32 for 8-bit MLX (reordered; both
 // by an AVX2 8 x 8 word transpose on amd64) and 64 for the others (FP8 codes mapped row by row,
 // Int8Rows codes as their Row writes them, then transposed), and its scales. No weight is copied
-// beside the caller's: the products read the weights as stored. Every element's arithmetic is fixed by the definitions above, not by the
+// beside the caller's: the products read the weights as stored, but for an Int8Rows weight the
+// caller packed once (Int8Rows.PackNibbles), whose panels they read in place. Every element's arithmetic is fixed by the definitions above, not by the
 // tiling, so any split of the columns over goroutines gives the same bits: ParallelInt8 and
 // ParallelBF16 split them over workers.
 //

@@ -30,6 +30,10 @@ type i8src struct {
 	// them (Int8Rows.Nibbles), each nibOff below the true code.
 	nibRow func(n int, c []byte, s, b []float32)
 	nibOff int32
+	// panels, where set (with nibbles), are the nibble panels packed at load
+	// (Int8Rows.PackNibbles), read in place; scales then gives a row's scales and biases.
+	panels []uint32
+	scales func(n int, s, b []float32)
 	// aff is a 4-bit or 8-bit MLX weight, whose panels are transposed from its code words as
 	// stored (nibbles) or reordered (8-bit) and its scales and biases (Affine.panelScales);
 	// nil for the other weights, which the panels take from row.

@@ -117,16 +117,7 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 			}
 		}
 		transposeCols(words, p.rows[:cols*wr], wr, wr, cols, !p.plan.nibbles, p.plan.xor)
-		p.t = grow(p.t, ng*panelCols)
-		for h, v := range [2][]float32{p.sc, p.bc} {
-			if h == 1 && !p.src.bias {
-				break
-			}
-			transposeCols(p.t, unsafe.Slice((*uint32)(unsafe.Pointer(&v[0])), cols*ng), ng, ng, cols, false, 0)
-			for g := 0; g < ng; g++ {
-				copy(wsb[g*2*panelCols+h*panelCols:g*2*panelCols+h*panelCols+panelCols], unsafe.Slice((*float32)(unsafe.Pointer(&p.t[g*panelCols])), panelCols))
-			}
-		}
+		p.scaleCols(wsb, cols)
 		return
 	}
 	p.q = grow(p.q, K)
@@ -154,6 +145,37 @@ func (p *i8packer) pack(words []uint32, wsb []float32, c0 int) {
 		}
 	}
 	transposeCols(words, p.rows[:cols*wr], wr, wr, cols, false, 0)
+}
+
+// scaleCols transposes the group scales and biases of the panel's first cols columns, p.sc and
+// p.bc ([cols][groups]), into wsb's [groups][2][32].
+func (p *i8packer) scaleCols(wsb []float32, cols int) {
+	ng := p.src.K / p.src.group
+	p.t = grow(p.t, ng*panelCols)
+	for h, v := range [2][]float32{p.sc, p.bc} {
+		if h == 1 && !p.src.bias {
+			break
+		}
+		transposeCols(p.t, unsafe.Slice((*uint32)(unsafe.Pointer(&v[0])), cols*ng), ng, ng, cols, false, 0)
+		for g := 0; g < ng; g++ {
+			copy(wsb[g*2*panelCols+h*panelCols:g*2*panelCols+h*panelCols+panelCols], unsafe.Slice((*float32)(unsafe.Pointer(&p.t[g*panelCols])), panelCols))
+		}
+	}
+}
+
+// packScales writes the scales and biases of the panel of columns [c0, c0+32) of a weight
+// whose codes were packed at load (src.panels) into wsb, as pack does.
+func (p *i8packer) packScales(wsb []float32, c0 int) {
+	ng := p.src.K / p.src.group
+	cols := min(panelCols, p.src.N-c0)
+	if cols < panelCols {
+		clear(wsb[:ng*2*panelCols])
+	}
+	p.sc, p.bc = grow(p.sc, panelCols*ng), grow(p.bc, panelCols*ng)
+	for col := 0; col < cols; col++ {
+		p.src.scales(c0+col, p.sc[col*ng:(col+1)*ng], p.bc[col*ng:(col+1)*ng])
+	}
+	p.scaleCols(wsb, cols)
 }
 
 // panelScales writes the scales and biases of rows [c0, c0+cols) of w as float32 into a panel's
@@ -269,7 +291,10 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 	// and the tile's rows of y are written in runs of the block's width.
 	bp := max(1, min(ceilDiv(n1-n0, panelCols), blockBytes/(4*wr*panelCols)))
 	pw, ps := wr*panelCols, ng*2*panelCols // words and scales of one panel
-	sc.words = grow(sc.words, bp*pw)
+	packed := src.panels != nil && plan.nibbles && n0%panelCols == 0
+	if !packed {
+		sc.words = grow(sc.words, bp*pw)
+	}
 	sc.wsb = grow(sc.wsb, bp*ps)
 	pk := &sc.pk
 	pk.src, pk.plan = src, plan
@@ -279,7 +304,14 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 	for b0 := n0; b0 < n1; b0 += bp * panelCols {
 		np := min(bp, ceilDiv(n1-b0, panelCols))
 		for p := range np {
+			if packed {
+				pk.packScales(wsb[p*ps:(p+1)*ps], b0+p*panelCols)
+				continue
+			}
 			pk.pack(words[p*pw:(p+1)*pw], wsb[p*ps:(p+1)*ps], b0+p*panelCols)
+		}
+		if packed {
+			words = src.panels[b0/panelCols*pw : (b0/panelCols+np)*pw]
 		}
 		for i := 0; i < tiles; i++ {
 			args.x = &a.q[i*R*K]
