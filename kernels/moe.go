@@ -217,22 +217,34 @@ func (s *moeSchedule) colTiles(tiles []moeTile, blk int, w, up *op.Matrix, off i
 
 func (s *moeSchedule) run() error {
 	E := s.ex.E
+	var waves [][2]int
+	most := 0 // rows of the largest wave
 	for e0 := 0; e0 < E; {
 		e1 := e0 + 1
 		for e1 < E && s.first[e1+1]-s.first[e0] <= s.waveRows {
 			e1++
 		}
-		if err := s.wave(e0, e1); err != nil {
+		waves = append(waves, [2]int{e0, e1})
+		most = max(most, s.first[e1]-s.first[e0])
+		e0 = e1
+	}
+	// One buffer for all waves, of the largest's size, taken from a pool, not fresh memory:
+	// every element is written before it is read, and first touches of fresh pages (tens of
+	// MiB a wave) cost as much as the SwiGLU.
+	buf := poolF32(&moeBufs, most*3*s.ex.I)
+	defer moeBufs.Put(buf)
+	for _, w := range waves {
+		if err := s.wave(w[0], w[1], *buf); err != nil {
 			return err
 		}
-		e0 = e1
 	}
 	return nil
 }
 
 // wave runs experts [e0, e1): gate and up tiles (the last tile of a block runs its SwiGLU)
-// and down tiles in one list over the cores.
-func (s *moeSchedule) wave(e0, e1 int) error {
+// and down tiles in one list over the cores, their gate/up and SwiGLU values in buf (at least
+// 3 I float32 a row of the wave).
+func (s *moeSchedule) wave(e0, e1 int, buf []float32) error {
 	ex, I, D := s.ex, s.ex.I, s.ex.D
 	w0 := s.first[e0]
 	n := s.first[e1] - w0
@@ -287,11 +299,7 @@ func (s *moeSchedule) wave(e0, e1 int) error {
 	for d := max(0, len(blocks)-moeLag); d < len(blocks); d++ {
 		tiles = s.colTiles(tiles, d, ex.Down[blocks[d].e], nil, -1)
 	}
-	// The buffers come from a pool, not fresh memory: every element is written before it is
-	// read, and first touches of fresh pages (tens of MiB a wave) cost as much as the SwiGLU.
-	buf := poolF32(&moeBufs, n*3*I)
-	defer moeBufs.Put(buf)
-	gu, h := (*buf)[:n*2*I], (*buf)[n*2*I:n*3*I]
+	gu, h := buf[:n*2*I], buf[n*2*I:n*3*I]
 	left := make([]atomic.Int32, len(blocks))   // gate and up tiles of a block still to run
 	ready := make([]chan struct{}, len(blocks)) // closed once a block's SwiGLU is done
 	for b := range ready {
