@@ -51,7 +51,7 @@ extern "C" {
 #define STRATA_ABI_VERSION 5
 
 /* strata_prefill_params.step by default: tokens run at once within a prefill call. */
-#define STRATA_DEFAULT_STEP 2048
+#define STRATA_DEFAULT_STEP 1024
 
 /* strata_prompt_cache_params defaults: the memory budget in bytes (2 GiB) and the checkpoint
  * spacing in tokens. */
@@ -190,7 +190,7 @@ typedef struct strata_prefill_params {
   int32_t all_logits;    /* nonzero: logits for every new token; 0 (default): the last only */
   /* The most tokens run at once: a longer prompt runs in consecutive steps of step tokens within
    * the call, so activation memory is bounded by the step, not the prompt; the results equal
-   * separate calls of step tokens each. Default 2048 (STRATA_DEFAULT_STEP); 0: the whole prompt
+   * separate calls of step tokens each. Default 1024 (STRATA_DEFAULT_STEP); 0: the whole prompt
    * in one step; negative: INVALID_ARGUMENT. */
   int64_t step;
   /* Pipeline stages (strata_model_params.layer_lo/layer_hi). hidden_in: for a stage with

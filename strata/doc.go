@@ -17,7 +17,7 @@
 // backups on every backend. The token ids and the PLE n-gram ids are computed on the host
 // (integer bookkeeping) and written into device tensors before the ops that read them.
 //
-// Memory. A prompt longer than PrefillOptions.Step (DefaultStep, 2048 tokens) runs in steps
+// Memory. A prompt longer than PrefillOptions.Step (DefaultStep, 1024 tokens) runs in steps
 // within the call, so activations are O(step) whatever the prompt length; the results are those
 // of separate calls of that size. Before a step, and before a session's cache is allocated, the
 // bytes needed are compared with the memory available, the smallest of: on Linux MemAvailable,

@@ -23,8 +23,11 @@ type SessionOptions struct {
 
 // DefaultStep is the most tokens a Prefill runs at once unless PrefillOptions.Step says
 // otherwise: a longer prompt runs in steps of DefaultStep tokens, so the activation memory of a
-// call is bounded whatever the prompt's length (as mlx-lm prefills in steps of 2048 tokens).
-const DefaultStep = 2048
+// call is bounded whatever the prompt's length (mlx-lm prefills in steps of 2048 tokens,
+// llama.cpp in micro-batches of 512). 1024 rather than 2048 halves the activations (a peak
+// RSS 0.25-0.43 GiB lower for the qwen3next slice's 2048 tokens), and the fresh pages a first
+// prefill touches cost more than the larger products gain: BENCHMARKS.md, "Steps of 1024".
+const DefaultStep = 1024
 
 // OneShot as PrefillOptions.Step runs the whole prompt in one step.
 const OneShot = -1

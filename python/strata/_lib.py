@@ -11,7 +11,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c
                     c_int64, c_size_t, c_void_p)
 
 ABI_VERSION = 5
-DEFAULT_STEP = 2048  # STRATA_DEFAULT_STEP
+DEFAULT_STEP = 1024  # STRATA_DEFAULT_STEP
 DEFAULT_PROMPT_CACHE_BYTES = 2 << 30  # STRATA_DEFAULT_PROMPT_CACHE_BYTES
 DEFAULT_CHECKPOINT_EVERY = 1024  # STRATA_DEFAULT_CHECKPOINT_EVERY
 CACHE_SOURCES = {0: "", 1: "session", 2: "memory", 3: "disk"}  # STRATA_CACHE_*
