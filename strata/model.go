@@ -2,7 +2,6 @@ package strata
 
 import (
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -518,21 +517,10 @@ func (m *Model) Compute() string { return m.weights.Compute() }
 // priority order, routed experts first, then the other products in load order, and keeps the
 // matrix it returns for each: on the CPU a float32 copy of a 16-bit matrix while
 // LoadOptions.WidenBudget lasts, or in int8 mode a GGUF 4-bit matrix packed into the kernels'
-// panels (then the mapped file's pages are evicted, every evictBytes packed and at the end).
+// panels (then the process drops its pages of the matrix's part of the mapped file).
 // It reports how many matrices were replaced by float32 copies and their bytes.
 func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 	experts, rest, _, _ := m.weightRefs()
-	var packed int64 // bytes packed since the file's pages were last evicted
-	defer func() {
-		if packed > 0 {
-			m.gg.Evict()
-		}
-		if m.gg != nil && m.mode == op.ComputeInt8 {
-			// Packing left its temporaries: hand them back now rather than let the heap,
-			// whose goal is twice what is live, keep them beside the packed weights.
-			debug.FreeOSMemory()
-		}
-	}()
 	for _, p := range append(experts, rest...) {
 		w := *p
 		if w == nil { // a stage without the head
@@ -542,15 +530,11 @@ func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 		if err != nil {
 			return n, bytes, err
 		}
-		if c := got.Compute; c != nil && c.Packed() && m.gg != nil {
-			// The packed weights no longer read the file: its pages need not stay resident
-			// beside them (they stay in the page cache; the tensors still read, norms,
-			// the embedding, the types not packed, come back as they are used). Every
-			// evictBytes, so that loading holds at most that much of the file twice.
-			if packed += c.Bytes(); packed >= evictBytes {
-				m.gg.Evict()
-				packed = 0
-			}
+		if c := got.Compute; c != nil && c.Packed() && w.GG != nil {
+			// The packed matrix no longer reads the file: its pages need not stay resident
+			// beside the panels (they stay in the page cache). The tensors still read as
+			// stored (norms, the embedding, the types not packed) keep theirs.
+			m.gg.Evict(w.GG.Data)
 		}
 		if got != w {
 			*p = got
@@ -562,10 +546,6 @@ func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 	}
 	return n, bytes, nil
 }
-
-// evictBytes is how many bytes of weights prepareWeights packs between evictions of the mapped
-// file's pages.
-const evictBytes = 256 << 20
 
 // PrefillFLOPs counts the floating-point operations of one prefill of T tokens after pos0
 // cached ones with lastRows rows of logits (1, or T for all logits), from the plan of the layers

@@ -42,7 +42,7 @@ type File struct {
 	tensors []*Tensor
 	byName  map[string]*Tensor
 	unmaps  []func() error
-	evicts  []func() // each mapped part's evictPages
+	evicts  []func([]byte) // each mapped part's evict (mapFile)
 }
 
 // Open opens a GGUF file, or the split set its name belongs to (NAME-0000i-of-0000N.gguf: every
@@ -142,8 +142,9 @@ func open(path string, headerOnly bool) (*File, error) {
 }
 
 // readPart opens one file: mapped and checked whole, or (headerOnly) its header read by growing
-// prefixes. Errors name the file. evict, for a mapped file, drops the process's pages of it.
-func readPart(path string, headerOnly bool) (*header, []byte, func() error, func(), error) {
+// prefixes. Errors name the file. evict, for a mapped file, drops the process's pages of a
+// view into it (mapFile).
+func readPart(path string, headerOnly bool) (*header, []byte, func() error, func([]byte), error) {
 	// Checked before opening: opening a FIFO waits for a writer.
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, nil, nil, nil, fmt.Errorf("%w: %s: not a regular file (%v)", ErrFormat, path, st.Mode())
@@ -183,7 +184,7 @@ func readPart(path string, headerOnly bool) (*header, []byte, func() error, func
 		}
 	}
 	var data []byte
-	var evict func()
+	var evict func([]byte)
 	unmap := func() error { return nil }
 	if size < 24 { // shorter than any GGUF header, and a 0-byte file cannot be mapped
 		data = make([]byte, size)
@@ -216,17 +217,19 @@ func (f *File) Close() error {
 	return first
 }
 
-// Evict drops this process's pages of the mapped parts (madvise MADV_DONTNEED where the system
-// has it): they stay in the page cache, and a tensor's Data read later is read back from there
-// (or from the file). A loader calls it once the weights it packed into memory of its own no
-// longer need the file's pages, so that they do not count twice in the process's resident
-// memory. A no-op for parts read into memory (no mmap) and after Close.
-func (f *File) Evict() {
+// Evict drops this process's pages that lie wholly inside data, a view into a mapped part (a
+// tensor's Data), with madvise MADV_DONTNEED where the system has it: they stay in the page
+// cache, and data read later is read back from there (or from the file). A loader calls it
+// once a tensor it packed into memory of its own no longer needs the file's pages, so that they
+// do not count twice in the process's resident memory, while the tensors it still reads keep
+// theirs. A no-op for data outside the mapped parts, for parts read into memory (no mmap) and
+// after Close.
+func (f *File) Evict(data []byte) {
 	if f == nil || f.unmaps == nil {
 		return
 	}
 	for _, e := range f.evicts {
-		e()
+		e(data)
 	}
 }
 
