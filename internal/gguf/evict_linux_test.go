@@ -1,13 +1,11 @@
 package gguf
 
 import (
-	"bufio"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/stratakernels/strata/internal/mem/memtest"
 	"github.com/stratakernels/strata/op"
 )
 
@@ -36,12 +34,12 @@ func TestEvictTensor(t *testing.T) {
 	copy(touched, ta.Data)
 	copy(touched[len(ta.Data):], tb.Data)
 	at := uintptr(unsafe.Pointer(&ta.Data[0]))
-	before := mappingRss(t, at)
+	before := memtest.SmapsKiB(t, at, "Rss:")
 	heap := make([]byte, 1<<20)
 	heap[0] = 1
 	f.Evict(heap) // not the file's: nothing happens
 	f.Evict(ta.Data)
-	after := mappingRss(t, at)
+	after := memtest.SmapsKiB(t, at, "Rss:")
 	page := os.Getpagesize()
 	inside := (len(ta.Data) - page) / page * page / 1024 // KiB of whole pages inside a, at the least
 	if before-after < inside || before-after > len(ta.Data)/1024 {
@@ -55,34 +53,4 @@ func TestEvictTensor(t *testing.T) {
 	if string(got) != string(want) {
 		t.Error("the tensors read back differently after Evict")
 	}
-}
-
-// mappingRss is the Rss in KiB of the mapping of /proc/self/smaps that holds address a.
-func mappingRss(t *testing.T, a uintptr) int {
-	fh, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no /proc/self/smaps: %v", err)
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		if rng, _, ok := strings.Cut(line, " "); ok && strings.Contains(rng, "-") && !strings.HasSuffix(rng, ":") {
-			lo, hi, _ := strings.Cut(rng, "-")
-			l, err1 := strconv.ParseUint(lo, 16, 64)
-			h, err2 := strconv.ParseUint(hi, 16, 64)
-			in = err1 == nil && err2 == nil && uint64(a) >= l && uint64(a) < h
-			continue
-		}
-		if v, ok := strings.CutPrefix(line, "Rss:"); in && ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb
-		}
-	}
-	t.Fatalf("no mapping holds %#x in /proc/self/smaps", a)
-	return 0
 }

@@ -1,15 +1,15 @@
 package mem
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratakernels/strata/internal/mem/memtest"
 )
 
 // TestAdviseHuge: the 2 MiB pages inside a buffer of F32 are advised (VmFlags "hg" on the
@@ -71,10 +71,10 @@ func TestPopulateRead(t *testing.T) {
 	}
 	cold, warm := mapped(), mapped()
 	PopulateRead(warm)
-	if rss := smapsField(t, uintptr(unsafe.Pointer(&warm[0])), "Rss:"); rss != size>>10 {
+	if rss := memtest.SmapsKiB(t, uintptr(unsafe.Pointer(&warm[0])), "Rss:"); rss != size>>10 {
 		t.Fatalf("Rss of a populated 1 MiB file mapping: %d KiB, want %d", rss, size>>10)
 	}
-	if rss := smapsField(t, uintptr(unsafe.Pointer(&cold[0])), "Rss:"); rss != 0 {
+	if rss := memtest.SmapsKiB(t, uintptr(unsafe.Pointer(&cold[0])), "Rss:"); rss != 0 {
 		t.Fatalf("Rss of a file mapping never read: %d KiB, want 0", rss)
 	}
 }
@@ -92,42 +92,5 @@ func needPopulate(t *testing.T) {
 	}
 }
 
-// smapsField is the value in KiB of a field ("Rss:") of the mapping of /proc/self/smaps that
-// holds address a.
-func smapsField(t *testing.T, a uintptr, field string) int {
-	v, err := strconv.Atoi(strings.TrimSuffix(smapsLine(t, a, field), " kB"))
-	if err != nil {
-		t.Fatalf("smaps %s: %v", field, err)
-	}
-	return v
-}
-
 // vmFlags is the VmFlags of the mapping of /proc/self/smaps that holds address a.
-func vmFlags(t *testing.T, a uintptr) string { return smapsLine(t, a, "VmFlags:") }
-
-// smapsLine is the rest of the line of a field ("VmFlags:"), trimmed, of the mapping of
-// /proc/self/smaps that holds address a.
-func smapsLine(t *testing.T, a uintptr, field string) string {
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no /proc/self/smaps: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		if rng, _, ok := strings.Cut(line, " "); ok && strings.Contains(rng, "-") && !strings.HasSuffix(rng, ":") {
-			lo, hi, _ := strings.Cut(rng, "-")
-			l, err1 := strconv.ParseUint(lo, 16, 64)
-			h, err2 := strconv.ParseUint(hi, 16, 64)
-			in = err1 == nil && err2 == nil && uint64(a) >= l && uint64(a) < h
-			continue
-		}
-		if rest, ok := strings.CutPrefix(line, field); ok && in {
-			return strings.TrimSpace(rest)
-		}
-	}
-	t.Fatalf("no mapping of /proc/self/smaps holds %#x", a)
-	return ""
-}
+func vmFlags(t *testing.T, a uintptr) string { return memtest.SmapsLine(t, a, "VmFlags:") }
