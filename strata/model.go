@@ -533,7 +533,8 @@ func (m *Model) prepareWeights() (n int, bytes int64, err error) {
 		if c := got.Compute; c != nil && c.Packed() && w.GG != nil {
 			// The packed matrix no longer reads the file: its pages need not stay resident
 			// beside the panels (they stay in the page cache). The tensors still read as
-			// stored (norms, the embedding, the types not packed) keep theirs.
+			// stored (norms, the embedding, the types not packed) keep theirs; a tied
+			// embedding packed as the head faults its pages back in as it is read.
 			m.gg.Evict(w.GG.Data)
 		}
 		if got != w {
