@@ -160,6 +160,9 @@ func BenchmarkGGMLMatMul(b *testing.B) {
 		{"proj_T512_N2560_K2560", 512, 2560, 2560},
 		{"expert_gateup_T80_N1280_K2560", 80, 1280, 2560},
 		{"expert_gateup_T16_N1024_K2048", 16, 1024, 2048}, // 256 experts top-8 at T = 512
+		// Qwen3.5-35B-A3B in steps of 1024: a GDN projection and the shared expert's gate.
+		{"proj_T1024_N8192_K2048", 1024, 8192, 2048},
+		{"shared_gate_T1024_N512_K2048", 1024, 512, 2048},
 	}
 	for _, s := range shapes {
 		mlx, _, _ := optest.RandQuant(1, s.N, s.K, 4, 64, op.BF16, 0.05)

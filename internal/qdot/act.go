@@ -25,6 +25,12 @@ type Int8Act struct {
 	q           []int8    // [rows, K], octet order
 	scale       []float32 // [rows, K/Block]
 	sum         []int32   // [rows, K/Block]: the sum of the block's codes
+	// tabs are the assembly kernels' side tables of these codes, one per layout (i8Tables):
+	// made by the first product that asks for a layout (int8Asm) and read by every product of
+	// the same codes after it, on any goroutine, so that a product split into column ranges
+	// does not remake them for each range. QuantizeInt8 marks them stale.
+	mu   sync.Mutex
+	tabs []i8Tables
 }
 
 // octetPos is the position within its run of 8 of element i in octet order.
@@ -62,6 +68,9 @@ func QuantizeInt8(dst *Int8Act, x []float32, T, K, block int) error {
 	clear(dst.q[T*K:])
 	clear(dst.scale[T*nb:])
 	clear(dst.sum[T*nb:])
+	for i := range dst.tabs {
+		dst.tabs[i].ok = false
+	}
 	parallelRows(T, 2048*64/K, func(t0, t1 int) {
 		for t := t0; t < t1; t++ {
 			for c := 0; c < nb; c++ {

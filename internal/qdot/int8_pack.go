@@ -233,15 +233,80 @@ func even16(w uint32) uint32 { return w&0xff | w>>8&0xff00 }
 // stays in L2; one panel of a long K may exceed it).
 const blockBytes = 384 << 10
 
-// i8Scratch is one call's packed panels, side tables and result tile.
+// i8Scratch is one call's packed panels and result tile.
 type i8Scratch struct {
 	words []uint32
 	wsb   []float32
-	xsc   []uint32
-	xb    []float32
-	xbt   []float32
 	pk    i8packer // its buffers reused from call to call
 	out   [8 * panelCols]float32
+}
+
+// i8Tables are the side tables of an Int8Act for the assembly kernels of one row tile R and
+// correction off (i8plan) and, with bias, one weight group G (G is 0 without bias).
+type i8Tables struct {
+	R    int
+	off  int32
+	G    int
+	bias bool
+	ok   bool     // made from the current codes
+	xsc  []uint32 // per row tile, per block: 8 scales (float32 bits), then 8 corrections off * sum
+	xb   []float32
+	xbt  []float32 // per row tile, per group: the 8 rows' xbSums
+}
+
+// tables returns the side tables of a for the layout (R, off, G, bias), making them on first
+// use after QuantizeInt8; safe on any number of goroutines (the first one makes them while the
+// others wait), and read-only once returned.
+func (a *Int8Act) tables(R int, off int32, G int, bias bool) (xsc []uint32, xbt []float32) {
+	if !bias {
+		G = 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var tb *i8Tables
+	for i := range a.tabs {
+		if t := &a.tabs[i]; t.R == R && t.off == off && t.G == G && t.bias == bias {
+			tb = t
+			break
+		}
+	}
+	if tb == nil {
+		a.tabs = append(a.tabs, i8Tables{R: R, off: off, G: G, bias: bias})
+		tb = &a.tabs[len(a.tabs)-1]
+	}
+	if !tb.ok {
+		tb.make(a)
+		tb.ok = true
+	}
+	return tb.xsc, tb.xbt
+}
+
+// make fills the tables from a's scales and sums; the rows of the last tile beyond T are zero.
+func (tb *i8Tables) make(a *Int8Act) {
+	R, nb := tb.R, a.K/a.Block
+	tiles := ceilDiv(a.T, R)
+	tb.xsc = grow(tb.xsc, tiles*nb*16)
+	clear(tb.xsc)
+	for t := 0; t < a.T; t++ {
+		i, r := t/R, t%R
+		for c := 0; c < nb; c++ {
+			e := tb.xsc[(i*nb+c)*16:]
+			e[r] = math.Float32bits(a.scale[t*nb+c])
+			e[8+r] = uint32(tb.off * a.sum[t*nb+c])
+		}
+	}
+	if !tb.bias {
+		return
+	}
+	ng := a.K / tb.G
+	tb.xb = xbSums(tb.xb, a, tb.G)
+	tb.xbt = grow(tb.xbt, tiles*ng*8)
+	clear(tb.xbt)
+	for t := 0; t < a.T; t++ {
+		for g := 0; g < ng; g++ {
+			tb.xbt[(t/R*ng+g)*8+t%R] = tb.xb[t*ng+g]
+		}
+	}
 }
 
 var i8ScratchPool = sync.Pool{New: func() any { return new(i8Scratch) }}
@@ -255,32 +320,14 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 	K, G, B, R := src.K, src.group, a.Block, plan.rows
 	nb, ng := K/B, K/G
 	tiles := ceilDiv(a.T, R)
-	// Block tables: per tile, per block, 8 scales then 8 corrections.
-	sc.xsc = grow(sc.xsc, tiles*nb*16)
-	clear(sc.xsc)
-	for t := 0; t < a.T; t++ {
-		i, r := t/R, t%R
-		for c := 0; c < nb; c++ {
-			e := sc.xsc[(i*nb+c)*16:]
-			e[r] = math.Float32bits(a.scale[t*nb+c])
-			e[8+r] = uint32(plan.off * a.sum[t*nb+c])
-		}
-	}
 	flags := 0
 	if plan.off != 0 {
 		flags |= flagCorr
 	}
 	if src.bias {
 		flags |= flagBias
-		sc.xb = xbSums(sc.xb, a, G)
-		sc.xbt = grow(sc.xbt, tiles*ng*8)
-		clear(sc.xbt)
-		for t := 0; t < a.T; t++ {
-			for g := 0; g < ng; g++ {
-				sc.xbt[(t/R*ng+g)*8+t%R] = sc.xb[t*ng+g]
-			}
-		}
 	}
+	xsc, xbt := a.tables(plan.rows, plan.off, G, src.bias)
 	wr := K / 4
 	cwords := B / 4
 	if plan.nibbles {
@@ -315,9 +362,9 @@ func int8Asm(y []float32, ldy int, a *Int8Act, src *i8src, n0, n1 int, k Kernel)
 		}
 		for i := 0; i < tiles; i++ {
 			args.x = &a.q[i*R*K]
-			args.xsc = &sc.xsc[i*nb*16]
+			args.xsc = &xsc[i*nb*16]
 			if src.bias {
-				args.xb = &sc.xbt[i*ng*8]
+				args.xb = &xbt[i*ng*8]
 			}
 			rows := min(R, a.T-i*R)
 			for p := range np {

@@ -279,6 +279,44 @@ func TestInt8Parallel(t *testing.T) {
 	}
 }
 
+// TestInt8ActReuse: one Int8Act quantized again and again (new values, other row counts) and
+// multiplied by every kernel and weight case in turn, split over goroutines, gives bitwise the
+// product of a fresh Int8Act of the same values each time: the side tables the kernels share
+// (one per layout) follow the codes they were made from.
+func TestInt8ActReuse(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	const N, K = 100, 256
+	var ws []Int8Weights
+	for _, c := range int8Cases() {
+		w, _ := c.make(r, N, K)
+		ws = append(ws, w)
+	}
+	var a Int8Act
+	for i, T := range []int{13, 13, 5, 30, 1} {
+		x := randActs(r, T, K)
+		if err := QuantizeInt8(&a, x, T, K, 32); err != nil {
+			t.Fatal(err)
+		}
+		for j, w := range ws {
+			for _, k := range Int8Kernels() {
+				var fresh Int8Act
+				if err := QuantizeInt8(&fresh, x, T, K, 32); err != nil {
+					t.Fatal(err)
+				}
+				want := make([]float32, T*N)
+				if err := MatMulInt8(want, N, &fresh, w, 0, N, k); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]float32, T*N)
+				if err := ParallelInt8(got, N, &a, w, k, 3); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, fmt.Sprintf("round %d T %d weight %d %v", i, T, j, k), got, want, N, T, N)
+			}
+		}
+	}
+}
+
 // QuantizeInt8: codes in [-127, 127], |x - scale q| <= scale/2, the sums, zero and non-finite
 // blocks, and bad arguments refused.
 func TestQuantizeInt8(t *testing.T) {
