@@ -1,11 +1,7 @@
 package kernels
 
 import (
-	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/op"
@@ -82,72 +78,25 @@ func grReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
 	return nil
 }
 
-// grRowBlock is the token rows of one tile of the GatedResidual's products: a block of Hn
-// (256 x S*D float32, 10 MiB at S*D = 10240) stays in the last-level cache while the column
-// blocks of the thin weights read it, where whole-T column blocks read all of Hn once per
-// column block of 32 weight rows; the weight block is repacked once per row block.
-const grRowBlock = 256
-
 // grMatMul is MatMul for the GatedResidual read's thin products (Down [R, S*D], Up [S*D, R],
-// Inj [S, S*D]): y [T, N] = x [T, K] W^T in tiles of grRowBlock token rows by one column block
-// of matMul (all columns for an int8 or bf16 compute form) over every core, row block after row
-// block, so that narrow weights still spread over the cores and a row block of x is read from
-// cache. A row's bits do not depend on the rows beside it with strata's SGEMM and the compute
-// forms, so the result is bitwise matMul's; with a native BLAS (where they do) it runs matMul.
-// Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType (MatMul's).
+// Inj [S, S*D]): rowMatMul in tiles of at most grRowBlock token rows, so that a block of Hn
+// (256 x S*D float32, 10 MiB at S*D = 10240) stays in the last-level cache while the column
+// blocks of the thin weights read it, where whole-T column blocks would read all of Hn once per
+// column block of 32 weight rows. With a native BLAS (whose row bits depend on the rows beside
+// them) an f32 weight runs matMul. Errors wrap op.ErrShape, op.ErrInvalidArgument or op.ErrDType
+// (MatMul's).
 func grMatMul(y, x []float32, T int, w *op.Matrix) error {
 	if err := (op.MatMul{Y: op.HostF32(y), X: op.HostF32(x), T: T, W: w}).Check(); err != nil {
 		return err
 	}
-	f := computeOf(w)
-	if T == 0 || f == nil && blas.Native() {
+	if T == 0 || computeOf(w) == nil && blas.Native() {
 		return matMul(y, x, T, w)
 	}
-	N, K := w.N, w.K
-	nrb := (T + grRowBlock - 1) / grRowBlock
-	ncb := 1
-	if f == nil {
-		ncb = (N + gemmBlockRows(N, K) - 1) / gemmBlockRows(N, K)
-	}
-	tiles := nrb * ncb
-	// A tile below ~1 MFLOP is not worth a goroutine (as in matMul).
-	workers := min(runtime.GOMAXPROCS(0), tiles, max(1, 2*T*N*K/(1<<20)))
-	concurrent := blas.Concurrent()
-	var next atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for g := range workers {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			sp := gemmScratch.Get().(*[]float32)
-			defer gemmScratch.Put(sp)
-			if need := matMulScratch(w); f == nil && cap(*sp) < need {
-				*sp = make([]float32, need)
-			}
-			scratch := (*sp)[:cap(*sp)]
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= tiles {
-					return
-				}
-				t0 := i / ncb * grRowBlock
-				t1 := min(T, t0+grRowBlock)
-				var err error
-				if f == nil {
-					err = matMulBlock(y[t0*N:t1*N], N, x[t0*K:t1*K], t1-t0, w, i%ncb, scratch, concurrent)
-				} else {
-					err = matMulCompute([][]float32{y[t0*N : t1*N]}, N, x[t0*K:t1*K], t1-t0, []*op.Matrix{w}, false)
-				}
-				if err != nil && errs[g] == nil {
-					errs[g] = err
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return rowMatMul(y, x, T, w, grRowBlock)
 }
+
+// grRowBlock is the most token rows of one tile of the GatedResidual's products (grMatMul).
+const grRowBlock = 256
 
 // grWriteRow adds beta[s] * u to stream s of one token's H (float32, H + beta*u per element).
 func grWriteRow(H, beta, u []float32) {

@@ -159,11 +159,19 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 	if T == 0 {
 		return nil
 	}
-	if computeOf(w) != nil {
-		return matMulCompute([][]float32{y}, w.N, x, T, []*op.Matrix{w}, true)
-	}
 	nb := gemmBlockRows(w.N, w.K)
 	nblk := (w.N + nb - 1) / nb
+	workers := runtime.GOMAXPROCS(0)
+	if f := computeOf(w); f != nil {
+		// The compute kernels split columns in 32-column panels, each reading all of x.
+		if (w.N+31)/32 >= 4*workers {
+			return matMulCompute([][]float32{y}, w.N, x, T, []*op.Matrix{w}, true)
+		}
+		return rowMatMul(y, x, T, w, T)
+	}
+	if nblk < workers && !blas.Native() && blas.Concurrent() {
+		return rowMatMul(y, x, T, w, T)
+	}
 	concurrent := blas.Concurrent()
 	need := matMulScratch(w)
 	block := func(b int, scratch []float32) error {
@@ -176,10 +184,11 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 		}
 		return sp, (*sp)[:cap(*sp)]
 	}
-	workers := 1
 	if concurrent {
 		// A block below ~1 MFLOP is not worth a goroutine.
-		workers = min(runtime.GOMAXPROCS(0), nblk, max(1, 2*T*w.N*w.K/(1<<20)))
+		workers = min(workers, nblk, max(1, 2*T*w.N*w.K/(1<<20)))
+	} else {
+		workers = 1
 	}
 	if workers <= 1 {
 		sp, scratch := scratchOf()
@@ -214,6 +223,67 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// rowMatMul is matMul for a thin weight (fewer column blocks than cores): tiles of token rows
+// (at most maxRows, at least rowMatMulMin, about two a core) by one column block of matMul (all
+// columns for an int8 or bf16 compute form, whose rows each tile quantizes or rounds itself)
+// over every core, so that a narrow weight (a router of 256 experts, a GDN layer's a and b
+// projections, a shared expert's gate) does not run on one core while the others wait. A row's
+// bits do not depend on the rows beside it with strata's SGEMM and the compute kernels, so the
+// result is bitwise matMul's; callers keep a native BLAS (where they do) on matMul's blocks.
+func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
+	N, K := w.N, w.K
+	f := computeOf(w)
+	ncb := 1
+	if f == nil {
+		ncb = (N + gemmBlockRows(N, K) - 1) / gemmBlockRows(N, K)
+	}
+	cores := runtime.GOMAXPROCS(0)
+	rb := min(maxRows, max(rowMatMulMin, (T*ncb+2*cores-1)/(2*cores)))
+	nrb := (T + rb - 1) / rb
+	tiles := nrb * ncb
+	// A tile below ~1 MFLOP is not worth a goroutine (as in matMul).
+	workers := min(cores, tiles, max(1, 2*T*N*K/(1<<20)))
+	concurrent := blas.Concurrent()
+	var next atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			sp := gemmScratch.Get().(*[]float32)
+			defer gemmScratch.Put(sp)
+			if need := matMulScratch(w); f == nil && cap(*sp) < need {
+				*sp = make([]float32, need)
+			}
+			scratch := (*sp)[:cap(*sp)]
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= tiles {
+					return
+				}
+				t0 := i / ncb * rb
+				t1 := min(T, t0+rb)
+				var err error
+				if f == nil {
+					err = matMulBlock(y[t0*N:t1*N], N, x[t0*K:t1*K], t1-t0, w, i%ncb, scratch, concurrent)
+				} else {
+					err = matMulCompute([][]float32{y[t0*N : t1*N]}, N, x[t0*K:t1*K], t1-t0, []*op.Matrix{w}, false)
+				}
+				if err != nil && errs[g] == nil {
+					errs[g] = err
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// rowMatMulMin is the fewest token rows of a rowMatMul tile: each tile repacks its weight block
+// (or decodes its compute form's scales) once.
+const rowMatMulMin = 48
 
 // matMulScratch is the scratch one worker of matMul needs for w's column blocks (float32
 // values): a block's rows widened or dequantized, then (packed formats) their scales; 0 for F32.

@@ -1,15 +1,17 @@
 package kernels
 
 import (
-	"github.com/stratakernels/strata/op"
-
 	"errors"
 	"math"
 	"runtime"
 	"testing"
 
-	"github.com/stratakernels/strata/op/optest"
 	"github.com/x448/float16"
+
+	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/internal/qdot"
+	"github.com/stratakernels/strata/op"
+	"github.com/stratakernels/strata/op/optest"
 )
 
 // denseMatrix builds a weight [n, k] of dt from deterministic values (optest.RandMatrix) and
@@ -275,5 +277,51 @@ func TestWeightsPrepareBudget(t *testing.T) {
 	}
 	if _, err := (Backend{}).NewWeights(op.WeightOptions{WidenBudget: -1}).Prepare(&op.Matrix{N: 2, K: 3, DType: op.BF16}); !errors.Is(err, op.ErrShape) {
 		t.Errorf("short matrix: %v", err)
+	}
+}
+
+// TestMatMulThin: a weight with fewer column blocks or panels than cores (a router, a GDN
+// layer's a and b projections, a shared expert's gate) runs in tiles of token rows over the
+// cores (rowMatMul): bitwise the product of one call over all rows on one goroutine, at
+// GOMAXPROCS 1, 2 and 4, in f32 (F32 and BF16 weights) and in int8 (GGML Q4_K) compute.
+func TestMatMulThin(t *testing.T) {
+	if blas.Native() {
+		t.Skip("a native BLAS keeps matMul's column blocks (its row bits depend on the rows beside them)")
+	}
+	const T, N, K = 200, 40, 512
+	x := optest.Floats(21, T*K, 1)
+	f32w, _ := denseMatrix(t, 22, N, K, op.F32, 0.05)
+	bf16w, _ := denseMatrix(t, 23, N, K, op.BF16, 0.05)
+	q4k, _, err := optest.RandGGML(24, N, K, op.GGMLQ4_K, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	int8w, err := computeStore(op.ComputeInt8, qdot.BestInt8()).Prepare(q4k)
+	if err != nil || computeOf(int8w) == nil {
+		t.Fatalf("no int8 form of Q4_K: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		w    *op.Matrix
+	}{{"f32", f32w}, {"bf16", bf16w}, {"int8 Q4_K", int8w}} {
+		want := make([]float32, T*N)
+		if computeOf(c.w) != nil {
+			if err := matMulCompute([][]float32{want}, N, x, T, []*op.Matrix{c.w}, false); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			scratch := make([]float32, max(1, matMulScratch(c.w)))
+			if err := matMulBlock(want, N, x, T, c.w, 0, scratch, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		denseSameAcrossProcs(t, c.name, func() []float32 {
+			y := make([]float32, T*N)
+			if err := matMulChecked(y, x, T, c.w); err != nil {
+				t.Fatal(err)
+			}
+			sameSlice(t, c.name+" against one call", y, want)
+			return y
+		})
 	}
 }
