@@ -35,11 +35,7 @@ func (Backend) NewTensor(dt op.DType, n int) (op.Tensor, error) {
 	}
 	switch dt {
 	case op.F32:
-		// Not populated: a session cache's per-token states are touched only as far as the
-		// session goes.
-		b := make([]float32, n)
-		mem.AdviseHuge(b)
-		return op.HostF32(b), nil
+		return op.HostF32(mem.F32(n)), nil
 	case op.I32:
 		return op.HostI32(make([]int32, n)), nil
 	}

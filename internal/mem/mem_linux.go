@@ -36,19 +36,6 @@ func AdviseHuge[E any](b []E) {
 	}
 }
 
-// Populate faults in the whole 4 KiB pages inside b in one call (madvise MADV_POPULATE_WRITE,
-// Linux 5.14 and later), before the kernels first write them: where a page fault is expensive
-// (virtual machines: about 12 us a 4 KiB page on one measured, against about 1.5 us a page
-// populated in one call) the first prefill of a size runs almost as fast as the next. A fresh
-// buffer of Go's heap is zero and stays zero; the contents of any buffer are unchanged. Buffers
-// under 64 KiB are left alone. On an older kernel the call is refused and the pages fault on
-// first touch.
-func Populate[E any](b []E) {
-	if r := inner(b, page, 16*page); r != nil {
-		_ = unix.Madvise(r, unix.MADV_POPULATE_WRITE)
-	}
-}
-
 // PopulateRead maps the whole 4 KiB pages inside b in one call (madvise MADV_POPULATE_READ,
 // Linux 5.14 and later) before they are read: for a mapped file's range read once from end to
 // end (a weight packed at load), one call instead of a page fault every few pages. Nothing is

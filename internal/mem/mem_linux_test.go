@@ -24,28 +24,6 @@ func TestAdviseHuge(t *testing.T) {
 	b[len(b)-1] = 1 // keeps b alive past the check
 }
 
-// TestPopulate: F32's buffer is zero, and its pages are resident before any write (mincore),
-// on kernels that have MADV_POPULATE_WRITE (5.14 and later).
-func TestPopulate(t *testing.T) {
-	needPopulate(t)
-	b := F32(1 << 20) // 4 MiB
-	r := inner(b, page, 0)
-	vec := make([]byte, len(r)/page)
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&r[0])), uintptr(len(r)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		t.Skipf("mincore: %v", e)
-	}
-	for i, v := range vec {
-		if v&1 == 0 {
-			t.Fatalf("page %d of %d is not resident after F32", i, len(vec))
-		}
-	}
-	for i, x := range b {
-		if x != 0 {
-			t.Fatalf("element %d = %v, want 0", i, x)
-		}
-	}
-}
-
 // TestPopulateRead: the pages of a mapped file are in the process's page tables after
 // PopulateRead (the mapping's Rss in /proc/self/smaps), before any read; a file mapping not
 // populated has none.
@@ -79,15 +57,14 @@ func TestPopulateRead(t *testing.T) {
 	}
 }
 
-// needPopulate skips a test on kernels before 5.14, which have no MADV_POPULATE_READ and
-// MADV_POPULATE_WRITE.
+// needPopulate skips a test on kernels before 5.14, which have no MADV_POPULATE_READ.
 func needPopulate(t *testing.T) {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err == nil {
 		var major, minor int
 		fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
 		if major < 5 || major == 5 && minor < 14 {
-			t.Skipf("kernel %d.%d has no MADV_POPULATE_READ and MADV_POPULATE_WRITE", major, minor)
+			t.Skipf("kernel %d.%d has no MADV_POPULATE_READ", major, minor)
 		}
 	}
 }
