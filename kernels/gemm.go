@@ -125,7 +125,9 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // The product is split into column blocks of y (gemmBlockRows rows of W each, a split that
 // depends only on N and K); each block is one single-threaded SGEMM (package internal/blas:
 // OpenBLAS, Accelerate or strata's SGEMM) writing the columns it owns, and the blocks run on up to
-// GOMAXPROCS goroutines, taken in order from a shared counter. op.BF16 and op.F16 weights are
+// GOMAXPROCS goroutines, taken in order from a shared counter. A weight of fewer blocks (or, in
+// a compute mode, 32-column panels) than GOMAXPROCS runs in tiles of token rows instead
+// (rowMatMul; not with a native BLAS), bitwise the same. op.BF16 and op.F16 weights are
 // widened exactly, and op.QAffine, op.FP8Block, op.QFloat and op.GGML weights dequantized (scale *
 // q + bias rounded once, the assembly kernels of quant.go; code * scale, those of fpquant.go;
 // ggml's block values, ggml.go), block by
@@ -163,8 +165,9 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 	nblk := (w.N + nb - 1) / nb
 	workers := runtime.GOMAXPROCS(0)
 	if f := computeOf(w); f != nil {
-		// The compute kernels split columns in 32-column panels, each reading all of x.
-		if (w.N+31)/32 >= 4*workers {
+		// The compute kernels split columns in 32-column panels, each reading all of x: fewer
+		// panels than cores would leave cores idle.
+		if (w.N+31)/32 >= workers {
 			return matMulCompute([][]float32{y}, w.N, x, T, []*op.Matrix{w}, true)
 		}
 		return rowMatMul(y, x, T, w, T)
