@@ -127,7 +127,9 @@ var gemmScratch = sync.Pool{New: func() any { s := make([]float32, 0); return &s
 // OpenBLAS, Accelerate or strata's SGEMM) writing the columns it owns, and the blocks run on up to
 // GOMAXPROCS goroutines, taken in order from a shared counter. A weight of fewer blocks (or, in
 // a compute mode, 32-column panels) than GOMAXPROCS runs in tiles of token rows instead
-// (rowMatMul; not with a native BLAS), bitwise the same. op.BF16 and op.F16 weights are
+// (rowMatMul): bitwise the same with strata's SGEMM and the compute forms; with a native BLAS
+// a weight of fewer than 8 blocks runs in tiles of a fixed 128 rows when T is larger, so its
+// bits depend on T but not on the cores. op.BF16 and op.F16 weights are
 // widened exactly, and op.QAffine, op.FP8Block, op.QFloat and op.GGML weights dequantized (scale *
 // q + bias rounded once, the assembly kernels of quant.go; code * scale, those of fpquant.go;
 // ggml's block values, ggml.go), block by
@@ -172,7 +174,15 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 		}
 		return rowMatMul(y, x, T, w, T)
 	}
-	if nblk < workers && !blas.Native() && blas.Concurrent() {
+	switch {
+	case !blas.Concurrent():
+	case blas.Native():
+		// A native BLAS's row bits may depend on the rows of the call: whether and how a
+		// product is cut into row tiles must not depend on the cores.
+		if nblk < nativeThinBlocks && T > nativeRowTile {
+			return rowMatMul(y, x, T, w, -nativeRowTile)
+		}
+	case nblk < workers:
 		return rowMatMul(y, x, T, w, T)
 	}
 	concurrent := blas.Concurrent()
@@ -228,12 +238,13 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 }
 
 // rowMatMul is matMul for a thin weight (fewer column blocks than cores): tiles of token rows
-// (at most maxRows, at least rowMatMulMin, about two a core) by one column block of matMul (all
-// columns for an int8 or bf16 compute form, whose rows each tile quantizes or rounds itself)
-// over every core, so that a narrow weight (a router of 256 experts, a GDN layer's a and b
-// projections, a shared expert's gate) does not run on one core while the others wait. A row's
-// bits do not depend on the rows beside it with strata's SGEMM and the compute kernels, so the
-// result is bitwise matMul's; callers keep a native BLAS (where they do) on matMul's blocks.
+// (at most maxRows, at least rowMatMulMin, about two a core; exactly -maxRows when maxRows is
+// negative) by one column block of matMul (all columns for an int8 or bf16 compute form, whose
+// rows each tile quantizes or rounds itself) over every core, so that a narrow weight (a router
+// of 256 experts, a GDN layer's a and b projections, a shared expert's gate) does not run on one
+// core while the others wait. A row's bits do not depend on the rows beside it with strata's
+// SGEMM and the compute kernels, so the result is then bitwise matMul's whatever the tiles; a
+// native BLAS (whose row bits may depend on the rows of the call) takes tiles of a fixed count.
 func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
 	N, K := w.N, w.K
 	f := computeOf(w)
@@ -243,6 +254,9 @@ func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
 	}
 	cores := runtime.GOMAXPROCS(0)
 	rb := min(maxRows, max(rowMatMulMin, (T*ncb+2*cores-1)/(2*cores)))
+	if maxRows < 0 {
+		rb = -maxRows
+	}
 	nrb := (T + rb - 1) / rb
 	tiles := nrb * ncb
 	// A tile below ~1 MFLOP is not worth a goroutine (as in matMul).
@@ -287,6 +301,14 @@ func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
 // rowMatMulMin is the fewest token rows of a rowMatMul tile: each tile repacks its weight block
 // (or decodes its compute form's scales) once.
 const rowMatMulMin = 48
+
+// With a native BLAS (which may block a call of fewer rows differently) a weight of fewer than
+// nativeThinBlocks column blocks runs in rowMatMul tiles of nativeRowTile token rows when T is
+// larger: both fixed, so that the bits do not depend on the core count.
+const (
+	nativeThinBlocks = 8
+	nativeRowTile    = 128
+)
 
 // matMulScratch is the scratch one worker of matMul needs for w's column blocks (float32
 // values): a block's rows widened or dequantized, then (packed formats) their scales; 0 for F32.
