@@ -158,7 +158,8 @@ func execMatMul(a op.MatMul) error {
 	return matMul(a.Y.F32(), a.X.F32(), a.T, a.W)
 }
 
-// matMul is MatMul after validation: the column blocks over the cores (matMulBlock each).
+// matMul is MatMul after validation: the column blocks over the cores (matMulBlock each), a
+// compute form's panels (matMulCompute), or a thin weight's row tiles (rowMatMul).
 func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 	if T == 0 {
 		return nil

@@ -7,7 +7,8 @@ import "fmt"
 // dequantized (scale * q + bias per group, rounded once to float32: optest.Dequant) and FP8Block
 // and QFloat weights decoded (code * scale rounded once: optest.DequantFP8, DequantQFloat) inside
 // the kernel. Kernels: CPU column-blocked SGEMM through internal/blas (packed blocks dequantized
-// into per-worker scratch first); Metal gemm_w16 / gemm_w32, qmm_affine / qmv_affine, qmm_fp /
+// into per-worker scratch first; a weight of fewer blocks than cores in tiles of token rows), or
+// the int8 and bf16 compute kernels of internal/qdot in those modes; Metal gemm_w16 / gemm_w32, qmm_affine / qmv_affine, qmm_fp /
 // qmv_fp, and for GGML weights (decoded as optest.DequantGGML) qmm_gg / qmv_gg.
 type MatMul struct {
 	Y, X Tensor // F32 [T, N], F32 [T, K]
