@@ -1,11 +1,9 @@
 package kernels
 
 import (
-	"errors"
 	"math"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/stratakernels/strata/internal/blas"
 	"github.com/stratakernels/strata/op"
@@ -187,55 +185,27 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 		return rowMatMul(y, x, T, w, T)
 	}
 	concurrent := blas.Concurrent()
-	need := matMulScratch(w)
-	block := func(b int, scratch []float32) error {
-		return matMulBlock(y, w.N, x, T, w, b, scratch, concurrent)
-	}
-	scratchOf := func() (*[]float32, []float32) {
-		sp := gemmScratch.Get().(*[]float32)
-		if cap(*sp) < need {
-			*sp = make([]float32, need)
-		}
-		return sp, (*sp)[:cap(*sp)]
-	}
 	if concurrent {
 		// A block below ~1 MFLOP is not worth a goroutine.
 		workers = min(workers, nblk, max(1, 2*T*w.N*w.K/(1<<20)))
 	} else {
 		workers = 1
 	}
-	if workers <= 1 {
-		sp, scratch := scratchOf()
-		defer gemmScratch.Put(sp)
-		for b := 0; b < nblk; b++ {
-			if err := block(b, scratch); err != nil {
-				return err
-			}
-		}
-		return nil
+	return overTiles(workers, nblk, func() (func(int) error, func()) {
+		sp, scratch := gemmScratchOf(matMulScratch(w))
+		return func(b int) error { return matMulBlock(y, w.N, x, T, w, b, scratch, concurrent) },
+			func() { gemmScratch.Put(sp) }
+	})
+}
+
+// gemmScratchOf takes a buffer of at least need float32 from gemmScratch (Put sp back when
+// done) and returns it at its whole capacity.
+func gemmScratchOf(need int) (sp *[]float32, scratch []float32) {
+	sp = gemmScratch.Get().(*[]float32)
+	if cap(*sp) < need {
+		*sp = make([]float32, need)
 	}
-	var next atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for g := 0; g < workers; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			sp, scratch := scratchOf()
-			defer gemmScratch.Put(sp)
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= nblk {
-					return
-				}
-				if err := block(b, scratch); err != nil && errs[g] == nil {
-					errs[g] = err
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return sp, (*sp)[:cap(*sp)]
 }
 
 // rowMatMul is matMul for a thin weight (fewer column blocks than cores): tiles of token rows
@@ -261,42 +231,24 @@ func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
 	nrb := (T + rb - 1) / rb
 	tiles := nrb * ncb
 	// A tile below ~1 MFLOP is not worth a goroutine (as in matMul).
-	workers := min(cores, tiles, max(1, 2*T*N*K/(1<<20)))
+	workers := min(cores, max(1, 2*T*N*K/(1<<20)))
 	concurrent := blas.Concurrent()
-	var next atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for g := range workers {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			sp := gemmScratch.Get().(*[]float32)
-			defer gemmScratch.Put(sp)
-			if need := matMulScratch(w); f == nil && cap(*sp) < need {
-				*sp = make([]float32, need)
-			}
-			scratch := (*sp)[:cap(*sp)]
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= tiles {
-					return
-				}
+	need := 0
+	if f == nil {
+		need = matMulScratch(w)
+	}
+	return overTiles(workers, tiles, func() (func(int) error, func()) {
+		sp, scratch := gemmScratchOf(need)
+		return func(i int) error {
 				t0 := i / ncb * rb
 				t1 := min(T, t0+rb)
-				var err error
 				if f == nil {
-					err = matMulBlock(y[t0*N:t1*N], N, x[t0*K:t1*K], t1-t0, w, i%ncb, scratch, concurrent)
-				} else {
-					err = matMulCompute([][]float32{y[t0*N : t1*N]}, N, x[t0*K:t1*K], t1-t0, []*op.Matrix{w}, false)
+					return matMulBlock(y[t0*N:t1*N], N, x[t0*K:t1*K], t1-t0, w, i%ncb, scratch, concurrent)
 				}
-				if err != nil && errs[g] == nil {
-					errs[g] = err
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+				return matMulCompute([][]float32{y[t0*N : t1*N]}, N, x[t0*K:t1*K], t1-t0, []*op.Matrix{w}, false)
+			},
+			func() { gemmScratch.Put(sp) }
+	})
 }
 
 // rowMatMulMin is the fewest token rows of a rowMatMul tile: each tile repacks its weight block

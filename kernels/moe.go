@@ -4,7 +4,6 @@ import (
 	"github.com/stratakernels/strata/internal/mem"
 	"github.com/stratakernels/strata/op"
 
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -366,29 +365,10 @@ func (s *moeSchedule) upTiles(tiles []moeTile, blk, e int) []moeTile {
 // tiles runs fn on every tile over up to s.workers goroutines, taken in order from a shared
 // counter.
 func (s *moeSchedule) tiles(tiles []moeTile, fn func(*moeWorker, moeTile) error) error {
-	workers := min(s.workers, len(tiles))
-	var taken atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for g := range workers {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			wk := &moeWorker{s: s, gathered: -1, actBlk: -1}
-			defer wk.release()
-			for {
-				i := int(taken.Add(1) - 1)
-				if i >= len(tiles) {
-					return
-				}
-				if err := fn(wk, tiles[i]); err != nil && errs[g] == nil {
-					errs[g] = err
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return overTiles(s.workers, len(tiles), func() (func(int) error, func()) {
+		wk := &moeWorker{s: s, gathered: -1, actBlk: -1}
+		return func(i int) error { return fn(wk, tiles[i]) }, wk.release
+	})
 }
 
 // moeBufs holds the gate/up and SwiGLU buffers of a wave (poolF32).

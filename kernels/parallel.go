@@ -1,8 +1,10 @@
 package kernels
 
 import (
+	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // parallelFor splits [0, n) into contiguous ranges and runs fn on each, on up to GOMAXPROCS
@@ -35,4 +37,41 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 		}(lo, hi)
 	}
 	wg.Wait()
+}
+
+// overTiles runs tiles 0 to n-1 on up to workers goroutines (the calling one when workers is
+// 1), each tile taken in order from a shared counter so that the schedule ends evenly. start
+// runs once on each goroutine and gives its tile function (holding that goroutine's scratch)
+// and what to do once it has run out of tiles. The tiles' errors are joined.
+func overTiles(workers, n int, start func() (tile func(i int) error, done func())) error {
+	workers = max(1, min(workers, n))
+	var next atomic.Int64
+	errs := make([]error, workers)
+	run := func(g int) {
+		tile, done := start()
+		defer done()
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			if err := tile(i); err != nil && errs[g] == nil {
+				errs[g] = err
+			}
+		}
+	}
+	if workers == 1 {
+		run(0)
+		return errs[0]
+	}
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(g)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
