@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,6 +36,14 @@ func GeneratedModels() []string {
 // (seconds for the small models; longer for the slices, 3.2 GB for qwen4exp-slice). Errors: an unknown
 // name (the error lists the known ones) and a failed write, naming the folder.
 func GeneratedModel(name string, notify func(dir string)) (string, error) {
+	return GeneratedModelContext(context.Background(), name, notify)
+}
+
+// GeneratedModelContext is GeneratedModel that stops writing when ctx is done (between two
+// tensors: within a few seconds for the slices' largest), removing the temporary folder, and
+// returns an error wrapping ctx's (context.Canceled on a cancel): a command's interrupt then
+// ends a long first write without leaving anything behind.
+func GeneratedModelContext(ctx context.Context, name string, notify func(dir string)) (string, error) {
 	spec, ok := modelgen.Presets[name]
 	if !ok {
 		return "", fmt.Errorf("unknown generated model %q (have %s)", name, strings.Join(GeneratedModels(), ", "))
@@ -58,7 +67,7 @@ func GeneratedModel(name string, notify func(dir string)) (string, error) {
 		return "", fmt.Errorf("generating %s: %w", name, err)
 	}
 	defer os.RemoveAll(tmp) // gone once renamed; else what a failed write left
-	if err := modelgen.Generate(tmp, spec); err != nil {
+	if err := modelgen.GenerateContext(ctx, tmp, spec); err != nil {
 		return "", fmt.Errorf("generating %s into %s: %w", name, dir, err)
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {

@@ -2,6 +2,8 @@ package strata
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,5 +52,31 @@ func TestGeneratedModel(t *testing.T) {
 	}
 	if _, err := GeneratedModel("no-such-model", nil); err == nil || !strings.Contains(err.Error(), "qwen4exp-small") {
 		t.Errorf("unknown name: %v", err)
+	}
+}
+
+// TestGeneratedModelCancelled: GeneratedModelContext stopped while it writes (the context is
+// cancelled once the write is announced) returns the cancellation and leaves the cache without
+// the model's folder or a partial one; a later call writes the model.
+func TestGeneratedModelCancelled(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache) // os.UserCacheDir on Linux and the BSDs
+	t.Setenv("HOME", cache)           // on darwin: HOME/Library/Caches
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := GeneratedModelContext(ctx, "qwen35-tiny", func(string) { cancel() })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("GeneratedModelContext cancelled during the write: %v", err)
+	}
+	models := filepath.Join(cache, "strata", "models")
+	if ents, _ := os.ReadDir(models); len(ents) != 0 {
+		t.Fatalf("the cache holds %v after the cancelled write, want nothing", ents)
+	}
+	dir, err := GeneratedModel("qwen35-tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -128,7 +128,7 @@ func (b *sliceBench) run(ctx context.Context, modelDir string, runs []benchRun) 
 	dir := modelDir
 	if dir == "" {
 		var err error
-		if dir, err = generated("qwen4exp-slice"); err != nil {
+		if dir, err = generated(ctx, "qwen4exp-slice"); err != nil {
 			return err
 		}
 	}
@@ -150,7 +150,7 @@ func (b *sliceBench) run(ctx context.Context, modelDir string, runs []benchRun) 
 			return err
 		}
 	}
-	q3, err := generated("qwen3next-slice")
+	q3, err := generated(ctx, "qwen3next-slice")
 	if err != nil {
 		return err
 	}

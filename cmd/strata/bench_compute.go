@@ -46,7 +46,7 @@ func runComputeBench(ctx context.Context, dev *strata.Device, tokensList string,
 		}
 		Ts = append(Ts, r.T)
 	}
-	q3, err := generated("qwen3next-slice")
+	q3, err := generated(ctx, "qwen3next-slice")
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func runComputeBench(ctx context.Context, dev *strata.Device, tokensList string,
 func benchCompute(ctx context.Context, w io.Writer, dev *strata.Device, dir string, Ts []int, widen int64, step, reps int, peak optest.BenchOptions) error {
 	fmt.Fprintf(w, "\ncompute modes on the qwen3next slice (tokens/s of a prefill from position 0, median of %d interleaved runs; the ratio to f32 of the same model and T)\n", reps)
 	for _, cf := range computeForms {
-		mdir, err := computeFormDir(dir, cf.label)
+		mdir, err := computeFormDir(ctx, dir, cf.label)
 		if err != nil {
 			return err
 		}
@@ -101,10 +101,10 @@ func benchCompute(ctx context.Context, w io.Writer, dev *strata.Device, dir stri
 
 // computeFormDir is the folder of the qwen3next slice's form of qwen3nextFormats label (made
 // once beside dir), or dir for "" (the bf16 source).
-func computeFormDir(dir, label string) (string, error) {
+func computeFormDir(ctx context.Context, dir, label string) (string, error) {
 	for _, f := range qwen3nextFormats {
 		if label != "" && f.label == label {
-			return formatDir(dir, filepath.Dir(dir), f)
+			return formatDir(ctx, dir, filepath.Dir(dir), f)
 		}
 	}
 	return dir, nil

@@ -57,7 +57,7 @@ func benchFormats(ctx context.Context, w io.Writer, dev *strata.Device, dir, cac
 	type model struct{ label, dir string }
 	models := []model{{"bf16", dir}}
 	for _, f := range formats {
-		out, err := formatDir(dir, cache, f)
+		out, err := formatDir(ctx, dir, cache, f)
 		if err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func benchFormats(ctx context.Context, w io.Writer, dev *strata.Device, dir, cac
 }
 
 // formatDir is the folder of form f of the checkpoint in dir, converted into cache once.
-func formatDir(dir, cache string, f benchFormat) (string, error) {
+func formatDir(ctx context.Context, dir, cache string, f benchFormat) (string, error) {
 	out := filepath.Join(cache, filepath.Base(dir)+"-"+f.suffix)
 	if _, err := os.Stat(filepath.Join(out, "config.json")); err == nil {
 		return out, nil
@@ -110,9 +110,9 @@ func formatDir(dir, cache string, f benchFormat) (string, error) {
 	fmt.Fprintf(os.Stderr, "converting %s to %s into %s\n", homeRel(dir), f.label, homeRel(out))
 	var err error
 	if f.mlx != nil {
-		err = modelgen.ConvertMLX(dir, out, *f.mlx)
+		err = modelgen.ConvertMLXContext(ctx, dir, out, *f.mlx)
 	} else {
-		err = modelgen.ConvertFP8(dir, out, *f.fp8)
+		err = modelgen.ConvertFP8Context(ctx, dir, out, *f.fp8)
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s conversion: %w", f.label, err)

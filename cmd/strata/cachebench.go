@@ -26,7 +26,7 @@ const (
 // runCacheBench is --bench-cache on the model of --model or --preset, with the cache
 // directory, budget and spacing of --prompt-cache, --prompt-cache-bytes and --prompt-cache-every.
 func (o *options) runCacheBench(ctx context.Context, dev *strata.Device) error {
-	dir, err := o.modelDir()
+	dir, err := o.modelDir(ctx)
 	if err != nil {
 		return err
 	}

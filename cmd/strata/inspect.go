@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 // summary, with the compute line: what the mode of --compute (default f32) would run on this
 // CPU for the checkpoint's weight formats. Only --model, --preset, --compute and -v may
 // accompany it.
-func (o *options) runInspect() error {
+func (o *options) runInspect(ctx context.Context) error {
 	compute := o.model.compute
 	var other []string
 	o.fs.Visit(func(f *flag.Flag) {
@@ -30,7 +31,7 @@ func (o *options) runInspect() error {
 		sort.Strings(other)
 		return fmt.Errorf("--inspect takes only --model (or --preset) and --compute: drop %s", strings.Join(other, ", "))
 	}
-	dir, err := o.modelDir()
+	dir, err := o.modelDir(ctx)
 	if err != nil {
 		return err
 	}

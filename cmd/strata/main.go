@@ -87,7 +87,9 @@ func run(args []string) error {
 		return err
 	}
 	if o.model.inspect {
-		return o.runInspect()
+		ctx, stop := notifyContext()
+		defer stop()
+		return o.runInspect(ctx)
 	}
 	if err := o.checkOutputs(); err != nil {
 		return err
@@ -109,7 +111,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext()
 	defer stop()
 	dev, err := o.openDevice()
 	if err != nil {
@@ -124,6 +126,13 @@ func run(args []string) error {
 		return o.runCacheBench(ctx, dev)
 	}
 	return o.runPrefill(ctx, dev, textIDs)
+}
+
+// notifyContext is the job's context: an interrupt or SIGTERM cancels it, and the job stops at
+// its next check (between ops of a prefill, between tensors of a generated model's first write
+// or a conversion) and removes what it had begun.
+func notifyContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // openDevice opens the backend of --backend, logging to stderr with -v, and refuses a compute
@@ -151,17 +160,17 @@ func (o *options) openDevice() (*strata.Device, error) {
 }
 
 // modelDir is --model, or the folder of the generated --preset model (written on first use).
-func (o *options) modelDir() (string, error) {
+func (o *options) modelDir(ctx context.Context) (string, error) {
 	if o.model.dir != "" {
 		return o.model.dir, nil
 	}
-	return generated(o.model.preset)
+	return generated(ctx, o.model.preset)
 }
 
 // generated is the folder of the generated model name, written on first use (saying so on
 // stderr).
-func generated(name string) (string, error) {
-	return strata.GeneratedModel(name, func(dir string) {
+func generated(ctx context.Context, name string) (string, error) {
+	return strata.GeneratedModelContext(ctx, name, func(dir string) {
 		fmt.Fprintf(os.Stderr, "generating %s (random weights) into %s\n", name, homeRel(dir))
 	})
 }

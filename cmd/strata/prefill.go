@@ -16,7 +16,7 @@ import (
 // prompt prefilled in the calls of --chunk (through the prompt cache with --prompt-cache), the
 // figures and the top-5 printed, and the state, the mlx-lm cache and the logits saved.
 func (o *options) runPrefill(ctx context.Context, dev *strata.Device, textIDs []int32) error {
-	dir, tokens, err := o.prompt(textIDs)
+	dir, tokens, err := o.prompt(ctx, textIDs)
 	if err != nil {
 		return err
 	}
@@ -54,8 +54,8 @@ func (o *options) runPrefill(ctx context.Context, dev *strata.Device, textIDs []
 // prompt resolves the checkpoint and the prompt's token ids, and checks the ids against the
 // checkpoint's vocabulary and --max-context before any weight is loaded (reading its headers
 // costs little next to loading a release).
-func (o *options) prompt(textIDs []int32) (dir string, tokens []int32, err error) {
-	if dir, err = o.modelDir(); err != nil {
+func (o *options) prompt(ctx context.Context, textIDs []int32) (dir string, tokens []int32, err error) {
+	if dir, err = o.modelDir(ctx); err != nil {
 		return "", nil, err
 	}
 	info, err := strata.Inspect(dir)

@@ -1,6 +1,7 @@
 package modelgen
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -33,6 +34,13 @@ var FP8Releases = genreg.FP8Releases
 // weights go to model.safetensors (metadata format "pt") beside its index. The copy is read back
 // (family.CheckCheckpoint) and every module converted must be read as FP8.
 func ConvertFP8(src, dst string, o FP8Options) error {
+	return ConvertFP8Context(context.Background(), src, dst, o)
+}
+
+// ConvertFP8Context is ConvertFP8 that stops when ctx is done, between two tensors or stages,
+// with ctx's error: what it leaves in dst is then no checkpoint (no config.json, which is
+// written last).
+func ConvertFP8Context(ctx context.Context, src, dst string, o FP8Options) error {
 	raw, err := readConfig(src)
 	if err != nil {
 		return err
@@ -72,6 +80,9 @@ func ConvertFP8(src, dst string, o FP8Options) error {
 	tables := map[string][]family.Spec{} // by whole-tensor scale
 	converted := map[string]bool{}
 	for _, s := range dp.Tensors {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		mod := s.Module()
 		_, kept := keep.Excluded(mod)
 		role := roles[s.Name]
@@ -132,6 +143,9 @@ func ConvertFP8(src, dst string, o FP8Options) error {
 		qc["modules_to_convert"] = convert
 	}
 	raw["quantization_config"] = qc
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := writeTensors(dst, raw, w, "pt"); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package modelgen
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -82,6 +83,13 @@ func openPlan(dir string) (*family.CheckResult, *safetensors.Checkpoint, error) 
 // conversion is read back (family.CheckCheckpoint) and must be read with the gains' convention it
 // was written in.
 func ConvertMLX(src, dst string, o MLXOptions) error {
+	return ConvertMLXContext(context.Background(), src, dst, o)
+}
+
+// ConvertMLXContext is ConvertMLX that stops when ctx is done, between two modules or stages,
+// with ctx's error: what it leaves in dst is then no checkpoint (no config.json, which is
+// written last).
+func ConvertMLXContext(ctx context.Context, src, dst string, o MLXOptions) error {
 	raw, err := readConfig(src)
 	if err != nil {
 		return err
@@ -107,7 +115,7 @@ func ConvertMLX(src, dst string, o MLXOptions) error {
 	}
 	out := map[string]*mlxTensor{}
 	if o.Quantize {
-		quant, err := quantizeMLX(w, out, dp, o)
+		quant, err := quantizeMLX(ctx, w, out, dp, o)
 		if err != nil {
 			return err
 		}
@@ -120,6 +128,9 @@ func ConvertMLX(src, dst string, o MLXOptions) error {
 		}
 	}
 	if err := copyConstants(ck, res.Plan, dp, out); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := writeTensors(dst, raw, out, "mlx"); err != nil {
@@ -315,7 +326,7 @@ func roundTo(v float32, dt safetensors.DType) float32 {
 
 // quantizeMLX quantizes the Linear and Embedding modules of plan dp in w into out as mlx_lm's
 // quantize_model does (mlx-vlm's with o.VLM) and returns the quantization block.
-func quantizeMLX(w, out map[string]*mlxTensor, dp *family.Plan, o MLXOptions) (map[string]any, error) {
+func quantizeMLX(ctx context.Context, w, out map[string]*mlxTensor, dp *family.Plan, o MLXOptions) (map[string]any, error) {
 	mode := o.Mode
 	if mode == "" {
 		mode = hfconfig.ModeAffine
@@ -371,6 +382,9 @@ func quantizeMLX(w, out map[string]*mlxTensor, dp *family.Plan, o MLXOptions) (m
 	}
 	sort.Strings(mods)
 	for _, mod := range mods {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		name := mod + ".weight"
 		if _, ok := w[name]; !ok {
 			name = mod // stacked experts of a fused layout carry no .weight suffix

@@ -15,6 +15,7 @@
 package modelgen
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -40,7 +41,12 @@ var Presets = genreg.Presets
 // Generate writes the model of spec into dir (created if needed): config.json (the family's
 // config writer, genreg.Family.Config) and model.safetensors holding every tensor of the family's plan for that
 // config, drawn as the plan says (family.Init). The same spec always produces byte-identical files.
-func Generate(dir string, spec Spec) error {
+func Generate(dir string, spec Spec) error { return GenerateContext(context.Background(), dir, spec) }
+
+// GenerateContext is Generate that stops when ctx is done, between two tensors or before the
+// write, with ctx's error: what it leaves in dir is then no checkpoint (no config.json, which
+// is written last).
+func GenerateContext(ctx context.Context, dir string, spec Spec) error {
 	if err := checkSpec(spec); err != nil {
 		return err
 	}
@@ -84,6 +90,9 @@ func Generate(dir string, spec Spec) error {
 	}
 	r := &gen{rng: rand.New(rand.NewPCG(spec.Seed, 0x5eed))}
 	for _, t := range plan.Tensors {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		r.draw(t)
 	}
 	if spec.Constants {
@@ -92,6 +101,9 @@ func Generate(dir string, spec Spec) error {
 				r.out = append(r.out, genreg.Int64Tensor(k.Name, k.Values))
 			}
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	tmp := filepath.Join(dir, "model.safetensors.tmp")
 	if err := safetensors.WriteFile(tmp, r.out, map[string]string{"format": "pt", "generator": "strata modelgen " + spec.Arch}); err != nil {

@@ -2,6 +2,8 @@ package modelgen
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -105,5 +107,37 @@ func TestSpecErrors(t *testing.T) {
 	s.Prefix = "transformer."
 	if err := Generate(t.TempDir(), s); err == nil {
 		t.Error("unknown tensor prefix accepted")
+	}
+}
+
+// TestGenerateCancelled: with its context done, GenerateContext and the conversions stop with
+// the context's error and leave no checkpoint (no config.json) where they were writing.
+func TestGenerateCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	if err := GenerateContext(ctx, filepath.Join(dir, "g"), Presets["qwen3next-fmt"]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("GenerateContext with a cancelled context: %v", err)
+	}
+	src := filepath.Join(dir, "src")
+	if err := Generate(src, Presets["qwen3next-fmt"]); err != nil {
+		t.Fatal(err)
+	}
+	for name, convert := range map[string]func(string) error{
+		"mlx": func(dst string) error {
+			return ConvertMLXContext(ctx, src, dst, MLXOptions{Quantize: true, Bits: 4, Group: 64})
+		},
+		"fp8": func(dst string) error {
+			return ConvertFP8Context(ctx, src, dst, FP8Releases["qwen3-next-80b-a3b-instruct-fp8"])
+		},
+	} {
+		if err := convert(filepath.Join(dir, name)); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s conversion with a cancelled context: %v", name, err)
+		}
+	}
+	for _, d := range []string{"g", "mlx", "fp8"} {
+		if _, err := os.Stat(filepath.Join(dir, d, "config.json")); err == nil {
+			t.Errorf("%s: a config.json after the cancelled write", d)
+		}
 	}
 }
