@@ -208,14 +208,15 @@ func gemmScratchOf(need int) (sp *[]float32, scratch []float32) {
 	return sp, (*sp)[:cap(*sp)]
 }
 
-// rowMatMul is matMul for a thin weight (fewer column blocks than cores): tiles of token rows
-// (at most maxRows, at least rowMatMulMin, about two a core; exactly -maxRows when maxRows is
-// negative) by one column block of matMul (all columns for an int8 or bf16 compute form, whose
+// rowMatMul is matMul for a thin weight (fewer column blocks than cores; with a native BLAS,
+// fewer than nativeThinBlocks): tiles of token rows (at most maxRows, at least rowMatMulMin,
+// about two a core; exactly -maxRows when maxRows is negative) by one column block of matMul (all columns for an int8 or bf16 compute form, whose
 // rows each tile quantizes or rounds itself) over every core, so that a narrow weight (a router
 // of 256 experts, a GDN layer's a and b projections, a shared expert's gate) does not run on one
 // core while the others wait. A row's bits do not depend on the rows beside it with strata's
 // SGEMM and the compute kernels, so the result is then bitwise matMul's whatever the tiles; a
-// native BLAS (whose row bits may depend on the rows of the call) takes tiles of a fixed count.
+// native BLAS (whose row bits may depend on the rows of the call) takes tiles of a fixed row
+// count (nativeRowTile).
 func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
 	N, K := w.N, w.K
 	f := computeOf(w)

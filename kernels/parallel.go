@@ -39,10 +39,11 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
-// overTiles runs tiles 0 to n-1 on up to workers goroutines (the calling one when workers is
-// 1), each tile taken in order from a shared counter so that the schedule ends evenly. start
-// runs once on each goroutine and gives its tile function (holding that goroutine's scratch)
-// and what to do once it has run out of tiles. The tiles' errors are joined.
+// overTiles runs tiles 0 to n-1 on up to max(1, min(workers, n)) goroutines (the calling one
+// when that is 1), each tile taken in order from a shared counter so that the schedule ends
+// evenly. start runs once on each goroutine (also when n is 0) and gives its tile function
+// (holding that goroutine's scratch) and what to do once it has run out of tiles. Every tile
+// runs, whatever the others return; the result joins the first error of each goroutine.
 func overTiles(workers, n int, start func() (tile func(i int) error, done func())) error {
 	workers = max(1, min(workers, n))
 	var next atomic.Int64

@@ -40,9 +40,10 @@ func GeneratedModel(name string, notify func(dir string)) (string, error) {
 }
 
 // GeneratedModelContext is GeneratedModel that stops writing when ctx is done (between two
-// tensors: within a few seconds for the slices' largest), removing the temporary folder, and
-// returns an error wrapping ctx's (context.Canceled on a cancel): a command's interrupt then
-// ends a long first write without leaving anything behind.
+// tensors, within a few seconds for the slices' largest; or once the weights' file, written in
+// one piece, is done), removing the temporary folder, and returns an error wrapping ctx's
+// (context.Canceled on a cancel): a command's interrupt then ends a long first write without
+// leaving anything behind.
 func GeneratedModelContext(ctx context.Context, name string, notify func(dir string)) (string, error) {
 	spec, ok := modelgen.Presets[name]
 	if !ok {

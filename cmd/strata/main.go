@@ -129,8 +129,10 @@ func run(args []string) error {
 }
 
 // notifyContext is the job's context: an interrupt or SIGTERM cancels it, and the job stops at
-// its next check (between ops of a prefill, between tensors of a generated model's first write
-// or a conversion) and removes what it had begun.
+// its next check (between ops of a prefill; between tensors of a generated model's first write
+// or of a conversion, or after the write of a weights file, which runs to its end: within
+// seconds) and removes what it had begun. Later signals are caught too, so that nothing is
+// left half-written.
 func notifyContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }

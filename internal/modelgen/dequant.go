@@ -1,6 +1,7 @@
 package modelgen
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -39,7 +40,7 @@ func Dequantize(src, dst string, experts family.ExpertStorage) error {
 	if err != nil {
 		return err
 	}
-	w, err := mapPlan(ck, res, dp, true)
+	w, err := mapPlan(context.Background(), ck, res, dp, true)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,8 @@ func ConvertFP8(src, dst string, o FP8Options) error {
 	return ConvertFP8Context(context.Background(), src, dst, o)
 }
 
-// ConvertFP8Context is ConvertFP8 that stops when ctx is done, between two tensors or stages,
+// ConvertFP8Context is ConvertFP8 that stops when ctx is done, between two source matrices
+// while reading, two tensors while converting, or before the write (which runs to its end),
 // with ctx's error: what it leaves in dst is then no checkpoint (no config.json, which is
 // written last).
 func ConvertFP8Context(ctx context.Context, src, dst string, o FP8Options) error {
@@ -64,7 +65,7 @@ func ConvertFP8Context(ctx context.Context, src, dst string, o FP8Options) error
 	if err != nil {
 		return err
 	}
-	w, err := mapPlan(ck, res, dp, false)
+	w, err := mapPlan(ctx, ck, res, dp, false)
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,8 @@ func ConvertMLX(src, dst string, o MLXOptions) error {
 	return ConvertMLXContext(context.Background(), src, dst, o)
 }
 
-// ConvertMLXContext is ConvertMLX that stops when ctx is done, between two modules or stages,
+// ConvertMLXContext is ConvertMLX that stops when ctx is done, between two source matrices
+// while reading, two modules while quantizing, or before the write (which runs to its end),
 // with ctx's error: what it leaves in dst is then no checkpoint (no config.json, which is
 // written last).
 func ConvertMLXContext(ctx context.Context, src, dst string, o MLXOptions) error {
@@ -109,7 +110,7 @@ func ConvertMLXContext(ctx context.Context, src, dst string, o MLXOptions) error
 	if err != nil {
 		return err
 	}
-	w, err := mapPlan(ck, res, dp, false)
+	w, err := mapPlan(ctx, ck, res, dp, false)
 	if err != nil {
 		return err
 	}
@@ -178,8 +179,8 @@ func copyConstants(ck *safetensors.Checkpoint, sp, dp *family.Plan, out map[stri
 // position of dp. A gain dp stores shifted and sp does not gets + 1, rounded to the tensor's dtype
 // (the other way: - 1, exact in float32). Quantized source modules are dequantized (dequantize;
 // they take the dtype of their scales, BF16 for U8 ones); with f32 every tensor is float32, else
-// each keeps its source dtype.
-func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Plan, f32 bool) (map[string]*mlxTensor, error) {
+// each keeps its source dtype. It stops with ctx's error between two matrices once ctx is done.
+func mapPlan(ctx context.Context, ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Plan, f32 bool) (map[string]*mlxTensor, error) {
 	sp := res.Plan
 	shapes := map[string][]int64{}
 	for _, t := range dp.Tensors {
@@ -256,6 +257,9 @@ func mapPlan(ck *safetensors.Checkpoint, res *family.CheckResult, dp *family.Pla
 		return nil, fmt.Errorf("modelgen: the plans of %s and %s do not match (%d/%d matrices, %d/%d vectors)", sp.Layout.Describe(), dp.Layout.Describe(), len(sm), len(dm), len(sv), len(dv))
 	}
 	for i := range sm {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		a, b := rows(sm[i], func(n string) []int64 { return srcShapes[n] }), rows(dm[i], func(n string) []int64 { return shapes[n] })
 		if len(a) != len(b) || sm[i].K != dm[i].K {
 			return nil, fmt.Errorf("modelgen: matrix %d: %d rows of %d into %d rows of %d", i, len(a), sm[i].K, len(b), dm[i].K)

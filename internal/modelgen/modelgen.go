@@ -43,9 +43,9 @@ var Presets = genreg.Presets
 // config, drawn as the plan says (family.Init). The same spec always produces byte-identical files.
 func Generate(dir string, spec Spec) error { return GenerateContext(context.Background(), dir, spec) }
 
-// GenerateContext is Generate that stops when ctx is done, between two tensors or before the
-// write, with ctx's error: what it leaves in dir is then no checkpoint (no config.json, which
-// is written last).
+// GenerateContext is Generate that stops when ctx is done, between two tensors, or before or
+// after the write of the weights (which runs to its end), with ctx's error: what it leaves in
+// dir is then no checkpoint (no config.json, which is written last).
 func GenerateContext(ctx context.Context, dir string, spec Spec) error {
 	if err := checkSpec(spec); err != nil {
 		return err
@@ -111,6 +111,9 @@ func GenerateContext(ctx context.Context, dir string, spec Spec) error {
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "model.safetensors")); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err // done during the write: no config.json, so no checkpoint
 	}
 	return os.WriteFile(filepath.Join(dir, "config.json"), append(cj, '\n'), 0o644)
 }
