@@ -79,7 +79,7 @@ func grReadNormed(x, beta, Hn []float32, T int, g *op.GRWeights) error {
 }
 
 // grMatMul is MatMul for the GatedResidual read's thin products (Down [R, S*D], Up [S*D, R],
-// Inj [S, S*D]): rowMatMul in tiles of at most grRowBlock token rows, so that a block of Hn
+// Inj [S, S*D]): rowMatMul in tiles of at most grRowBlock token rows (rowTile), so that a block of Hn
 // (256 x S*D float32, 10 MiB at S*D = 10240) stays in the last-level cache while the column
 // blocks of the thin weights read it, where whole-T column blocks would read all of Hn once per
 // column block of 32 weight rows. With a native BLAS (whose row bits depend on the rows beside
@@ -92,7 +92,7 @@ func grMatMul(y, x []float32, T int, w *op.Matrix) error {
 	if T == 0 || computeOf(w) == nil && blas.Native() {
 		return matMul(y, x, T, w)
 	}
-	return rowMatMul(y, x, T, w, grRowBlock)
+	return rowMatMul(y, x, T, w, rowTile(T, w, grRowBlock))
 }
 
 // grRowBlock is the most token rows of one tile of the GatedResidual's products (grMatMul).

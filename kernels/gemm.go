@@ -171,7 +171,7 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 		if (w.N+31)/32 >= workers {
 			return matMulCompute([][]float32{y}, w.N, x, T, []*op.Matrix{w}, true)
 		}
-		return rowMatMul(y, x, T, w, T)
+		return rowMatMul(y, x, T, w, rowTile(T, w, T))
 	}
 	switch {
 	case !blas.Concurrent():
@@ -179,10 +179,10 @@ func matMul(y []float32, x []float32, T int, w *op.Matrix) error {
 		// A native BLAS's row bits may depend on the rows of the call: whether and how a
 		// product is cut into row tiles must not depend on the cores.
 		if nblk < nativeThinBlocks && T > nativeRowTile {
-			return rowMatMul(y, x, T, w, -nativeRowTile)
+			return rowMatMul(y, x, T, w, nativeRowTile)
 		}
 	case nblk < workers:
-		return rowMatMul(y, x, T, w, T)
+		return rowMatMul(y, x, T, w, rowTile(T, w, T))
 	}
 	concurrent := blas.Concurrent()
 	if concurrent {
@@ -209,30 +209,20 @@ func gemmScratchOf(need int) (sp *[]float32, scratch []float32) {
 }
 
 // rowMatMul is matMul for a thin weight (fewer column blocks than cores; with a native BLAS,
-// fewer than nativeThinBlocks): tiles of token rows (at most maxRows, at least rowMatMulMin,
-// about two a core; exactly -maxRows when maxRows is negative) by one column block of matMul (all columns for an int8 or bf16 compute form, whose
-// rows each tile quantizes or rounds itself) over every core, so that a narrow weight (a router
-// of 256 experts, a GDN layer's a and b projections, a shared expert's gate) does not run on one
-// core while the others wait. A row's bits do not depend on the rows beside it with strata's
-// SGEMM and the compute kernels, so the result is then bitwise matMul's whatever the tiles; a
-// native BLAS (whose row bits may depend on the rows of the call) takes tiles of a fixed row
-// count (nativeRowTile).
-func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
+// fewer than nativeThinBlocks) in tiles of rb token rows by one column block of matMul (all
+// columns for an int8 or bf16 compute form, whose rows each tile quantizes or rounds itself)
+// over every core, so that a narrow weight (a router of 256 experts, a GDN layer's a and b
+// projections, a shared expert's gate) does not run on one core while the others wait. A row's
+// bits do not depend on the rows beside it with strata's SGEMM and the compute kernels, so the
+// result is then bitwise matMul's whatever rb (rowTile's); a native BLAS (whose row bits may
+// depend on the rows of the call) takes a fixed rb (nativeRowTile).
+func rowMatMul(y, x []float32, T int, w *op.Matrix, rb int) error {
 	N, K := w.N, w.K
 	f := computeOf(w)
-	ncb := 1
-	if f == nil {
-		ncb = (N + gemmBlockRows(N, K) - 1) / gemmBlockRows(N, K)
-	}
-	cores := runtime.GOMAXPROCS(0)
-	rb := min(maxRows, max(rowMatMulMin, (T*ncb+2*cores-1)/(2*cores)))
-	if maxRows < 0 {
-		rb = -maxRows
-	}
-	nrb := (T + rb - 1) / rb
-	tiles := nrb * ncb
+	ncb := rowMatMulBlocks(w)
+	tiles := (T + rb - 1) / rb * ncb
 	// A tile below ~1 MFLOP is not worth a goroutine (as in matMul).
-	workers := min(cores, max(1, 2*T*N*K/(1<<20)))
+	workers := min(runtime.GOMAXPROCS(0), max(1, 2*T*N*K/(1<<20)))
 	concurrent := blas.Concurrent()
 	need := 0
 	if f == nil {
@@ -250,6 +240,23 @@ func rowMatMul(y, x []float32, T int, w *op.Matrix, maxRows int) error {
 			},
 			func() { gemmScratch.Put(sp) }
 	})
+}
+
+// rowMatMulBlocks is the column blocks of a rowMatMul tile row: matMul's for an f32 product, one
+// for a compute form (all its columns).
+func rowMatMulBlocks(w *op.Matrix) int {
+	if computeOf(w) != nil {
+		return 1
+	}
+	nb := gemmBlockRows(w.N, w.K)
+	return (w.N + nb - 1) / nb
+}
+
+// rowTile is the token rows of a rowMatMul tile where a row's bits do not depend on the tile:
+// about two tiles a core, at least rowMatMulMin rows and at most maxRows.
+func rowTile(T int, w *op.Matrix, maxRows int) int {
+	cores := runtime.GOMAXPROCS(0)
+	return min(maxRows, max(rowMatMulMin, (T*rowMatMulBlocks(w)+2*cores-1)/(2*cores)))
 }
 
 // rowMatMulMin is the fewest token rows of a rowMatMul tile: each tile repacks its weight block

@@ -242,16 +242,15 @@ type i8Scratch struct {
 }
 
 // i8Tables are the side tables of an Int8Act for the assembly kernels of one row tile R and
-// correction off (i8plan) and, with bias, one weight group G (G is 0 without bias).
+// correction off (i8plan) and, for a weight with biases, its group G (0: no bias table).
 type i8Tables struct {
-	R    int
-	off  int32
-	G    int
-	bias bool
-	ok   bool     // made from the current codes
-	xsc  []uint32 // per row tile, per block: 8 scales (float32 bits), then 8 corrections off * sum
-	xb   []float32
-	xbt  []float32 // per row tile, per group: the 8 rows' xbSums
+	R   int
+	off int32
+	G   int
+	ok  bool     // made from the current codes
+	xsc []uint32 // per row tile, per block: 8 scales (float32 bits), then 8 corrections off * sum
+	xb  []float32
+	xbt []float32 // per row tile, per group: the 8 rows' xbSums
 }
 
 // tables returns the side tables of a for the layout (R, off, G, bias), making them on first
@@ -265,13 +264,13 @@ func (a *Int8Act) tables(R int, off int32, G int, bias bool) (xsc []uint32, xbt 
 	defer a.mu.Unlock()
 	var tb *i8Tables
 	for i := range a.tabs {
-		if t := &a.tabs[i]; t.R == R && t.off == off && t.G == G && t.bias == bias {
+		if t := &a.tabs[i]; t.R == R && t.off == off && t.G == G {
 			tb = t
 			break
 		}
 	}
 	if tb == nil {
-		a.tabs = append(a.tabs, i8Tables{R: R, off: off, G: G, bias: bias})
+		a.tabs = append(a.tabs, i8Tables{R: R, off: off, G: G})
 		tb = &a.tabs[len(a.tabs)-1]
 	}
 	if !tb.ok {
@@ -295,7 +294,7 @@ func (tb *i8Tables) make(a *Int8Act) {
 			e[8+r] = uint32(tb.off * a.sum[t*nb+c])
 		}
 	}
-	if !tb.bias {
+	if tb.G == 0 {
 		return
 	}
 	ng := a.K / tb.G
