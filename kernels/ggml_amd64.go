@@ -56,6 +56,13 @@ func nibblePairs16AVX2(c *byte, src *byte, stride, n int)
 //go:noescape
 func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32)
 
+// q4KScalesAVX2 is nibbleScales' Q4_K loop (ggml_int8.go) over the heads of n blocks, stride
+// bytes apart at h: each sub-block's d * sc into s and -(dmin * m) into b (8 a block), d and
+// dmin read through the float16 table tab, as q4KNibblesAVX2 writes them.
+//
+//go:noescape
+func q4KScalesAVX2(s, b *float32, h *byte, stride, n int, tab *float32)
+
 // iq4XSInt8AVX2 is ggmlInt8Row's IQ4_XS loop (ggml_int8.go) for n blocks at blk: the codes
 // kv[nibble] into q (256 a block) and the sub-block scales into s (8 a block), d read through
 // the float16 table tab; bitwise ggmlCodes's values.

@@ -255,6 +255,53 @@ np16run:
 np16done:
 	RET
 
+// Q4KHEAD writes the 8 sub-blocks' d * sc to (R8) and -(dmin * m) to (R9) from the Q4_K block
+// head at SI (d, dmin, then the 12 scale bytes: scaleMinK4's bits, sub-blocks 0-3 in the low 6
+// bits of bytes 0-3 and 4-7, 4-7 from the nibbles of bytes 8-11 and the top two bits of bytes
+// 0-7), d and dmin through the float16 table at R10, Y13 the sign bit in each lane. Clobbers
+// AX, BX, DX, R11-R13, Y0, Y1, Y10, Y11.
+#define Q4KHEAD \
+	MOVWLZX (SI), AX \
+	VBROADCASTSS (R10)(AX*4), Y10 \
+	MOVWLZX 2(SI), AX \
+	VBROADCASTSS (R10)(AX*4), Y11 \
+	MOVL 4(SI), AX \
+	MOVL 8(SI), BX \
+	MOVL 12(SI), DX \
+	MOVL AX, R11 \
+	ANDL $0x3f3f3f3f, R11 \
+	MOVL AX, R12 \
+	SHRL $6, R12 \
+	ANDL $0x03030303, R12 \
+	SHLL $4, R12 \
+	MOVL DX, R13 \
+	ANDL $0x0f0f0f0f, R13 \
+	ORL  R13, R12 \
+	SHLQ $32, R12 \
+	ORQ  R11, R12 \
+	MOVQ R12, X0 \
+	MOVL BX, R11 \
+	ANDL $0x3f3f3f3f, R11 \
+	MOVL BX, R12 \
+	SHRL $6, R12 \
+	ANDL $0x03030303, R12 \
+	SHLL $4, R12 \
+	SHRL $4, DX \
+	ANDL $0x0f0f0f0f, DX \
+	ORL  DX, R12 \
+	SHLQ $32, R12 \
+	ORQ  R11, R12 \
+	MOVQ R12, X1 \
+	VPMOVZXBD X0, Y0 \
+	VPMOVZXBD X1, Y1 \
+	VCVTDQ2PS Y0, Y0 \
+	VCVTDQ2PS Y1, Y1 \
+	VMULPS    Y10, Y0, Y0 \
+	VMULPS    Y11, Y1, Y1 \
+	VXORPS    Y13, Y1, Y1 \
+	VMOVUPS   Y0, (R8) \
+	VMOVUPS   Y1, (R9)
+
 // func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32)
 // Per block (144 bytes: d, dmin, 12 scale bytes, 128 code bytes): the scales and mins of the
 // 8 sub-blocks unpacked from the scale bytes in 32-bit words (scaleMinK4's bits: sub-blocks
@@ -285,50 +332,7 @@ q4kblock:
 	PREFETCHT0 2048(SI)
 	PREFETCHT0 2112(SI)
 	PREFETCHT0 2176(SI)
-	// d, dmin through the table.
-	MOVWLZX (SI), AX
-	VBROADCASTSS (R10)(AX*4), Y10
-	MOVWLZX 2(SI), AX
-	VBROADCASTSS (R10)(AX*4), Y11
-	// u0, u1, u2: scale bytes 0-3, 4-7, 8-11.
-	MOVL 4(SI), AX
-	MOVL 8(SI), BX
-	MOVL 12(SI), DX
-	// scales: lo = u0 & 0x3f3f3f3f, hi = u2 & 0x0f0f0f0f | (u0 >> 6 & 0x03030303) << 4
-	MOVL AX, R11
-	ANDL $0x3f3f3f3f, R11
-	MOVL AX, R12
-	SHRL $6, R12
-	ANDL $0x03030303, R12
-	SHLL $4, R12
-	MOVL DX, R13
-	ANDL $0x0f0f0f0f, R13
-	ORL  R13, R12
-	SHLQ $32, R12
-	ORQ  R11, R12
-	MOVQ R12, X0
-	// mins: lo = u1 & 0x3f3f3f3f, hi = u2 >> 4 & 0x0f0f0f0f | (u1 >> 6 & 0x03030303) << 4
-	MOVL BX, R11
-	ANDL $0x3f3f3f3f, R11
-	MOVL BX, R12
-	SHRL $6, R12
-	ANDL $0x03030303, R12
-	SHLL $4, R12
-	SHRL $4, DX
-	ANDL $0x0f0f0f0f, DX
-	ORL  DX, R12
-	SHLQ $32, R12
-	ORQ  R11, R12
-	MOVQ R12, X1
-	VPMOVZXBD X0, Y0
-	VPMOVZXBD X1, Y1
-	VCVTDQ2PS Y0, Y0
-	VCVTDQ2PS Y1, Y1
-	VMULPS    Y10, Y0, Y0
-	VMULPS    Y11, Y1, Y1
-	VXORPS    Y13, Y1, Y1
-	VMOVUPS   Y0, (R8)
-	VMOVUPS   Y1, (R9)
+	Q4KHEAD
 	// codes: 4 chunks of 32 bytes from offset 16.
 	MOVQ $0, R11
 q4kchunk:
@@ -553,5 +557,31 @@ iq4codes:
 	DECQ CX
 	JNZ  iq4block
 iq4done:
+	VZEROUPPER
+	RET
+
+// func q4KScalesAVX2(s, b *float32, h *byte, stride, n int, tab *float32)
+// Q4KHEAD for the n Q4_K block heads stride bytes apart at h, 8 scales to s and 8 offsets to b
+// a block.
+TEXT ·q4KScalesAVX2(SB), NOSPLIT, $0-48
+	MOVQ s+0(FP), R8
+	MOVQ b+8(FP), R9
+	MOVQ h+16(FP), SI
+	MOVQ stride+24(FP), DI
+	MOVQ n+32(FP), CX
+	MOVQ tab+40(FP), R10
+	MOVL $0x80000000, AX
+	MOVL AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JZ    q4ksdone
+q4ksblock:
+	Q4KHEAD
+	ADDQ DI, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ  q4ksblock
+q4ksdone:
 	VZEROUPPER
 	RET

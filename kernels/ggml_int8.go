@@ -102,7 +102,8 @@ func nibbleHead(t op.GGMLType) int {
 
 // nibbleScales writes ggmlNibbleRow's group scales (s) and offsets (b, Q4_1 and Q4_K) of one
 // row of K elements from its blocks' heads, stride bytes apart in h (the row's blocks as
-// stored, stride TypeSize; or their heads alone, stride nibbleHead).
+// stored, stride TypeSize; or their heads alone, stride nibbleHead); Q4_K's in assembly
+// (q4KScalesAVX2) where the decoding kernels run.
 func nibbleScales(t op.GGMLType, h []byte, stride, K int, s, b []float32) {
 	tab := f16Tab()
 	if t != op.GGMLQ4_K {
@@ -113,6 +114,11 @@ func nibbleScales(t op.GGMLType, h []byte, stride, K int, s, b []float32) {
 				b[i] = tab[binary.LittleEndian.Uint16(blk[2:])]
 			}
 		}
+		return
+	}
+	if n := K / 256; useFPAsm() && n > 0 {
+		_, _, _ = h[(n-1)*stride+15], s[8*n-1], b[8*n-1]
+		q4KScalesAVX2(&s[0], &b[0], &h[0], stride, n, &tab[0])
 		return
 	}
 	for i := range K / 256 {

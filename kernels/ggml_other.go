@@ -34,6 +34,10 @@ func nibblePairs16AVX2(c *byte, src *byte, stride, n int) {
 	panic("kernels: no assembly decoding kernels in this build")
 }
 
+func q4KScalesAVX2(s, b *float32, h *byte, stride, n int, tab *float32) {
+	panic("kernels: no assembly decoding kernels in this build")
+}
+
 func q4KNibblesAVX2(c *byte, s, b *float32, blk *byte, n int, tab *float32) {
 	panic("kernels: no assembly decoding kernels in this build")
 }

@@ -160,6 +160,7 @@ func BenchmarkGGMLMatMul(b *testing.B) {
 		{"proj_T512_N2560_K2560", 512, 2560, 2560},
 		{"expert_gateup_T80_N1280_K2560", 80, 1280, 2560},
 		{"expert_gateup_T16_N1024_K2048", 16, 1024, 2048}, // 256 experts top-8 at T = 512
+		{"expert_gateup_T64_N1024_K2048", 64, 1024, 2048}, // and at T = 2048
 		// Qwen3.5-35B-A3B in steps of 1024: a GDN projection and the shared expert's gate.
 		{"proj_T1024_N8192_K2048", 1024, 8192, 2048},
 		{"shared_gate_T1024_N512_K2048", 1024, 512, 2048},
@@ -253,6 +254,40 @@ func TestGGMLInt8Resident(t *testing.T) {
 // TestQ6Fold: the int8 form of Q6_K blocks (q6KInt8, in every kernel set) is bitwise the
 // float64 reference of the fold ggml_int8.go describes, for every pair of sub-scales (each
 // pair with random codes in 8 blocks) and block scales of either sign, zero and NaN.
+// TestQ4KScales: the assembly decode of Q4_K block heads (q4KScalesAVX2) is bitwise the Go
+// loop's for heads of random bytes (every float16 d and dmin: subnormal, Inf and NaN included)
+// at the strides of the heads alone and of whole blocks.
+func TestQ4KScales(t *testing.T) {
+	if !hasFPAsm {
+		t.Skip("no assembly decoding kernels on this CPU")
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, stride := range []int{16, 144} {
+		for _, nb := range []int{1, 2, 8, 11} {
+			h := make([]byte, nb*stride)
+			for i := range h {
+				h[i] = byte(r.Uint32())
+			}
+			K := 256 * nb
+			want, wantB := make([]float32, K/32), make([]float32, K/32)
+			got, gotB := make([]float32, K/32), make([]float32, K/32)
+			func() {
+				defer kernelSet{"go", false, false}.use()()
+				nibbleScales(op.GGMLQ4_K, h, stride, K, want, wantB)
+			}()
+			func() {
+				defer kernelSet{"asm", true, false}.use()()
+				nibbleScales(op.GGMLQ4_K, h, stride, K, got, gotB)
+			}()
+			for g := range K / 32 {
+				if math.Float32bits(got[g]) != math.Float32bits(want[g]) || math.Float32bits(gotB[g]) != math.Float32bits(wantB[g]) {
+					t.Fatalf("stride %d, %d blocks, group %d: assembly %g, %g; Go %g, %g", stride, nb, g, got[g], gotB[g], want[g], wantB[g])
+				}
+			}
+		}
+	}
+}
+
 func TestQ6Fold(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 60))
 	var blocks [][]byte
@@ -386,11 +421,11 @@ func TestGGMLNibbleRow(t *testing.T) {
 			forEachKernel(t, func(t *testing.T) {
 				ps, pb := make([]float32, K/32), make([]float32, K/32)
 				for n := range N {
-					w.Nibbles(n, c, ns, nb)
+					w.Row(n, q, s, b)
 					packed.Scales(n, ps, pb)
 					for g := range K / 32 {
-						if math.Float32bits(ps[g]) != math.Float32bits(ns[g]) || w.Bias && math.Float32bits(pb[g]) != math.Float32bits(nb[g]) {
-							t.Fatalf("row %d group %d: packed scale %g offset %g, Nibbles' %g %g", n, g, ps[g], pb[g], ns[g], nb[g])
+						if math.Float32bits(ps[g]) != math.Float32bits(s[g]) || w.Bias && math.Float32bits(pb[g]) != math.Float32bits(b[g]) {
+							t.Fatalf("row %d group %d: packed scale %g offset %g, the byte form's %g %g", n, g, ps[g], pb[g], s[g], b[g])
 						}
 					}
 				}
