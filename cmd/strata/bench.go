@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratakernels/strata/op"
 	"github.com/stratakernels/strata/op/optest"
 	"github.com/stratakernels/strata/strata"
 )
@@ -82,7 +83,42 @@ func (o *options) runBench(ctx context.Context, dev *strata.Device) error {
 		return err
 	}
 	b := sliceBench{dev: dev, widen: o.model.widen, compute: o.model.compute, step: o.step(), P: P}
+	if dev.Backend() == "cpu" {
+		if b.P, err = modelPeak(dev, o.model.compute, o.step(), ops.reps); err != nil {
+			return err
+		}
+	}
 	return b.run(ctx, o.model.dir, runs)
+}
+
+// modelPeak measures and prints, on the CPU, the P that the model lines are given against: the
+// product [rows, 2048] x [2048, 2048] at the rows of one prefill step (step, at most 2048; 2048
+// for one shot) in the model's compute mode on that mode's own weight format (f32: F32, bf16:
+// BF16, int8: MLX 4-bit in groups of 64; optest.BenchPeakCompute), the median of reps runs, in
+// GFLOP/s. The op cases' P (a float32 product at 4 --bench-op-tokens rows) would put a model in
+// bf16 or int8, or one timed beside few op tokens, above 100%.
+func modelPeak(dev *strata.Device, compute string, step, reps int) (float64, error) {
+	mode, err := op.ParseComputeMode(compute)
+	if err != nil {
+		return 0, err
+	}
+	rows := step
+	if rows <= 0 || rows > 2048 {
+		rows = 2048
+	}
+	dt, q := op.F32, optest.Quant{}
+	switch mode {
+	case op.ComputeBF16:
+		dt = op.BF16
+	case op.ComputeInt8:
+		dt, q = op.QAffine, optest.Quant{Bits: 4, Group: 64, ScaleDType: op.BF16}
+	}
+	r, err := optest.Time(dev.Ops(), optest.BenchPeakCompute(optest.BenchOptions{LongT: rows}, mode, dt, q), reps)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("\nmodel P   %.4g GFLOP/s  (%s on %s, median of %d: the P of the model lines below)\n", r.GFLOPS(), r.Name, dev.Backend(), reps)
+	return r.GFLOPS(), nil
 }
 
 // benchPeakAndOps prints the GEMM peak P and each op case's figures, and returns P in GFLOP/s.
@@ -165,7 +201,8 @@ func (b *sliceBench) run(ctx context.Context, modelDir string, runs []benchRun) 
 }
 
 // runs loads the model in dir and prints each run's figures: tokens/s, the time per token
-// beside the first run's, GFLOP/s and the fractions of P and of the GEMM-bound limit, the peak
+// beside the first run's, GFLOP/s and the fractions of b.P (modelPeak's on the CPU) and of the
+// GEMM-bound limit at b.P, the peak
 // RSS, and the time of each stage.
 func (b *sliceBench) runs(ctx context.Context, dir string, runs []benchRun) error {
 	t0 := time.Now()

@@ -100,3 +100,26 @@ func TestSliceRunsSmoke(t *testing.T) {
 		t.Errorf("%d GEMM stage lines, want one per run:\n%s", n, out)
 	}
 }
+
+// TestModelPeak: the model lines' P is measured in the model's compute mode, on the mode's own
+// weight format, at a step's rows (capped at 2048), and a bad mode is an error.
+func TestModelPeak(t *testing.T) {
+	dev, err := strata.Open(strata.Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mode, format := range map[string]string{"": "F32/f32", "f32": "F32/f32", "bf16": "BF16/bf16", "int8": "q4_g64_BF16/int8"} {
+		var P float64
+		var perr error
+		out := captureStdout(t, func() { P, perr = modelPeak(dev, mode, 8, 1) })
+		if perr != nil || !(P > 0) {
+			t.Fatalf("mode %q: P %g, %v", mode, P, perr)
+		}
+		if want := "(MatMul/T8_N2048_K2048_" + format + " on cpu, median of 1: "; !strings.Contains(out, want) {
+			t.Errorf("mode %q: %q lacks %q", mode, out, want)
+		}
+	}
+	if _, err := modelPeak(dev, "int4", 8, 1); err == nil {
+		t.Error("mode int4 accepted")
+	}
+}

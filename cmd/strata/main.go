@@ -28,7 +28,8 @@
 // 2048-token chunk at pos0 30000) and a 4-layer real-width slice of Qwen3.8-Flash-Next
 // (generated once, 3.2 GB) at the --bench-tokens lengths (default 512 and 2048; e.g.
 // 2048,8192,32768,30000+2048 for the long context), with per-stage times, every figure also as
-// a fraction of P, and each run's peak RSS (see bench.go).
+// a fraction of P (on the CPU the model lines' own P: the product's peak in the model's compute
+// mode at a step's rows), and each run's peak RSS (see bench.go).
 //
 // --inspect checks a checkpoint as loading would, without loading it (reading headers only:
 // seconds for a 360 GB release), prints its summary and exits 0, or prints the error and exits
