@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -251,15 +252,36 @@ func TestGGMLInt8Resident(t *testing.T) {
 	}
 }
 
-// TestQ6Fold: the int8 form of Q6_K blocks (q6KInt8, in every kernel set) is bitwise the
-// float64 reference of the fold ggml_int8.go describes, for every pair of sub-scales (each
-// pair with random codes in 8 blocks) and block scales of either sign, zero and NaN.
 // TestQ4KScales: the assembly decode of Q4_K block heads (q4KScalesAVX2) is bitwise the Go
-// loop's for heads of random bytes (every float16 d and dmin: subnormal, Inf and NaN included)
-// at the strides of the heads alone and of whole blocks.
+// loop's, for heads of random bytes at the strides of the heads alone and of whole blocks, and
+// for every float16 value as d and as dmin (subnormals, Inf and NaN included) beside random
+// scale bytes.
 func TestQ4KScales(t *testing.T) {
 	if !hasFPAsm {
 		t.Skip("no assembly decoding kernels on this CPU")
+	}
+	check := func(h []byte, stride, nb int, what string) {
+		t.Helper()
+		K := 256 * nb
+		want, wantB := make([]float32, K/32), make([]float32, K/32)
+		got, gotB := make([]float32, K/32+1), make([]float32, K/32+1)
+		got[K/32], gotB[K/32] = 7, 7 // past the last group: left alone
+		func() {
+			defer kernelSet{"go", false, false}.use()()
+			nibbleScales(op.GGMLQ4_K, h, stride, K, want, wantB)
+		}()
+		func() {
+			defer kernelSet{"asm", true, false}.use()()
+			nibbleScales(op.GGMLQ4_K, h, stride, K, got[:K/32], gotB[:K/32])
+		}()
+		for g := range K / 32 {
+			if math.Float32bits(got[g]) != math.Float32bits(want[g]) || math.Float32bits(gotB[g]) != math.Float32bits(wantB[g]) {
+				t.Fatalf("%s, stride %d, %d blocks, group %d: assembly %g, %g; Go %g, %g", what, stride, nb, g, got[g], gotB[g], want[g], wantB[g])
+			}
+		}
+		if got[K/32] != 7 || gotB[K/32] != 7 {
+			t.Fatalf("%s: written past the last group", what)
+		}
 	}
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, stride := range []int{16, 144} {
@@ -268,26 +290,31 @@ func TestQ4KScales(t *testing.T) {
 			for i := range h {
 				h[i] = byte(r.Uint32())
 			}
-			K := 256 * nb
-			want, wantB := make([]float32, K/32), make([]float32, K/32)
-			got, gotB := make([]float32, K/32), make([]float32, K/32)
-			func() {
-				defer kernelSet{"go", false, false}.use()()
-				nibbleScales(op.GGMLQ4_K, h, stride, K, want, wantB)
-			}()
-			func() {
-				defer kernelSet{"asm", true, false}.use()()
-				nibbleScales(op.GGMLQ4_K, h, stride, K, got, gotB)
-			}()
-			for g := range K / 32 {
-				if math.Float32bits(got[g]) != math.Float32bits(want[g]) || math.Float32bits(gotB[g]) != math.Float32bits(wantB[g]) {
-					t.Fatalf("stride %d, %d blocks, group %d: assembly %g, %g; Go %g, %g", stride, nb, g, got[g], gotB[g], want[g], wantB[g])
-				}
-			}
+			check(h, stride, nb, "random bytes")
 		}
+	}
+	// Every float16 as d (bytes 0-1) and as dmin (bytes 2-3), 8 heads a call.
+	h := make([]byte, 8*16)
+	for v := 0; v < 1<<16; v += 8 {
+		for i := range h {
+			h[i] = byte(r.Uint32())
+		}
+		for b := range 8 {
+			binary.LittleEndian.PutUint16(h[16*b:], uint16(v+b))
+			binary.LittleEndian.PutUint16(h[16*b+2:], uint16(r.Uint32()))
+		}
+		check(h, 16, 8, "every d")
+		for b := range 8 {
+			binary.LittleEndian.PutUint16(h[16*b:], uint16(r.Uint32()))
+			binary.LittleEndian.PutUint16(h[16*b+2:], uint16(v+b))
+		}
+		check(h, 16, 8, "every dmin")
 	}
 }
 
+// TestQ6Fold: the int8 form of Q6_K blocks (q6KInt8, in every kernel set) is bitwise the
+// float64 reference of the fold ggml_int8.go describes, for every pair of sub-scales (each
+// pair with random codes in 8 blocks) and block scales of either sign, zero and NaN.
 func TestQ6Fold(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 60))
 	var blocks [][]byte

@@ -55,8 +55,9 @@ type benchOps struct{ T, reps int }
 
 // runBench is --bench on dev: the op cases sized by --bench-op-tokens and --bench-reps (fewer
 // on the emulator, which runs the real widths thousands of times slower than a GPU: a few
-// tokens per op, one timed run, and the slices only when --bench-tokens is given), then the
-// slices (sliceBench).
+// tokens per op, one timed run, and the slices only when --bench-tokens is given), then on
+// the CPU the model lines' own P (modelPeak), then the slices (sliceBench). A --model that
+// does not exist is refused before anything runs.
 func (o *options) runBench(ctx context.Context, dev *strata.Device) error {
 	emu := dev.Backend() == "emu"
 	ops := benchOps{T: o.bench.opTokens, reps: o.bench.reps}
@@ -75,6 +76,11 @@ func (o *options) runBench(ctx context.Context, dev *strata.Device) error {
 	runs, err := parseBenchTokens(o.bench.tokens)
 	if err != nil {
 		return err
+	}
+	if d := o.model.dir; d != "" {
+		if _, err := os.Stat(d); err != nil {
+			return fmt.Errorf("--model: %w (checked before the benchmarks start)", err)
+		}
 	}
 	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("kernels   %s\n", dev.Kernels())
@@ -96,7 +102,9 @@ func (o *options) runBench(ctx context.Context, dev *strata.Device) error {
 // for one shot) in the model's compute mode on that mode's own weight format (f32: F32, bf16:
 // BF16, int8: MLX 4-bit in groups of 64; optest.BenchPeakCompute), the median of reps runs, in
 // GFLOP/s. The op cases' P (a float32 product at 4 --bench-op-tokens rows) would put a model in
-// bf16 or int8, or one timed beside few op tokens, above 100%.
+// bf16 or int8, or one timed beside few op tokens, above 100%. It is the mode's rate, not the
+// model's: a model whose products the mode leaves in f32 (a BF16 checkpoint in int8) reads
+// low against it.
 func modelPeak(dev *strata.Device, compute string, step, reps int) (float64, error) {
 	mode, err := op.ParseComputeMode(compute)
 	if err != nil {
@@ -146,7 +154,8 @@ func benchPeakAndOps(dev *strata.Device, ops benchOps) (float64, error) {
 }
 
 // sliceBench runs the slice models of --bench on dev, loaded with widen (LoadOptions.WidenBudget)
-// in compute mode compute, prefilled in steps of step; P is the GEMM peak in GFLOP/s.
+// in compute mode compute, prefilled in steps of step; P is the GEMM peak in GFLOP/s the model
+// lines are given against (modelPeak's on the CPU, the op cases' elsewhere).
 type sliceBench struct {
 	dev     *strata.Device
 	widen   int64

@@ -93,7 +93,7 @@ type benchFlags struct {
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&f.bench, "bench", false, "benchmark: GEMM peak, each op at real shapes (see --bench-op-tokens), the qwen4exp-slice model, the qwen3next-slice model and its MLX 4- and 8-bit conversions (see --bench-tokens)")
+	fs.BoolVar(&f.bench, "bench", false, "benchmark: GEMM peak, each op at real shapes (see --bench-op-tokens), the --model or the qwen4exp-slice model, the qwen3next-slice model and its FP8, MLX 4- and 8-bit and mxfp4 conversions, each compute mode (see --bench-tokens)")
 	fs.StringVar(&f.tokens, "bench-tokens", "512,2048", "--bench slice runs: comma-separated T (T tokens from position 0) or P+T (T tokens timed after P untimed ones, e.g. 30000+2048); on the emulator the slices run only when it is given")
 	fs.IntVar(&f.opTokens, "bench-op-tokens", 0, "--bench op cases: tokens of the per-op cases, 4x that for the GEMM peak and the long-context ones (0: 512, or 8 on the emulator)")
 	fs.IntVar(&f.reps, "bench-reps", 0, "--bench op cases: timed runs of each case after a warm-up, the median reported (0: 3, or 1 on the emulator); --bench-compute: interleaved runs of each mode, the median reported (0: 1)")

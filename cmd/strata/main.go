@@ -22,14 +22,16 @@
 // -help lists the flags by group: model and device, the prompt as ids or as text, the prefill,
 // session state and prompt cache, the mlx-lm export, the benchmarks.
 //
-// --bench measures the device's GEMM peak P (a 2048^3 float32 MatMul), then each op at the real
-// model's shapes (op/optest's benchmark cases, timed by optest.Time on the device's backend:
-// the same cases on cpu, metal and emu; including the QSA indexer and the sparse attention of a
-// 2048-token chunk at pos0 30000) and a 4-layer real-width slice of Qwen3.8-Flash-Next
-// (generated once, 3.2 GB) at the --bench-tokens lengths (default 512 and 2048; e.g.
-// 2048,8192,32768,30000+2048 for the long context), with per-stage times, every figure also as
-// a fraction of P (on the CPU the model lines' own P: the product's peak in the model's compute
-// mode at a step's rows), and each run's peak RSS (see bench.go).
+// --bench measures the device's GEMM peak P (a float32 MatMul of 4 x --bench-op-tokens rows by
+// 2048 x 2048: 2048^3 at the default), then each op at the real model's shapes (op/optest's
+// benchmark cases, timed by optest.Time on the device's backend: the same cases on cpu, metal
+// and emu; including the QSA indexer and the sparse attention of a 2048-token chunk at pos0
+// 30000), then the model (--model, else a 4-layer real-width slice of Qwen3.8-Flash-Next,
+// generated once, 3.2 GB) at the --bench-tokens lengths (default 512 and 2048; e.g.
+// 2048,8192,32768,30000+2048 for the long context) with per-stage times, GFLOP/s as a fraction
+// of P (on the CPU the model lines' own P: the product's peak in the model's compute mode at a
+// step's rows, at most 2048) and each run's peak RSS; then the generated slices beside their
+// FP8, MLX and mxfp4 forms, and on the CPU each compute mode's line (see bench.go).
 //
 // --inspect checks a checkpoint as loading would, without loading it (reading headers only:
 // seconds for a 360 GB release), prints its summary and exits 0, or prints the error and exits

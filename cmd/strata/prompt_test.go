@@ -169,6 +169,7 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "1,2,"}, "empty entry in the token list"},
 		{[]string{"--model", dir, "--tokens", "1", "--compute", "fp16"}, `--compute "fp16": want one of f32, bf16, int8`},
 		{[]string{"--bench", "--bench-compute"}, "give one of them"},
+		{[]string{"--bench", "--model", filepath.Join(outDir, "missing.gguf")}, "--model: stat " + filepath.Join(outDir, "missing.gguf") + ": no such file or directory (checked before the benchmarks start)"},
 		{[]string{"--model", dir, "--random-tokens", "0"}, "--random-tokens 0: give N >= 1"},
 		{[]string{"--bench", "--bench-op-tokens", "100000000"}, "--bench-op-tokens 100000000: at most 16384"},
 		{[]string{"--bench-compute", "--compute", "int8"}, "--bench-compute runs every compute mode"},
