@@ -222,6 +222,9 @@ func TestGGMLInt8Resident(t *testing.T) {
 		resident := p.Bytes()
 		switch gt {
 		case op.GGMLQ4_0, op.GGMLQ4_1, op.GGMLQ4_K:
+			if qdot.BestInt8() == qdot.Go {
+				break // the generic kernel reads Row: nothing is packed (a purego build)
+			}
 			if !p.Compute.Packed() || p.Compute.Bytes() != file {
 				t.Fatalf("%v: form packed %v with %d bytes, want the file's %d", gt, p.Compute.Packed(), p.Compute.Bytes(), file)
 			}
@@ -247,6 +250,9 @@ func TestGGMLInt8Resident(t *testing.T) {
 		t.Errorf("the int8 store holds %d bytes of float32 copies", store.Bytes())
 	}
 	want := fmt.Sprintf("packed at load into panels of their size, %.1f MiB", float64(packed)/(1<<20))
+	if qdot.BestInt8() == qdot.Go {
+		want = "weights read as stored"
+	}
 	if r := store.Compute(); !strings.Contains(r, "for GGML Q4_K: 1") || !strings.Contains(r, "weights read as stored") || !strings.Contains(r, want) {
 		t.Errorf("report %q, want %q in it", r, want)
 	}
