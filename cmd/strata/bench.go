@@ -84,7 +84,7 @@ func (o *options) runBench(ctx context.Context, dev *strata.Device) error {
 	}
 	fmt.Printf("machine   %s, %d logical CPUs, GOMAXPROCS %d\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("kernels   %s\n", dev.Kernels())
-	P, err := benchPeakAndOps(dev, ops)
+	P, err := benchPeakAndOps(ctx, dev, ops)
 	if err != nil || (emu && !o.set("bench-tokens")) {
 		return err
 	}
@@ -130,7 +130,7 @@ func modelPeak(dev *strata.Device, compute string, step, reps int) (float64, err
 }
 
 // benchPeakAndOps prints the GEMM peak P and each op case's figures, and returns P in GFLOP/s.
-func benchPeakAndOps(dev *strata.Device, ops benchOps) (float64, error) {
+func benchPeakAndOps(ctx context.Context, dev *strata.Device, ops benchOps) (float64, error) {
 	o := optest.BenchOptions{T: ops.T, LongT: 4 * ops.T}
 	peak, err := optest.Time(dev.Ops(), optest.BenchPeak(o), ops.reps)
 	if err != nil {
@@ -141,6 +141,9 @@ func benchPeakAndOps(dev *strata.Device, ops benchOps) (float64, error) {
 
 	fmt.Printf("\nops on %s (median of %d runs after a warm-up; optest.BenchCases)\n", dev.Backend(), ops.reps)
 	for _, c := range optest.BenchCases(o) {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("before op case %s: %w", c.Name, err)
+		}
 		r, err := optest.Time(dev.Ops(), c, ops.reps)
 		if err != nil {
 			return 0, err
@@ -220,7 +223,11 @@ func (b *sliceBench) runs(ctx context.Context, dir string, runs []benchRun) erro
 		return err
 	}
 	defer m.Close()
-	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB, step %d\ncompute   %s\n", m.Describe(), time.Since(t0).Round(time.Millisecond), b.widen>>20, b.step, m.Compute())
+	step := strconv.Itoa(b.step)
+	if b.step == strata.OneShot {
+		step = "one shot"
+	}
+	fmt.Printf("\nmodel     %s\n          loaded in %v, widen budget %d MiB, step %s\ncompute   %s\n", m.Describe(), time.Since(t0).Round(time.Millisecond), b.widen>>20, step, m.Compute())
 	var firstCost float64 // seconds per token of the first run
 	for i, run := range runs {
 		st, err := b.timeRun(ctx, m, run)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -121,5 +122,24 @@ func TestModelPeak(t *testing.T) {
 	}
 	if _, err := modelPeak(dev, "int4", 8, 1); err == nil {
 		t.Error("mode int4 accepted")
+	}
+}
+
+// TestBenchOpsCancelled: a cancelled --bench stops before its next op case (an interrupt during
+// the op cases no longer waits for all of them).
+func TestBenchOpsCancelled(t *testing.T) {
+	dev, err := strata.Open(strata.Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var berr error
+	out := captureStdout(t, func() { _, berr = benchPeakAndOps(ctx, dev, benchOps{T: 4, reps: 1}) })
+	if !errors.Is(berr, context.Canceled) || !strings.Contains(berr.Error(), "before op case") {
+		t.Fatalf("cancelled op cases: %v", berr)
+	}
+	if strings.Contains(out, "MatMul/T4_") {
+		t.Errorf("an op case ran after the cancel:\n%s", out)
 	}
 }
