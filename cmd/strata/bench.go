@@ -214,8 +214,7 @@ func (b *sliceBench) run(ctx context.Context, modelDir string, runs []benchRun) 
 
 // runs loads the model in dir and prints each run's figures: tokens/s, the time per token
 // beside the first run's, GFLOP/s and the fractions of b.P (modelPeak's on the CPU) and of the
-// GEMM-bound limit at b.P, the peak
-// RSS, and the time of each stage.
+// GEMM-bound limit at b.P, the peak RSS, and the time of each stage.
 func (b *sliceBench) runs(ctx context.Context, dir string, runs []benchRun) error {
 	t0 := time.Now()
 	m, err := strata.LoadModel(b.dev, dir, strata.LoadOptions{WidenBudget: b.widen, Compute: b.compute})
