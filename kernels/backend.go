@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/internal/cputime"
 	"github.com/stratakernels/strata/internal/mem"
 	"github.com/stratakernels/strata/op"
 )
@@ -178,23 +179,33 @@ func (s *scratch) Release() {
 	s.mu.Unlock()
 }
 
-// pass runs each op at once and times it under the current stage.
+// pass runs each op at once and times it under the current stage: wall time, and the
+// process's CPU time where the system gives it (cputime.Process).
 type pass struct {
-	stage int
-	times []time.Duration
+	stage          int
+	times, cpu, sy []time.Duration
 }
 
 func (p *pass) Stage(stage int) { p.stage = stage }
 
 // run times one op under the current stage.
 func (p *pass) run(fn func() error) error {
+	u0, s0, ok := cputime.Process()
 	t0 := time.Now()
 	err := fn()
+	d := time.Since(t0)
 	if p.stage >= 0 && p.stage < 64 {
 		for len(p.times) <= p.stage {
 			p.times = append(p.times, 0)
 		}
-		p.times[p.stage] += time.Since(t0)
+		p.times[p.stage] += d
+		if u1, s1, ok1 := cputime.Process(); ok && ok1 {
+			for len(p.cpu) <= p.stage {
+				p.cpu, p.sy = append(p.cpu, 0), append(p.sy, 0)
+			}
+			p.cpu[p.stage] += u1 - u0 + s1 - s0
+			p.sy[p.stage] += s1 - s0
+		}
 	}
 	return err
 }
@@ -204,7 +215,7 @@ func (p *pass) Commit() (op.Timing, error) {
 	for _, d := range p.times {
 		total += d
 	}
-	return op.Timing{Stage: p.times, PerStage: true, Total: total}, nil
+	return op.Timing{Stage: p.times, PerStage: true, Total: total, CPU: p.cpu, Sys: p.sy}, nil
 }
 
 func (p *pass) Abandon() {}

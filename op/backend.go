@@ -131,4 +131,8 @@ type Timing struct {
 	PerStage bool
 	// Total is the device time of the whole Pass (the sum of Stage when PerStage).
 	Total time.Duration
+	// CPU, where the backend measures it (the CPU backend on Linux and macOS; nil elsewhere), is
+	// the process's CPU time (user + system, every thread) during each stage's ops, and Sys its
+	// system part: CPU / (Stage x the threads) is how busy the cores were.
+	CPU, Sys []time.Duration
 }

@@ -278,6 +278,9 @@ func (s *Session) run(ctx context.Context, tokens []int32, spec stepSpec) (*Logi
 		if i < len(tm.Stage) {
 			st.Stage[i] += tm.Stage[i]
 		}
+		if i < len(tm.CPU) {
+			st.CPU[i], st.SysCPU[i] = tm.CPU[i], tm.Sys[i]
+		}
 	}
 	out.Stats = st
 	return out, nil

@@ -87,19 +87,22 @@ func (s Stage) String() string {
 	return [...]string{"GEMM", "attention", "GDN", "MoE", "GatedResidual", "PLE", "indexer"}[s]
 }
 
-// add accumulates the stats of one more step of a prefill.
-func (s *Stats) add(o Stats) {
+// Add sums the figures of o, the next call or step of the same prompt, into s: tokens, times,
+// each stage's time and CPU time. PerStage holds when it holds for both (an empty s takes o's).
+func (s *Stats) Add(o Stats) {
 	s.Tokens += o.Tokens
 	s.Total += o.Total
 	s.Device += o.Device
 	for i := range s.Stage {
 		s.Stage[i] += o.Stage[i]
+		s.CPU[i] += o.CPU[i]
+		s.SysCPU[i] += o.SysCPU[i]
 	}
 	s.PerStage = o.PerStage && (s.PerStage || s.Tokens == o.Tokens)
 }
 
-// Stats report one prefill's work: wall time and time per stage. On the CPU a stage's time is
-// the wall time of its ops; on the emulator the wall time of its kernels' dispatches; on an
+// Stats report one prefill's work: wall time and time per stage, and on the CPU the CPU time
+// per stage. On the CPU a stage's time is the wall time of its ops; on the emulator the wall time of its kernels' dispatches; on an
 // Apple GPU without per-dispatch timing only the whole command buffer's time is known (Device,
 // with PerStage false) and Stage holds only host-side work.
 type Stats struct {
@@ -110,6 +113,12 @@ type Stats struct {
 	Device time.Duration
 	// PerStage reports whether Stage covers the device work (false: see Device).
 	PerStage bool
+	// CPU is the process's CPU time (user + system, summed over every thread) during each
+	// stage's ops, and SysCPU its system part (page faults and other kernel work): on the CPU
+	// backend on Linux and macOS, zero elsewhere. CPU[s] / (Stage[s] x the threads the prefill
+	// ran on, GOMAXPROCS) is the share of the cores a stage kept busy; work of other goroutines
+	// of the process running meanwhile counts too.
+	CPU, SysCPU [numStages]time.Duration
 }
 
 // Session holds one sequence's cache (per attention layer K after k_norm and RoPE, V and the
@@ -495,7 +504,7 @@ func (s *Session) prefillLocked(ctx context.Context, tokens []int32, opts Prefil
 		if !opts.AllLogits {
 			out.Pos0 = lg.Pos0
 		}
-		out.Stats.add(lg.Stats)
+		out.Stats.Add(lg.Stats)
 		if collect {
 			// The ops' temporaries of this step are garbage now. The Go heap's goal is twice
 			// what is live, and widened weights (float32 copies) are live, so without a

@@ -8,6 +8,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stratakernels/strata/internal/cputime"
 )
 
 // bitwiseEqual reports whether two logit slices hold the same bits.
@@ -265,5 +268,47 @@ func TestStageWiden(t *testing.T) {
 			t.Errorf("%s: middle stage resident %d B, whole model %d B", tm.name, got, all)
 		}
 		m.Close()
+	}
+}
+
+// TestStatsCPU: on the CPU backend a prefill reports each stage's CPU time (Linux and macOS),
+// its system part within it, and, summed over the stages and the steps of the call
+// (Stats.Add), no more than the process's CPU time over the whole call.
+func TestStatsCPU(t *testing.T) {
+	m := loadTiny(t, "qwen4exp-tiny")
+	ids := openGoldens(t, "q4_model_goldens.safetensors").i32("b.input_ids")
+	s, _ := m.NewSession(SessionOptions{MaxContext: 512})
+	u0, s0, ok := cputime.Process()
+	lg, err := s.Prefill(context.Background(), ids, PrefillOptions{Step: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u1, s1, _ := cputime.Process()
+	if !ok {
+		t.Skip("no process CPU time on this system")
+	}
+	st := lg.Stats
+	var cpu, sys time.Duration
+	for i := range st.Stage {
+		if st.SysCPU[i] < 0 || st.SysCPU[i] > st.CPU[i] {
+			t.Errorf("%v: system %v of CPU %v", Stage(i), st.SysCPU[i], st.CPU[i])
+		}
+		cpu, sys = cpu+st.CPU[i], sys+st.SysCPU[i]
+	}
+	if whole := u1 - u0 + s1 - s0; cpu <= 0 || cpu > whole || sys > s1-s0 {
+		t.Errorf("stages' CPU %v (system %v), the process's over the call %v (system %v)", cpu, sys, whole, s1-s0)
+	}
+	var sum Stats
+	s, _ = m.NewSession(SessionOptions{MaxContext: 512})
+	for at := 0; at < len(ids); at += 100 {
+		lg, err := s.Prefill(context.Background(), ids[at:at+100], PrefillOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sum.CPU[StageMoE] + lg.Stats.CPU[StageMoE]
+		sum.Add(lg.Stats)
+		if sum.CPU[StageMoE] != want || sum.Tokens != at+100 {
+			t.Fatalf("Add: MoE CPU %v, want %v; tokens %d", sum.CPU[StageMoE], want, sum.Tokens)
+		}
 	}
 }

@@ -242,9 +242,7 @@ func (b *sliceBench) runs(ctx context.Context, dir string, runs []benchRun) erro
 		P := b.P
 		fmt.Printf("slice pos0=%-5d T=%-5d %8.1f tokens/s  %5.2fx the first run's time per token  %7.1f GFLOP/s  %5.1f%% of P  %5.1f%% of the GEMM-bound limit (%.1f GFLOP of GEMM, %.1f total)  peak RSS %d MiB\n",
 			run.pos0, run.T, float64(run.T)/sec, cost/firstCost, total/sec/1e9, 100*total/sec/1e9/P, 100*gemm/(P*1e9)/sec, gemm/1e9, total/1e9, vmHWM()>>20)
-		for i, d := range st.Stage {
-			fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/sec)
-		}
+		printStages(st)
 	}
 	return m.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -210,13 +211,7 @@ func (o *options) prefillAll(ctx context.Context, m *strata.Model, sess *strata.
 
 // add sums one call's figures into r and keeps its logits.
 func (r *prefillResult) add(lg *strata.Logits, all bool) {
-	r.total.Tokens += lg.Stats.Tokens
-	r.total.Total += lg.Stats.Total
-	r.total.Device += lg.Stats.Device
-	r.total.PerStage = lg.Stats.PerStage
-	for i := range r.total.Stage {
-		r.total.Stage[i] += lg.Stats.Stage[i]
-	}
+	r.total.Add(lg.Stats)
 	if all {
 		r.all = append(r.all, lg.Data...)
 	}
@@ -257,17 +252,31 @@ func printStats(total strata.Stats) {
 	fmt.Printf("prefill   %s in %v: %.1f tokens/s\n", plural(total.Tokens, "token"), total.Total.Round(time.Millisecond),
 		float64(total.Tokens)/total.Total.Seconds())
 	var staged time.Duration
-	for st := strata.Stage(0); st < strata.Stage(len(total.Stage)); st++ {
-		d := total.Stage[st]
+	for _, d := range total.Stage {
 		staged += d
-		fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", st, float64(d.Microseconds())/1000, 100*d.Seconds()/total.Total.Seconds())
 	}
+	printStages(total)
 	other := total.Total - staged
 	fmt.Printf("  %-14s %9.1f ms  %5.1f%%\n", "other", float64(other.Microseconds())/1000, 100*other.Seconds()/total.Total.Seconds())
 	if !total.PerStage {
 		// The device timed only whole command buffers: the stages above hold host work only.
 		fmt.Printf("  %-14s %9.1f ms  %5.1f%%  (GPU time of the command buffers; no per-stage timing on this device)\n", "device",
 			float64(total.Device.Microseconds())/1000, 100*total.Device.Seconds()/total.Total.Seconds())
+	}
+}
+
+// printStages prints a line per stage: its wall time, its share of the prefill's and, where the
+// backend measured it, the CPU time of the process meanwhile, the share of GOMAXPROCS cores that
+// kept busy, and its system part.
+func printStages(st strata.Stats) {
+	threads := runtime.GOMAXPROCS(0)
+	for i, d := range st.Stage {
+		fmt.Printf("  %-14s %9.1f ms  %5.1f%%", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/st.Total.Seconds())
+		if c := st.CPU[i]; c > 0 && d > 0 {
+			fmt.Printf("  CPU %9.1f ms (%5.1f%% of %d threads), system %7.1f ms", float64(c.Microseconds())/1000,
+				100*c.Seconds()/(d.Seconds()*float64(threads)), threads, float64(st.SysCPU[i].Microseconds())/1000)
+		}
+		fmt.Println()
 	}
 }
 

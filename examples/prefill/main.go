@@ -149,11 +149,7 @@ func prefill(sess *strata.Session, ts []int32, chunk int) (total strata.Stats, l
 		if lg, err = sess.Prefill(ctx, ts[at:end], strata.PrefillOptions{}); err != nil {
 			return total, nil, fmt.Errorf("prefill of tokens %d..%d: %w", at, end-1, err)
 		}
-		total.Tokens, total.Total, total.Device = total.Tokens+lg.Stats.Tokens, total.Total+lg.Stats.Total, total.Device+lg.Stats.Device
-		total.PerStage = lg.Stats.PerStage
-		for i := range total.Stage {
-			total.Stage[i] += lg.Stats.Stage[i]
-		}
+		total.Add(lg.Stats)
 	}
 	return total, lg, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stratakernels/strata/internal/cputime"
 	"github.com/stratakernels/strata/internal/panel"
 )
 
@@ -440,11 +441,11 @@ func BenchmarkSgemmMainJob(b *testing.B) {
 	measure := func(b *testing.B, flops float64, unit string, f func()) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		c0, ok := threadCPU()
+		c0, ok := cputime.Thread()
 		for b.Loop() {
 			f()
 		}
-		c1, _ := threadCPU()
+		c1, _ := cputime.Thread()
 		n := float64(b.N)
 		b.ReportMetric(flops*n/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		if unit != "" {

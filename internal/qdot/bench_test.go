@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stratakernels/strata/internal/blas"
+	"github.com/stratakernels/strata/internal/cputime"
 )
 
 // benchShapes are products of a prefill at Qwen3.8-Flash-Next's widths: a projection (N 2560,
@@ -31,13 +32,13 @@ func BenchmarkQDot(b *testing.B) {
 		loop := func(b *testing.B, f func() error) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			c0, ok := threadCPU()
+			c0, ok := cputime.Thread()
 			for b.Loop() {
 				if err := f(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			c1, _ := threadCPU()
+			c1, _ := cputime.Thread()
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			if ok {
 				b.ReportMetric(flops*float64(b.N)/(c1-c0).Seconds()/1e9, "cpu-GFLOP/s")
