@@ -25,6 +25,11 @@ type cache struct {
 	states []*state
 	at     map[stateKey]*state
 	pleCtx map[int]*[2]int32
+	// initial is set while the fixed-size states and the PLE contexts are known to hold their
+	// starting values (zero; the contexts' InitialContext): by clear and by NewSession on a
+	// fresh cache, unset by the first prefill. A failed prefill from there clears the cache
+	// instead of restoring a backup, so the first prefill of a session copies no state.
+	initial bool
 }
 
 type stateKey struct {
@@ -42,7 +47,8 @@ func sessionStates(m *Model) []family.State {
 }
 
 // cacheBytes is the memory of a session cache of maxCtx tokens: every device state of the plan
-// (per-token ones for maxCtx tokens), the fixed-size ones twice (the prefill's host backup).
+// (per-token ones for maxCtx tokens), the fixed-size ones twice (the host backup a prefill makes
+// from a position past 0).
 func cacheBytes(m *Model, maxCtx int) int64 {
 	var n int64
 	for _, s := range sessionStates(m) {
@@ -100,6 +106,7 @@ func (c *cache) clear(m *Model) {
 	for i, x := range c.pleCtx {
 		*x = m.layerAt(i).hash.InitialContext()
 	}
+	c.initial = true
 }
 
 // layerAt returns the loaded layer with checkpoint index i (nil when the stage does not hold it).

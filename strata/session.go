@@ -175,6 +175,7 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 			m.keepSpare(sc, nil, 0)
 			return nil, err
 		}
+		st.initial = true // zeroed, as a cleared one
 	}
 	return &Session{m: m, maxCtx: maxCtx, state: st, scratch: sc}, nil
 }
@@ -449,11 +450,21 @@ func (s *Session) prefillLocked(ctx context.Context, tokens []int32, opts Prefil
 	}
 	// Per-token caches (K/V/index keys) are only written at rows >= the starting position, which
 	// a failed call leaves unused; the fixed-size states are backed up once and restored on
-	// failure (after the Pass ended, whatever of it ran), and the position goes back.
+	// failure (after the Pass ended, whatever of it ran), and the position goes back. A cache
+	// still in its initial state is cleared instead: nothing to copy.
 	pos0 := s.pos
-	saved := s.state.backup()
+	initial := s.state.initial
+	var saved map[int][2]int32
+	if !initial {
+		saved = s.state.backup()
+	}
+	s.state.initial = false
 	fail := func(err error) (*Logits, error) {
-		s.state.restore(saved)
+		if initial {
+			s.state.clear(m)
+		} else {
+			s.state.restore(saved)
+		}
 		s.pos = pos0
 		s.ids = s.ids[:pos0]
 		if cbPanic != nil {

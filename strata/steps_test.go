@@ -76,7 +76,8 @@ func TestPrefillSteps(t *testing.T) {
 }
 
 // TestPrefillStepFailureRestores: a prefill cancelled in its third step leaves the session as it
-// was before the call (position and every cache byte), not after its first two steps.
+// was before the call (position and every cache byte), not after its first two steps: from a
+// position past 0 (the backup restored) and from 0 (the cache cleared).
 func TestPrefillStepFailureRestores(t *testing.T) {
 	m := loadTiny(t, "qwen4exp-tiny")
 	ids := openGoldens(t, "q4_model_goldens.safetensors").i32("b.input_ids")
@@ -97,6 +98,42 @@ func TestPrefillStepFailureRestores(t *testing.T) {
 	after, _ := s.Snapshot()
 	if s.Position() != 20 || !before.Equal(after) {
 		t.Fatalf("a failed third step left position %d (want 20) or changed the cache", s.Position())
+	}
+	// From position 0 (a new session, then the same one Reset) nothing is backed up: the cache
+	// is cleared. It then equals a new session's, and prefills to its bits.
+	fresh, _ := m.NewSession(SessionOptions{MaxContext: 512})
+	empty, _ := fresh.Snapshot()
+	want, err := fresh.Prefill(context.Background(), ids, PrefillOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reset := range []bool{false, true} {
+		s, _ := m.NewSession(SessionOptions{MaxContext: 512})
+		if reset {
+			if _, err := s.Prefill(context.Background(), ids[:20], PrefillOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s.Reset()
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := s.Prefill(ctx, ids, PrefillOptions{Step: 40, Progress: func(done, total int) {
+			if done == 2*len(m.layers)+1 {
+				cancel()
+			}
+		}}); !errors.Is(err, ErrCancelled) {
+			t.Fatalf("reset %v: error %v, want ErrCancelled", reset, err)
+		}
+		after, _ := s.Snapshot()
+		if s.Position() != 0 || !after.Equal(empty) {
+			t.Fatalf("reset %v: a failed first prefill left position %d or a cache unlike a new session's", reset, s.Position())
+		}
+		got, err := s.Prefill(context.Background(), ids, PrefillOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bitwiseEqual(got.Data, want.Data) {
+			t.Fatalf("reset %v: the prefill after the failed one differs from a new session's", reset)
+		}
 	}
 }
 
