@@ -190,16 +190,17 @@ func (p *pass) Stage(stage int) { p.stage = stage }
 
 // run times one op under the current stage.
 func (p *pass) run(fn func() error) error {
-	u0, s0, ok := cputime.Process()
 	t0 := time.Now()
+	u0, s0, ok := cputime.Process()
 	err := fn()
+	u1, s1, ok1 := cputime.Process()
 	d := time.Since(t0)
 	if p.stage >= 0 && p.stage < 64 {
 		for len(p.times) <= p.stage {
 			p.times = append(p.times, 0)
 		}
 		p.times[p.stage] += d
-		if u1, s1, ok1 := cputime.Process(); ok && ok1 {
+		if ok && ok1 {
 			for len(p.cpu) <= p.stage {
 				p.cpu, p.sy = append(p.cpu, 0), append(p.sy, 0)
 			}

@@ -133,6 +133,7 @@ type Timing struct {
 	Total time.Duration
 	// CPU, where the backend measures it (the CPU backend on Linux and macOS; nil elsewhere), is
 	// the process's CPU time (user + system, every thread) during each stage's ops, and Sys its
-	// system part: CPU / (Stage x the threads) is how busy the cores were.
+	// system part: CPU / (Stage x the threads) is about how busy the cores were (strata.Stats
+	// says how approximate).
 	CPU, Sys []time.Duration
 }

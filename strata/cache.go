@@ -26,8 +26,8 @@ type cache struct {
 	at     map[stateKey]*state
 	pleCtx map[int]*[2]int32
 	// initial is set while the fixed-size states and the PLE contexts are known to hold their
-	// starting values (zero; the contexts' InitialContext): by clear and by NewSession on a
-	// fresh cache, unset by the first prefill. A failed prefill from there clears the cache
+	// starting values (zero; the contexts' InitialContext): by clear, and by NewSession and the
+	// prompt cache's empty start on a fresh (zeroed) cache; unset by the first prefill. A failed prefill from there clears the cache
 	// instead of restoring a backup, so the first prefill of a session copies no state.
 	initial bool
 }
@@ -48,7 +48,7 @@ func sessionStates(m *Model) []family.State {
 
 // cacheBytes is the memory of a session cache of maxCtx tokens: every device state of the plan
 // (per-token ones for maxCtx tokens), the fixed-size ones twice (the host backup a prefill makes
-// from a position past 0).
+// unless the cache is in its initial state).
 func cacheBytes(m *Model, maxCtx int) int64 {
 	var n int64
 	for _, s := range sessionStates(m) {

@@ -336,6 +336,7 @@ func (c *PromptCache) Prefill(ctx context.Context, s *Session, prompt []int32, o
 			if err != nil {
 				return nil, nil, err
 			}
+			st.initial = true // zeroed, as a cleared one
 			install(st, 0, nil)
 		}
 	}

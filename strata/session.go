@@ -115,9 +115,11 @@ type Stats struct {
 	PerStage bool
 	// CPU is the process's CPU time (user + system, summed over every thread) during each
 	// stage's ops, and SysCPU its system part (page faults and other kernel work): on the CPU
-	// backend on Linux and macOS, zero elsewhere. CPU[s] / (Stage[s] x the threads the prefill
-	// ran on, GOMAXPROCS) is the share of the cores a stage kept busy; work of other goroutines
-	// of the process running meanwhile counts too.
+	// backend on Linux and macOS, zero elsewhere. CPU[s] / (Stage[s] x GOMAXPROCS) is about the
+	// share of the cores a stage kept busy. Approximately: the kernel accounts the time of the
+	// threads running on other cores at its ticks (milliseconds), other threads of the process
+	// running meanwhile count too, and a stage's host-side work (Stage, PLE ids) does not; on
+	// stages of a few milliseconds it can read over 100%.
 	CPU, SysCPU [numStages]time.Duration
 }
 

@@ -342,10 +342,14 @@ func TestStatsCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := sum.CPU[StageMoE] + lg.Stats.CPU[StageMoE]
+		want, wantSys := sum.CPU, sum.SysCPU
+		for i := range want {
+			want[i] += lg.Stats.CPU[i]
+			wantSys[i] += lg.Stats.SysCPU[i]
+		}
 		sum.Add(lg.Stats)
-		if sum.CPU[StageMoE] != want || sum.Tokens != at+100 {
-			t.Fatalf("Add: MoE CPU %v, want %v; tokens %d", sum.CPU[StageMoE], want, sum.Tokens)
+		if sum.CPU != want || sum.SysCPU != wantSys || sum.Tokens != at+100 {
+			t.Fatalf("Add: CPU %v, system %v, want %v, %v; tokens %d", sum.CPU, sum.SysCPU, want, wantSys, sum.Tokens)
 		}
 	}
 }

@@ -26,6 +26,8 @@ func (o *options) checkModes() error {
 		return fmt.Errorf("--compute %q: want one of %s", o.model.compute, strings.Join(strata.ComputeModes, ", "))
 	case o.bench.compute && o.bench.bench:
 		return fmt.Errorf("--bench-compute runs the compute lines of --bench alone: give one of them")
+	case o.bench.cache && (o.bench.bench || o.bench.compute):
+		return fmt.Errorf("--bench-cache is a benchmark of its own: give it without --bench and --bench-compute")
 	case o.bench.compute && o.set("compute"):
 		return fmt.Errorf("--bench-compute runs every compute mode: drop --compute")
 	case o.set("seed") && (o.ids.list != "" || o.ids.file != "" || o.set("prompt") || o.set("prompt-file")):

@@ -28,9 +28,9 @@
 // and emu; including the QSA indexer and the sparse attention of a 2048-token chunk at pos0
 // 30000), then the model (--model, else a 4-layer real-width slice of Qwen3.8-Flash-Next,
 // generated once, 3.2 GB) at the --bench-tokens lengths (default 512 and 2048; e.g.
-// 2048,8192,32768,30000+2048 for the long context) with per-stage times (on the CPU also the
-// process's CPU time in each stage, the share of the GOMAXPROCS cores it kept busy and its
-// system part: where a stage stops scaling with the cores), GFLOP/s as a fraction
+// 2048,8192,32768,30000+2048 for the long context) with per-stage times (on the CPU, here and
+// after a prefill, also the process's CPU time in each stage, the share of the GOMAXPROCS cores
+// it kept busy and its system part: where a stage stops scaling with the cores), GFLOP/s as a fraction
 // of P (on the CPU the model lines' own P: the product's peak in the model's compute mode at a
 // step's rows, at most 2048) and each run's peak RSS; then the generated slices beside their
 // FP8, MLX and mxfp4 forms, and on the CPU each compute mode's line (see bench.go).

@@ -267,13 +267,13 @@ func printStats(total strata.Stats) {
 
 // printStages prints a line per stage: its wall time, its share of the prefill's and, where the
 // backend measured it, the CPU time of the process meanwhile, the share of GOMAXPROCS cores that
-// kept busy, and its system part.
+// kept busy (Stats.CPU says how approximate), and its system part.
 func printStages(st strata.Stats) {
 	threads := runtime.GOMAXPROCS(0)
 	for i, d := range st.Stage {
 		fmt.Printf("  %-14s %9.1f ms  %5.1f%%", strata.Stage(i), float64(d.Microseconds())/1000, 100*d.Seconds()/st.Total.Seconds())
 		if c := st.CPU[i]; c > 0 && d > 0 {
-			fmt.Printf("  CPU %9.1f ms (%5.1f%% of %d threads), system %7.1f ms", float64(c.Microseconds())/1000,
+			fmt.Printf("  CPU %9.1f ms (%5.1f%% of GOMAXPROCS %d), system %7.1f ms", float64(c.Microseconds())/1000,
 				100*c.Seconds()/(d.Seconds()*float64(threads)), threads, float64(st.SysCPU[i].Microseconds())/1000)
 		}
 		fmt.Println()

@@ -169,6 +169,8 @@ func TestArgsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"--model", dir, "--tokens", "1,2,"}, "empty entry in the token list"},
 		{[]string{"--model", dir, "--tokens", "1", "--compute", "fp16"}, `--compute "fp16": want one of f32, bf16, int8`},
 		{[]string{"--bench", "--bench-compute"}, "give one of them"},
+		{[]string{"--bench", "--bench-cache"}, "a benchmark of its own"},
+		{[]string{"--bench-compute", "--bench-cache"}, "a benchmark of its own"},
 		{[]string{"--bench", "--model", filepath.Join(outDir, "missing.gguf")}, "--model: stat " + filepath.Join(outDir, "missing.gguf") + ": no such file or directory (checked before the benchmarks start)"},
 		{[]string{"--model", dir, "--random-tokens", "0"}, "--random-tokens 0: give N >= 1"},
 		{[]string{"--bench", "--bench-op-tokens", "100000000"}, "--bench-op-tokens 100000000: at most 16384"},
