@@ -196,19 +196,21 @@ func (p *pass) run(fn func() error) error {
 	u1, s1, ok1 := cputime.Process()
 	d := time.Since(t0)
 	if p.stage >= 0 && p.stage < 64 {
-		for len(p.times) <= p.stage {
-			p.times = append(p.times, 0)
-		}
-		p.times[p.stage] += d
+		addAt(&p.times, p.stage, d)
 		if ok && ok1 {
-			for len(p.cpu) <= p.stage {
-				p.cpu, p.sy = append(p.cpu, 0), append(p.sy, 0)
-			}
-			p.cpu[p.stage] += u1 - u0 + s1 - s0
-			p.sy[p.stage] += s1 - s0
+			addAt(&p.cpu, p.stage, u1-u0+s1-s0)
+			addAt(&p.sy, p.stage, s1-s0)
 		}
 	}
 	return err
+}
+
+// addAt adds d to (*s)[i], growing *s with zeros to hold it.
+func addAt(s *[]time.Duration, i int, d time.Duration) {
+	if n := len(*s); n <= i {
+		*s = append(*s, make([]time.Duration, i+1-n)...)
+	}
+	(*s)[i] += d
 }
 
 func (p *pass) Commit() (op.Timing, error) {
