@@ -96,9 +96,9 @@ func moeSoftmaxRow(p, x []float32) {
 //
 // Schedule: the products of all experts are cut into tiles (an expert's row block times a
 // column block of one weight) that every core takes from one shared list, largest blocks first,
-// a block's down tiles two blocks after its gate and up tiles, whose last one runs the block's
-// SwiGLU (moeSchedule). The tiles are the column blocks
-// MatMul itself uses (gemmBlockRows; for the compute modes as few 32-column panels as keep the
+// a block's down tiles at least twice as many tiles as cores after its gate and up tiles, the
+// last of which runs the block's SwiGLU (moeSchedule). The tiles are the column blocks MatMul
+// itself uses (gemmBlockRows; for the compute modes as few 32-column panels as keep the
 // cores busy, the gate and up products of a block in one tile), and the rows of an
 // expert are cut only where a row's bits do not depend on the rows around it (strata's SGEMM,
 // the int8 and bf16 kernels; never a native BLAS), so every element is summed as in one MatMul
@@ -169,8 +169,6 @@ const (
 	moeMinRows = 48
 	// moePanel is the column granularity of an int8 or bf16 tile (qdot's panels).
 	moePanel = 32
-	// moeLag: a block's down tiles follow the gate and up tiles of this many later blocks.
-	moeLag = 2
 )
 
 // moeSchedule runs the experts' products as tiles over the cores (moeExperts).
@@ -286,18 +284,7 @@ func (s *moeSchedule) wave(e0, e1 int, buf []float32) error {
 	// the order decides who runs a tile, never its bits. A block's tiles stay together so a
 	// core often finds the block's rows already gathered.
 	sort.SliceStable(blocks, func(i, j int) bool { return blocks[i].r1-blocks[i].r0 > blocks[j].r1-blocks[j].r0 })
-	// One list: a block's gate and up tiles, and the down tiles of the block moeLag places
-	// earlier, whose SwiGLU is then done but for a straggler (a down tile waits for it).
-	var tiles []moeTile
-	for b, blk := range blocks {
-		tiles = s.upTiles(tiles, b, blk.e)
-		if d := b - moeLag; d >= 0 {
-			tiles = s.colTiles(tiles, d, ex.Down[blocks[d].e], nil, -1)
-		}
-	}
-	for d := max(0, len(blocks)-moeLag); d < len(blocks); d++ {
-		tiles = s.colTiles(tiles, d, ex.Down[blocks[d].e], nil, -1)
-	}
+	tiles := s.list(blocks, perA)
 	gu, h := buf[:n*2*I], buf[n*2*I:n*3*I]
 	left := make([]atomic.Int32, len(blocks))   // gate and up tiles of a block still to run
 	ready := make([]chan struct{}, len(blocks)) // closed once a block's SwiGLU is done
@@ -345,6 +332,29 @@ func (s *moeSchedule) wave(e0, e1 int, buf []float32) error {
 		}
 		return nil
 	})
+}
+
+// list is a wave's tiles in the order the cores take them: each block's gate and up tiles
+// (perA of them), and the down tiles of the block lag places earlier, whose SwiGLU is then done
+// but for a straggler (a down tile waits for it). The cores take the tiles in list order, so a
+// block's last gate/up tile has run for about the time of the tiles between it and the block's
+// first down tile, divided by the workers: lag puts at least twice the workers tiles between
+// them, or the down tiles of blocks whose gate and up tiles had only just started would park
+// their cores (with a fixed lag of two blocks, on 16 cores a down tile was taken about a fifth
+// of a gate/up tile's time after its block's gate/up tile).
+func (s *moeSchedule) list(blocks []moeBlock, perA int) []moeTile {
+	lag := (2*s.workers + perA - 1) / max(1, perA)
+	var tiles []moeTile
+	for b, blk := range blocks {
+		tiles = s.upTiles(tiles, b, blk.e)
+		if d := b - lag; d >= 0 {
+			tiles = s.colTiles(tiles, d, s.ex.Down[blocks[d].e], nil, -1)
+		}
+	}
+	for d := max(0, len(blocks)-lag); d < len(blocks); d++ {
+		tiles = s.colTiles(tiles, d, s.ex.Down[blocks[d].e], nil, -1)
+	}
+	return tiles
 }
 
 // upTiles appends the gate and up tiles of expert e for block blk: the fused gate_up weight's
