@@ -125,7 +125,7 @@ func execMoEExperts(a op.MoEExperts) error {
 // rows of an expert are cut for that many cores) and waves of up to waveRows rows (one expert
 // at least); the bits are the same for every count and wave size.
 func moeRun(ye []float32, rk []int32, x []float32, idx []int32, K int, ex *op.Experts, workers, waveRows int) error {
-	D := ex.D
+	D, workers := ex.D, max(1, workers)
 	count := make([]int, ex.E+1)
 	for _, e := range idx {
 		if e >= 0 {
@@ -284,7 +284,7 @@ func (s *moeSchedule) wave(e0, e1 int, buf []float32) error {
 	// the order decides who runs a tile, never its bits. A block's tiles stay together so a
 	// core often finds the block's rows already gathered.
 	sort.SliceStable(blocks, func(i, j int) bool { return blocks[i].r1-blocks[i].r0 > blocks[j].r1-blocks[j].r0 })
-	tiles := s.list(blocks, perA)
+	tiles := s.list(blocks)
 	gu, h := buf[:n*2*I], buf[n*2*I:n*3*I]
 	left := make([]atomic.Int32, len(blocks))   // gate and up tiles of a block still to run
 	ready := make([]chan struct{}, len(blocks)) // closed once a block's SwiGLU is done
@@ -334,24 +334,26 @@ func (s *moeSchedule) wave(e0, e1 int, buf []float32) error {
 	})
 }
 
-// list is a wave's tiles in the order the cores take them: each block's gate and up tiles
-// (perA of them), and the down tiles of the block lag places earlier, whose SwiGLU is then done
-// but for a straggler (a down tile waits for it). The cores take the tiles in list order, so a
-// block's last gate/up tile has run for about the time of the tiles between it and the block's
-// first down tile, divided by the workers: lag puts at least twice the workers tiles between
-// them, or the down tiles of blocks whose gate and up tiles had only just started would park
-// their cores (with a fixed lag of two blocks, on 16 cores a down tile was taken about a fifth
-// of a gate/up tile's time after its block's gate/up tile).
-func (s *moeSchedule) list(blocks []moeBlock, perA int) []moeTile {
-	lag := (2*s.workers + perA - 1) / max(1, perA)
+// list is a wave's tiles in the order the cores take them: each block's gate and up tiles,
+// then, once at least twice as many tiles as workers follow a block's last gate/up tile, that
+// block's down tiles (all that are left at the end of the list). The cores take the tiles in
+// list order, so a block's last gate/up tile has run for about the time of the tiles between it
+// and the block's first down tile, divided by the workers, and its SwiGLU is done but for a
+// straggler (a down tile waits for it); closer, the down tiles of blocks whose gate and up
+// tiles had only just started would park their cores (with a fixed two blocks between them, on
+// 16 cores a down tile was taken about a fifth of a gate/up tile's time after its block's).
+func (s *moeSchedule) list(blocks []moeBlock) []moeTile {
 	var tiles []moeTile
+	lastUp := make([]int, len(blocks))
+	d := 0 // the next block whose down tiles are still to be listed
 	for b, blk := range blocks {
 		tiles = s.upTiles(tiles, b, blk.e)
-		if d := b - lag; d >= 0 {
+		lastUp[b] = len(tiles) - 1
+		for ; d < b && len(tiles)-1-lastUp[d] >= 2*s.workers; d++ {
 			tiles = s.colTiles(tiles, d, s.ex.Down[blocks[d].e], nil, -1)
 		}
 	}
-	for d := max(0, len(blocks)-lag); d < len(blocks); d++ {
+	for ; d < len(blocks); d++ {
 		tiles = s.colTiles(tiles, d, s.ex.Down[blocks[d].e], nil, -1)
 	}
 	return tiles

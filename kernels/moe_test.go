@@ -531,53 +531,61 @@ func TestMoETilesBitwise(t *testing.T) {
 
 // TestMoEDownLag: in a wave's list, a block's first down tile comes at least twice the workers
 // tiles after its last gate/up tile (the cores take tiles in list order, so its SwiGLU is done
-// by then), unless every gate/up tile of the wave comes before it. Fails with a fixed lag of
-// two blocks on 16 cores.
+// by then), unless every gate/up tile of the wave comes before it; also where the experts'
+// formats differ (their tiles a block differ). Fails with a fixed lag of two blocks on 16 cores.
 func TestMoEDownLag(t *testing.T) {
 	const E, D, I = 40, 256, 256
 	store := Backend{}.NewWeights(op.WeightOptions{Compute: op.ComputeInt8})
-	ex := &op.Experts{E: E, D: D, I: I}
-	for e := range E {
-		for _, sh := range [][2]int{{2 * I, D}, {D, I}} {
-			m, _, err := optest.RandQuant(uint64(e+1), sh[0], sh[1], 4, 64, op.BF16, 0.1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m, err = store.Prepare(m); err != nil {
-				t.Fatal(err)
-			}
-			if sh[0] == D {
-				ex.Down = append(ex.Down, m)
-			} else {
-				ex.GateUp = append(ex.GateUp, m)
-			}
-		}
-	}
-	blocks := make([]moeBlock, E)
-	for e := range blocks {
-		blocks[e] = moeBlock{e: e, r0: 10 * e, r1: 10*e + 10}
-	}
-	for _, workers := range []int{1, 2, 3, 16, 64} {
-		for _, cranges := range []int{1, 4} {
-			s := &moeSchedule{ex: ex, workers: workers, cranges: cranges}
-			perA, perB := len(s.upTiles(nil, 0, 0)), len(s.colTiles(nil, 0, ex.Down[0], nil, -1))
-			tiles := s.list(blocks, perA)
-			lastUp, firstDown, lastAnyUp := map[int]int{}, map[int]int{}, 0
-			for i, tl := range tiles {
-				if tl.off >= 0 {
-					lastUp[tl.blk], lastAnyUp = i, i
-				} else if _, ok := firstDown[tl.blk]; !ok {
-					firstDown[tl.blk] = i
+	for _, mixed := range []bool{false, true} {
+		ex := &op.Experts{E: E, D: D, I: I}
+		for e := range E {
+			for _, sh := range [][2]int{{2 * I, D}, {D, I}} {
+				m, _, err := optest.RandQuant(uint64(e+1), sh[0], sh[1], 4, 64, op.BF16, 0.1)
+				if mixed && e%3 != 0 { // f32 weights: column blocks of gemmBlockRows, not panels
+					m, _, err = optest.RandMatrix(uint64(e+1), sh[0], sh[1], op.F32, 0.1)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m, err = store.Prepare(m); err != nil {
+					t.Fatal(err)
+				}
+				if sh[0] == D {
+					ex.Down = append(ex.Down, m)
+				} else {
+					ex.GateUp = append(ex.GateUp, m)
 				}
 			}
-			if len(tiles) != len(blocks)*(perA+perB) || len(firstDown) != len(blocks) {
-				t.Fatalf("workers %d cranges %d: %d tiles, %d blocks with down tiles; want %d, %d",
-					workers, cranges, len(tiles), len(firstDown), len(blocks)*(perA+perB), len(blocks))
-			}
-			for b := range blocks {
-				if d := firstDown[b] - lastUp[b]; d < 2*workers && firstDown[b] < lastAnyUp {
-					t.Fatalf("workers %d cranges %d: block %d's first down tile is %d tiles after its last gate/up tile, want at least %d",
-						workers, cranges, b, d, 2*workers)
+		}
+		blocks := make([]moeBlock, E)
+		for e := range blocks {
+			blocks[e] = moeBlock{e: e, r0: 10 * e, r1: 10*e + 10}
+		}
+		for _, workers := range []int{1, 2, 3, 16, 64} {
+			for _, cranges := range []int{1, 4} {
+				name := fmt.Sprintf("mixed %v workers %d cranges %d", mixed, workers, cranges)
+				s := &moeSchedule{ex: ex, workers: workers, cranges: cranges}
+				want := 0
+				for _, blk := range blocks {
+					want += len(s.upTiles(nil, 0, blk.e)) + len(s.colTiles(nil, 0, ex.Down[blk.e], nil, -1))
+				}
+				tiles := s.list(blocks)
+				lastUp, firstDown, lastAnyUp := map[int]int{}, map[int]int{}, 0
+				for i, tl := range tiles {
+					if tl.off >= 0 {
+						lastUp[tl.blk], lastAnyUp = i, i
+					} else if _, ok := firstDown[tl.blk]; !ok {
+						firstDown[tl.blk] = i
+					}
+				}
+				if len(tiles) != want || len(firstDown) != len(blocks) {
+					t.Fatalf("%s: %d tiles, %d blocks with down tiles; want %d, %d", name, len(tiles), len(firstDown), want, len(blocks))
+				}
+				for b := range blocks {
+					if d := firstDown[b] - lastUp[b]; d < 2*workers && firstDown[b] < lastAnyUp {
+						t.Fatalf("%s: block %d's first down tile is %d tiles after its last gate/up tile, want at least %d",
+							name, b, d, 2*workers)
+					}
 				}
 			}
 		}
