@@ -27,8 +27,9 @@ type cache struct {
 	pleCtx map[int]*[2]int32
 	// initial is set while the fixed-size states and the PLE contexts are known to hold their
 	// starting values (zero; the contexts' InitialContext): by clear, and by NewSession and the
-	// prompt cache's empty start on a fresh (zeroed) cache; unset by the first prefill. A failed prefill from there clears the cache
-	// instead of restoring a backup, so the first prefill of a session copies no state.
+	// prompt cache's empty start on a fresh (zeroed) cache; unset by the first prefill. A failed
+	// prefill from there clears the cache instead of restoring a backup, so the first prefill of
+	// a session copies no state.
 	initial bool
 }
 

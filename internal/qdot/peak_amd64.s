@@ -1,12 +1,10 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "bf16_amd64.h"
 
 // The instruction peaks the kernels are measured against (BenchmarkPeak): n rounds of 12
 // independent zmm VPDPBUSD (or VDPBF16PS) on register operands, no loads.
-
-// VDPBF16PS_P is bf16_amd64.s's VDPBF16PS_Z (the Go assembler has no VDPBF16PS).
-#define VDPBF16PS_P(acc, w, x) BYTE $0x62; BYTE $(((1-((acc>>3)&1))<<7) | ((1-((x>>4)&1))<<6) | ((1-((x>>3)&1))<<5) | ((1-((acc>>4)&1))<<4) | 0x02); BYTE $(((15-(w&15))<<3) | 0x06); BYTE $(0x40 | ((1-((w>>4)&1))<<3)); BYTE $0x52; BYTE $(0xC0 | ((acc&7)<<3) | (x&7))
 
 // func peakVNNI(n int)
 TEXT ·peakVNNI(SB), NOSPLIT, $0-8
@@ -37,18 +35,18 @@ TEXT ·peakBF16(SB), NOSPLIT, $0-8
 	VPXORD Z24, Z24, Z24
 	VPXORD Z28, Z28, Z28
 peakBF16_loop:
-	VDPBF16PS_P(0, 24, 28)
-	VDPBF16PS_P(1, 24, 28)
-	VDPBF16PS_P(2, 24, 28)
-	VDPBF16PS_P(3, 24, 28)
-	VDPBF16PS_P(4, 24, 28)
-	VDPBF16PS_P(5, 24, 28)
-	VDPBF16PS_P(6, 24, 28)
-	VDPBF16PS_P(7, 24, 28)
-	VDPBF16PS_P(8, 24, 28)
-	VDPBF16PS_P(9, 24, 28)
-	VDPBF16PS_P(10, 24, 28)
-	VDPBF16PS_P(11, 24, 28)
+	VDPBF16PS_Z(0, 24, 28)
+	VDPBF16PS_Z(1, 24, 28)
+	VDPBF16PS_Z(2, 24, 28)
+	VDPBF16PS_Z(3, 24, 28)
+	VDPBF16PS_Z(4, 24, 28)
+	VDPBF16PS_Z(5, 24, 28)
+	VDPBF16PS_Z(6, 24, 28)
+	VDPBF16PS_Z(7, 24, 28)
+	VDPBF16PS_Z(8, 24, 28)
+	VDPBF16PS_Z(9, 24, 28)
+	VDPBF16PS_Z(10, 24, 28)
+	VDPBF16PS_Z(11, 24, 28)
 	DECQ CX
 	JNZ peakBF16_loop
 	VZEROUPPER
